@@ -1,0 +1,209 @@
+"""The client: one object that opens the workspace and exposes every operation."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from .clock import SYSTEM_CLOCK, Clock
+from .config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT, Settings, load_settings
+from .errors import InvalidInput
+from .store.chunks import ChunkStorage
+from .store.database import Database
+from .streams.config import StreamConfig
+from .streams.controller import StreamController, StreamInfo, StreamState, SweepResult, TruncateResult
+from .streams.cuts import StreamCut, size_between
+from .streams.model import Segment, segment_id
+from .streams.reader import Event, iter_batches, iter_events
+from .streams.writer import Writer
+from .units import parse_duration_ms, parse_size_bytes
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("tidekeep")
+
+SegmentRef = int | str
+
+
+def parse_segment(ref: SegmentRef) -> int:
+    """A segment id from an int or the "epoch.number" display form."""
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        if ref < 0:
+            raise InvalidInput(f"invalid segment {ref!r}")
+        return ref
+    if isinstance(ref, str):
+        parts = ref.strip().split(".")
+        if len(parts) == 2 and all(p.isdigit() for p in parts):
+            return segment_id(int(parts[0]), int(parts[1]))
+        if ref.strip().isdigit():
+            return int(ref.strip())
+    raise InvalidInput(f"invalid segment {ref!r}: expected 'epoch.number' like '0.1' or a segment id")
+
+
+class Client:
+    def __init__(self, settings: Settings, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.db = Database(settings.metadata_url, settings["metadata.busy_timeout"])
+        self.storage = ChunkStorage(settings.storage_uri)
+        self.streams = StreamController(self.db, self.storage, clock)
+
+    # ---- scopes and streams --------------------------------------------------------------------
+    def create_scope(self, scope: str) -> bool:
+        return self.streams.create_scope(scope)
+
+    def list_scopes(self) -> list[str]:
+        return self.streams.list_scopes()
+
+    def delete_scope(self, scope: str) -> None:
+        self.streams.delete_scope(scope)
+
+    def create_stream(self, name: str, config: StreamConfig | None = None) -> StreamInfo:
+        return self.streams.create_stream(name, config or StreamConfig())
+
+    def update_stream(self, name: str, config: StreamConfig) -> StreamInfo:
+        return self.streams.update_config(name, config)
+
+    def list_streams(self, scope: str | None = None) -> list[StreamInfo]:
+        return self.streams.list_streams(scope)
+
+    def describe_stream(self, name: str) -> dict[str, Any]:
+        from .streams.describe import describe
+
+        return describe(self.streams.state(name))
+
+    def stream_state(self, name: str) -> StreamState:
+        return self.streams.state(name)
+
+    def seal_stream(self, name: str) -> bool:
+        return self.streams.seal(name)
+
+    def delete_stream(self, name: str) -> int:
+        return self.streams.delete(name)
+
+    # ---- scaling -------------------------------------------------------------------------------
+    def scale(
+        self, stream: str, seal: Sequence[SegmentRef], new_ranges: Sequence[tuple[float, float]]
+    ) -> list[Segment]:
+        return self.streams.scale(stream, [parse_segment(s) for s in seal], list(new_ranges))
+
+    def split(self, stream: str, segment: SegmentRef, parts: int = 2) -> list[Segment]:
+        return self.streams.split(stream, parse_segment(segment), parts)
+
+    def merge(self, stream: str, segments: Sequence[SegmentRef]) -> list[Segment]:
+        return self.streams.merge(stream, [parse_segment(s) for s in segments])
+
+    # ---- cuts ----------------------------------------------------------------------------------
+    def head_cut(self, stream: str) -> StreamCut:
+        state = self.streams.state(stream)
+        return state.cut(state.head)
+
+    def tail_cut(self, stream: str) -> StreamCut:
+        state = self.streams.state(stream)
+        return state.cut(state.tail())
+
+    def resolve_cut(self, stream: str, cut: StreamCut | str) -> StreamCut:
+        """Validate a cut (any form) against the stream and return it with key ranges attached."""
+        return self.streams.resolve_cut(stream, cut)
+
+    def size_between(self, a: StreamCut | str, b: StreamCut | str) -> int:
+        """Logical bytes between two cuts of one stream (a at or before b)."""
+        first = StreamCut.parse(a) if isinstance(a, str) else a
+        second = StreamCut.parse(b) if isinstance(b, str) else b
+        if first.stream != second.stream:
+            from .errors import InvalidStreamCut
+
+            raise InvalidStreamCut(f"cuts belong to different streams {first.stream!r} and {second.stream!r}")
+        state = self.streams.state(first.stream)
+        start = self.streams.to_positions(state, first)
+        end = self.streams.to_positions(state, second)
+        if not state.cut(start) <= state.cut(end):
+            from .errors import InvalidStreamCut
+
+            raise InvalidStreamCut(f"size_between: {first} is not at or before {second}")
+        return size_between(start, end, state.segments)
+
+    def truncate(self, stream: str, cut: StreamCut | str, reason: str = "manual truncation") -> TruncateResult:
+        return self.streams.truncate(stream, cut, reason)
+
+    # ---- data ----------------------------------------------------------------------------------
+    def writer(self, stream: str, writer_id: str, batch_size: int | str | None = None,
+               linger: int | str | None = None) -> Writer:
+        size = self.settings["writer.batch_size"] if batch_size is None else parse_size_bytes(batch_size)
+        if size <= 0:
+            raise InvalidInput(f"invalid batch size {batch_size!r}: must be greater than zero")
+        linger_ms = self.settings["writer.linger"] if linger is None else parse_duration_ms(linger)
+        return Writer(self.streams, stream, writer_id, size, linger_ms, self.clock)
+
+    def read(self, stream: str, start: StreamCut | str | None = None,
+             end: StreamCut | str | None = None) -> Iterator[Event]:
+        """Events from `start` (default: head) to `end` (default: the tail now), per-key ordered."""
+        plan = self.streams.plan_read(stream, start, end)
+        return iter_events(self.streams, plan)
+
+    def read_batches(self, stream: str, start: StreamCut | str | None = None,
+                     end: StreamCut | str | None = None) -> Iterator[pa.RecordBatch]:
+        """The same events as Arrow record batches (columnar, much faster for bulk reads)."""
+        plan = self.streams.plan_read(stream, start, end)
+        return iter_batches(self.streams, plan)
+
+    # ---- maintenance ---------------------------------------------------------------------------
+    def sweep(self, grace: int | str | None = None) -> SweepResult:
+        grace_ms = self.settings["sweep.grace"] if grace is None else parse_duration_ms(grace)
+        return self.streams.sweep(grace_ms)
+
+    def audit(self, target: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        return self.streams.audit_entries(target, limit)
+
+    # ---- spark ---------------------------------------------------------------------------------
+    def spark(self) -> SparkSession:
+        from .spark.session import get_spark
+
+        return get_spark(self.settings)
+
+    def spark_options(self) -> dict[str, str]:
+        """Options that point spark.read.format("tidekeep") at this workspace."""
+        return {"metadata_url": self.settings.metadata_url, "storage": self.settings.storage_uri}
+
+    def close(self) -> None:
+        self.db.dispose()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def init_workspace(home: str | os.PathLike[str] | None = None) -> tuple[Settings, bool]:
+    """Create the workspace directory, its tidekeep.yaml, data directory and schema. Idempotent;
+    returns the settings and whether the config file was created."""
+    settings = load_settings(home)
+    settings.home.mkdir(parents=True, exist_ok=True)
+    config_path = settings.home / CONFIG_FILE_NAME
+    created = not config_path.exists()
+    if created:
+        config_path.write_text(DEFAULT_CONFIG_TEXT, encoding="utf-8")
+    client = Client(settings)
+    try:
+        client.db.ensure_schema()
+    finally:
+        client.close()
+    return settings, created
+
+
+def connect(home: str | os.PathLike[str] | None = None, *, metadata_url: str | None = None,
+            storage: str | None = None, clock: Clock | None = None,
+            settings: Mapping[str, Any] | None = None) -> Client:
+    """Open a workspace. Settings: defaults < tidekeep.yaml < TIDEKEEP_* env < these arguments."""
+    overrides = dict(settings or {})
+    if metadata_url is not None:
+        overrides["metadata.url"] = metadata_url
+    if storage is not None:
+        overrides["storage.uri"] = storage
+    return Client(load_settings(home, overrides), clock or SYSTEM_CLOCK)

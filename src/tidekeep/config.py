@@ -1,0 +1,196 @@
+"""Settings: defaults < tidekeep.yaml < TIDEKEEP_* environment < flags, validated on load.
+
+Every key has one dotted name (`writer.batch_size`), used in YAML (nested), in the environment
+(`TIDEKEEP_WRITER_BATCH_SIZE`) and in flags (`--set writer.batch_size=8MiB`). Unknown keys are
+rejected with the key named, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError, InvalidInput
+from .units import parse_duration_ms, parse_size_bytes
+
+CONFIG_FILE_NAME = "tidekeep.yaml"
+DEFAULT_HOME = ".tidekeep"
+MAX_EVENT_SIZE = 8 * 1024 * 1024
+
+# Environment variables with the TIDEKEEP_ prefix that are not settings.
+_ENV_NOT_SETTINGS = {"TIDEKEEP_HOME", "TIDEKEEP_FAULT"}
+_ENV_IGNORED_PREFIXES = ("TIDEKEEP_TEST_",)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"expected a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None or value == "" else _text(value)
+
+
+def _level(value: Any) -> str:
+    text = _text(value).upper()
+    if text not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+        raise InvalidInput(f"expected DEBUG, INFO, WARNING or ERROR, got {value!r}")
+    return text
+
+
+def _positive(parse: Callable[[Any], int]) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        result = parse(value)
+        if result <= 0:
+            raise InvalidInput(f"must be greater than zero, got {value!r}")
+        return result
+
+    return check
+
+
+def _non_negative(parse: Callable[[Any], int]) -> Callable[[Any], int]:
+    return parse
+
+
+@dataclass(frozen=True)
+class _Key:
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+
+
+KEYS: dict[str, _Key] = {
+    "metadata.url": _Key(_optional_text, None, "SQLAlchemy URL; default: SQLite file <home>/metadata.db"),
+    "metadata.busy_timeout": _Key(_positive(parse_duration_ms), 30_000, "SQLite busy timeout"),
+    "storage.uri": _Key(_optional_text, None, "pyarrow.fs URI or path for data; default: <home>/data"),
+    "spark.master": _Key(_text, "local[*]", "Spark master URL"),
+    "spark.app_name": _Key(_text, "tidekeep", "Spark application name"),
+    "writer.batch_size": _Key(_positive(parse_size_bytes), 4 * 1024 * 1024, "flush a segment batch at this size"),
+    "writer.linger": _Key(_non_negative(parse_duration_ms), 100, "flush pending events after this long"),
+    "sweep.grace": _Key(_non_negative(parse_duration_ms), 3_600_000,
+                        "uncommitted chunk files younger than this are never swept"),
+    "retention.frequency": _Key(_positive(parse_duration_ms), 30 * 60_000, "retention cycle spacing"),
+    "log.level": _Key(_level, "INFO", "log level"),
+}
+
+
+def env_name(key: str) -> str:
+    return "TIDEKEEP_" + key.upper().replace(".", "_")
+
+
+_ENV_TO_KEY = {env_name(key): key for key in KEYS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    values: Mapping[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def metadata_url(self) -> str:
+        url = self.values["metadata.url"]
+        return url or f"sqlite:///{(self.home / 'metadata.db').resolve()}"
+
+    @property
+    def storage_uri(self) -> str:
+        uri = self.values["storage.uri"]
+        return uri or str((self.home / "data").resolve())
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for name, value in data.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, key + "."))
+        else:
+            flat[key] = value
+    return flat
+
+
+def _parse_value(key: str, value: Any, source: str) -> Any:
+    if key not in KEYS:
+        raise ConfigError(f"unknown setting {key!r} in {source}")
+    try:
+        return KEYS[key].parse(value)
+    except InvalidInput as exc:
+        raise ConfigError(f"bad value for {key!r} in {source}: {exc}") from None
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The settings in a tidekeep.yaml, validated; {} when the file does not exist."""
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise ConfigError(f"broken {path}{where}: {problem}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"broken {path}: the top level must be a mapping of settings")
+    for name in data:
+        if not isinstance(name, str):
+            raise ConfigError(f"broken {path}: setting names must be strings, got {name!r}")
+    return {key: _parse_value(key, value, str(path)) for key, value in _flatten(data).items()}
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    return Path(home or env.get("TIDEKEEP_HOME") or DEFAULT_HOME)
+
+
+def load_settings(
+    home: str | os.PathLike[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Defaults < <home>/tidekeep.yaml < TIDEKEEP_* environment < overrides (flags)."""
+    env = os.environ if env is None else env
+    home_path = resolve_home(home, env)
+    values = {key: spec.default for key, spec in KEYS.items()}
+    values.update(read_config_file(home_path / CONFIG_FILE_NAME))
+    for name, raw in env.items():
+        if not name.startswith("TIDEKEEP_") or name in _ENV_NOT_SETTINGS or name.startswith(_ENV_IGNORED_PREFIXES):
+            continue
+        if name not in _ENV_TO_KEY:
+            raise ConfigError(f"unknown setting in environment variable {name}")
+        values[_ENV_TO_KEY[name]] = _parse_value(_ENV_TO_KEY[name], raw, f"environment variable {name}")
+    for key, raw in (overrides or {}).items():
+        if raw is not None:
+            values[key] = _parse_value(key, raw, "flags")
+    return Settings(home=home_path, values=values)
+
+
+DEFAULT_CONFIG_TEXT = """\
+# tidekeep workspace settings. Precedence: defaults < this file < TIDEKEEP_* env < CLI flags.
+# Every key can also be set as an environment variable, e.g. TIDEKEEP_METADATA_URL.
+metadata:
+  # url: postgresql+psycopg://user:password@host:5432/tidekeep   # default: SQLite file in this directory
+  busy_timeout: 30s
+storage:
+  # uri: s3://bucket/tidekeep    # any pyarrow.fs URI; default: ./data in this directory
+spark:
+  master: local[*]
+writer:
+  batch_size: 4MiB
+  linger: 100ms
+sweep:
+  grace: 1h
+retention:
+  frequency: 30m
+"""

@@ -1,0 +1,84 @@
+"""Typed errors. Every error a user can cause is one of these, with a one-line message."""
+
+from __future__ import annotations
+
+
+class TidekeepError(Exception):
+    """Base of all tidekeep errors. `exit_code` is what the CLI exits with."""
+
+    exit_code = 1
+
+    def __str__(self) -> str:  # one line, always
+        return " ".join(str(self.args[0]).split()) if self.args else self.__class__.__name__
+
+
+class InvalidInput(TidekeepError):
+    """Bad input from the caller; nothing was changed."""
+
+    exit_code = 2
+
+
+class ConfigError(InvalidInput):
+    """tidekeep.yaml, an environment variable or a flag is wrong; the message names the key."""
+
+
+class InvalidName(InvalidInput):
+    """A scope, stream, writer or reader group name that does not match [A-Za-z0-9_-]{1,255}."""
+
+
+class InvalidStreamCut(InvalidInput):
+    """A stream cut that is malformed, belongs elsewhere, or cannot be used for the operation."""
+
+
+class EventTooLarge(InvalidInput):
+    """An event above the 8 MiB limit."""
+
+
+class NotFound(TidekeepError):
+    exit_code = 3
+
+
+class AlreadyExists(TidekeepError):
+    exit_code = 4
+
+
+class StreamSealed(TidekeepError):
+    """The stream (or the segment a write went to) is sealed and takes no more writes."""
+
+    exit_code = 5
+
+
+class TruncatedData(TidekeepError):
+    """The requested position lies before the stream's head: the data has been truncated."""
+
+    exit_code = 6
+
+
+class ConflictError(TidekeepError):
+    """A concurrent change won; retry with fresh state."""
+
+    exit_code = 7
+
+
+class ChunkError(TidekeepError):
+    """A committed chunk file is missing or corrupt. Never silently skipped."""
+
+    exit_code = 8
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class ChunkMissing(ChunkError):
+    pass
+
+
+class CorruptChunk(ChunkError):
+    pass
+
+
+class SchemaError(TidekeepError):
+    """The metadata database is at a schema this version does not know."""
+
+    exit_code = 9

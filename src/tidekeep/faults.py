@@ -1,0 +1,17 @@
+"""Named fault points for crash tests.
+
+`TIDEKEEP_FAULT=name` (comma-separated for several) makes the process die with exit code 77 the
+moment it reaches `fault_point(name)`, as a kill -9 would: no cleanup, no flush, no atexit.
+"""
+
+from __future__ import annotations
+
+import os
+
+FAULT_EXIT_CODE = 77
+
+
+def fault_point(name: str) -> None:
+    armed = os.environ.get("TIDEKEEP_FAULT")
+    if armed and name in armed.split(","):
+        os._exit(FAULT_EXIT_CODE)

@@ -1,0 +1,44 @@
+"""The Spark session tidekeep uses: started on demand from settings, with the tidekeep data
+source registered so spark.read.format("tidekeep") works."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ..config import Settings
+
+_lock = threading.Lock()
+
+
+def build_spark(master: str = "local[*]", app_name: str = "tidekeep") -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    with _lock:
+        spark = (
+            SparkSession.builder.master(master)
+            .appName(app_name)
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "8")
+            .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+            .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
+            .getOrCreate()
+        )
+        register_data_sources(spark)
+        return spark
+
+
+def get_spark(settings: Settings) -> SparkSession:
+    return build_spark(settings["spark.master"], settings["spark.app_name"])
+
+
+def register_data_sources(spark: SparkSession) -> None:
+    try:
+        from .datasource import TidekeepDataSource
+    except ImportError:  # pragma: no cover - the data source module is part of the package
+        return
+    spark.dataSource.register(TidekeepDataSource)

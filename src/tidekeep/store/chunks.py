@@ -1,0 +1,150 @@
+"""Immutable chunk files on any pyarrow.fs filesystem.
+
+A chunk is one Parquet file (zstd) holding a batch of events of one segment: relative offset,
+routing key and payload. It is written completely before its metadata is committed; until then
+it is invisible, and if the commit never happens the orphan sweep removes it after a grace period.
+Reading verifies the file against its metadata (event count and length), so a missing or damaged
+file is reported by name and never read as wrong or missing data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from ..errors import ChunkMissing, ConfigError, CorruptChunk
+from ..streams.model import EVENT_HEADER_BYTES
+
+CHUNK_SCHEMA = pa.schema(
+    [
+        pa.field("rel_offset", pa.int64(), nullable=False),
+        pa.field("routing_key", pa.string()),
+        pa.field("payload", pa.binary(), nullable=False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class ChunkRef:
+    """What the metadata says a committed chunk holds."""
+
+    path: str
+    segment: int
+    base_offset: int
+    length: int
+    event_count: int
+    committed_ms: int
+    writer_id: str
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    path: str
+    mtime_ms: int
+
+
+def build_chunk_table(payloads: list[bytes], routing_keys: list[str | None]) -> tuple[pa.Table, int]:
+    """The chunk table for a batch and its logical length (8-byte header + payload per event)."""
+    payload_array = pa.array(payloads, type=pa.binary())
+    sizes = pc.add(pc.binary_length(payload_array).cast(pa.int64()), EVENT_HEADER_BYTES)
+    ends = pc.cumulative_sum(sizes)
+    rel_offsets = pc.subtract(ends, sizes)
+    length = ends[-1].as_py() if len(ends) else 0
+    table = pa.Table.from_arrays(
+        [rel_offsets, pa.array(routing_keys, type=pa.string()), payload_array], schema=CHUNK_SCHEMA
+    )
+    return table, length
+
+
+class ChunkStorage:
+    def __init__(self, uri: str) -> None:
+        try:
+            if "://" in uri:
+                self.fs, root = pafs.FileSystem.from_uri(uri)
+            else:
+                self.fs, root = pafs.LocalFileSystem(), str(Path(uri).resolve())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+            raise ConfigError(f"bad value for 'storage.uri': {uri!r}: {exc}") from None
+        self.uri = uri
+        self.root = root.rstrip("/")
+        self.fs.create_dir(self.root, recursive=True)
+
+    def full_path(self, rel_path: str) -> str:
+        return posixpath.join(self.root, rel_path)
+
+    def uri_of(self, rel_path: str) -> str:
+        """A URI Spark and pyarrow elsewhere can open."""
+        if "://" in self.uri:
+            return self.uri.rstrip("/") + "/" + rel_path
+        return "file://" + self.full_path(rel_path)
+
+    def write_chunk(self, rel_path: str, table: pa.Table) -> None:
+        full = self.full_path(rel_path)
+        self.fs.create_dir(posixpath.dirname(full), recursive=True)
+        pq.write_table(table, full, filesystem=self.fs, compression="zstd", write_statistics=False)
+
+    def read_chunk(self, ref: ChunkRef, columns: list[str] | None = None) -> pa.Table:
+        return read_chunk_file(self.fs, self.full_path(ref.path), ref, columns)
+
+    def delete(self, rel_paths: Iterable[str]) -> int:
+        deleted = 0
+        for rel in rel_paths:
+            try:
+                self.fs.delete_file(self.full_path(rel))
+                deleted += 1
+            except FileNotFoundError:
+                pass
+        return deleted
+
+    def delete_dir(self, rel_dir: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.delete_dir(self.full_path(rel_dir))
+
+    def list_files(self, rel_dir: str) -> list[StoredFile]:
+        selector = pafs.FileSelector(self.full_path(rel_dir), recursive=True, allow_not_found=True)
+        files = []
+        for info in self.fs.get_file_info(selector):
+            if info.type == pafs.FileType.File:
+                mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
+                files.append(StoredFile(posixpath.relpath(info.path, self.root), mtime))
+        return files
+
+
+def read_chunk_file(
+    fs: pafs.FileSystem, full_path: str, ref: ChunkRef, columns: list[str] | None = None
+) -> pa.Table:
+    """Read a committed chunk and check it against its metadata. Runs on Spark executors too, so
+    it takes the filesystem and path rather than a ChunkStorage."""
+    wanted = None if columns is None else sorted(set(columns) | {"rel_offset", "payload"},
+                                                  key=CHUNK_SCHEMA.names.index)
+    try:
+        table = pq.read_table(full_path, filesystem=fs, columns=wanted)
+    except FileNotFoundError:
+        raise ChunkMissing(f"chunk file {ref.path} is missing (segment {ref.segment}, offset {ref.base_offset})",
+                           ref.path) from None
+    except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
+        if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowException) and "not found" in str(exc).lower():
+            raise ChunkMissing(f"chunk file {ref.path} is missing", ref.path) from None
+        raise CorruptChunk(f"chunk file {ref.path} is corrupt: {str(exc).splitlines()[0]}", ref.path) from None
+    if table.num_rows != ref.event_count:
+        raise CorruptChunk(
+            f"chunk file {ref.path} is corrupt: {table.num_rows} events, metadata says {ref.event_count}", ref.path
+        )
+    if table.num_rows:
+        last = table.num_rows - 1
+        end = table["rel_offset"][last].as_py() + EVENT_HEADER_BYTES + len(table["payload"][last].as_py())
+        if end != ref.length or table["rel_offset"][0].as_py() != 0:
+            raise CorruptChunk(
+                f"chunk file {ref.path} is corrupt: it spans {end} bytes, metadata says {ref.length}", ref.path
+            )
+    if columns is not None:
+        table = table.select(columns)
+    return table

@@ -1,0 +1,187 @@
+"""The metadata database: engine set-up (SQLite or PostgreSQL), transactions, and migrations.
+
+SQLite runs in WAL mode with a busy timeout and foreign keys on; write transactions start with
+BEGIN IMMEDIATE so two writers never deadlock on a lock upgrade. PostgreSQL runs at READ
+COMMITTED; code that must serialise on a row takes it with SELECT ... FOR UPDATE, always in
+ascending key order so two transactions never wait on each other in a cycle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import threading
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+
+from ..errors import ConfigError, ConflictError, SchemaError
+
+_PG_MIGRATION_LOCK = 0x7469_6465  # advisory lock key: "tide"
+
+
+def _alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("tidekeep.store") / "migrations"))
+    return config
+
+
+_HEAD_REVISION: str | None = None
+
+
+def head_revision() -> str:
+    global _HEAD_REVISION
+    if _HEAD_REVISION is None:
+        _HEAD_REVISION = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    assert _HEAD_REVISION is not None
+    return _HEAD_REVISION
+
+
+def _sqlite_path(url: sa.URL) -> Path | None:
+    database = url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+class Database:
+    def __init__(self, url: str, busy_timeout_ms: int = 30_000) -> None:
+        try:
+            parsed = sa.make_url(url)
+        except sa.exc.ArgumentError:
+            raise ConfigError(f"bad value for 'metadata.url': {url!r} is not a database URL") from None
+        self.url = parsed
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        if self.is_sqlite:
+            path = _sqlite_path(parsed)
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            self.engine = sa.create_engine(
+                parsed,
+                connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
+                pool_size=8,
+                max_overflow=8,
+            )
+            self._configure_sqlite(self.engine, busy_timeout_ms)
+        elif parsed.get_backend_name() == "postgresql":
+            if parsed.drivername == "postgresql":
+                parsed = parsed.set(drivername="postgresql+psycopg")
+            self.url = parsed
+            self.engine = sa.create_engine(parsed, pool_pre_ping=True, pool_size=5, max_overflow=10)
+        else:
+            raise ConfigError(f"bad value for 'metadata.url': backend {parsed.get_backend_name()!r} "
+                              "is not supported (use sqlite or postgresql)")
+        self._upgraded = False
+        self._upgrade_lock = threading.Lock()
+
+    @staticmethod
+    def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+            dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            immediate = conn.get_execution_options().get("tidekeep_write", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    # ---- transactions --------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A read-write transaction; commits on success, rolls back on any exception."""
+        self.ensure_schema()
+        with self.engine.connect().execution_options(tidekeep_write=True) as conn:
+            try:
+                with conn.begin():
+                    yield conn
+            except sa.exc.OperationalError as exc:
+                if _is_transient(exc):
+                    raise ConflictError(f"the metadata store was busy, try again ({_first_line(exc)})") from exc
+                raise
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        self.ensure_schema()
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    # ---- schema ----------------------------------------------------------------------------------
+    def current_revision(self) -> str | None:
+        with self.engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+
+    def ensure_schema(self) -> None:
+        """Apply migrations on first use; refuse a database from a newer tidekeep."""
+        if self._upgraded:
+            return
+        with self._upgrade_lock:
+            if self._upgraded:
+                return
+            current = self.current_revision()
+            head = head_revision()
+            if current != head:
+                known = {s.revision for s in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
+                if current is not None and current not in known:
+                    raise SchemaError(
+                        f"the metadata database is at schema revision {current!r}, which this tidekeep "
+                        "does not know; upgrade tidekeep"
+                    )
+                self.upgrade()
+            self._upgraded = True
+
+    def upgrade(self) -> None:
+        """Run Alembic migrations to head, holding a lock so concurrent first uses do not race."""
+        with self._migration_lock(), self.engine.connect() as conn:
+            config = _alembic_config()
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+            conn.commit()
+
+    @contextlib.contextmanager
+    def _migration_lock(self) -> Iterator[None]:
+        if self.is_sqlite:
+            path = _sqlite_path(self.url)
+            if path is None:
+                yield
+                return
+            with open(str(path) + ".migrate.lock", "a+") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+        else:
+            with self.engine.connect() as conn:
+                conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
+                conn.commit()
+                try:
+                    yield
+                finally:
+                    conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": _PG_MIGRATION_LOCK})
+                    conn.commit()
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _is_transient(exc: sa.exc.OperationalError) -> bool:
+    text = str(exc.orig).lower()
+    return "database is locked" in text or "deadlock detected" in text or "could not serialize" in text

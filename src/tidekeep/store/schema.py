@@ -1,0 +1,109 @@
+"""The metadata schema, as SQLAlchemy Core tables. Alembic migrations create it; a test checks that
+the migrated database matches these definitions exactly."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData(
+    naming_convention={
+        "pk": "pk_%(table_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "ix": "ix_%(table_name)s_%(column_0_name)s",
+    }
+)
+
+scopes = sa.Table(
+    "scopes",
+    metadata,
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+)
+
+streams = sa.Table(
+    "streams",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("scope", sa.String(255), sa.ForeignKey("scopes.name"), nullable=False),
+    sa.Column("name", sa.String(255), nullable=False),
+    # uid names the storage directory, so a re-created stream never meets an old stream's files
+    sa.Column("uid", sa.String(32), nullable=False, unique=True),
+    sa.Column("state", sa.String(16), nullable=False),  # ACTIVE | SEALED
+    sa.Column("config", sa.Text, nullable=False),  # JSON of StreamConfig
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("current_epoch", sa.Integer, nullable=False),
+    sa.Column("next_segment_number", sa.Integer, nullable=False),
+    sa.Column("head", sa.Text, nullable=False),  # JSON {segment id: offset}
+    sa.Column("truncated_bytes", sa.BigInteger, nullable=False),  # logical bytes before the head
+    sa.UniqueConstraint("scope", "name", name="uq_streams_scope_name"),
+)
+
+epochs = sa.Table(
+    "epochs",
+    metadata,
+    sa.Column("stream_id", sa.Integer, sa.ForeignKey("streams.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("epoch", sa.Integer, primary_key=True),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+)
+
+segments = sa.Table(
+    "segments",
+    metadata,
+    sa.Column("stream_id", sa.Integer, sa.ForeignKey("streams.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("segment_id", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("key_low", sa.Double, nullable=False),
+    sa.Column("key_high", sa.Double, nullable=False),
+    sa.Column("head", sa.BigInteger, nullable=False),
+    sa.Column("tail", sa.BigInteger, nullable=False),
+    sa.Column("sealed", sa.Boolean, nullable=False),
+    sa.Column("sealed_epoch", sa.Integer, nullable=True),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("sealed_ms", sa.BigInteger, nullable=True),
+)
+
+chunks = sa.Table(
+    "chunks",
+    metadata,
+    sa.Column("stream_id", sa.Integer, primary_key=True),
+    sa.Column("segment_id", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("base_offset", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("length", sa.BigInteger, nullable=False),
+    sa.Column("event_count", sa.Integer, nullable=False),
+    sa.Column("path", sa.Text, nullable=False),
+    sa.Column("writer_id", sa.String(255), nullable=False),
+    sa.Column("sequence", sa.BigInteger, nullable=False),
+    sa.Column("committed_ms", sa.BigInteger, nullable=False),
+    sa.ForeignKeyConstraint(
+        ["stream_id", "segment_id"],
+        ["segments.stream_id", "segments.segment_id"],
+        ondelete="CASCADE",
+        name="fk_chunks_segment",
+    ),
+)
+
+writers = sa.Table(
+    "writers",
+    metadata,
+    sa.Column("stream_id", sa.Integer, sa.ForeignKey("streams.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("writer_id", sa.String(255), primary_key=True),
+    # the highest batch sequence committed: a replayed batch at or below it is a duplicate
+    sa.Column("last_sequence", sa.BigInteger, nullable=False),
+    sa.Column("updated_ms", sa.BigInteger, nullable=False),
+)
+
+audit = sa.Table(
+    "audit",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("time_ms", sa.BigInteger, nullable=False),
+    sa.Column("action", sa.String(32), nullable=False),
+    sa.Column("target", sa.String(600), nullable=False),
+    sa.Column("old_head", sa.Text, nullable=True),
+    sa.Column("new_head", sa.Text, nullable=True),
+    sa.Column("bytes_freed", sa.BigInteger, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("actor", sa.String(255), nullable=False),
+    sa.Column("details", sa.Text, nullable=True),
+)
+sa.Index("ix_audit_target_time", audit.c.target, audit.c.time_ms)

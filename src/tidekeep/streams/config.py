@@ -1,0 +1,96 @@
+"""Stream configuration values: StreamConfig and RetentionPolicy (validated on construction)."""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from ..errors import InvalidInput
+from ..units import format_duration, format_size, parse_duration_ms, parse_size_bytes
+
+DEFAULT_TIMESTAMP_AGGREGATION_TIMEOUT_MS = 60_000
+
+
+class RetentionKind(enum.Enum):
+    TIME = "time"
+    SIZE = "size"
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """Keep at least `min` and at most `max` (None: no max) of a stream, by time (ms) or size (bytes)."""
+
+    kind: RetentionKind
+    min: int
+    max: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.min <= 0:
+            raise InvalidInput(f"invalid retention policy: min must be greater than zero, got {self.min}")
+        if self.max is not None and self.max < self.min:
+            raise InvalidInput(f"invalid retention policy: max {self.max} is less than min {self.min}")
+
+    @staticmethod
+    def by_time(min: str | int | timedelta, max: str | int | timedelta | None = None) -> RetentionPolicy:
+        return RetentionPolicy(RetentionKind.TIME, parse_duration_ms(min),
+                               None if max is None else parse_duration_ms(max))
+
+    @staticmethod
+    def by_size(min: str | int, max: str | int | None = None) -> RetentionPolicy:
+        return RetentionPolicy(RetentionKind.SIZE, parse_size_bytes(min),
+                               None if max is None else parse_size_bytes(max))
+
+    def describe(self) -> str:
+        fmt = format_duration if self.kind is RetentionKind.TIME else format_size
+        what = "time" if self.kind is RetentionKind.TIME else "size"
+        text = f"by {what}: keep at least {fmt(self.min)}"
+        return text + (f" and at most {fmt(self.max)}" if self.max is not None else " (no maximum)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "min": self.min, "max": self.max}
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> RetentionPolicy:
+        return RetentionPolicy(RetentionKind(data["kind"]), int(data["min"]),
+                               None if data.get("max") is None else int(data["max"]))
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    segments: int = 1
+    retention: RetentionPolicy | None = None
+    timestamp_aggregation_timeout: int | str | timedelta = field(default=DEFAULT_TIMESTAMP_AGGREGATION_TIMEOUT_MS)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.segments, int) or isinstance(self.segments, bool) or self.segments < 1:
+            raise InvalidInput(f"invalid segment count {self.segments!r}: must be an integer >= 1")
+        if self.segments > 10_000:
+            raise InvalidInput(f"invalid segment count {self.segments}: at most 10000")
+        if self.retention is not None and not isinstance(self.retention, RetentionPolicy):
+            raise InvalidInput(f"invalid retention {self.retention!r}: use RetentionPolicy.by_time/by_size")
+        object.__setattr__(self, "timestamp_aggregation_timeout",
+                           parse_duration_ms(self.timestamp_aggregation_timeout))
+
+    @property
+    def timestamp_aggregation_timeout_ms(self) -> int:
+        return int(self.timestamp_aggregation_timeout)  # normalised to ms in __post_init__
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "segments": self.segments,
+            "retention": None if self.retention is None else self.retention.to_dict(),
+            "timestamp_aggregation_timeout_ms": self.timestamp_aggregation_timeout_ms,
+        })
+
+    @staticmethod
+    def from_json(text: str) -> StreamConfig:
+        data = json.loads(text)
+        retention = data.get("retention")
+        return StreamConfig(
+            segments=data["segments"],
+            retention=None if retention is None else RetentionPolicy.from_dict(retention),
+            timestamp_aggregation_timeout=data["timestamp_aggregation_timeout_ms"],
+        )

@@ -1,0 +1,583 @@
+"""Stream lifecycle and the data plane on the metadata store (the imperative shell).
+
+Each operation loads state in one transaction, calls the pure core (model.py, cuts.py) and
+applies the result in the same transaction. Storage work that may be slow (reading chunk files
+to check event boundaries, deleting files) happens outside write transactions, ordered so a
+crash at any point leaves at most unreferenced files, which the sweep removes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..clock import Clock
+from ..errors import (
+    AlreadyExists,
+    ChunkMissing,
+    InvalidInput,
+    InvalidStreamCut,
+    NotFound,
+    StreamSealed,
+    TruncatedData,
+)
+from ..faults import fault_point
+from ..names import check_name, split_stream_name
+from ..store import schema as t
+from ..store.chunks import ChunkRef, ChunkStorage
+from ..store.database import Database
+from .config import StreamConfig
+from .cuts import CutOrder, SegmentRange, StreamCut, check_cut, compare_cuts, ranges_between
+from .model import Segment, equal_ranges, initial_segments, plan_scale, segment_id, segment_name
+
+log = logging.getLogger("tidekeep.streams")
+
+ACTIVE, SEALED = "ACTIVE", "SEALED"
+
+
+def default_actor() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    name: str
+    uid: str
+    state: str
+    config: StreamConfig
+    created_ms: int
+    current_epoch: int
+
+
+@dataclass(frozen=True)
+class StreamState:
+    """A consistent snapshot of one stream."""
+
+    info: StreamInfo
+    stream_id: int
+    segments: dict[int, Segment]
+    head: dict[int, int]
+    truncated_bytes: int
+    next_segment_number: int
+    epochs: list[tuple[int, int]] = field(default_factory=list)  # (epoch, created_ms)
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def active_segments(self) -> list[Segment]:
+        return [s for s in self.segments.values() if s.active_in(self.info.current_epoch)]
+
+    def tail(self) -> dict[int, int]:
+        return {s.id: s.tail for s in self.active_segments()}
+
+    def ranges(self) -> dict[int, tuple[float, float]]:
+        return {s.id: (s.key_low, s.key_high) for s in self.segments.values()}
+
+    def cut(self, positions: Mapping[int, int]) -> StreamCut:
+        ranges = self.ranges()
+        return StreamCut(self.name, positions, {s: ranges[s] for s in positions})
+
+    def storage_dir(self) -> str:
+        scope, stream = split_stream_name(self.name)
+        return f"streams/{scope}/{stream}-{self.info.uid}"
+
+
+@dataclass(frozen=True)
+class TruncateResult:
+    stream: str
+    old_head: StreamCut
+    new_head: StreamCut
+    bytes_freed: int
+    chunks_deleted: int
+
+
+@dataclass(frozen=True)
+class PendingChunk:
+    segment: int
+    path: str
+    length: int
+    event_count: int
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    duplicate: bool
+    base_offsets: dict[int, int]  # segment -> base offset assigned (empty for a duplicate)
+    committed_ms: int
+
+
+class SegmentsSealed(StreamSealed):
+    """Internal: some segments a batch targets were sealed by a scale; the writer re-routes."""
+
+    def __init__(self, segments: list[int]) -> None:
+        super().__init__(f"segments {', '.join(segment_name(s) for s in segments)} are sealed")
+        self.segments = segments
+
+
+@dataclass(frozen=True)
+class ReadTask:
+    chunk: ChunkRef
+    start: int  # absolute offsets to keep: [start, end)
+    end: int
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    stream: str
+    start: StreamCut
+    end: StreamCut
+    tasks: list[ReadTask]
+    ranges: list[SegmentRange]
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    files_seen: int
+    files_deleted: int
+    bytes_deleted: int = 0
+
+
+class StreamController:
+    def __init__(self, db: Database, storage: ChunkStorage, clock: Clock, actor: str | None = None) -> None:
+        self.db = db
+        self.storage = storage
+        self.clock = clock
+        self.actor = actor or default_actor()
+
+    # ---- loading -----------------------------------------------------------------------------
+    def _stream_row(self, conn: Connection, name: str, lock: bool = False) -> Any:
+        scope, stream = split_stream_name(name)
+        query = sa.select(t.streams).where(t.streams.c.scope == scope, t.streams.c.name == stream)
+        if lock:
+            query = query.with_for_update()
+        row = conn.execute(query).one_or_none()
+        if row is None:
+            if conn.execute(sa.select(t.scopes.c.name).where(t.scopes.c.name == scope)).first() is None:
+                raise NotFound(f"scope {scope!r} does not exist")
+            raise NotFound(f"stream {name!r} does not exist")
+        return row
+
+    def _state(self, conn: Connection, name: str, lock: bool = False) -> StreamState:
+        row = self._stream_row(conn, name, lock)
+        seg_rows = conn.execute(
+            sa.select(t.segments).where(t.segments.c.stream_id == row.id).order_by(t.segments.c.segment_id)
+        ).all()
+        segments = {
+            r.segment_id: Segment(r.segment_id, r.key_low, r.key_high, r.head, r.tail, bool(r.sealed), r.sealed_epoch)
+            for r in seg_rows
+        }
+        epochs = [(r.epoch, r.created_ms) for r in conn.execute(
+            sa.select(t.epochs).where(t.epochs.c.stream_id == row.id).order_by(t.epochs.c.epoch))]
+        info = StreamInfo(f"{row.scope}/{row.name}", row.uid, row.state, StreamConfig.from_json(row.config),
+                          row.created_ms, row.current_epoch)
+        head = {int(k): v for k, v in json.loads(row.head).items()}
+        return StreamState(info, row.id, segments, head, row.truncated_bytes, row.next_segment_number, epochs)
+
+    def state(self, name: str) -> StreamState:
+        with self.db.read() as conn:
+            return self._state(conn, name)
+
+    # ---- scopes ------------------------------------------------------------------------------
+    def create_scope(self, scope: str) -> bool:
+        check_name(scope, "scope name")
+        with self.db.write() as conn:
+            return self._ensure_scope(conn, scope)
+
+    def _ensure_scope(self, conn: Connection, scope: str) -> bool:
+        if conn.execute(sa.select(t.scopes.c.name).where(t.scopes.c.name == scope)).first() is not None:
+            return False
+        conn.execute(sa.insert(t.scopes).values(name=scope, created_ms=self.clock.now_ms()))
+        return True
+
+    def list_scopes(self) -> list[str]:
+        with self.db.read() as conn:
+            return list(conn.execute(sa.select(t.scopes.c.name).order_by(t.scopes.c.name)).scalars())
+
+    def delete_scope(self, scope: str) -> None:
+        check_name(scope, "scope name")
+        with self.db.write() as conn:
+            if conn.execute(sa.select(t.scopes.c.name).where(t.scopes.c.name == scope)).first() is None:
+                raise NotFound(f"scope {scope!r} does not exist")
+            if conn.execute(sa.select(t.streams.c.id).where(t.streams.c.scope == scope)).first() is not None:
+                raise InvalidInput(f"scope {scope!r} still has streams; delete them first")
+            conn.execute(sa.delete(t.scopes).where(t.scopes.c.name == scope))
+
+    # ---- streams -----------------------------------------------------------------------------
+    def create_stream(self, name: str, config: StreamConfig) -> StreamInfo:
+        scope, stream = split_stream_name(name)
+        if not isinstance(config, StreamConfig):
+            raise InvalidInput(f"invalid stream config {config!r}: use tidekeep.StreamConfig")
+        segments = initial_segments(config.segments)
+        now = self.clock.now_ms()
+        uid = uuid.uuid4().hex
+        try:
+            with self.db.write() as conn:
+                self._ensure_scope(conn, scope)
+                exists = conn.execute(sa.select(t.streams.c.id).where(
+                    t.streams.c.scope == scope, t.streams.c.name == stream)).first()
+                if exists is not None:
+                    raise AlreadyExists(f"stream {name!r} already exists")
+                stream_id = conn.execute(sa.insert(t.streams).values(
+                    scope=scope, name=stream, uid=uid, state=ACTIVE, config=config.to_json(), created_ms=now,
+                    current_epoch=0, next_segment_number=len(segments),
+                    head=json.dumps({str(s.id): 0 for s in segments}), truncated_bytes=0,
+                )).inserted_primary_key[0]
+                conn.execute(sa.insert(t.epochs).values(stream_id=stream_id, epoch=0, created_ms=now))
+                conn.execute(sa.insert(t.segments), [self._segment_row(stream_id, s, now) for s in segments])
+        except sa.exc.IntegrityError:
+            raise AlreadyExists(f"stream {name!r} already exists") from None
+        log.info("created stream %s with %d segments", name, len(segments))
+        return StreamInfo(name, uid, ACTIVE, config, now, 0)
+
+    @staticmethod
+    def _segment_row(stream_id: int, s: Segment, now: int) -> dict[str, Any]:
+        return dict(stream_id=stream_id, segment_id=s.id, key_low=s.key_low, key_high=s.key_high, head=0, tail=0,
+                    sealed=False, sealed_epoch=None, created_ms=now, sealed_ms=None)
+
+    def list_streams(self, scope: str | None = None) -> list[StreamInfo]:
+        with self.db.read() as conn:
+            query = sa.select(t.streams).order_by(t.streams.c.scope, t.streams.c.name)
+            if scope is not None:
+                check_name(scope, "scope name")
+                if conn.execute(sa.select(t.scopes.c.name).where(t.scopes.c.name == scope)).first() is None:
+                    raise NotFound(f"scope {scope!r} does not exist")
+                query = query.where(t.streams.c.scope == scope)
+            return [StreamInfo(f"{r.scope}/{r.name}", r.uid, r.state, StreamConfig.from_json(r.config),
+                               r.created_ms, r.current_epoch) for r in conn.execute(query)]
+
+    def update_config(self, name: str, config: StreamConfig) -> StreamInfo:
+        if not isinstance(config, StreamConfig):
+            raise InvalidInput(f"invalid stream config {config!r}: use tidekeep.StreamConfig")
+        with self.db.write() as conn:
+            row = self._stream_row(conn, name, lock=True)
+            conn.execute(sa.update(t.streams).where(t.streams.c.id == row.id).values(config=config.to_json()))
+            return StreamInfo(name, row.uid, row.state, config, row.created_ms, row.current_epoch)
+
+    def seal(self, name: str) -> bool:
+        """Seal every active segment; the stream then takes no writes. False if already sealed."""
+        with self.db.write() as conn:
+            state = self._state(conn, name, lock=True)
+            if state.info.state == SEALED:
+                return False
+            self._lock_segments(conn, state.stream_id, [s.id for s in state.active_segments()])
+            now = self.clock.now_ms()
+            conn.execute(sa.update(t.segments).where(
+                t.segments.c.stream_id == state.stream_id, t.segments.c.sealed.is_(False)
+            ).values(sealed=True, sealed_ms=now))
+            conn.execute(sa.update(t.streams).where(t.streams.c.id == state.stream_id).values(state=SEALED))
+        log.info("sealed stream %s", name)
+        return True
+
+    def delete(self, name: str, reason: str = "manual delete") -> int:
+        """Delete a sealed stream and its data. Rows go first in one transaction (audited), then
+        the files; a crash in between leaves only unreferenced files for the sweep."""
+        with self.db.write() as conn:
+            state = self._state(conn, name, lock=True)
+            if state.info.state != SEALED:
+                raise InvalidInput(f"stream {name!r} must be sealed before it is deleted")
+            freed = sum(r.size for r in ranges_between(state.head, state.tail(), state.segments))
+            conn.execute(sa.delete(t.chunks).where(t.chunks.c.stream_id == state.stream_id))
+            conn.execute(sa.delete(t.streams).where(t.streams.c.id == state.stream_id))
+            self._audit(conn, "delete_stream", name, json.dumps(_str_keys(state.head)), None, freed, reason,
+                        {"uid": state.info.uid})
+        fault_point("delete.after_commit")
+        self.storage.delete_dir(state.storage_dir())
+        log.info("deleted stream %s (%d bytes)", name, freed)
+        return freed
+
+    # ---- scaling -----------------------------------------------------------------------------
+    def scale(self, name: str, seal: Sequence[int], new_ranges: Sequence[tuple[float, float]]) -> list[Segment]:
+        with self.db.write() as conn:
+            state = self._state(conn, name, lock=True)
+            if state.info.state == SEALED:
+                raise StreamSealed(f"stream {name!r} is sealed")
+            plan = plan_scale(state.segments, state.info.current_epoch, state.next_segment_number,
+                              list(seal), list(new_ranges))
+            now = self.clock.now_ms()
+            # lock the sealed segments so an in-flight commit either lands before the seal or sees it
+            self._lock_segments(conn, state.stream_id, plan.sealed)
+            conn.execute(sa.update(t.segments).where(
+                t.segments.c.stream_id == state.stream_id, t.segments.c.segment_id.in_(plan.sealed)
+            ).values(sealed=True, sealed_epoch=plan.new_epoch, sealed_ms=now))
+            conn.execute(sa.insert(t.segments), [self._segment_row(state.stream_id, s, now) for s in plan.new_segments])
+            conn.execute(sa.insert(t.epochs).values(stream_id=state.stream_id, epoch=plan.new_epoch, created_ms=now))
+            conn.execute(sa.update(t.streams).where(t.streams.c.id == state.stream_id).values(
+                current_epoch=plan.new_epoch, next_segment_number=state.next_segment_number + len(plan.new_segments)))
+        log.info("scaled stream %s: sealed %s, created %s", name, [segment_name(s) for s in plan.sealed],
+                 [segment_name(s.id) for s in plan.new_segments])
+        return plan.new_segments
+
+    def split(self, name: str, segment: int, parts: int) -> list[Segment]:
+        state = self.state(name)
+        if segment not in state.segments:
+            raise InvalidInput(f"scale: segment {segment_name(segment)} does not exist")
+        seg = state.segments[segment]
+        return self.scale(name, [segment], equal_ranges(seg.key_low, seg.key_high, parts))
+
+    def merge(self, name: str, segments: Sequence[int]) -> list[Segment]:
+        state = self.state(name)
+        for seg in segments:
+            if seg not in state.segments:
+                raise InvalidInput(f"scale: segment {segment_name(seg)} does not exist")
+        if len(segments) < 2:
+            raise InvalidInput("merge: give at least two adjacent segments")
+        low = min(state.segments[s].key_low for s in segments)
+        high = max(state.segments[s].key_high for s in segments)
+        return self.scale(name, list(segments), [(low, high)])
+
+    @staticmethod
+    def _lock_segments(conn: Connection, stream_id: int, ids: Iterable[int]) -> list[Any]:
+        ids = sorted(ids)
+        if not ids:
+            return []
+        return conn.execute(
+            sa.select(t.segments).where(t.segments.c.stream_id == stream_id, t.segments.c.segment_id.in_(ids))
+            .order_by(t.segments.c.segment_id).with_for_update()
+        ).all()
+
+    # ---- cuts --------------------------------------------------------------------------------
+    def to_positions(self, state: StreamState, cut: StreamCut | str | Mapping[int, int]) -> dict[int, int]:
+        """Validate a cut of this stream (any form) and return its positions."""
+        if isinstance(cut, str):
+            cut = StreamCut.parse(cut)
+        if isinstance(cut, StreamCut):
+            if cut.stream != state.name:
+                raise InvalidStreamCut(f"stream cut is for {cut.stream!r}, not {state.name!r}")
+            if cut.ranges is not None:
+                for seg, rng in cut.ranges.items():
+                    known = state.segments.get(seg)
+                    if known is not None and (known.key_low, known.key_high) != tuple(rng):
+                        raise InvalidStreamCut(
+                            f"stream cut does not match {state.name!r}: segment {segment_name(seg)} has another key "
+                            "range (a cut of an earlier stream with this name?)")
+            positions = dict(cut.positions)
+        elif isinstance(cut, Mapping):
+            positions = {int(k): int(v) for k, v in cut.items()}
+        else:
+            raise InvalidStreamCut(f"invalid stream cut {cut!r}: expected a StreamCut or its string form")
+        check_cut(positions, state.segments, state.name, lambda seg, off: self._is_event_boundary(state, seg, off))
+        return positions
+
+    def resolve_cut(self, name: str, cut: StreamCut | str) -> StreamCut:
+        state = self.state(name)
+        return state.cut(self.to_positions(state, cut))
+
+    def _is_event_boundary(self, state: StreamState, seg_id: int, offset: int) -> bool:
+        segment = state.segments[seg_id]
+        if offset in (0, segment.tail) or offset <= segment.head:
+            return True  # heads and tails are boundaries; offsets before the head are judged as truncated
+        with self.db.read() as conn:
+            row = conn.execute(sa.select(t.chunks).where(
+                t.chunks.c.stream_id == state.stream_id, t.chunks.c.segment_id == seg_id,
+                t.chunks.c.base_offset <= offset).order_by(t.chunks.c.base_offset.desc()).limit(1)).first()
+        if row is None or offset >= row.base_offset + row.length:
+            return False
+        if offset == row.base_offset:
+            return True
+        return (offset - row.base_offset) in _chunk_offsets(self.storage, _chunk_ref(row))
+
+    # ---- truncation --------------------------------------------------------------------------
+    def truncate(self, name: str, cut: StreamCut | str, reason: str = "manual truncation",
+                 actor: str | None = None) -> TruncateResult:
+        """Move the head to `cut` (valid, at or after the current head). The head and the chunk rows
+        wholly below it change in one transaction; files are deleted after the commit."""
+        checked = self.state(name)
+        positions = self.to_positions(checked, cut)  # reads chunk files: outside the write transaction
+        with self.db.write() as conn:
+            state = self._state(conn, name, lock=True)
+            if state.info.uid != checked.info.uid:
+                raise InvalidStreamCut(f"stream {name!r} was re-created while the cut was being checked")
+            if state.info.state == SEALED:
+                raise StreamSealed(f"stream {name!r} is sealed; a sealed stream cannot be truncated")
+            order = compare_cuts(state.head, positions, state.ranges())
+            if order is CutOrder.AFTER:
+                raise InvalidStreamCut(f"cannot truncate {name} at {state.cut(positions)}: it is behind the head "
+                                       f"{state.cut(state.head)}")
+            if order is CutOrder.OVERLAPS:
+                raise InvalidStreamCut(f"cannot truncate {name} at {state.cut(positions)}: it is partly behind "
+                                       f"the head {state.cut(state.head)}")
+            old_head = state.cut(state.head)
+            if order is CutOrder.EQUAL:
+                return TruncateResult(name, old_head, old_head, 0, 0)
+            freed_ranges = ranges_between(state.head, positions, state.segments)
+            freed = sum(r.size for r in freed_ranges)
+            doomed: list[str] = []
+            for r in freed_ranges:
+                new_seg_head = r.end
+                conn.execute(sa.update(t.segments).where(
+                    t.segments.c.stream_id == state.stream_id, t.segments.c.segment_id == r.segment
+                ).values(head=new_seg_head))
+                below = (t.chunks.c.stream_id == state.stream_id) & (t.chunks.c.segment_id == r.segment) & (
+                    t.chunks.c.base_offset + t.chunks.c.length <= new_seg_head)
+                doomed.extend(conn.execute(sa.select(t.chunks.c.path).where(below)).scalars())
+                conn.execute(sa.delete(t.chunks).where(below))
+            conn.execute(sa.update(t.streams).where(t.streams.c.id == state.stream_id).values(
+                head=json.dumps(_str_keys(positions)), truncated_bytes=state.truncated_bytes + freed))
+            self._audit(conn, "truncate", name, json.dumps(_str_keys(state.head)),
+                        json.dumps(_str_keys(positions)), freed, reason, {"chunks": len(doomed)}, actor)
+        fault_point("truncate.after_commit")
+        self.storage.delete(doomed)
+        result = TruncateResult(name, old_head, state.cut(positions), freed, len(doomed))
+        log.info("truncated %s at %s: %d bytes freed (%s)", name, result.new_head, freed, reason)
+        return result
+
+    # ---- writes ------------------------------------------------------------------------------
+    def last_sequence(self, name: str, writer_id: str) -> tuple[StreamState, int]:
+        with self.db.read() as conn:
+            state = self._state(conn, name)
+            seq = conn.execute(sa.select(t.writers.c.last_sequence).where(
+                t.writers.c.stream_id == state.stream_id, t.writers.c.writer_id == writer_id)).scalar()
+        return state, (0 if seq is None else seq)
+
+    def commit_batch(self, name: str, uid: str, writer_id: str, sequence: int,
+                     chunks: Sequence[PendingChunk]) -> CommitResult:
+        """Append a writer's batch atomically: every chunk at its segment's tail, plus the writer's
+        sequence. A sequence at or below the last committed one is a duplicate and changes nothing."""
+        now = self.clock.now_ms()
+        with self.db.write() as conn:
+            row = self._stream_row(conn, name)
+            if row.uid != uid:
+                raise NotFound(f"stream {name!r} was deleted")
+            writer = conn.execute(sa.select(t.writers.c.last_sequence).where(
+                t.writers.c.stream_id == row.id, t.writers.c.writer_id == writer_id).with_for_update()).first()
+            if writer is not None and sequence <= writer.last_sequence:
+                return CommitResult(True, {}, now)
+            if row.state == SEALED:
+                raise StreamSealed(f"stream {name!r} is sealed")
+            seg_rows = {r.segment_id: r for r in self._lock_segments(conn, row.id, {c.segment for c in chunks})}
+            sealed = sorted(s for s in {c.segment for c in chunks} if s not in seg_rows or seg_rows[s].sealed)
+            if sealed:
+                raise SegmentsSealed(sealed)
+            tails = {s: r.tail for s, r in seg_rows.items()}
+            bases: dict[int, int] = {}
+            chunk_rows = []
+            for c in chunks:
+                bases.setdefault(c.segment, tails[c.segment])
+                chunk_rows.append(dict(stream_id=row.id, segment_id=c.segment, base_offset=tails[c.segment],
+                                       length=c.length, event_count=c.event_count, path=c.path,
+                                       writer_id=writer_id, sequence=sequence, committed_ms=now))
+                tails[c.segment] += c.length
+            if chunk_rows:
+                conn.execute(sa.insert(t.chunks), chunk_rows)
+            for seg, tail in tails.items():
+                conn.execute(sa.update(t.segments).where(
+                    t.segments.c.stream_id == row.id, t.segments.c.segment_id == seg).values(tail=tail))
+            if writer is None:
+                conn.execute(sa.insert(t.writers).values(stream_id=row.id, writer_id=writer_id,
+                                                         last_sequence=sequence, updated_ms=now))
+            else:
+                conn.execute(sa.update(t.writers).where(
+                    t.writers.c.stream_id == row.id, t.writers.c.writer_id == writer_id
+                ).values(last_sequence=sequence, updated_ms=now))
+        return CommitResult(False, bases, now)
+
+    # ---- reads -------------------------------------------------------------------------------
+    def plan_read(self, name: str, start: StreamCut | str | None = None,
+                  end: StreamCut | str | None = None) -> ReadPlan:
+        state = self.state(name)
+        start_pos = dict(state.head) if start is None else self.to_positions(state, start)
+        end_pos = state.tail() if end is None else self.to_positions(state, end)
+        ranges = state.ranges()
+        head_order = compare_cuts(state.head, start_pos, ranges)
+        if head_order in (CutOrder.AFTER, CutOrder.OVERLAPS):
+            raise TruncatedData(f"cannot read {name} from {state.cut(start_pos)}: data before the head "
+                                f"{state.cut(state.head)} has been truncated")
+        if compare_cuts(start_pos, end_pos, ranges) in (CutOrder.AFTER, CutOrder.OVERLAPS):
+            raise InvalidStreamCut(f"start cut {state.cut(start_pos)} is not at or before end cut {state.cut(end_pos)}")
+        seg_ranges = ranges_between(start_pos, end_pos, state.segments)
+        tasks: list[ReadTask] = []
+        with self.db.read() as conn:
+            for r in seg_ranges:
+                rows = conn.execute(sa.select(t.chunks).where(
+                    t.chunks.c.stream_id == state.stream_id, t.chunks.c.segment_id == r.segment,
+                    t.chunks.c.base_offset < r.end, t.chunks.c.base_offset + t.chunks.c.length > r.start,
+                ).order_by(t.chunks.c.base_offset)).all()
+                covered = r.start
+                for row in rows:
+                    if row.base_offset > covered:
+                        break
+                    covered = row.base_offset + row.length
+                    tasks.append(ReadTask(_chunk_ref(row), max(r.start, row.base_offset),
+                                          min(r.end, row.base_offset + row.length)))
+                if covered < r.end:
+                    # metadata lost a chunk between two reads: only a concurrent truncation does that
+                    raise TruncatedData(f"cannot read {name}: segment {segment_name(r.segment)} was truncated "
+                                        "while the read was being planned")
+        return ReadPlan(name, state.cut(start_pos), state.cut(end_pos), tasks, seg_ranges)
+
+    def explain_missing_chunk(self, name: str, error: ChunkMissing, task: ReadTask) -> Exception:
+        """A chunk file vanished during a read: a truncation that moved past it explains that as
+        TruncatedData; anything else is a genuinely missing chunk."""
+        try:
+            state = self.state(name)
+        except NotFound:
+            return NotFound(f"stream {name!r} was deleted during the read")
+        segment = state.segments.get(task.chunk.segment)
+        if segment is None or segment.head >= task.chunk.base_offset + task.chunk.length:
+            return TruncatedData(f"cannot read {name}: the data at segment {segment_name(task.chunk.segment)} "
+                                 f"offset {task.start} was truncated during the read")
+        return error
+
+    # ---- sweep -------------------------------------------------------------------------------
+    def sweep(self, grace_ms: int) -> SweepResult:
+        """Delete chunk files no committed chunk refers to, once older than the grace period (so a
+        writer between writing its file and committing it is never robbed)."""
+        cutoff = self.clock.now_ms() - grace_ms
+        files = self.storage.list_files("streams")
+        with self.db.read() as conn:
+            known = set(conn.execute(sa.select(t.chunks.c.path)).scalars())
+        doomed = [f.path for f in files if f.path not in known and f.mtime_ms <= cutoff]
+        deleted = self.storage.delete(doomed)
+        if deleted:
+            log.info("sweep removed %d orphan chunk files", deleted)
+        return SweepResult(len(files), deleted)
+
+    # ---- audit -------------------------------------------------------------------------------
+    def _audit(self, conn: Connection, action: str, target: str, old_head: str | None, new_head: str | None,
+               bytes_freed: int, reason: str, details: dict[str, Any] | None = None,
+               actor: str | None = None) -> None:
+        conn.execute(sa.insert(t.audit).values(
+            time_ms=self.clock.now_ms(), action=action, target=target, old_head=old_head, new_head=new_head,
+            bytes_freed=bytes_freed, reason=reason, actor=actor or self.actor,
+            details=None if details is None else json.dumps(details)))
+
+    def audit_entries(self, target: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        with self.db.read() as conn:
+            query = sa.select(t.audit).order_by(t.audit.c.id.desc()).limit(limit)
+            if target is not None:
+                query = query.where(t.audit.c.target == target)
+            return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def _str_keys(positions: Mapping[int, int]) -> dict[str, int]:
+    return {str(k): v for k, v in sorted(positions.items())}
+
+
+def _chunk_ref(row: Any) -> ChunkRef:
+    return ChunkRef(row.path, row.segment_id, row.base_offset, row.length, row.event_count, row.committed_ms,
+                    row.writer_id)
+
+
+@lru_cache(maxsize=256)
+def _cached_offsets(storage_root: str, ref: ChunkRef, storage: ChunkStorage) -> frozenset[int]:
+    table = storage.read_chunk(ref, columns=["rel_offset"])
+    return frozenset(table["rel_offset"].to_pylist())
+
+
+def _chunk_offsets(storage: ChunkStorage, ref: ChunkRef) -> frozenset[int]:
+    # chunks are immutable, so their event offsets can be cached by path
+    return _cached_offsets(storage.root, ref, storage)
+
+
+__all__ = ["StreamController", "segment_id"]

@@ -1,0 +1,39 @@
+"""A stream's description as plain data, for the API, the CLI and --json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .controller import StreamState
+from .cuts import initial_cut, size_between
+from .model import segment_name
+
+
+def describe(state: StreamState) -> dict[str, Any]:
+    segments = state.segments
+    tail = state.tail()
+    config = state.info.config
+    return {
+        "name": state.name,
+        "state": state.info.state,
+        "created_ms": state.info.created_ms,
+        "current_epoch": state.info.current_epoch,
+        "retention": None if config.retention is None else config.retention.describe(),
+        "timestamp_aggregation_timeout_ms": config.timestamp_aggregation_timeout_ms,
+        "epochs": [
+            {"epoch": epoch, "created_ms": created,
+             "segments": [segment_name(s.id) for s in segments.values() if s.active_in(epoch)]}
+            for epoch, created in state.epochs
+        ],
+        "segments": [
+            {"segment": segment_name(s.id), "id": s.id, "epoch": s.epoch, "key_range": [s.key_low, s.key_high],
+             "head": s.head, "tail": s.tail, "length": s.tail, "readable_bytes": s.tail - s.head,
+             "sealed": s.sealed}
+            for s in segments.values()
+        ],
+        "head": str(state.cut(state.head)),
+        "tail": str(state.cut(tail)),
+        "size_bytes": size_between(state.head, tail, segments),
+        "written_bytes": size_between(initial_cut(segments.values()), tail, segments),
+        "truncated_bytes": state.truncated_bytes,
+    }

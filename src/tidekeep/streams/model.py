@@ -1,0 +1,166 @@
+"""Pure stream model: segments, key ranges, routing, and scaling decisions.
+
+Segment id = (epoch << 32) | number, as in Pravega: the creation epoch sits in the high bits, so
+among segments whose key ranges overlap, a higher id is always a later segment. Key ranges are
+half-open [low, high) inside [0, 1).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..errors import InvalidInput
+
+EVENT_HEADER_BYTES = 8  # every event occupies an 8-byte header plus its payload, as in Pravega
+
+
+def segment_id(epoch: int, number: int) -> int:
+    return (epoch << 32) | number
+
+
+def segment_epoch(seg_id: int) -> int:
+    return seg_id >> 32
+
+
+def segment_number(seg_id: int) -> int:
+    return seg_id & 0xFFFFFFFF
+
+
+def segment_name(seg_id: int) -> str:
+    """Display form "epoch.number", also used in the compact stream-cut string."""
+    return f"{segment_epoch(seg_id)}.{segment_number(seg_id)}"
+
+
+def ranges_overlap(a_low: float, a_high: float, b_low: float, b_high: float) -> bool:
+    return b_low < a_high and b_high > a_low
+
+
+@dataclass(frozen=True)
+class Segment:
+    id: int
+    key_low: float
+    key_high: float
+    head: int = 0  # logical offset of the first readable byte (moves on truncation)
+    tail: int = 0  # logical length; final once sealed
+    sealed: bool = False
+    sealed_epoch: int | None = None  # first epoch in which the segment is no longer active
+
+    @property
+    def epoch(self) -> int:
+        return segment_epoch(self.id)
+
+    @property
+    def number(self) -> int:
+        return segment_number(self.id)
+
+    def overlaps(self, other: Segment) -> bool:
+        return ranges_overlap(self.key_low, self.key_high, other.key_low, other.key_high)
+
+    def active_in(self, epoch: int) -> bool:
+        return self.epoch <= epoch and (self.sealed_epoch is None or epoch < self.sealed_epoch)
+
+
+def routing_key_position(routing_key: str) -> float:
+    """Where a routing key falls in [0, 1): the first 8 bytes of BLAKE2b(key as UTF-8), big-endian,
+    divided by 2**64. Stable across processes, hosts and Python versions (documented in
+    docs/streams.md), so a key always maps to the same segment of a given epoch."""
+    digest = hashlib.blake2b(routing_key.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 18446744073709551616.0
+
+
+class Router:
+    """Maps key positions to the active segments of one epoch."""
+
+    def __init__(self, active: Iterable[Segment]) -> None:
+        ordered = sorted(active, key=lambda s: s.key_low)
+        self._lows = [s.key_low for s in ordered]
+        self._ids = [s.id for s in ordered]
+
+    @property
+    def segment_ids(self) -> list[int]:
+        return list(self._ids)
+
+    def segment_for(self, position: float) -> int:
+        return self._ids[bisect.bisect_right(self._lows, position) - 1]
+
+
+def check_key_ranges_cover(ranges: Sequence[tuple[float, float]], low: float, high: float, what: str) -> None:
+    """Ranges must tile [low, high) exactly: no gap, no overlap, no empty range."""
+    if not ranges:
+        raise InvalidInput(f"{what}: no key ranges given")
+    for lo, hi in ranges:
+        if not (isinstance(lo, (int, float)) and isinstance(hi, (int, float))):
+            raise InvalidInput(f"{what}: key range ({lo!r}, {hi!r}) is not a pair of numbers")
+        if not (0.0 <= lo < hi <= 1.0):
+            raise InvalidInput(f"{what}: key range [{lo}, {hi}) is empty or outside [0, 1)")
+    ordered = sorted(ranges)
+    if ordered[0][0] != low:
+        raise InvalidInput(f"{what}: key ranges start at {ordered[0][0]} but must start at {low}")
+    for (lo1, hi1), (lo2, hi2) in itertools.pairwise(ordered):
+        if lo2 < hi1:
+            raise InvalidInput(f"{what}: key ranges [{lo1}, {hi1}) and [{lo2}, {hi2}) overlap")
+        if lo2 > hi1:
+            raise InvalidInput(f"{what}: key ranges leave the gap [{hi1}, {lo2}) uncovered")
+    if ordered[-1][1] != high:
+        raise InvalidInput(f"{what}: key ranges end at {ordered[-1][1]} but must end at {high}")
+
+
+def equal_ranges(low: float, high: float, parts: int) -> list[tuple[float, float]]:
+    if not isinstance(parts, int) or isinstance(parts, bool) or parts < 1:
+        raise InvalidInput(f"invalid number of parts {parts!r}: must be an integer >= 1")
+    bounds = [low + (high - low) * i / parts for i in range(parts)] + [high]
+    return [(bounds[i], bounds[i + 1]) for i in range(parts)]
+
+
+@dataclass(frozen=True)
+class ScalePlan:
+    sealed: list[int]
+    new_segments: list[Segment]
+    new_epoch: int
+
+
+def plan_scale(
+    segments: Mapping[int, Segment],
+    current_epoch: int,
+    next_number: int,
+    seal: Sequence[int],
+    new_ranges: Sequence[tuple[float, float]],
+) -> ScalePlan:
+    """Validate a scale request and decide the new segments (pure)."""
+    if not seal:
+        raise InvalidInput("scale: no segments to seal")
+    if len(set(seal)) != len(seal):
+        raise InvalidInput("scale: a segment is listed twice in seal")
+    for seg_id in seal:
+        seg = segments.get(seg_id)
+        if seg is None:
+            raise InvalidInput(f"scale: segment {segment_name(seg_id)} does not exist")
+        if not seg.active_in(current_epoch) or seg.sealed:
+            raise InvalidInput(f"scale: segment {segment_name(seg_id)} is not active")
+    sealed_ranges = sorted((segments[s].key_low, segments[s].key_high) for s in seal)
+    for (_, hi1), (lo2, _) in itertools.pairwise(sealed_ranges):
+        if lo2 != hi1:
+            raise InvalidInput("scale: the segments to seal are not adjacent")
+    pairs = [tuple(r) for r in new_ranges]
+    if any(len(p) != 2 for p in pairs):
+        raise InvalidInput("scale: each new range must be a (low, high) pair")
+    check_key_ranges_cover(pairs, sealed_ranges[0][0], sealed_ranges[-1][1], "scale")  # type: ignore[arg-type]
+    new_epoch = current_epoch + 1
+    new_segments = [
+        Segment(id=segment_id(new_epoch, next_number + i), key_low=float(lo), key_high=float(hi))
+        for i, (lo, hi) in enumerate(sorted(pairs))
+    ]
+    return ScalePlan(sealed=list(seal), new_segments=new_segments, new_epoch=new_epoch)
+
+
+def initial_segments(count: int) -> list[Segment]:
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise InvalidInput(f"invalid segment count {count!r}: must be an integer >= 1")
+    if count > 10_000:
+        raise InvalidInput(f"invalid segment count {count}: at most 10000")
+    ranges = equal_ranges(0.0, 1.0, count)
+    return [Segment(id=segment_id(0, i), key_low=lo, key_high=hi) for i, (lo, hi) in enumerate(ranges)]
