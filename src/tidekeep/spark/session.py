@@ -3,6 +3,8 @@ source registered so spark.read.format("tidekeep") works."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -17,6 +19,9 @@ _lock = threading.Lock()
 def build_spark(master: str = "local[*]", app_name: str = "tidekeep") -> SparkSession:
     from pyspark.sql import SparkSession
 
+    # executors must run the interpreter that has tidekeep installed, not whatever python3 is on PATH
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     with _lock:
         spark = (
             SparkSession.builder.master(master)
