@@ -76,6 +76,7 @@ class ChunkStorage:
         self.uri = uri
         self.root = root.rstrip("/")
         self.fs.create_dir(self.root, recursive=True)
+        self._offsets_cache: dict[str, frozenset[int]] = {}
 
     def full_path(self, rel_path: str) -> str:
         return posixpath.join(self.root, rel_path)
@@ -93,6 +94,17 @@ class ChunkStorage:
 
     def read_chunk(self, ref: ChunkRef, columns: list[str] | None = None) -> pa.Table:
         return read_chunk_file(self.fs, self.full_path(ref.path), ref, columns)
+
+    def event_offsets(self, ref: ChunkRef) -> frozenset[int]:
+        """The relative offsets of a chunk's events (for event-boundary checks). Chunks are
+        immutable, so the answer is cached by path."""
+        cached = self._offsets_cache.get(ref.path)
+        if cached is None:
+            if len(self._offsets_cache) > 256:
+                self._offsets_cache.clear()
+            cached = frozenset(self.read_chunk(ref, columns=["rel_offset"])["rel_offset"].to_pylist())
+            self._offsets_cache[ref.path] = cached
+        return cached
 
     def delete(self, rel_paths: Iterable[str]) -> int:
         deleted = 0

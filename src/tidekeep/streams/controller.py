@@ -15,7 +15,6 @@ import socket
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -385,7 +384,7 @@ class StreamController:
             return False
         if offset == row.base_offset:
             return True
-        return (offset - row.base_offset) in _chunk_offsets(self.storage, _chunk_ref(row))
+        return (offset - row.base_offset) in self.storage.event_offsets(_chunk_ref(row))
 
     # ---- truncation --------------------------------------------------------------------------
     def truncate(self, name: str, cut: StreamCut | str, reason: str = "manual truncation",
@@ -567,17 +566,6 @@ def _str_keys(positions: Mapping[int, int]) -> dict[str, int]:
 def _chunk_ref(row: Any) -> ChunkRef:
     return ChunkRef(row.path, row.segment_id, row.base_offset, row.length, row.event_count, row.committed_ms,
                     row.writer_id)
-
-
-@lru_cache(maxsize=256)
-def _cached_offsets(storage_root: str, ref: ChunkRef, storage: ChunkStorage) -> frozenset[int]:
-    table = storage.read_chunk(ref, columns=["rel_offset"])
-    return frozenset(table["rel_offset"].to_pylist())
-
-
-def _chunk_offsets(storage: ChunkStorage, ref: ChunkRef) -> frozenset[int]:
-    # chunks are immutable, so their event offsets can be cached by path
-    return _cached_offsets(storage.root, ref, storage)
 
 
 __all__ = ["StreamController", "segment_id"]

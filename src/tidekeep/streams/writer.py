@@ -10,6 +10,7 @@ after a restart with the same writer id (`write_batch(..., sequence=n)`), never 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 import uuid
@@ -161,7 +162,7 @@ class Writer:
 
     def _segment_for(self, routing_key: str | None) -> int:
         if routing_key is None:
-            return self._router.segment_for(_random_position())
+            return self._router.segment_for(random.random())
         position = self._key_cache.get(routing_key)
         if position is None:
             if len(self._key_cache) > 100_000:
@@ -260,8 +261,3 @@ def _as_bytes(payload: object) -> bytes:
         return bytes(payload)
     raise InvalidInput(f"event payload must be bytes, got {type(payload).__name__}")
 
-
-def _random_position() -> float:
-    import random
-
-    return random.random()
