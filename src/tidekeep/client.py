@@ -180,10 +180,12 @@ class Client:
         self.close()
 
 
-def init_workspace(home: str | os.PathLike[str] | None = None) -> tuple[Settings, bool]:
+def init_workspace(home: str | os.PathLike[str] | None = None,
+                   overrides: Mapping[str, Any] | None = None) -> tuple[Settings, bool]:
     """Create the workspace directory, its tidekeep.yaml, data directory and schema. Idempotent;
-    returns the settings and whether the config file was created."""
-    settings = load_settings(home)
+    returns the settings and whether the config file was created. `overrides` are flag-level
+    settings (e.g. metadata.url), so the schema lands in the store the caller will use."""
+    settings = load_settings(home, overrides)
     settings.home.mkdir(parents=True, exist_ok=True)
     config_path = settings.home / CONFIG_FILE_NAME
     created = not config_path.exists()
