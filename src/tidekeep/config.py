@@ -182,8 +182,8 @@ DEFAULT_CONFIG_TEXT = """\
 metadata:
   # url: postgresql+psycopg://user:password@host:5432/tidekeep   # default: SQLite file in this directory
   busy_timeout: 30s
-storage:
-  # uri: s3://bucket/tidekeep    # any pyarrow.fs URI; default: ./data in this directory
+# storage:
+#   uri: s3://bucket/tidekeep    # any pyarrow.fs URI; default: ./data in this directory
 spark:
   master: local[*]
 writer:
