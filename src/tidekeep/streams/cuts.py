@@ -148,6 +148,8 @@ def _parse_json(text: str) -> StreamCut:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidStreamCut(f"malformed stream cut JSON: {exc.msg} at position {exc.pos}") from None
+    except RecursionError:  # json.loads recurses per nesting level; hostile input must not crash us
+        raise InvalidStreamCut("malformed stream cut JSON: nested too deeply") from None
     return _from_dict(data)
 
 
