@@ -1,0 +1,295 @@
+"""The "tidekeep" Spark data source: batch reads of a stream between two cuts.
+
+    spark.read.format("tidekeep").option("stream", "iot/sensors")
+        .option("start", cut).option("end", cut).load()
+
+Planning runs once, on the driver (in the Python worker Spark starts there): it opens a client on
+the workspace, validates the options, asks the controller for a read plan and groups the plan's
+chunk reads into partitions. Executors never touch the metadata store: each partition carries
+the chunk refs and offset filters it needs plus where storage lives, and is read straight from
+the chunk files into Arrow record batches (no per-row Python).
+
+The pieces a streaming reader needs too (options, partition building, the executor read) are
+plain functions here, so a micro-batch reader can plan its own [start, end) ranges and reuse them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
+
+from ..errors import InvalidInput, InvalidStreamCut
+from ..names import split_stream_name
+from ..streams.controller import ReadPlan, ReadTask
+from ..streams.cuts import StreamCut
+from ..streams.reader import read_task
+from ..units import parse_size_bytes
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..client import Client
+
+SOURCE_NAME = "tidekeep"
+
+# Logical bytes (8-byte header + payload per event) one partition reads at most, unless a single
+# chunk is bigger. Large enough that per-task overhead is small, small enough to spread a segment.
+PARTITION_TARGET_BYTES = 64 * 1024 * 1024
+
+SPARK_SCHEMA = StructType([
+    StructField("stream", StringType(), nullable=False),
+    StructField("segment", LongType(), nullable=False),
+    StructField("offset", LongType(), nullable=False),
+    StructField("routing_key", StringType(), nullable=True),
+    StructField("payload", BinaryType(), nullable=False),
+    StructField("commit_time", TimestampType(), nullable=False),
+    StructField("writer_id", StringType(), nullable=False),
+])
+
+# The Arrow schema Spark checks each returned batch against (pyspark's to_arrow_schema of
+# SPARK_SCHEMA with the session zone UTC); written out so executors need no Spark type mapping.
+ARROW_SCHEMA = pa.schema([
+    pa.field("stream", pa.string(), nullable=False),
+    pa.field("segment", pa.int64(), nullable=False),
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("routing_key", pa.string()),
+    pa.field("payload", pa.binary(), nullable=False),
+    pa.field("commit_time", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("writer_id", pa.string(), nullable=False),
+])
+
+_KNOWN_OPTIONS = {"stream", "start", "end", "home", "metadata_url", "storage", "partition_size", "path"}
+HEAD, TAIL = "head", "tail"
+
+
+# ---- options ---------------------------------------------------------------------------------------
+
+
+CutSpec = StreamCut | str  # a parsed cut, or one of the words "head" and "tail"
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The syntactically valid options of one read; `start`/`end` are cuts or "head"/"tail"."""
+
+    stream: str
+    start: CutSpec
+    end: CutSpec
+    home: str | None
+    metadata_url: str | None
+    storage: str | None
+    partition_size: int = PARTITION_TARGET_BYTES
+
+
+def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
+    """Check the options without touching the workspace: stream name, cut syntax, unknown keys.
+    Spark lower-cases option keys, so keys are compared case-insensitively."""
+    lowered = {str(k).lower(): v for k, v in options.items()}
+    unknown = sorted(set(lowered) - _KNOWN_OPTIONS)
+    if unknown:
+        raise InvalidInput(f"unknown tidekeep read option {unknown[0]!r}; known: "
+                           f"{', '.join(sorted(_KNOWN_OPTIONS - {'path'}))}")
+    stream = lowered.get("stream") or lowered.get("path")
+    if not stream:
+        raise InvalidInput('tidekeep read needs a stream: .option("stream", "scope/name")')
+    split_stream_name(stream)
+    partition_size = PARTITION_TARGET_BYTES
+    if lowered.get("partition_size"):
+        partition_size = parse_size_bytes(lowered["partition_size"])
+        if partition_size <= 0:
+            raise InvalidInput(f"invalid partition_size {lowered['partition_size']!r}: must be greater than zero")
+    return ReadOptions(stream, _parse_cut_option(lowered.get("start"), stream, "start", HEAD),
+                       _parse_cut_option(lowered.get("end"), stream, "end", TAIL),
+                       lowered.get("home") or None, lowered.get("metadata_url") or None,
+                       lowered.get("storage") or None, partition_size)
+
+
+def _parse_cut_option(value: str | None, stream: str, which: str, default: str) -> CutSpec:
+    if value is None or not value.strip():
+        return default
+    if value.strip().lower() in (HEAD, TAIL):
+        return value.strip().lower()
+    cut = StreamCut.parse(value)
+    if cut.stream != stream:
+        raise InvalidStreamCut(f"{which} cut is for {cut.stream!r}, not {stream!r}")
+    return cut
+
+
+def open_client(options: ReadOptions) -> Client:
+    """A client on the workspace the options name; settings resolve as tidekeep.connect() does."""
+    from ..client import connect
+
+    return connect(options.home, metadata_url=options.metadata_url, storage=options.storage)
+
+
+def plan_stream_read(client: Client, options: ReadOptions) -> ReadPlan:
+    """The controller's read plan for the options, "head" and "tail" taken from the stream now."""
+    # plan_read reads head and tail from its own snapshot when given None; only a "tail" start or a
+    # "head" end (legal, and an empty read) needs the words resolved here
+    start = None if options.start == HEAD else options.start
+    end = None if options.end == TAIL else options.end
+    if isinstance(start, str) or isinstance(end, str):
+        state = client.streams.state(options.stream)
+        start = state.cut(state.tail()) if start == TAIL else start
+        end = state.cut(dict(state.head)) if end == HEAD else end
+    return client.streams.plan_read(options.stream, start, end)
+
+
+# ---- partitions (shared with the streaming reader) -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StorageLocation:
+    """Where chunk files live, in a form that pickles to executors. `uri` is the storage setting
+    (a pyarrow.fs URI or a local path); `root` the resolved directory inside that filesystem."""
+
+    uri: str
+    root: str
+
+    def filesystem(self) -> pafs.FileSystem:
+        if "://" in self.uri:
+            fs, _ = pafs.FileSystem.from_uri(self.uri)
+            return fs
+        return pafs.LocalFileSystem()
+
+
+class ChunkPartition(InputPartition):
+    """Consecutive chunk reads of one segment: what one Spark task reads."""
+
+    def __init__(self, stream: str, segment: int, tasks: Sequence[ReadTask], location: StorageLocation) -> None:
+        super().__init__(None)
+        self.stream = stream
+        self.segment = segment
+        self.tasks = tuple(tasks)
+        self.location = location
+
+    @property
+    def logical_bytes(self) -> int:
+        return sum(task.end - task.start for task in self.tasks)
+
+    def __repr__(self) -> str:
+        return (f"ChunkPartition({self.stream}, segment={self.segment}, chunks={len(self.tasks)}, "
+                f"bytes={self.logical_bytes})")
+
+
+def build_partitions(stream: str, tasks: Sequence[ReadTask], location: StorageLocation,
+                     target_bytes: int = PARTITION_TARGET_BYTES) -> list[ChunkPartition]:
+    """Group chunk reads into partitions: never across segments, in offset order within one, each
+    closed once it reaches `target_bytes` of logical bytes (a bigger chunk gets its own)."""
+    partitions: list[ChunkPartition] = []
+    current: list[ReadTask] = []
+    current_bytes = 0
+
+    def close() -> None:
+        nonlocal current, current_bytes
+        if current:
+            partitions.append(ChunkPartition(stream, current[0].chunk.segment, current, location))
+        current, current_bytes = [], 0
+
+    for task in tasks:
+        size = task.end - task.start
+        if current and (task.chunk.segment != current[0].chunk.segment or current_bytes + size > target_bytes):
+            close()
+        current.append(task)
+        current_bytes += size
+    close()
+    return partitions
+
+
+def read_partition(partition: ChunkPartition) -> Iterator[pa.RecordBatch]:
+    """The rows of one partition as Arrow batches in ARROW_SCHEMA. Storage only: runs on executors.
+    A missing or corrupt chunk raises ChunkMissing/CorruptChunk naming the file, failing the job."""
+    fs = partition.location.filesystem()
+    for task in partition.tasks:
+        batch = read_task(fs, partition.location.root, partition.stream, task)
+        if batch.num_rows:
+            yield to_spark_batch(batch)
+
+
+def to_spark_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """An EVENT_SCHEMA batch as ARROW_SCHEMA: commit_time_ms becomes a UTC timestamp."""
+    millis = batch.column("commit_time_ms")
+    commit_time = pc.multiply(millis, 1000).cast(pa.timestamp("us", tz="UTC"))
+    return pa.RecordBatch.from_arrays([
+        batch.column("stream"), batch.column("segment"), batch.column("offset"), batch.column("routing_key"),
+        batch.column("payload"), commit_time, batch.column("writer_id"),
+    ], schema=ARROW_SCHEMA)
+
+
+def plan_partitions(options: ReadOptions) -> list[ChunkPartition]:
+    """Open the workspace, plan the read and build its partitions (driver side)."""
+    client = open_client(options)
+    try:
+        plan = plan_stream_read(client, options)
+        location = StorageLocation(client.storage.uri, client.storage.root)
+        return build_partitions(plan.stream, plan.tasks, location, options.partition_size)
+    finally:
+        client.close()
+
+
+def check_read(options: ReadOptions) -> None:
+    """Validate the options against the workspace (stream exists, cuts valid and in order, start
+    not before the head) without reading data: the load()-time check."""
+    client = open_client(options)
+    try:
+        plan_stream_read(client, options)
+    finally:
+        client.close()
+
+
+# ---- the Spark classes -----------------------------------------------------------------------------
+
+
+class TidekeepDataSource(DataSource):
+    """spark.read.format("tidekeep"); see the module docstring and docs/spark.md."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        # Spark calls this at load(): fail there, with tidekeep's message, on bad options
+        check_read(parse_read_options(self.options))
+        return SPARK_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return TidekeepBatchReader(parse_read_options(self.options))
+
+
+class TidekeepBatchReader(DataSourceReader):
+    """Plans on the driver in partitions(); read() runs on executors with the partition alone."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return plan_partitions(self.options)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, ChunkPartition):
+            return iter(())  # Spark asks for one placeholder partition when a read has none
+        return read_partition(partition)
+
+
+def load_stream(spark: SparkSession, stream: str, start: StreamCut | str | None = None,
+                end: StreamCut | str | None = None, **options: str | int | Path) -> DataFrame:
+    """spark.read.format("tidekeep") with the options checked in the caller first, so bad input
+    raises tidekeep's typed errors here rather than a Spark AnalysisException that wraps them.
+    `options`: home, metadata_url, storage, partition_size (as for the data source)."""
+    raw: dict[str, str] = {"stream": stream}
+    for key, value in {"start": start, "end": end, **options}.items():
+        if value is None:
+            continue
+        if key == "home":
+            value = Path(value).resolve()  # type: ignore[arg-type]  # the planning worker may run elsewhere
+        raw[key] = value.to_json() if isinstance(value, StreamCut) else str(value)
+    check_read(parse_read_options(raw))
+    return spark.read.format(SOURCE_NAME).options(**raw).load()
