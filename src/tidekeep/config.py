@@ -106,12 +106,18 @@ class Settings:
         return uri or str((self.home / "data").resolve())
 
 
+_SECTIONS = {key.rsplit(".", 1)[0] for key in KEYS}
+
+
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for name, value in data.items():
         key = f"{prefix}{name}"
-        if isinstance(value, Mapping):
-            flat.update(_flatten(value, key + "."))
+        if key in _SECTIONS and (value is None or isinstance(value, Mapping)):
+            # Only known sections are descended into (an empty one, "storage:", is None): a mapping
+            # anywhere else is reported under its own key, and self-referencing YAML (&a {x: *a})
+            # cannot recurse forever.
+            flat.update(_flatten(value or {}, key + "."))
         else:
             flat[key] = value
     return flat

@@ -1,0 +1,224 @@
+"""Settings: defaults < tidekeep.yaml < TIDEKEEP_* environment < overrides, validated on load."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tidekeep.config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT, KEYS, env_name, load_settings, read_config_file
+from tidekeep.errors import ConfigError, InvalidInput
+
+
+def write_config(home: Path, text: str) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / CONFIG_FILE_NAME
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def config_error(call, *args: object, **kwargs: object) -> str:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigError) as exc:
+        call(*args, **kwargs)
+    assert isinstance(exc.value, InvalidInput)
+    message = str(exc.value)
+    assert message and "\n" not in message
+    return message
+
+
+def test_defaults_without_a_file(tmp_path: Path) -> None:
+    s = load_settings(tmp_path / "ws", env={})
+    assert dict(s.values) == {key: spec.default for key, spec in KEYS.items()}
+    assert s.home == tmp_path / "ws"
+    assert s.metadata_url == f"sqlite:///{(tmp_path / 'ws' / 'metadata.db').resolve()}"
+    assert s.storage_uri == str((tmp_path / "ws" / "data").resolve())
+    assert s["writer.batch_size"] == 4 * 1024 * 1024 and s["writer.linger"] == 100
+
+
+def test_each_layer_overrides_the_one_below(tmp_path: Path) -> None:
+    home = tmp_path / "ws"
+    write_config(home, "writer:\n  batch_size: 1MiB\n  linger: 5s\nsweep:\n  grace: 2h\nlog:\n  level: debug\n")
+    env = {"TIDEKEEP_WRITER_LINGER": "7s", "TIDEKEEP_SWEEP_GRACE": "3h", "PATH": "/bin"}
+    s = load_settings(home, overrides={"sweep.grace": "4h", "writer.batch_size": None}, env=env)
+    assert s["writer.batch_size"] == 2**20  # file (the None override means "flag not given")
+    assert s["writer.linger"] == 7000  # env over file
+    assert s["sweep.grace"] == 4 * 3_600_000  # flag over env over file
+    assert s["log.level"] == "DEBUG"  # file, normalised
+    assert s["retention.frequency"] == 30 * 60_000  # default
+    only_file = load_settings(home, env={})
+    assert only_file["writer.linger"] == 5000 and only_file["sweep.grace"] == 2 * 3_600_000
+
+
+def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
+    raw = {"metadata.url": "postgresql+psycopg://u@h/db", "metadata.busy_timeout": "5s", "storage.uri": "/data/x",
+           "spark.master": "local[2]", "spark.app_name": "tk", "writer.batch_size": "64KiB", "writer.linger": "0",
+           "sweep.grace": "10m", "retention.frequency": "1h", "log.level": "warning"}
+    assert set(raw) == set(KEYS), "a new setting needs a case here"
+    s = load_settings(tmp_path, env={env_name(k): v for k, v in raw.items()})
+    assert env_name("writer.batch_size") == "TIDEKEEP_WRITER_BATCH_SIZE"
+    assert s.values == {
+        "metadata.url": "postgresql+psycopg://u@h/db", "metadata.busy_timeout": 5000, "storage.uri": "/data/x",
+        "spark.master": "local[2]", "spark.app_name": "tk", "writer.batch_size": 65536, "writer.linger": 0,
+        "sweep.grace": 600_000, "retention.frequency": 3_600_000, "log.level": "WARNING"}
+    assert s.metadata_url == "postgresql+psycopg://u@h/db" and s.storage_uri == "/data/x"
+
+
+def test_home_comes_from_argument_then_tidekeep_home(tmp_path: Path) -> None:
+    write_config(tmp_path / "a", "writer:\n  linger: 1s\n")
+    write_config(tmp_path / "b", "writer:\n  linger: 2s\n")
+    env = {"TIDEKEEP_HOME": str(tmp_path / "b")}
+    assert load_settings(env=env)["writer.linger"] == 2000
+    assert load_settings(tmp_path / "a", env=env)["writer.linger"] == 1000
+
+
+def test_the_default_config_text_loads_to_the_defaults(tmp_path: Path) -> None:
+    write_config(tmp_path, DEFAULT_CONFIG_TEXT)
+    assert dict(load_settings(tmp_path, env={}).values) == {key: spec.default for key, spec in KEYS.items()}
+
+
+def test_empty_file_and_empty_sections_are_fine(tmp_path: Path) -> None:
+    assert read_config_file(write_config(tmp_path, "")) == {}
+    assert read_config_file(write_config(tmp_path, "# only a comment\n")) == {}
+    assert read_config_file(write_config(tmp_path, "writer: {}\n")) == {}
+    # a section whose every key is commented out is YAML null: still an empty section
+    assert read_config_file(write_config(tmp_path, "storage:\n  # uri: s3://b\nwriter:\n  linger: 1s\n")) == {
+        "writer.linger": 1000}
+    assert read_config_file(tmp_path / "missing.yaml") == {}
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("writer:\n  batchsize: 1MiB\n", "writer.batchsize"),
+    ("colour: blue\n", "colour"),
+    ("writer: 5\n", "writer"),
+    ("writer:\n  batch_size:\n    value: 1MiB\n", "writer.batch_size"),
+    ("metadata:\n  url: x\n  pool:\n    size: 5\n", "metadata.pool"),
+])
+def test_unknown_yaml_keys_are_rejected_naming_the_dotted_key(tmp_path: Path, text: str, key: str) -> None:
+    path = write_config(tmp_path, text)
+    message = config_error(load_settings, tmp_path, env={})
+    assert repr(key) in message and str(path) in message
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    ("writer:\n  batch_size: [1, 2\n", None),
+    ("writer:\n  batch_size: 1MiB\n linger: 5s\n", 3),
+    ("writer:\n\tbatch_size: 1\n", 2),
+    ("a: b: c\n", 1),
+    ("writer: {batch_size: 1\n", None),
+])
+def test_broken_yaml_names_the_file_and_line(tmp_path: Path, text: str, line: int | None) -> None:
+    path = write_config(tmp_path, text)
+    message = config_error(load_settings, tmp_path, env={})
+    assert message.startswith(f"broken {path}")
+    assert re.search(r"at line \d+, column \d+", message)
+    if line is not None:
+        assert f"at line {line}," in message
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "just a string\n", "42\n", "[writer, 1]\n"])
+def test_top_level_must_be_a_mapping(tmp_path: Path, text: str) -> None:
+    path = write_config(tmp_path, text)
+    assert config_error(load_settings, tmp_path, env={}) == (
+        f"broken {path}: the top level must be a mapping of settings")
+
+
+def test_setting_names_must_be_strings(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "1: 2\n")
+    assert config_error(read_config_file, path) == f"broken {path}: setting names must be strings, got 1"
+
+
+def test_unreadable_files_are_config_errors(tmp_path: Path) -> None:
+    (tmp_path / CONFIG_FILE_NAME).mkdir()
+    assert "cannot read" in config_error(load_settings, tmp_path, env={})
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / CONFIG_FILE_NAME).write_bytes(b"writer:\n  linger: \xff\xfe\n")
+    assert str(other / CONFIG_FILE_NAME) in config_error(load_settings, other, env={})
+
+
+def test_self_referencing_yaml_is_a_config_error(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "&a {x: *a}\n")
+    assert "'x'" in config_error(read_config_file, path)
+    path = write_config(tmp_path, "writer: &w {batch_size: 1MiB, again: *w}\n")
+    assert "'writer.again'" in config_error(read_config_file, path)
+
+
+@pytest.mark.parametrize(("text", "key", "detail"), [
+    ("writer:\n  batch_size: lots\n", "writer.batch_size", "'lots'"),
+    ("writer:\n  batch_size: 0\n", "writer.batch_size", "must be greater than zero"),
+    ("writer:\n  linger: -5s\n", "writer.linger", "'-5s'"),
+    ("writer:\n  linger: yes\n", "writer.linger", "True"),
+    ("metadata:\n  busy_timeout: 0s\n", "metadata.busy_timeout", "must be greater than zero"),
+    ("log:\n  level: LOUD\n", "log.level", "'LOUD'"),
+    ("spark:\n  master: ''\n", "spark.master", "non-empty string"),
+    ("metadata:\n  url: 5\n", "metadata.url", "5"),
+    ("retention:\n  frequency: [1, 2]\n", "retention.frequency", "[1, 2]"),
+    ("sweep:\n  grace: .inf\n", "sweep.grace", "must be finite"),
+])
+def test_bad_values_name_key_and_file(tmp_path: Path, text: str, key: str, detail: str) -> None:
+    path = write_config(tmp_path, text)
+    message = config_error(load_settings, tmp_path, env={})
+    assert message.startswith(f"bad value for {key!r} in {path}: ")
+    assert detail in message
+
+
+def test_bad_values_in_env_and_flags_name_their_source(tmp_path: Path) -> None:
+    message = config_error(load_settings, tmp_path, env={"TIDEKEEP_WRITER_BATCH_SIZE": "big"})
+    assert message.startswith("bad value for 'writer.batch_size' in environment variable TIDEKEEP_WRITER_BATCH_SIZE")
+    assert "'big'" in message
+    message = config_error(load_settings, tmp_path, overrides={"writer.linger": "soon"}, env={})
+    assert message.startswith("bad value for 'writer.linger' in flags") and "'soon'" in message
+    message = config_error(load_settings, tmp_path, overrides={"writer.lingr": "1s"}, env={})
+    assert message == "unknown setting 'writer.lingr' in flags"
+
+
+def test_unknown_env_vars_are_rejected_by_name(tmp_path: Path) -> None:
+    assert config_error(load_settings, tmp_path, env={"TIDEKEEP_WRITER_BATCHSIZE": "1"}) == (
+        "unknown setting in environment variable TIDEKEEP_WRITER_BATCHSIZE")
+    assert "TIDEKEEP_" in config_error(load_settings, tmp_path, env={"TIDEKEEP_": "1"})
+
+
+def test_non_setting_env_vars_are_ignored(tmp_path: Path) -> None:
+    env = {"TIDEKEEP_HOME": str(tmp_path), "TIDEKEEP_FAULT": "writer.before_commit",
+           "TIDEKEEP_TEST_PG_URL": "postgresql://x", "TIDEKEEP_TEST_ANYTHING": "?", "OTHER_WRITER_LINGER": "1s",
+           "tidekeep_writer_linger": "5s"}
+    s = load_settings(env=env)
+    assert s.home == tmp_path
+    assert dict(s.values) == {key: spec.default for key, spec in KEYS.items()}
+
+
+def test_a_bad_layer_fails_even_when_a_higher_layer_sets_the_key(tmp_path: Path) -> None:
+    write_config(tmp_path, "writer:\n  linger: never\n")
+    message = config_error(load_settings, tmp_path, overrides={"writer.linger": "1s"}, env={})
+    assert "writer.linger" in message and "never" in message
+
+
+YAML_PIECES = st.sampled_from([
+    "writer", "metadata", "log", "level", "batch_size", "linger", "url", "x", ":", ": ", "\n", "  ", "- ", "[", "]",
+    "{", "}", ",", "&a ", "*a", "'", '"', "#", "1MiB", "5s", "-1", "yes", "~", "!!binary ", "? ", "|", ">", "\t",
+    "%YAML 1.1\n", "---\n", "...\n", "!!python/object:os.system ", "0x1F", ".inf", "DEBUG",
+])
+yaml_like = st.one_of(
+    st.text(max_size=80),
+    st.lists(YAML_PIECES, max_size=30).map("".join),
+    st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+                 lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                     st.sampled_from([*KEYS, "writer", "log", "metadata", "x"]) | st.integers(), inner, max_size=3),
+                 max_leaves=10).map(lambda data: yaml.safe_dump(data, default_flow_style=None)),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(yaml_like)
+def test_fuzz_config_file_gives_settings_or_config_error(tmp_path: Path, text: str) -> None:
+    path = write_config(tmp_path, text)
+    try:
+        values = read_config_file(path)
+    except ConfigError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert set(values) <= set(KEYS)
