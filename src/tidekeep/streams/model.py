@@ -145,6 +145,8 @@ def plan_scale(
     for (_, hi1), (lo2, _) in itertools.pairwise(sealed_ranges):
         if lo2 != hi1:
             raise InvalidInput("scale: the segments to seal are not adjacent")
+    if not all(isinstance(r, (tuple, list)) for r in new_ranges):  # a bare number is not a range
+        raise InvalidInput("scale: each new range must be a (low, high) pair")
     pairs = [tuple(r) for r in new_ranges]
     if any(len(p) != 2 for p in pairs):
         raise InvalidInput("scale: each new range must be a (low, high) pair")
