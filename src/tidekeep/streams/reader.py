@@ -7,6 +7,7 @@ routing key's events come out in the order they were written, across scaling too
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import repeat
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -59,17 +60,25 @@ def read_task(fs: pafs.FileSystem, root: str, stream: str, task: ReadTask) -> pa
     ], schema=EVENT_SCHEMA)
 
 
-def iter_batches(controller: StreamController, plan: ReadPlan) -> Iterator[pa.RecordBatch]:
+def _task_batches(controller: StreamController, plan: ReadPlan) -> Iterator[tuple[ReadTask, pa.RecordBatch]]:
     storage = controller.storage
     for task in plan.tasks:
         try:
-            yield read_task(storage.fs, storage.root, plan.stream, task)
+            batch = read_task(storage.fs, storage.root, plan.stream, task)
         except ChunkMissing as exc:
             raise controller.explain_missing_chunk(plan.stream, exc, task) from None
+        yield task, batch
+
+
+def iter_batches(controller: StreamController, plan: ReadPlan) -> Iterator[pa.RecordBatch]:
+    for _, batch in _task_batches(controller, plan):
+        yield batch
 
 
 def iter_events(controller: StreamController, plan: ReadPlan) -> Iterator[Event]:
-    for batch in iter_batches(controller, plan):
-        columns = batch.to_pydict()
-        yield from map(Event, columns["payload"], columns["routing_key"], columns["segment"], columns["offset"],
-                       columns["commit_time_ms"], columns["writer_id"])
+    for task, batch in _task_batches(controller, plan):
+        # segment, commit time and writer are the chunk's: repeat them instead of converting columns
+        ref, n = task.chunk, batch.num_rows
+        yield from map(Event, batch.column("payload").to_pylist(), batch.column("routing_key").to_pylist(),
+                       repeat(ref.segment, n), batch.column("offset").to_pylist(), repeat(ref.committed_ms, n),
+                       repeat(ref.writer_id, n))

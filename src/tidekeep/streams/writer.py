@@ -53,7 +53,7 @@ class Writer:
         self._uid = state.info.uid
         self._dir = state.storage_dir()
         self._router = Router(state.active_segments())
-        self._key_cache: dict[str, int] = {}
+        self._key_segments: dict[str, int] = {}  # routing key -> segment of the current router
         self._buffers: dict[int, _SegmentBuffer] = {}
         self._pending_bytes = 0
         self._pending_since: float | None = None
@@ -82,8 +82,12 @@ class Writer:
         if routing_key is not None and type(routing_key) is not str:
             raise InvalidInput(f"routing key must be a string or None, got {type(routing_key).__name__}")
         with self._lock:
-            self._check_usable()
-            seg = self._segment_for(routing_key)
+            if self._closed or self._background_error is not None:
+                self._check_usable()
+            # the per-event hot path: a cached key costs one dict lookup (None is never cached)
+            seg = self._key_segments.get(routing_key)  # type: ignore[arg-type]
+            if seg is None:
+                seg = self._segment_for(routing_key)
             buf = self._buffers.get(seg)
             if buf is None:
                 buf = self._buffers[seg] = _SegmentBuffer([], [])
@@ -163,12 +167,12 @@ class Writer:
     def _segment_for(self, routing_key: str | None) -> int:
         if routing_key is None:
             return self._router.segment_for(random.random())
-        position = self._key_cache.get(routing_key)
-        if position is None:
-            if len(self._key_cache) > 100_000:
-                self._key_cache.clear()
-            position = self._key_cache[routing_key] = routing_key_position(routing_key)  # type: ignore[assignment]
-        return self._router.segment_for(position)  # type: ignore[arg-type]
+        seg = self._key_segments.get(routing_key)
+        if seg is None:
+            if len(self._key_segments) > 100_000:
+                self._key_segments.clear()
+            seg = self._key_segments[routing_key] = self._router.segment_for(routing_key_position(routing_key))
+        return seg
 
     def _linger_loop(self) -> None:
         while not self._stop.wait(max(self._linger_s / 2, 0.001)):
@@ -208,6 +212,7 @@ class Writer:
                 log.info("writer %s: segments %s sealed by a scale, re-routing", self.writer_id,
                          [segment_name(s) for s in sealed.segments])
                 self._router = Router(state.active_segments())
+                self._key_segments.clear()  # cached segments belong to the old router
                 buffers = self._reroute(buffers)
                 continue
             except BaseException:
