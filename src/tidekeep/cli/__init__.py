@@ -1,0 +1,1 @@
+"""The `tidekeep` command line (Typer). Entry point: tidekeep.cli.main:main."""

@@ -1,0 +1,5 @@
+"""`python -m tidekeep.cli` runs the tidekeep command."""
+
+from .main import main
+
+main()

@@ -1,0 +1,57 @@
+"""`tidekeep audit list`: the audit trail, newest first."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import InvalidInput
+from ..names import split_stream_name
+from .context import open_client
+from .output import emit, emit_json, format_bytes, head_positions_to_cut, iso_utc
+
+
+def audit_record(entry: dict[str, Any]) -> dict[str, Any]:
+    target = entry["target"]
+    return {
+        "id": entry["id"],
+        "time": iso_utc(entry["time_ms"]),
+        "time_ms": entry["time_ms"],
+        "action": entry["action"],
+        "target": target,
+        "old_head": head_positions_to_cut(target, entry["old_head"]),
+        "new_head": head_positions_to_cut(target, entry["new_head"]),
+        "bytes_freed": entry["bytes_freed"],
+        "reason": entry["reason"],
+        "actor": entry["actor"],
+        "details": None if entry["details"] is None else json.loads(entry["details"]),
+    }
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("list")
+    def list_entries(
+        ctx: typer.Context,
+        stream: Annotated[str | None, typer.Option("--stream", metavar="NAME", help="Only this stream")] = None,
+        limit: Annotated[int, typer.Option("--limit", metavar="N", help="At most N entries")] = 100,
+        json_output: Annotated[bool, typer.Option("--json", help="Print a JSON array")] = False,
+    ) -> None:
+        """What was deleted, when, why, how many bytes, and by which process; newest first."""
+        if limit < 1:
+            raise InvalidInput(f"invalid --limit {limit}: must be 1 or more")
+        if stream is not None:
+            split_stream_name(stream)  # a deleted stream still has its audit entries, so no existence check
+        with open_client(ctx) as client:
+            records = [audit_record(e) for e in client.audit(stream, limit)]
+        if json_output:
+            emit_json(records)
+            return
+        if not records:
+            emit("no audit entries" + (f" for {stream}" if stream else ""))
+        for r in records:
+            emit(f"{r['time']}  {r['action']}  {r['target']}  freed {format_bytes(r['bytes_freed'])}  "
+                 f"by {r['actor']}  ({r['reason']})")
+            if r["old_head"] is not None or r["new_head"] is not None:
+                emit(f"    head {r['old_head'] or '-'} -> {r['new_head'] or '-'}")

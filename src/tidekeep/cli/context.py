@@ -1,0 +1,93 @@
+"""The root options (--home, --metadata-url, --storage, --set, --verbose) and opening the workspace.
+
+Settings are layered by tidekeep.config.load_settings: defaults < tidekeep.yaml < TIDEKEEP_* env
+< these flags. Nothing is loaded until a command needs it, so `--help` works even when the
+configuration is broken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import typer
+
+from ..client import Client
+from ..config import CONFIG_FILE_NAME, Settings, load_settings
+from ..errors import ConfigError, NotFound
+
+
+@dataclass(frozen=True)
+class GlobalOptions:
+    home: Path | None = None
+    metadata_url: str | None = None
+    storage: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    verbose: bool = False
+
+    def overrides(self) -> dict[str, str]:
+        """Flag-level settings: --set pairs, then the dedicated flags, which win over --set."""
+        merged = dict(self.settings)
+        if self.metadata_url is not None:
+            merged["metadata.url"] = self.metadata_url
+        if self.storage is not None:
+            merged["storage.uri"] = self.storage
+        return merged
+
+
+def parse_set_options(items: Sequence[str]) -> dict[str, str]:
+    """--set KEY=VALUE pairs; the keys are checked against config.KEYS when settings load."""
+    pairs: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"bad --set {item!r}: expected KEY=VALUE, e.g. --set writer.batch_size=8MiB")
+        pairs[key.strip()] = value
+    return pairs
+
+
+def options(ctx: typer.Context) -> GlobalOptions:
+    root = ctx.find_root()
+    return root.obj if isinstance(root.obj, GlobalOptions) else GlobalOptions()
+
+
+def load(ctx: typer.Context) -> Settings:
+    opts = options(ctx)
+    return load_settings(opts.home, opts.overrides())
+
+
+def require_workspace(settings: Settings) -> None:
+    """Refuse to conjure a workspace out of a typo: the embedded defaults put the database and
+    data inside the home directory, so that home must have been set up by `tidekeep init`."""
+    uses_home = settings["metadata.url"] is None or settings["storage.uri"] is None
+    if uses_home and not (settings.home / CONFIG_FILE_NAME).is_file():
+        raise NotFound(f"no tidekeep workspace at {str(settings.home)!r} (no {CONFIG_FILE_NAME}); run "
+                       "'tidekeep init' first, or point --home / TIDEKEEP_HOME at a workspace")
+
+
+def configure_logging(settings: Settings, verbose: bool) -> None:
+    """tidekeep logs to stderr. Without --verbose only warnings and errors show, so stdout and
+    stderr stay clean for scripts; with it, messages at the configured log.level show too."""
+    level = logging.getLevelName(settings["log.level"]) if verbose else logging.WARNING
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("tidekeep")
+    logger.handlers[:] = [handler]
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+@contextlib.contextmanager
+def open_client(ctx: typer.Context) -> Iterator[Client]:
+    settings = load(ctx)
+    require_workspace(settings)
+    configure_logging(settings, options(ctx).verbose)
+    client = Client(settings)
+    try:
+        yield client
+    finally:
+        client.close()

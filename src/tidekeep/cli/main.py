@@ -1,0 +1,87 @@
+"""The `tidekeep` command: `tidekeep [root options] <noun> <verb> ...`.
+
+Every tidekeep error ends the command with one line, `error: <message>`, on stderr and the
+error's exit code (see tidekeep.errors); usage errors (unknown command, bad flag) exit 2 with
+Typer's usage message. No stack trace is shown for bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import sqlalchemy as sa
+import typer
+
+from ..errors import TidekeepError
+from . import admin, audit, stream_data, streams
+from .context import GlobalOptions, parse_set_options
+
+app = typer.Typer(
+    name="tidekeep",
+    help="Keep streaming and log data exactly as long as policy says.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,  # a genuine bug shows a plain traceback, never local variables
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+stream_app = typer.Typer(help="Create, scale, write, read and truncate streams.", no_args_is_help=True)
+audit_app = typer.Typer(help="The audit trail: every deletion, why, how much, by whom.", no_args_is_help=True)
+db_app = typer.Typer(help="The metadata database.", no_args_is_help=True)
+
+streams.register(stream_app)
+stream_data.register(stream_app)
+audit.register(audit_app)
+admin.register(app, db_app)
+app.add_typer(stream_app, name="stream")
+app.add_typer(audit_app, name="audit")
+app.add_typer(db_app, name="db")
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    home: Annotated[Path | None, typer.Option(
+        "--home", metavar="PATH", help="Workspace directory [default: $TIDEKEEP_HOME or ./.tidekeep]")] = None,
+    metadata_url: Annotated[str | None, typer.Option(
+        "--metadata-url", metavar="URL", help="Metadata store (SQLAlchemy URL); overrides metadata.url")] = None,
+    storage: Annotated[str | None, typer.Option(
+        "--storage", metavar="URI", help="Data storage (path or pyarrow.fs URI); overrides storage.uri")] = None,
+    settings: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="KEY=VALUE", help="Any setting, e.g. --set writer.batch_size=8MiB (repeatable)")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show log messages at log.level on stderr")] = False,
+) -> None:
+    """Keep streaming and log data exactly as long as policy says.
+
+    Settings: flags > TIDEKEEP_* environment > <home>/tidekeep.yaml > defaults.
+    """
+    ctx.obj = GlobalOptions(home, metadata_url, storage, parse_set_options(settings or []), verbose)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    try:
+        app(args=None if argv is None else list(argv), prog_name="tidekeep")
+    except TidekeepError as exc:
+        _fail(str(exc), exc.exit_code)
+    except sa.exc.OperationalError as exc:
+        # the store is unreachable or refused us: an environment problem, reported, not a crash
+        _fail(f"metadata store unavailable: {_first_line(exc.orig or exc)}", 1)
+
+
+def _fail(message: str, code: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.write(f"error: {' '.join(message.split())}\n")
+    sys.stderr.flush()
+    raise SystemExit(code)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+if __name__ == "__main__":
+    main()

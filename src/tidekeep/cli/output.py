@@ -1,0 +1,86 @@
+"""Printing for the CLI: JSON documents, aligned plain-text tables, times and cut forms.
+
+Text output is plain and never wrapped, so it stays greppable in pipes and CI logs; `--json`
+output is the stable machine interface.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..streams.model import segment_name
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def iso_utc(ms: int | None) -> str | None:
+    """Milliseconds since the epoch as ISO-8601 UTC with milliseconds, e.g. 2024-05-01T12:00:00.123Z.
+    Built from a timedelta, not a float division, so every millisecond survives exactly."""
+    if ms is None:
+        return None
+    return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def emit(text: str = "") -> None:
+    """One line of human output on stdout, encoded as UTF-8 whatever the locale says."""
+    sys.stdout.buffer.write(text.encode("utf-8", "replace") + b"\n")
+
+
+def emit_json(document: Any) -> None:
+    """One JSON document on stdout (indented, UTF-8)."""
+    emit(json.dumps(document, indent=2, ensure_ascii=False))
+
+
+def emit_json_line(document: Any) -> None:
+    """One JSON document on one line, for streams of records (JSON Lines)."""
+    sys.stdout.buffer.write(json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "") -> list[str]:
+    """Left-aligned columns separated by two spaces; the last column is not padded."""
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = []
+    for row in cells:
+        padded = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
+        lines.append((indent + "  ".join(padded)).rstrip())
+    return lines
+
+
+def emit_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "") -> None:
+    for line in table(headers, rows, indent):
+        emit(line)
+
+
+def fields(pairs: Sequence[tuple[str, Any]]) -> None:
+    """"label   value" lines with the values aligned."""
+    width = max(len(label) for label, _ in pairs)
+    for label, value in pairs:
+        emit(f"{label.ljust(width)}  {value}")
+
+
+def head_positions_to_cut(stream: str, stored: str | None) -> str | None:
+    """The compact cut form of a head stored in the audit table as {"<segment id>": offset}."""
+    if stored is None:
+        return None
+    positions: Mapping[str, int] = json.loads(stored)
+    body = ",".join(f"{segment_name(int(seg))}={offset}" for seg, offset in sorted(positions.items(),
+                                                                                   key=lambda kv: int(kv[0])))
+    return f"{stream}:{body}"
+
+
+def format_bytes(n: int) -> str:
+    """Exact byte count with a human form beside it: "12,288 bytes (12.0 KiB)"."""
+    from ..units import format_size
+
+    exact = f"{n:,} bytes"
+    return exact if n < 1024 else f"{exact} ({format_size(n)})"
+
+
+def key_range(low: float, high: float) -> str:
+    # repr keeps the exact float, so a range can be pasted back into `stream scale --range`
+    return f"[{low!r}, {high!r})"

@@ -1,0 +1,153 @@
+"""`tidekeep stream write` and `tidekeep stream read`: events in from lines, events out as lines.
+
+`write` reads its whole input and checks every line (key field present, size limit) before it
+writes anything, so bad input leaves the stream unchanged. Standard input is spooled to memory
+(and to a temporary file beyond 64 MiB) for that; a file is simply read twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from typing import IO, Annotated
+
+import typer
+
+from ..errors import InvalidInput, NotFound, StreamSealed
+from ..streams.controller import SEALED
+from .context import open_client
+from .events import KeyExtractor, event_record, event_text, field_key, json_key, parse_lines
+from .output import emit, emit_json, emit_json_line
+from .streams import StreamName, cut_argument
+
+SPOOL_IN_MEMORY_BYTES = 64 * 1024 * 1024
+
+
+def key_extractor(key_field: int | None, key_json: str | None, delimiter: str | None) -> KeyExtractor | None:
+    if key_field is not None and key_json is not None:
+        raise InvalidInput("give either --key-field or --key-json, not both")
+    if delimiter is not None and key_field is None:
+        raise InvalidInput("--delimiter only applies with --key-field")
+    if key_field is not None:
+        return field_key(key_field, "," if delimiter is None else delimiter)
+    if key_json is not None:
+        return json_key(key_json)
+    return None
+
+
+@contextlib.contextmanager
+def open_input(source: str | None) -> Iterator[IO[bytes]]:
+    """A seekable binary input: the named file, or standard input spooled."""
+    if source is None or source == "-":
+        if sys.stdin.isatty():
+            raise InvalidInput("no input: give a FILE, or pipe lines into standard input")
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY_BYTES) as spool:
+            shutil.copyfileobj(sys.stdin.buffer, spool)
+            spool.seek(0)
+            yield spool  # type: ignore[misc]
+        return
+    try:
+        handle = open(source, "rb")  # noqa: SIM115 - closed by the with below
+    except FileNotFoundError:
+        raise NotFound(f"input file {source!r} does not exist") from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read input file {source!r}: {exc.strerror}") from None
+    with handle:
+        yield handle
+
+
+def _progress(total: int, enabled: bool):  # type: ignore[no-untyped-def]
+    if not enabled:
+        return contextlib.nullcontext(None)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("writing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    console=Console(stderr=True), transient=True)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("write")
+    def write(
+        ctx: typer.Context,
+        name: StreamName,
+        source: Annotated[str | None, typer.Argument(
+            metavar="[FILE|-]", help="Lines to write, one event per line [default: standard input]")] = None,
+        key_field: Annotated[int | None, typer.Option(
+            "--key-field", metavar="N", help="Routing key = field N (from 1) of each line, split by --delimiter",
+        )] = None,
+        key_json: Annotated[str | None, typer.Option(
+            "--key-json", metavar="FIELD", help="Routing key = this top-level field of each JSON-object line")] = None,
+        delimiter: Annotated[str | None, typer.Option(
+            "--delimiter", metavar="TEXT", help="Field delimiter for --key-field [default: ',']")] = None,
+        writer_id: Annotated[str | None, typer.Option(
+            "--writer-id", metavar="ID", help="Writer id [default: a fresh cli-<random> id]")] = None,
+        json_output: Annotated[bool, typer.Option("--json", help="Print a JSON summary")] = False,
+    ) -> None:
+        """Append one event per input line; events without a key field go to a random segment."""
+        key_of = key_extractor(key_field, key_json, delimiter)
+        writer_name = writer_id if writer_id is not None else f"cli-{uuid.uuid4().hex[:12]}"
+        with open_client(ctx) as client:
+            if client.stream_state(name).info.state == SEALED:
+                raise StreamSealed(f"stream {name!r} is sealed and takes no more writes")
+            # the CLI knows where its input ends, so it flushes by size and at the end: no linger timer
+            writer = client.writer(name, writer_name, linger=0)
+            with open_input(source) as stream_in:
+                count = payload_bytes = 0
+                for event in parse_lines(stream_in, key_of):  # check everything before writing anything
+                    count += 1
+                    payload_bytes += len(event.payload)
+                stream_in.seek(0)
+                show_bar = source not in (None, "-") and not json_output and sys.stderr.isatty()
+                with writer, _progress(count, show_bar) as progress:
+                    task = None if progress is None else progress.add_task("write", total=count)
+                    for done, event in enumerate(parse_lines(stream_in, key_of), start=1):
+                        writer.write(event.payload, event.routing_key)
+                        if progress is not None and done % 1000 == 0:
+                            progress.update(task, completed=done)
+        if json_output:
+            emit_json({"stream": name, "events": count, "payload_bytes": payload_bytes,
+                       "logical_bytes": payload_bytes + 8 * count, "writer_id": writer_name})
+        else:
+            emit(f"wrote {count} events to {name}")
+
+    @app.command("read")
+    def read(
+        ctx: typer.Context,
+        name: StreamName,
+        from_cut: Annotated[str | None, typer.Option(
+            "--from", metavar="CUT", help="Start cut: 'head', 'tail', compact or JSON form [default: head]")] = None,
+        to_cut: Annotated[str | None, typer.Option(
+            "--to", metavar="CUT", help="End cut (exclusive) [default: the tail now]")] = None,
+        limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="Stop after N events")] = None,
+        json_output: Annotated[bool, typer.Option(
+            "--json", help="One JSON object per event: payload, routing key, segment, offset, ...")] = False,
+    ) -> None:
+        """Print events between two cuts, per routing key in write order; payloads as UTF-8 text."""
+        if limit is not None and limit < 0:
+            raise InvalidInput(f"invalid --limit {limit}: must be 0 or more")
+        out = sys.stdout.buffer
+        with open_client(ctx) as client:
+            start = None if from_cut is None else cut_argument(client, name, from_cut)
+            end = None if to_cut is None else cut_argument(client, name, to_cut)
+            events = client.read(name, start, end)
+            printed = 0
+            try:
+                for event in events:
+                    if limit is not None and printed >= limit:
+                        break
+                    if json_output:
+                        emit_json_line(event_record(event))
+                    else:
+                        out.write(event_text(event))
+                    printed += 1
+                out.flush()
+            except BrokenPipeError:
+                # the reader went away (`| head`): stop quietly, like other Unix filters
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())

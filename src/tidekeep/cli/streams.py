@@ -1,0 +1,251 @@
+"""`tidekeep stream ...`: lifecycle, scaling, cuts and truncation. Data in and out is in stream_data.py."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+import typer
+
+from ..client import Client, parse_segment
+from ..errors import InvalidInput
+from ..streams.config import StreamConfig
+from ..streams.controller import SEALED, StreamInfo
+from ..streams.cuts import StreamCut
+from ..streams.model import Segment, segment_name
+from .context import open_client
+from .output import emit, emit_json, emit_table, fields, format_bytes, iso_utc, key_range
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+StreamName = Annotated[str, typer.Argument(metavar="NAME", help="scope/stream")]
+
+NO_RETENTION = "none: data is kept until truncated by hand"
+
+
+def cut_argument(client: Client, stream: str, text: str) -> StreamCut | str:
+    """A cut given on the command line: "head", "tail", or a cut in compact or JSON form (the
+    client validates it against the stream)."""
+    keyword = text.strip().lower()
+    if keyword == "head":
+        return client.head_cut(stream)
+    if keyword == "tail":
+        return client.tail_cut(stream)
+    return text
+
+
+def parse_range(text: str) -> tuple[float, float]:
+    """"LO:HI" as a key range; exact floats, so copy bounds from `stream describe`."""
+    low, sep, high = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        bounds = float(low), float(high)
+    except ValueError:
+        raise InvalidInput(f"invalid key range {text!r}: expected LO:HI, like 0.5:0.75") from None
+    if not all(math.isfinite(b) for b in bounds):
+        raise InvalidInput(f"invalid key range {text!r}: bounds must be finite numbers")
+    return bounds
+
+
+def info_record(info: StreamInfo) -> dict[str, Any]:
+    retention = info.config.retention
+    return {
+        "name": info.name,
+        "state": info.state,
+        "current_epoch": info.current_epoch,
+        "created": iso_utc(info.created_ms),
+        "created_ms": info.created_ms,
+        "retention": None if retention is None else retention.describe(),
+    }
+
+
+def segment_record(segment: Segment) -> dict[str, Any]:
+    return {"segment": segment_name(segment.id), "id": segment.id, "epoch": segment.epoch,
+            "key_range": [segment.key_low, segment.key_high]}
+
+
+def emit_scaled(stream: str, sealed: list[str], new_segments: list[Segment], json_output: bool) -> None:
+    if json_output:
+        emit_json({"stream": stream, "sealed": sealed, "epoch": new_segments[0].epoch,
+                   "new_segments": [segment_record(s) for s in new_segments]})
+        return
+    added = ", ".join(f"{segment_name(s.id)} {key_range(s.key_low, s.key_high)}" for s in new_segments)
+    emit(f"scaled {stream} to epoch {new_segments[0].epoch}: sealed {', '.join(sealed)}; new segments {added}")
+
+
+def emit_description(d: dict[str, Any]) -> None:
+    fields([
+        ("stream", d["name"]),
+        ("state", d["state"]),
+        ("created", iso_utc(d["created_ms"])),
+        ("retention", d["retention"] or NO_RETENTION),
+        ("size", f"{format_bytes(d['size_bytes'])} between head and tail"),
+        ("written", f"{format_bytes(d['written_bytes'])} in total, {format_bytes(d['truncated_bytes'])} truncated"),
+        ("head", d["head"]),
+        ("tail", d["tail"]),
+    ])
+    emit(f"epochs (current: {d['current_epoch']})")
+    emit_table(["EPOCH", "CREATED", "ACTIVE SEGMENTS"],
+               [[e["epoch"], iso_utc(e["created_ms"]), " ".join(e["segments"])] for e in d["epochs"]], indent="  ")
+    emit("segments (offsets in logical bytes; an event takes 8 bytes plus its payload)")
+    emit_table(["SEGMENT", "EPOCH", "KEY RANGE", "HEAD", "TAIL=LENGTH", "READABLE", "STATE"],
+               [[s["segment"], s["epoch"], key_range(*s["key_range"]), s["head"], s["tail"], s["readable_bytes"],
+                 "sealed" if s["sealed"] else "active"] for s in d["segments"]], indent="  ")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("create")
+    def create(
+        ctx: typer.Context,
+        name: StreamName,
+        segments: Annotated[int, typer.Option("--segments", metavar="N", help="Initial segment count")] = 1,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Create a stream (and its scope, if new) with N segments splitting the key space evenly."""
+        config = StreamConfig(segments=segments)
+        with open_client(ctx) as client:
+            info = client.create_stream(name, config)
+            described = client.describe_stream(name)
+        if json_output:
+            emit_json({**info_record(info), "segments": [
+                {"segment": s["segment"], "key_range": s["key_range"]} for s in described["segments"]]})
+            return
+        listed = ", ".join(f"{s['segment']} {key_range(*s['key_range'])}" for s in described["segments"])
+        emit(f"created stream {name} with {segments} segment(s): {listed}")
+
+    @app.command("list")
+    def list_streams(
+        ctx: typer.Context,
+        scope: Annotated[str | None, typer.Option("--scope", metavar="SCOPE", help="Only this scope")] = None,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """List streams, by scope and name."""
+        with open_client(ctx) as client:
+            infos = client.list_streams(scope)
+        if json_output:
+            emit_json([info_record(i) for i in infos])
+        elif not infos:
+            emit("no streams" + (f" in scope {scope}" if scope else ""))
+        else:
+            emit_table(["NAME", "STATE", "EPOCH", "CREATED", "RETENTION"],
+                       [[i.name, i.state, i.current_epoch, iso_utc(i.created_ms),
+                         "none" if i.config.retention is None else i.config.retention.describe()] for i in infos])
+
+    @app.command("describe")
+    def describe(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
+        """Epochs, segments with key ranges and offsets, head and tail cuts, size, retention."""
+        with open_client(ctx) as client:
+            described = client.describe_stream(name)
+        if json_output:
+            emit_json(described)
+        else:
+            emit_description(described)
+
+    @app.command("scale")
+    def scale(
+        ctx: typer.Context,
+        name: StreamName,
+        seal: Annotated[list[str] | None, typer.Option(
+            "--seal", metavar="SEGMENT", help="An active segment to seal, e.g. 0.1 (repeatable)")] = None,
+        ranges: Annotated[list[str] | None, typer.Option(
+            "--range", metavar="LO:HI",
+            help="A new segment's key range; together they must exactly cover the sealed ones (repeatable)")] = None,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Seal adjacent segments and replace them with new ones over the same key range (a new epoch)."""
+        new_ranges = [parse_range(r) for r in ranges or []]
+        with open_client(ctx) as client:
+            created = client.scale(name, list(seal or []), new_ranges)
+        emit_scaled(name, [segment_name(parse_segment(s)) for s in seal or []], created, json_output)
+
+    @app.command("split")
+    def split(
+        ctx: typer.Context,
+        name: StreamName,
+        segment: Annotated[str, typer.Argument(metavar="SEGMENT", help="An active segment, e.g. 0.1")],
+        parts: Annotated[int, typer.Option("--parts", metavar="N", help="Into how many equal key ranges")] = 2,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Scale shortcut: split one segment into N equal key ranges."""
+        with open_client(ctx) as client:
+            created = client.split(name, segment, parts)
+        emit_scaled(name, [segment_name(parse_segment(segment))], created, json_output)
+
+    @app.command("merge")
+    def merge(
+        ctx: typer.Context,
+        name: StreamName,
+        segments: Annotated[list[str], typer.Argument(metavar="SEGMENT...", help="Two or more adjacent segments")],
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Scale shortcut: merge adjacent segments into one."""
+        with open_client(ctx) as client:
+            created = client.merge(name, segments)
+        emit_scaled(name, [segment_name(parse_segment(s)) for s in segments], created, json_output)
+
+    @app.command("seal")
+    def seal_stream(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
+        """Seal the stream: it keeps its data and takes no more writes."""
+        with open_client(ctx) as client:
+            changed = client.seal_stream(name)
+        if json_output:
+            emit_json({"stream": name, "state": SEALED, "changed": changed})
+        else:
+            emit(f"sealed {name}" if changed else f"{name} was already sealed; nothing changed")
+
+    @app.command("delete")
+    def delete(
+        ctx: typer.Context,
+        name: StreamName,
+        force: Annotated[bool, typer.Option("--force", help="Seal the stream first if it is still active")] = False,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Delete a sealed stream and all its data (audited). Never asks; --force seals first."""
+        with open_client(ctx) as client:
+            sealed_first = False
+            if client.stream_state(name).info.state != SEALED:
+                if not force:
+                    raise InvalidInput(f"stream {name!r} is not sealed; run 'tidekeep stream seal {name}' first, "
+                                       "or pass --force to seal and delete it")
+                sealed_first = client.seal_stream(name)
+            freed = client.delete_stream(name)
+        if json_output:
+            emit_json({"stream": name, "deleted": True, "sealed_first": sealed_first, "bytes_freed": freed})
+        else:
+            emit(f"deleted stream {name}{' (sealed it first)' if sealed_first else ''}: "
+                 f"{format_bytes(freed)} of data removed")
+
+    @app.command("truncate")
+    def truncate(
+        ctx: typer.Context,
+        name: StreamName,
+        cut: Annotated[str, typer.Argument(metavar="CUT", help="'tail', or a stream cut in compact or JSON form")],
+        reason: Annotated[str, typer.Option("--reason", help="Recorded in the audit trail")] = "manual truncation",
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Move the stream's head forward to CUT and delete the data before it (audited)."""
+        with open_client(ctx) as client:
+            result = client.truncate(name, cut_argument(client, name, cut), reason)
+        if json_output:
+            emit_json({"stream": name, "old_head": str(result.old_head), "new_head": str(result.new_head),
+                       "bytes_freed": result.bytes_freed, "chunks_deleted": result.chunks_deleted})
+            return
+        if result.bytes_freed == 0 and result.old_head == result.new_head:
+            emit(f"{name}: the head is already at {result.new_head}; nothing truncated")
+            return
+        fields([("truncated", name), ("old head", str(result.old_head)), ("new head", str(result.new_head)),
+                ("freed", f"{format_bytes(result.bytes_freed)} ({result.chunks_deleted} chunk files deleted)")])
+
+    @app.command("head")
+    def head(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
+        """Print the head cut (the first readable position) in compact form, or JSON with --json."""
+        with open_client(ctx) as client:
+            cut = client.head_cut(name)
+        emit(cut.to_json() if json_output else str(cut))
+
+    @app.command("tail")
+    def tail(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
+        """Print the tail cut (where the next events go) in compact form, or JSON with --json."""
+        with open_client(ctx) as client:
+            cut = client.tail_cut(name)
+        emit(cut.to_json() if json_output else str(cut))
