@@ -1,0 +1,156 @@
+"""Worker processes for crash and concurrency tests: `python tests/helpers/workers.py <command> ...`.
+
+Settings come from the environment (TIDEKEEP_HOME, TIDEKEEP_METADATA_URL, TIDEKEEP_STORAGE_URI,
+and TIDEKEEP_FAULT for a crash at a named fault point). A worker that breaks a rule it checks
+prints why and exits 1; a fault point exits 77.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+import traceback
+from collections.abc import Iterable
+from pathlib import Path
+
+import tidekeep as tk
+
+PROBLEM_EXIT_CODE = 1
+
+
+# ---- payloads shared with the tests --------------------------------------------------------------
+def batch_events(writer_id: str, sequence: int, count: int) -> list[tuple[bytes, str | None]]:
+    """The events of batch `sequence` of a writer: payload "writer:sequence:i", five routing keys."""
+    return [(f"{writer_id}:{sequence}:{i}".encode(), f"k{i % 5}") for i in range(count)]
+
+
+def keyed_payload(writer_id: str, key: str, number: int) -> bytes:
+    return f"{writer_id}|{key}|{number}".encode()
+
+
+def parse_keyed_payload(payload: bytes) -> tuple[str, str, int]:
+    writer_id, key, number = payload.decode().split("|")
+    return writer_id, key, int(number)
+
+
+def check_per_key_prefix(events: Iterable[tk.Event]) -> dict[tuple[str, str], int]:
+    """Each (writer, key) must appear as its numbers 0, 1, 2, ... in order, without gaps or repeats:
+    what a consistent read of in-order, atomically committed batches looks like. Returns the count
+    per (writer, key); raises ValueError on the first violation."""
+    seen: dict[tuple[str, str], int] = {}
+    for event in events:
+        writer_id, key, number = parse_keyed_payload(event.payload)
+        if event.routing_key != key or event.writer_id != writer_id:
+            raise ValueError(f"event {event.payload!r} carries routing key {event.routing_key!r} and writer "
+                             f"{event.writer_id!r}")
+        expected = seen.get((writer_id, key), 0)
+        if number != expected:
+            raise ValueError(f"writer {writer_id} key {key}: read number {number} where {expected} was due "
+                             f"(segment {event.segment}, offset {event.offset})")
+        seen[(writer_id, key)] = expected + 1
+    return seen
+
+
+# ---- commands ------------------------------------------------------------------------------------
+def write_batches(args: argparse.Namespace) -> None:
+    """Commit batches first_seq, first_seq+1, ... with explicit sequence numbers."""
+    with tk.connect() as client:
+        writer = client.writer(args.stream, args.writer)
+        for sequence in range(args.first_seq, args.first_seq + args.batches):
+            appended = writer.write_batch(batch_events(args.writer, sequence, args.per_batch), sequence=sequence)
+            print(f"batch {sequence}: {'appended' if appended else 'duplicate'}", flush=True)
+        writer.close()
+
+
+def truncate(args: argparse.Namespace) -> None:
+    with tk.connect() as client:
+        client.truncate(args.stream, args.cut, reason="crash test")
+
+
+def delete(args: argparse.Namespace) -> None:
+    with tk.connect() as client:
+        client.delete_stream(args.stream)
+
+
+def concurrent_writer(args: argparse.Namespace) -> None:
+    """Write keyed events until the stop file appears (or max_events), then close and report what
+    was committed. Each key's events are numbered 0, 1, 2, ... in write order."""
+    stop_file = Path(args.stop_file)
+    keys = [f"k{i}" for i in range(args.keys)]
+    rng = random.Random(args.writer)
+    numbers = dict.fromkeys(keys, 0)
+    written = 0
+    with tk.connect() as client:
+        writer = client.writer(args.stream, args.writer, batch_size=args.batch_size)
+        while written < args.max_events and not (written % 20 == 0 and stop_file.exists()):
+            key = rng.choice(keys)
+            writer.write(keyed_payload(args.writer, key, numbers[key]), routing_key=key)
+            numbers[key] += 1
+            written += 1
+            time.sleep(args.pace)
+        writer.close()  # flushes: after this everything written is committed
+    Path(args.report).write_text(json.dumps({"counts": numbers, "written": written}))
+
+
+def reader(args: argparse.Namespace) -> None:
+    """Read head to tail again and again until the done file appears (then once more), checking
+    per-key order within each writer on every pass; report each pass's size."""
+    done_file = Path(args.done_file)
+    sizes: list[int] = []
+    with tk.connect() as client:
+        while True:
+            finished = done_file.exists()
+            counts = check_per_key_prefix(client.read(args.stream))
+            sizes.append(sum(counts.values()))
+            if finished:
+                break
+            time.sleep(0.005)  # leave the two cores to the writers now and then
+    Path(args.report).write_text(json.dumps({"sizes": sizes}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="workers")
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("write-batches")
+    p.add_argument("--stream", required=True)
+    p.add_argument("--writer", required=True)
+    p.add_argument("--first-seq", type=int, required=True)
+    p.add_argument("--batches", type=int, default=1)
+    p.add_argument("--per-batch", type=int, default=10)
+    p.set_defaults(run=write_batches)
+    p = commands.add_parser("truncate")
+    p.add_argument("--stream", required=True)
+    p.add_argument("--cut", required=True)
+    p.set_defaults(run=truncate)
+    p = commands.add_parser("delete")
+    p.add_argument("--stream", required=True)
+    p.set_defaults(run=delete)
+    p = commands.add_parser("concurrent-writer")
+    p.add_argument("--stream", required=True)
+    p.add_argument("--writer", required=True)
+    p.add_argument("--keys", type=int, default=10)
+    p.add_argument("--stop-file", required=True)
+    p.add_argument("--report", required=True)
+    p.add_argument("--max-events", type=int, default=6000)
+    p.add_argument("--batch-size", default="2KiB")
+    p.add_argument("--pace", type=float, default=0.001, help="seconds to sleep after each event")
+    p.set_defaults(run=concurrent_writer)
+    p = commands.add_parser("reader")
+    p.add_argument("--stream", required=True)
+    p.add_argument("--done-file", required=True)
+    p.add_argument("--report", required=True)
+    p.set_defaults(run=reader)
+    args = parser.parse_args(argv)
+    try:
+        args.run(args)
+    except Exception:
+        traceback.print_exc()
+        return PROBLEM_EXIT_CODE
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""The metadata store on SQLite and PostgreSQL: migrations, schema fidelity, SQLite settings,
+refusing an unknown schema, and an idempotent workspace init."""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+import tidekeep as tk
+from tidekeep.errors import SchemaError
+from tidekeep.store import schema as t
+from tidekeep.store.database import head_revision
+
+DDL_WORDS = ("CREATE", "ALTER", "DROP")
+
+
+def _connect(tmp_path: Path, metadata_url: str, **settings: object) -> tk.Client:
+    return tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
+                      settings={"writer.linger": 0, **settings})
+
+
+def _version_rows(client: tk.Client) -> list[str]:
+    with client.db.engine.connect() as conn:
+        return list(conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalars())
+
+
+def _record_statements(client: tk.Client) -> list[str]:
+    statements: list[str] = []
+    sa.event.listen(client.db.engine, "before_cursor_execute",
+                    lambda _conn, _cursor, statement, *_rest: statements.append(statement))
+    return statements
+
+
+def test_migrations_apply_on_first_use_and_reconnect_is_a_noop(tmp_path: Path, metadata_url: str) -> None:
+    first = _connect(tmp_path, metadata_url)
+    assert first.db.current_revision() is None  # connecting alone touches nothing
+    first.create_stream("s/a", tk.StreamConfig(segments=2))  # first use migrates
+    assert first.db.current_revision() == head_revision()
+    assert _version_rows(first) == [head_revision()]
+    first.close()
+
+    second = _connect(tmp_path, metadata_url)
+    statements = _record_statements(second)
+    assert [s.name for s in second.list_streams()] == ["s/a"]
+    assert not [s for s in statements if s.lstrip().upper().startswith(DDL_WORDS)]
+    assert _version_rows(second) == [head_revision()]
+    second.close()
+
+
+def test_migrated_schema_matches_the_declared_metadata_exactly(client: tk.Client) -> None:
+    client.db.ensure_schema()
+    with client.db.engine.connect() as conn:
+        differences = compare_metadata(MigrationContext.configure(conn), t.metadata)
+    assert differences == []
+    with client.db.engine.connect() as conn:
+        tables = set(sa.inspect(conn).get_table_names())
+    assert tables == set(t.metadata.tables) | {"alembic_version"}
+
+
+def test_concurrent_first_use_migrates_once(tmp_path: Path, metadata_url: str) -> None:
+    clients = [_connect(tmp_path, metadata_url) for _ in range(4)]
+    errors: list[str] = []
+
+    def first_use(c: tk.Client) -> None:
+        try:
+            c.list_scopes()
+        except BaseException:  # collected and asserted below
+            errors.append(traceback.format_exc())
+
+    threads = [threading.Thread(target=first_use, args=(c,)) for c in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert _version_rows(clients[0]) == [head_revision()]
+    for c in clients:
+        c.close()
+
+
+def test_sqlite_runs_with_wal_busy_timeout_and_foreign_keys(tmp_path: Path) -> None:
+    client = _connect(tmp_path, f"sqlite:///{tmp_path / 'meta.db'}", **{"metadata.busy_timeout": "7s"})
+    client.create_stream("s/a", tk.StreamConfig(segments=1))
+    with client.db.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 7000
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    # foreign keys are enforced, not just switched on: a chunk of a segment that does not exist is refused
+    stream_id = client.stream_state("s/a").stream_id
+    with pytest.raises(sa.exc.IntegrityError), client.db.write() as conn:
+        conn.execute(sa.insert(t.chunks).values(
+            stream_id=stream_id, segment_id=999, base_offset=0, length=8, event_count=1, path="x.parquet",
+            writer_id="w", sequence=1, committed_ms=0))
+    assert client.db.is_sqlite
+    client.close()
+
+
+def test_foreign_keys_cascade_on_postgres_too(client: tk.Client) -> None:
+    client.create_stream("s/a", tk.StreamConfig(segments=2))
+    stream_id = client.stream_state("s/a").stream_id
+    with pytest.raises(sa.exc.IntegrityError), client.db.write() as conn:
+        conn.execute(sa.insert(t.chunks).values(
+            stream_id=stream_id, segment_id=999, base_offset=0, length=8, event_count=1, path="x.parquet",
+            writer_id="w", sequence=1, committed_ms=0))
+    with client.db.read() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(t.chunks)).scalar_one() == 0
+
+
+def test_database_at_an_unknown_newer_revision_is_refused(tmp_path: Path, metadata_url: str) -> None:
+    first = _connect(tmp_path, metadata_url)
+    first.create_stream("s/a", tk.StreamConfig(segments=1))
+    with first.db.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999_from_the_future'"))
+    first.close()
+
+    second = _connect(tmp_path, metadata_url)
+    statements = _record_statements(second)
+    with pytest.raises(SchemaError, match=r"schema revision '9999_from_the_future'.*upgrade tidekeep") as info:
+        second.list_streams()
+    assert "\n" not in str(info.value)
+    with pytest.raises(SchemaError):  # refused every time, not only once
+        second.create_stream("s/b")
+    assert not [s for s in statements if s.lstrip().upper().startswith(DDL_WORDS)]
+    assert _version_rows(second) == ["9999_from_the_future"]
+    with second.db.engine.connect() as conn:
+        assert list(conn.execute(sa.select(t.streams.c.name)).scalars()) == ["a"]
+    second.close()
+
+
+def test_init_workspace_is_idempotent(tmp_path: Path) -> None:
+    home = tmp_path / "ws"
+    settings, created = tk.init_workspace(home)
+    assert created
+    config_file = home / "tidekeep.yaml"
+    assert config_file.is_file()
+    assert (home / "metadata.db").is_file()
+    assert (home / "data").is_dir()
+    with tk.connect(home) as client:
+        assert client.db.current_revision() == head_revision()
+        client.create_stream("s/a")
+
+    config_file.write_text(config_file.read_text() + "# edited by hand\n")
+    edited = config_file.read_text()
+    again, created_again = tk.init_workspace(home)
+    assert not created_again
+    assert config_file.read_text() == edited  # never overwritten
+    assert again.metadata_url == settings.metadata_url
+    with tk.connect(home) as client:
+        assert [s.name for s in client.list_streams()] == ["s/a"]  # data survives a second init
+        assert _version_rows(client) == [head_revision()]
