@@ -132,6 +132,24 @@ def tiles_key_space(stream: ScaledStream, segs: frozenset[int]) -> bool:
     return all(c == 1 for c in covered)
 
 
+def tiling_sets(stream: ScaledStream) -> set[frozenset[int]]:
+    """Every set of segments that covers each key exactly once, valid cut or not: the candidates
+    whose rejection can only come from the lineage rule."""
+    starting_at: dict[int, list[int]] = {}
+    for seg, (lo, _) in stream.grid.items():
+        starting_at.setdefault(lo, []).append(seg)
+
+    def extend(cursor: int) -> Iterator[frozenset[int]]:
+        if cursor == GRID:
+            yield frozenset()
+            return
+        for seg in starting_at.get(cursor, []):
+            for rest in extend(stream.grid[seg][1]):
+                yield rest | {seg}
+
+    return set(extend(0))
+
+
 def valid_cut_frontiers(stream: ScaledStream) -> dict[frozenset[int], frozenset[int]]:
     """Valid cut segment sets, each with its done set: a set is a valid cut iff it is the ready set
     of some predecessor-closed done set and covers every key exactly once."""
