@@ -93,7 +93,8 @@ echo "exit code: $CODE"
 
 step "Spark batch read of the same stream: spark.read.format(\"tidekeep\") counts the events"
 if "$PY" -c "import tidekeep.spark.datasource" 2> /dev/null; then
-    "$PY" - "$STREAM" <<'EOF'
+    echo "(starting Spark; its own log goes to $WORK/spark.log and is shown only if this step fails)"
+    "$PY" - "$STREAM" 2> "$WORK/spark.log" <<'EOF' || { cat "$WORK/spark.log" >&2; exit 1; }
 import sys
 
 import tidekeep as tk
