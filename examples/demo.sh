@@ -24,7 +24,8 @@ fi
 while IFS= read -r name; do unset "$name"; done < <(env | sed -n 's/^\(TIDEKEEP_[A-Za-z0-9_]*\)=.*/\1/p')
 export TIDEKEEP_HOME="$WORK/workspace"
 
-step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+if [[ -t 1 ]]; then BOLD=$'\033[1m' PLAIN=$'\033[0m'; else BOLD="" PLAIN=""; fi
+step() { printf '\n%s==> %s%s\n' "$BOLD" "$*" "$PLAIN"; }
 tk() { printf '$ tidekeep %s\n' "$*"; "$TK" "$@"; }
 
 # readings "sensor-K,<time>,<value>": eight sensors, the sensor name is the routing key (field 1)
