@@ -65,8 +65,9 @@ class Segment:
 
 
 def routing_key_position(routing_key: str) -> float:
-    """Where a routing key falls in [0, 1): the first 8 bytes of BLAKE2b(key as UTF-8), big-endian,
-    divided by 2**64. Stable across processes, hosts and Python versions (documented in
+    """Where a routing key falls in [0, 1): the BLAKE2b digest of the key's UTF-8 bytes computed with
+    digest_size=8 (BLAKE2b-64, which differs from the first 8 bytes of the default 64-byte digest),
+    read big-endian, divided by 2**64. Stable across processes, hosts and Python versions (documented in
     docs/streams.md), so a key always maps to the same segment of a given epoch."""
     digest = hashlib.blake2b(routing_key.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 18446744073709551616.0
