@@ -1,0 +1,293 @@
+"""Stream write and read throughput against raw Parquet baselines measured in the same run.
+
+    .venv/bin/python benchmarks/bench_streams.py [--events N] [--quick] [--repeat R] [--profile]
+
+One writer, a 4-segment stream, 100-byte and 1 KiB events (JSON-like text with random numbers,
+a few hundred routing keys). Every figure is the best of R runs (wall clock). Baselines get the
+same payloads and the same number of files:
+
+  write        tidekeep: writer.write() per event + flush   | pyarrow: Arrow table from the same
+                                                               Python lists, pq.write_table (zstd)
+  read events  tidekeep: client.read() -> Event tuples      | pyarrow: pq.read_table of the chunk
+                                                               files + to_pydict()
+  read Arrow   tidekeep: client.read_batches()              | pyarrow: pq.read_table of the chunk files
+  Spark read   tidekeep: format("tidekeep") .agg(sum(length(payload)), count)
+                                                             | spark.read.parquet(chunk files), same agg
+
+Ratios are tidekeep / baseline throughput (1.0 = as fast as raw Parquet). Timing never fails anything.
+Progress and details go to stderr, the result table to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import os
+import pstats
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import tidekeep as tk
+
+SEGMENTS = 4
+ROUTING_KEYS = 300
+SIZES = (100, 1024)
+
+
+@dataclass
+class Figure:
+    size: int
+    operation: str
+    events: int
+    payload_bytes: int
+    tidekeep_s: float
+    baseline_s: float
+
+    @property
+    def ratio(self) -> float:
+        return self.baseline_s / self.tidekeep_s
+
+
+# ---- data ----------------------------------------------------------------------------------------
+
+
+def make_payloads(count: int, size: int, seed: int) -> tuple[list[bytes], list[str]]:
+    """Semi-compressible payloads: JSON-like readings with random numbers, cut to exactly `size`
+    bytes, and keys drawn from ROUTING_KEYS sensors."""
+    rng = random.Random(seed)
+    statuses = ("ok", "ok", "ok", "warn", "degraded", "recalibrating")
+    payloads, keys = [], []
+    for i in range(count):
+        sensor = rng.randrange(ROUTING_KEYS)
+        parts = [f'{{"sensor":"s-{sensor:04d}","seq":{i},"ts":{1_700_000_000_000 + i * 37 + rng.randrange(1000)}']
+        length = len(parts[0])
+        while length < size:
+            field = (f',"t{len(parts)}":{rng.uniform(-40, 60):.3f},"h{len(parts)}":{rng.randrange(100)},'
+                     f'"st":"{rng.choice(statuses)}"')
+            parts.append(field)
+            length += len(field)
+        payloads.append("".join(parts).encode()[: size - 1] + b"}")
+        keys.append(f"sensor-{sensor:04d}")
+    return payloads, keys
+
+
+# ---- timing --------------------------------------------------------------------------------------
+
+
+def best_of(repeat: int, run: Callable[[], object], setup: Callable[[], object] | None = None) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        if setup is not None:
+            setup()
+        gc.collect()
+        started = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+class Bench:
+    def __init__(self, root: Path, events: int, repeat: int, profile: bool) -> None:
+        self.root = root
+        self.events = events
+        self.repeat = repeat
+        self.profile = profile
+        self.client = tk.connect(home=root / "ws")
+        self.figures: list[Figure] = []
+        self.spark_overhead_s = 0.0
+        self._runs = 0
+
+    def stream_name(self, size: int) -> str:
+        self._runs += 1
+        return f"bench/s{size}-{self._runs}"
+
+    # -- write ---------------------------------------------------------------------------------
+    def write_tidekeep(self, stream: str, payloads: list[bytes], keys: list[str]) -> None:
+        with self.client.writer(stream, "bench-writer") as writer:
+            write = writer.write
+            for payload, key in zip(payloads, keys, strict=True):
+                write(payload, key)
+            writer.flush()
+
+    def write_baseline(self, out_dir: Path, payloads: list[bytes], keys: list[str], files: int) -> None:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        out_dir.mkdir(parents=True)
+        step = -(-len(payloads) // files)
+        for n, begin in enumerate(range(0, len(payloads), step)):
+            table = pa.table({
+                "routing_key": pa.array(keys[begin:begin + step], type=pa.string()),
+                "payload": pa.array(payloads[begin:begin + step], type=pa.binary()),
+            })
+            pq.write_table(table, out_dir / f"part-{n}.parquet", compression="zstd")
+
+    def chunk_files(self, stream: str) -> list[str]:
+        plan = self.client.streams.plan_read(stream)
+        return [self.client.storage.full_path(task.chunk.path) for task in plan.tasks]
+
+    def run_size(self, size: int, spark) -> None:  # type: ignore[no-untyped-def]
+        payloads, keys = make_payloads(self.events, size, seed=size)
+        total = sum(map(len, payloads))
+        print(f"\n{size}-byte events: {self.events} events, {total / 1e6:.1f} MB of payload", file=sys.stderr)
+
+        streams: list[str] = []
+
+        def new_stream() -> None:
+            name = self.stream_name(size)
+            self.client.create_stream(name, tk.StreamConfig(segments=SEGMENTS))
+            streams.append(name)
+
+        write_s = best_of(self.repeat, lambda: self.write_tidekeep(streams[-1], payloads, keys), new_stream)
+        stream = streams[-1]
+        files = self.chunk_files(stream)
+        stored = sum(os.path.getsize(f) for f in files)
+        print(f"  tidekeep wrote {len(files)} chunk files, {stored / 1e6:.1f} MB on disk "
+              f"({stored / total:.0%} of payload)", file=sys.stderr)
+        baseline_dir = self.root / f"baseline-{size}"
+        base_write_s = best_of(self.repeat, lambda: self.write_baseline(baseline_dir, payloads, keys, len(files)))
+        self.figures.append(Figure(size, "write", self.events, total, write_s, base_write_s))
+
+        if self.profile:
+            new_stream()
+            self.profile_call(f"write {size}B", lambda: self.write_tidekeep(streams[-1], payloads, keys))
+
+        # -- reads of the same chunk files ------------------------------------------------------
+        def read_events() -> None:
+            count = 0
+            for event in self.client.read(stream):
+                count += len(event.payload)
+            assert count == total
+
+        def baseline_events() -> None:
+            count = 0
+            for path in files:
+                columns = pq.read_table(path).to_pydict()
+                for payload in columns["payload"]:
+                    count += len(payload)
+            assert count == total
+
+        def read_arrow() -> None:
+            rows = sum(batch.num_rows for batch in self.client.read_batches(stream))
+            assert rows == self.events
+
+        def baseline_arrow() -> None:
+            rows = sum(pq.read_table(path).num_rows for path in files)
+            assert rows == self.events
+
+        for operation, ours, theirs in (("read events", read_events, baseline_events),
+                                        ("read Arrow", read_arrow, baseline_arrow)):
+            self.figures.append(Figure(size, operation, self.events, total, best_of(self.repeat, ours),
+                                       best_of(self.repeat, theirs)))
+        if self.profile:
+            self.profile_call(f"read events {size}B", read_events)
+            self.profile_call(f"read Arrow {size}B", read_arrow)
+
+        if spark is not None:
+            self.figures.append(self.spark_figure(spark, size, stream, files, total))
+
+    def spark_figure(self, spark, size: int, stream: str, files: list[str], total: int) -> Figure:  # type: ignore[no-untyped-def]
+        from pyspark.sql import functions as F
+
+        aggregate = [F.sum(F.length("payload")).alias("bytes"), F.count("*").alias("events")]
+
+        def ours() -> None:
+            row = spark.read.format("tidekeep").option("stream", stream).options(**self.client.spark_options()) \
+                .load().agg(*aggregate).collect()[0]
+            assert (row.bytes, row.events) == (total, self.events)
+
+        def theirs() -> None:
+            row = spark.read.parquet(*("file://" + f for f in files)).agg(*aggregate).collect()[0]
+            assert (row.bytes, row.events) == (total, self.events)
+
+        ours(), theirs()  # warm up: JIT, Python workers, file listing caches
+        figure = Figure(size, "Spark read", self.events, total, best_of(self.repeat, ours),
+                        best_of(self.repeat, theirs))
+        if not self.spark_overhead_s:
+            # what every tidekeep Spark query pays whatever its size: planning in a fresh Python
+            # worker (imports, opening the workspace) and shipping the partitions
+            empty = self.stream_name(0)
+            self.client.create_stream(empty, tk.StreamConfig(segments=SEGMENTS))
+
+            def empty_query() -> None:
+                spark.read.format("tidekeep").option("stream", empty).options(**self.client.spark_options()) \
+                    .load().agg(*aggregate).collect()
+
+            self.spark_overhead_s = best_of(self.repeat, empty_query)
+        return figure
+
+    def profile_call(self, label: str, run: Callable[[], object]) -> None:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        run()
+        profiler.disable()
+        print(f"\n--- profile: {label} (top 15 by cumulative time) ---", file=sys.stderr)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(15)
+
+
+# ---- report --------------------------------------------------------------------------------------
+
+
+def table(figures: list[Figure]) -> str:
+    header = ("| event | operation | tidekeep events/s | tidekeep MB/s | baseline events/s | baseline MB/s "
+              "| ratio |")
+    lines = [header, "|---|---|---:|---:|---:|---:|---:|"]
+    for f in figures:
+        ours_mb, theirs_mb = f.payload_bytes / f.tidekeep_s / 1e6, f.payload_bytes / f.baseline_s / 1e6
+        lines.append(f"| {f.size} B | {f.operation} | {f.events / f.tidekeep_s:,.0f} | {ours_mb:,.1f} "
+                     f"| {f.events / f.baseline_s:,.0f} | {theirs_mb:,.1f} | {f.ratio:.2f}x |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=None, help="events per size (default 200000, quick 20000)")
+    parser.add_argument("--quick", action="store_true", help="small run: 20000 events, best of 2, for a smoke check")
+    parser.add_argument("--repeat", type=int, default=None, help="runs per figure, best kept (default 5, quick 2)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES),
+                        help="event sizes in bytes (default 100 1024)")
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark read")
+    parser.add_argument("--profile", action="store_true", help="cProfile the tidekeep write and reads")
+    args = parser.parse_args(argv)
+    if min(args.sizes) < 64:
+        parser.error("event sizes below 64 bytes are not supported (the JSON-like payload needs room)")
+    events = args.events or (20_000 if args.quick else 200_000)
+    repeat = args.repeat or (2 if args.quick else 5)
+
+    spark = None
+    if not args.no_spark:
+        from tidekeep.spark.session import build_spark
+
+        spark = build_spark("local[2]", "tidekeep-bench")
+        spark.sparkContext.setLogLevel("ERROR")
+    root = Path(tempfile.mkdtemp(prefix="tidekeep-bench-"))
+    try:
+        bench = Bench(root, events, repeat, args.profile)
+        for size in args.sizes:
+            bench.run_size(size, spark)
+        bench.client.close()
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"\ntidekeep stream benchmark: {events} events per size, best of {repeat}, "
+              f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, pyarrow {pa.__version__}, "
+              f"load average at the end {load}")
+        print(table(bench.figures))
+        if bench.spark_overhead_s:
+            print(f"\nSpark fixed cost per tidekeep query (empty stream, same aggregation): "
+                  f"{bench.spark_overhead_s:.2f} s")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        if spark is not None:
+            spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
