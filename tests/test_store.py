@@ -3,7 +3,9 @@ refusing an unknown schema, and an idempotent workspace init."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -64,24 +66,29 @@ def test_migrated_schema_matches_the_declared_metadata_exactly(client: tk.Client
 
 
 def test_concurrent_first_use_migrates_once(tmp_path: Path, metadata_url: str) -> None:
-    clients = [_connect(tmp_path, metadata_url) for _ in range(4)]
-    errors: list[str] = []
+    # several clients opening one new database at the same moment; on SQLite that races the switch to
+    # WAL mode too, which fails only now and then, so it is repeated on fresh database files
+    sqlite = metadata_url.startswith("sqlite")
+    for round_number in range(10 if sqlite else 1):
+        url = f"sqlite:///{tmp_path / f'fresh-{round_number}.db'}" if sqlite else metadata_url
+        clients = [_connect(tmp_path, url) for _ in range(4)]
+        errors: list[str] = []
 
-    def first_use(c: tk.Client) -> None:
-        try:
-            c.list_scopes()
-        except BaseException:  # collected and asserted below
-            errors.append(traceback.format_exc())
+        def first_use(c: tk.Client, errors: list[str] = errors) -> None:
+            try:
+                c.list_scopes()
+            except BaseException:  # collected and asserted below
+                errors.append(traceback.format_exc())
 
-    threads = [threading.Thread(target=first_use, args=(c,)) for c in clients]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
-    assert _version_rows(clients[0]) == [head_revision()]
-    for c in clients:
-        c.close()
+        threads = [threading.Thread(target=first_use, args=(c,)) for c in clients]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert _version_rows(clients[0]) == [head_revision()]
+        for c in clients:
+            c.close()
 
 
 def test_sqlite_runs_with_wal_busy_timeout_and_foreign_keys(tmp_path: Path) -> None:
@@ -98,6 +105,32 @@ def test_sqlite_runs_with_wal_busy_timeout_and_foreign_keys(tmp_path: Path) -> N
             stream_id=stream_id, segment_id=999, base_offset=0, length=8, event_count=1, path="x.parquet",
             writer_id="w", sequence=1, committed_ms=0))
     assert client.db.is_sqlite
+    client.close()
+
+
+def test_sqlite_waits_for_a_busy_database_before_switching_to_wal(tmp_path: Path) -> None:
+    # another connection is writing to a database still in rollback-journal mode (as the first client
+    # of a new workspace does while it switches it to WAL): SQLite refuses the switch at once instead of
+    # calling the busy handler, and connecting must wait for the writer rather than fail
+    path = tmp_path / "meta.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE unrelated (x INTEGER)")
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("INSERT INTO unrelated VALUES (1)")
+    release = threading.Timer(0.4, lambda: holder.execute("COMMIT"))
+    release.start()
+    client = _connect(tmp_path, f"sqlite:///{path}", **{"metadata.busy_timeout": "10s"})
+    started = time.monotonic()
+    try:
+        client.create_stream("s/a")
+        waited = time.monotonic() - started
+    finally:
+        release.join()
+        holder.close()
+    assert waited >= 0.3  # it really was blocked, and waited instead of failing
+    with client.db.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    assert [s.name for s in client.list_streams()] == ["s/a"]
     client.close()
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -88,8 +90,8 @@ class Database:
         def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
             dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
             cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            _enable_wal(cursor, busy_timeout_ms)
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.close()
@@ -176,6 +178,23 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _enable_wal(cursor: sqlite3.Cursor, busy_timeout_ms: int) -> None:
+    """Switch to WAL mode. The switch needs an exclusive lock and SQLite answers "database is locked"
+    at once, without the busy handler, when connections open a new database together; so wait and
+    retry here, for at most the busy timeout."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    delay = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
 
 def _first_line(exc: BaseException) -> str:
