@@ -36,22 +36,28 @@ def parse_keyed_payload(payload: bytes) -> tuple[str, str, int]:
     return writer_id, key, int(number)
 
 
-def check_per_key_prefix(events: Iterable[tk.Event]) -> dict[tuple[str, str], int]:
-    """Each (writer, key) must appear as its numbers 0, 1, 2, ... in order, without gaps or repeats:
-    what a consistent read of in-order, atomically committed batches looks like. Returns the count
-    per (writer, key); raises ValueError on the first violation."""
-    seen: dict[tuple[str, str], int] = {}
+def check_per_key_runs(events: Iterable[tk.Event], from_zero: bool = True) -> dict[tuple[str, str], tuple[int, int]]:
+    """Each (writer, key) must appear as consecutive numbers n, n+1, n+2, ... in order, without gaps
+    or repeats (n = 0 unless the stream may have been truncated): what a consistent read of in-order,
+    atomically committed batches looks like. Returns (first, next) per (writer, key); raises
+    ValueError on the first violation."""
+    runs: dict[tuple[str, str], tuple[int, int]] = {}
     for event in events:
         writer_id, key, number = parse_keyed_payload(event.payload)
         if event.routing_key != key or event.writer_id != writer_id:
             raise ValueError(f"event {event.payload!r} carries routing key {event.routing_key!r} and writer "
                              f"{event.writer_id!r}")
-        expected = seen.get((writer_id, key), 0)
-        if number != expected:
-            raise ValueError(f"writer {writer_id} key {key}: read number {number} where {expected} was due "
+        first, due = runs.get((writer_id, key), (0 if from_zero else number, 0 if from_zero else number))
+        if number != due:
+            raise ValueError(f"writer {writer_id} key {key}: read number {number} where {due} was due "
                              f"(segment {event.segment}, offset {event.offset})")
-        seen[(writer_id, key)] = expected + 1
-    return seen
+        runs[(writer_id, key)] = (first, due + 1)
+    return runs
+
+
+def check_per_key_prefix(events: Iterable[tk.Event]) -> dict[tuple[str, str], int]:
+    """check_per_key_runs from 0: the count per (writer, key)."""
+    return {wk: end for wk, (_, end) in check_per_key_runs(events).items()}
 
 
 # ---- commands ------------------------------------------------------------------------------------
@@ -97,18 +103,34 @@ def concurrent_writer(args: argparse.Namespace) -> None:
 
 def reader(args: argparse.Namespace) -> None:
     """Read head to tail again and again until the done file appears (then once more), checking
-    per-key order within each writer on every pass; report each pass's size."""
+    per-key order within each writer on every pass, and that no pass goes back behind the one
+    before; report each pass's size. With --truncating, the head may move: a pass that meets
+    TruncatedData is retried, and each key's run may start above 0."""
     done_file = Path(args.done_file)
     sizes: list[int] = []
+    retries = 0
+    previous: dict[tuple[str, str], tuple[int, int]] = {}
     with tk.connect() as client:
         while True:
             finished = done_file.exists()
-            counts = check_per_key_prefix(client.read(args.stream))
-            sizes.append(sum(counts.values()))
+            try:
+                runs = check_per_key_runs(client.read(args.stream), from_zero=not args.truncating)
+            except tk.TruncatedData:
+                if not args.truncating:
+                    raise
+                retries += 1
+                continue
+            for wk, (first, end) in previous.items():
+                now_first, now_end = runs.get(wk, (end, end))
+                if now_first < first or now_end < end:
+                    raise ValueError(f"writer {wk[0]} key {wk[1]}: a pass read [{now_first}, {now_end}) after a "
+                                     f"pass had read [{first}, {end})")
+            previous = runs
+            sizes.append(sum(end - first for first, end in runs.values()))
             if finished:
                 break
             time.sleep(0.005)  # leave the two cores to the writers now and then
-    Path(args.report).write_text(json.dumps({"sizes": sizes}))
+    Path(args.report).write_text(json.dumps({"sizes": sizes, "truncated_retries": retries}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stream", required=True)
     p.add_argument("--done-file", required=True)
     p.add_argument("--report", required=True)
+    p.add_argument("--truncating", action="store_true", help="the head may move while reading")
     p.set_defaults(run=reader)
     args = parser.parse_args(argv)
     try:
