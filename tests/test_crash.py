@@ -14,6 +14,7 @@ from helpers.procs import run_worker, worker_env
 from helpers.storage import chunk_rows, referenced_paths, stored_files
 from helpers.workers import batch_events
 from tidekeep.faults import FAULT_EXIT_CODE
+from tidekeep.streams.model import segment_id
 
 STREAM = "s/crash"
 PER_BATCH = 30
@@ -73,9 +74,12 @@ def test_crash_before_commit_loses_nothing_and_the_replay_commits_once(client: t
     replayed = batch_events("w1", 4, PER_BATCH)
     with client.writer(STREAM, "w1") as writer:
         assert writer.last_sequence == 3
+        client.split(STREAM, "0.1", 2)  # the replay is routed to a sealed segment first: it must re-route
         assert writer.write_batch(replayed, sequence=4) is True
         assert writer.write_batch(replayed, sequence=4) is False
     _assert_reads_exactly(client, committed + replayed)
+    sealed = segment_id(0, 1)
+    assert not [e for e in client.read(STREAM) if e.segment == sealed and e.payload.startswith(b"w1:4:")]
     _sweep_leaves_exactly_the_referenced_files(client, leftovers)
     _assert_reads_exactly(client, committed + replayed)
 
@@ -90,6 +94,7 @@ def test_crash_after_commit_keeps_the_batch_and_the_replay_is_a_duplicate(client
     _assert_reads_exactly(client, committed + batch3)  # committed before the crash: kept
     assert stored_files(client) == referenced_paths(client)
 
+    client.merge(STREAM, ["0.0", "0.1"])
     # the restarted writer does not know whether batch 3 landed and replays it, in a new process
     replay = run_worker(["write-batches", "--stream", STREAM, "--writer", "w1", "--first-seq", "3",
                          "--batches", "2", "--per-batch", str(PER_BATCH)], env_for(None))
