@@ -168,6 +168,23 @@ def test_retried_batch_with_the_same_sequence_is_not_duplicated(client: tk.Clien
     assert fresh_files_before < stored_files(client)
 
 
+def test_lost_commit_acknowledgement_is_retried_without_duplicates_or_lost_files(
+    client: tk.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit lands but its acknowledgement is lost (the fault point raises ConflictError after
+    the transaction): the writer retries with the same sequence, the store reports a duplicate, and
+    the writer must keep the files that its first attempt made referenced."""
+    client.create_stream(STREAM, tk.StreamConfig(segments=2))
+    events = batch_events("w1", 1, 50)
+    monkeypatch.setenv("TIDEKEEP_FAULT_RAISE", "commit.lost_ack")
+    with client.writer(STREAM, "w1") as writer:
+        assert writer.write_batch(events, sequence=1) is False  # the retry saw its own landed commit
+        assert writer.last_sequence == 1
+    monkeypatch.delenv("TIDEKEEP_FAULT_RAISE")
+    assert sorted(_payloads(client)) == sorted(p for p, _ in events)  # readable: no ChunkMissing
+    assert stored_files(client) == referenced_paths(client)
+
+
 def test_reopened_writer_continues_from_its_last_sequence(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     with client.writer(STREAM, "w1") as writer:

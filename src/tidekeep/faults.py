@@ -15,3 +15,11 @@ def fault_point(name: str) -> None:
     armed = os.environ.get("TIDEKEEP_FAULT")
     if armed and name in armed.split(","):
         os._exit(FAULT_EXIT_CODE)
+
+
+def fault_error(name: str, error: type[Exception], message: str) -> None:
+    """`TIDEKEEP_FAULT_RAISE=name` makes the process raise `error` at this point instead of dying,
+    e.g. to lose the acknowledgement of a commit that did land."""
+    armed = os.environ.get("TIDEKEEP_FAULT_RAISE")
+    if armed and name in armed.split(","):
+        raise error(f"{message} (fault point {name})")

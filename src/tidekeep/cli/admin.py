@@ -11,7 +11,7 @@ import typer
 from ..client import init_workspace
 from ..config import CONFIG_FILE_NAME
 from ..store.database import Database
-from ..units import format_duration, parse_duration_ms
+from ..units import format_duration, format_size, parse_duration_ms
 from .context import configure_logging, load, open_client, options, require_workspace
 from .output import emit, emit_json, fields
 
@@ -87,10 +87,11 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
             grace_ms = client.settings["sweep.grace"] if grace is None else parse_duration_ms(grace)
             result = client.sweep(grace_ms)
         if json_output:
-            emit_json({"files_seen": result.files_seen, "files_deleted": result.files_deleted, "grace_ms": grace_ms})
+            emit_json({"files_seen": result.files_seen, "files_deleted": result.files_deleted,
+                       "bytes_deleted": result.bytes_deleted, "grace_ms": grace_ms})
         else:
             emit(f"swept {result.files_seen} chunk files: deleted {result.files_deleted} orphan(s) "
-                 f"older than {format_duration(grace_ms)}")
+                 f"({format_size(result.bytes_deleted)}) older than {format_duration(grace_ms)}")
 
     @db_app.command("upgrade")
     def upgrade(ctx: typer.Context, json_output: JsonFlag = False) -> None:

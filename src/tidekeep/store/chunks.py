@@ -49,6 +49,7 @@ class ChunkRef:
 class StoredFile:
     path: str
     mtime_ms: int
+    size: int
 
 
 def build_chunk_table(payloads: list[bytes], routing_keys: list[str | None]) -> tuple[pa.Table, int]:
@@ -129,7 +130,7 @@ class ChunkStorage:
         for info in self.fs.get_file_info(selector):
             if info.type == pafs.FileType.File:
                 mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
-                files.append(StoredFile(posixpath.relpath(info.path, self.root), mtime))
+                files.append(StoredFile(posixpath.relpath(info.path, self.root), mtime, info.size or 0))
         return files
 
 

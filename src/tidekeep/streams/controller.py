@@ -24,13 +24,14 @@ from ..clock import Clock
 from ..errors import (
     AlreadyExists,
     ChunkMissing,
+    ConflictError,
     InvalidInput,
     InvalidStreamCut,
     NotFound,
     StreamSealed,
     TruncatedData,
 )
-from ..faults import fault_point
+from ..faults import fault_error, fault_point
 from ..names import check_name, split_stream_name
 from ..store import schema as t
 from ..store.chunks import ChunkRef, ChunkStorage
@@ -479,7 +480,15 @@ class StreamController:
                 conn.execute(sa.update(t.writers).where(
                     t.writers.c.stream_id == row.id, t.writers.c.writer_id == writer_id
                 ).values(last_sequence=sequence, updated_ms=now))
+        fault_error("commit.lost_ack", ConflictError, "connection lost after the commit")
         return CommitResult(False, bases, now)
+
+    def referenced_paths(self, paths: Sequence[str]) -> set[str]:
+        """Which of these chunk files committed metadata refers to."""
+        if not paths:
+            return set()
+        with self.db.read() as conn:
+            return set(conn.execute(sa.select(t.chunks.c.path).where(t.chunks.c.path.in_(list(paths)))).scalars())
 
     # ---- reads -------------------------------------------------------------------------------
     def plan_read(self, name: str, start: StreamCut | str | None = None,
@@ -536,11 +545,11 @@ class StreamController:
         files = self.storage.list_files("streams")
         with self.db.read() as conn:
             known = set(conn.execute(sa.select(t.chunks.c.path)).scalars())
-        doomed = [f.path for f in files if f.path not in known and f.mtime_ms <= cutoff]
-        deleted = self.storage.delete(doomed)
+        doomed = [f for f in files if f.path not in known and f.mtime_ms <= cutoff]
+        deleted = self.storage.delete(f.path for f in doomed)
         if deleted:
             log.info("sweep removed %d orphan chunk files", deleted)
-        return SweepResult(len(files), deleted)
+        return SweepResult(len(files), deleted, sum(f.size for f in doomed))
 
     # ---- audit -------------------------------------------------------------------------------
     def _audit(self, conn: Connection, action: str, target: str, old_head: str | None, new_head: str | None,

@@ -216,14 +216,28 @@ class Writer:
                 buffers = self._reroute(buffers)
                 continue
             except BaseException:
-                self._controller.storage.delete(p.path for p in pending)
+                # the outcome is unknown (the commit may have landed before the error): only files
+                # that are certainly unreferenced go now; anything else is left to the sweep
+                self._delete_unreferenced(pending)
                 raise
             fault_point("writer.after_commit")
             self._last_sequence = max(self._last_sequence, sequence)
             if result.duplicate:
-                self._controller.storage.delete(p.path for p in pending)
+                # a duplicate of a replay has its own files, but a duplicate of our own retry (the
+                # first attempt landed, its acknowledgement was lost) is referenced by that commit
+                self._delete_unreferenced(pending)
                 return False
             return True
+
+    def _delete_unreferenced(self, pending: Sequence[PendingChunk]) -> None:
+        paths = [p.path for p in pending]
+        try:
+            referenced = self._controller.referenced_paths(paths)
+        except Exception:  # the store is unreachable: leave the files to the sweep
+            log.warning("writer %s: could not check %d chunk files; the sweep will remove orphans",
+                        self.writer_id, len(paths))
+            return
+        self._controller.storage.delete(p for p in paths if p not in referenced)
 
     def _reroute(self, buffers: dict[int, _SegmentBuffer]) -> dict[int, _SegmentBuffer]:
         # each old buffer keeps its order, so each key's events stay in write order
