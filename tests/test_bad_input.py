@@ -197,6 +197,8 @@ BAD_SCALES: list[tuple[list[str], list[Any], str]] = [
     ([], [(0.0, 0.5)], "no segments to seal"),
     (["0.1", "0.1"], [(0.5, 1.0)], "listed twice"),
     (["x.y"], [(0.5, 1.0)], "invalid segment 'x.y'"),
+    (["0.1"], None, "seal and new_ranges must be lists"),
+    ("0.1", [(0.5, 1.0)], "seal and new_ranges must be lists"),
 ]
 
 

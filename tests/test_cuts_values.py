@@ -152,6 +152,7 @@ MALFORMED_COMPACT = [
     ("a/b:2147483648.0=0", "segment 2147483648.0 is out of range"),
     ("a/b:0.4294967296=0", "segment 0.4294967296 is out of range"),
     ("a/b:0.0=1;0.1=2", "bad entry"),
+    ("a/b:٠.٠=٥", "bad entry"),  # non-ASCII digits are not digits here
 ]
 
 

@@ -164,6 +164,7 @@ def refused(seal: list[int], new_ranges: object, segments: dict[int, Segment] | 
     ([S01], [], "scale: no key ranges given"),
     ([S01], [(0.25, 0.4, 0.5)], "scale: each new range must be a (low, high) pair"),
     ([S01], [0.25, 0.5], "scale: each new range must be a (low, high) pair"),
+    ([S01], [(0.25, True)], "scale: key range (0.25, True) is not a pair of numbers"),
     ([], [(0.25, 0.5)], "scale: no segments to seal"),
     ([S01, S01], [(0.25, 0.5)], "scale: a segment is listed twice in seal"),
     ([segment_id(7, 7)], [(0.25, 0.5)], "scale: segment 7.7 does not exist"),
@@ -240,3 +241,4 @@ def test_random_histories_keep_the_lineage_invariants(initial: int, data: st.Dat
         then = sorted((s for s in segments.values() if s.active_in(e)), key=lambda s: s.key_low)
         assert then[0].key_low == 0.0 and then[-1].key_high == 1.0
         assert all(a.key_high == b.key_low for a, b in itertools.pairwise(then))
+

@@ -103,7 +103,7 @@ def rejected(what: str, value: object) -> str:
 
 
 GARBAGE = ["", "   ", "abc", "s", "-5s", "-1", "5 parsecs", "1e3", "1,000", "1..5s", ".5s", "5.s", "nan", "inf",
-           "NaN", "-inf", "5s5", "5 s s", "0x10", "+5s", "5_000", "½s", "5\x00s"]
+           "NaN", "-inf", "5s5", "5 s s", "0x10", "+5s", "5_000", "½s", "5\x00s", "٣s", "３MB"]
 
 
 @pytest.mark.parametrize("what", ["duration", "size"])

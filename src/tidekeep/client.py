@@ -90,6 +90,8 @@ class Client:
     def scale(
         self, stream: str, seal: Sequence[SegmentRef], new_ranges: Sequence[tuple[float, float]]
     ) -> list[Segment]:
+        if not isinstance(seal, (list, tuple)) or not isinstance(new_ranges, (list, tuple)):
+            raise InvalidInput("scale: seal and new_ranges must be lists (of segments and of (low, high) pairs)")
         return self.streams.scale(stream, [parse_segment(s) for s in seal], list(new_ranges))
 
     def split(self, stream: str, segment: SegmentRef, parts: int = 2) -> list[Segment]:

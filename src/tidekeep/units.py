@@ -39,7 +39,7 @@ SIZE_UNITS: dict[str, int] = {
     "pib": 1024**5,
 }
 
-_QUANTITY = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[A-Za-z]*)\s*$")
+_QUANTITY = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[A-Za-z]*)\s*$", re.ASCII)
 
 
 def _from_number(value: int | float, what: str) -> int:

@@ -298,6 +298,8 @@ class StreamController:
 
     # ---- scaling -----------------------------------------------------------------------------
     def scale(self, name: str, seal: Sequence[int], new_ranges: Sequence[tuple[float, float]]) -> list[Segment]:
+        if not isinstance(seal, (list, tuple)) or not isinstance(new_ranges, (list, tuple)):
+            raise InvalidInput("scale: seal and new_ranges must be lists (of segments and of (low, high) pairs)")
         with self.db.write() as conn:
             state = self._state(conn, name, lock=True)
             if state.info.state == SEALED:

@@ -109,7 +109,7 @@ def _ranges_of(*cuts: StreamCut) -> dict[int, tuple[float, float]]:
     return ranges
 
 
-_COMPACT_ENTRY = re.compile(r"(\d{1,10})\.(\d{1,10})=(\d{1,19})")
+_COMPACT_ENTRY = re.compile(r"(\d{1,10})\.(\d{1,10})=(\d{1,19})", re.ASCII)
 
 
 def _parse_compact(text: str) -> StreamCut:
@@ -173,7 +173,7 @@ def _from_dict(data: Any) -> StreamCut:
         if not isinstance(entry, dict) or not {"segment", "offset"} <= set(entry) <= {"segment", "offset", "range"}:
             raise bad("each position needs 'segment' and 'offset' (and optionally 'range')")
         name, offset = entry["segment"], entry["offset"]
-        match = re.fullmatch(r"(\d{1,10})\.(\d{1,10})", name) if isinstance(name, str) else None
+        match = re.fullmatch(r"(\d{1,10})\.(\d{1,10})", name, re.ASCII) if isinstance(name, str) else None
         if not match:
             raise bad(f"segment {name!r} is not 'epoch.number'")
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:

@@ -64,13 +64,17 @@ class Segment:
         return self.epoch <= epoch and (self.sealed_epoch is None or epoch < self.sealed_epoch)
 
 
+_BELOW_ONE = 1.0 - 2.0**-53
+
+
 def routing_key_position(routing_key: str) -> float:
     """Where a routing key falls in [0, 1): the BLAKE2b digest of the key's UTF-8 bytes computed with
     digest_size=8 (BLAKE2b-64, which differs from the first 8 bytes of the default 64-byte digest),
     read big-endian, divided by 2**64. Stable across processes, hosts and Python versions (documented in
     docs/streams.md), so a key always maps to the same segment of a given epoch."""
     digest = hashlib.blake2b(routing_key.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 18446744073709551616.0
+    # the float division can round the very top hashes up to 1.0; keep the result inside [0, 1)
+    return min(int.from_bytes(digest, "big") / 18446744073709551616.0, _BELOW_ONE)
 
 
 class Router:
@@ -94,7 +98,7 @@ def check_key_ranges_cover(ranges: Sequence[tuple[float, float]], low: float, hi
     if not ranges:
         raise InvalidInput(f"{what}: no key ranges given")
     for lo, hi in ranges:
-        if not (isinstance(lo, (int, float)) and isinstance(hi, (int, float))):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (lo, hi)):
             raise InvalidInput(f"{what}: key range ({lo!r}, {hi!r}) is not a pair of numbers")
         if not (0.0 <= lo < hi <= 1.0):
             raise InvalidInput(f"{what}: key range [{lo}, {hi}) is empty or outside [0, 1)")
