@@ -247,3 +247,81 @@ def test_writing_to_a_sealed_or_deleted_stream_fails_with_a_typed_error(client: 
     client.delete_stream(STREAM)
     with pytest.raises(tk.NotFound, match=f"stream '{STREAM}' does not exist"):
         client.writer(STREAM, "w3")
+
+
+# ---- write_many: the column-wise bulk path --------------------------------------------------------
+
+
+def test_write_many_matches_write_per_event(client: tk.Client) -> None:
+    """write_many routes every key to the segment write() would, keeps per-key order, and spreads
+    keyless events; events written before it come first."""
+    client.create_stream(STREAM, tk.StreamConfig(segments=4))
+    first = [(f"early-{i}".encode(), f"k{i % 7}") for i in range(20)]
+    bulk = [(f"bulk-{i}".encode(), None if i % 10 == 0 else f"k{i % 7}") for i in range(2000)]
+    with client.writer(STREAM, "w1") as writer:
+        for payload, key in first:
+            writer.write(payload, key)
+        assert writer.write_many([p for p, _ in bulk], [k for _, k in bulk]) == len(bulk)
+    events = list(client.read(STREAM))
+    assert sorted(e.payload for e in events) == sorted(p for p, _ in first + bulk)
+    expected = _by_key([tk.Event(p, k, 0, 0, 0, "w1") for p, k in first + bulk])
+    got = _by_key(events)
+    for key in expected:
+        if key is None:
+            assert sorted(got[None]) == sorted(expected[None])
+        else:
+            assert got[key] == expected[key]  # same key: write order
+    with client.writer(STREAM, "probe") as probe:  # keyed events sit in the segment write() would use
+        for event in events:
+            if event.routing_key is not None:
+                assert probe._segment_for(event.routing_key) == event.segment
+    assert len({e.segment for e in events if e.routing_key is None}) > 1
+
+
+def test_write_many_commits_batches_of_the_batch_size(client: tk.Client) -> None:
+    client.create_stream(STREAM, tk.StreamConfig(segments=1))
+    payloads = [bytes([i]) * EVENT for i in range(53)]
+    with client.writer(STREAM, "w1", batch_size="1KiB") as writer:
+        writer.write_many(payloads)
+        assert writer.last_sequence == 6
+    rows = chunk_rows(client, STREAM)
+    assert [r.event_count for r in rows] == [10, 10, 10, 10, 10, 3]
+    assert [r.sequence for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert _payloads(client) == payloads
+
+
+def test_write_many_reroutes_after_a_scale_it_did_not_see(client: tk.Client) -> None:
+    client.create_stream(STREAM, tk.StreamConfig(segments=2))
+    writer = client.writer(STREAM, "w1")  # its router knows only epoch 0
+    client.split(STREAM, "0.0", 2)
+    payloads = [f"e{i}".encode() for i in range(300)]
+    keys = [f"k{i % 11}" for i in range(300)]
+    writer.write_many(payloads, keys)
+    writer.close()
+    events = list(client.read(STREAM))
+    assert {e.segment for e in events} <= {segment_id(0, 1), segment_id(1, 2), segment_id(1, 3)}
+    assert segment_id(0, 0) not in {e.segment for e in events}
+    for key, got in _by_key(events).items():
+        assert got == [p for p, k in zip(payloads, keys, strict=True) if k == key]
+
+
+@pytest.mark.parametrize(("payloads", "keys", "error", "fragment"), [
+    ([b"a", "b"], None, tk.InvalidInput, "event payload must be bytes, got str"),
+    ([b"a", None], None, tk.InvalidInput, "event payload must be bytes, got NoneType"),
+    ([b"a", 5], None, tk.InvalidInput, "event payload must be bytes, got int"),
+    (b"abc", None, tk.InvalidInput, "write_many takes a sequence of bytes payloads"),
+    ([b"a", b"b"], ["k"], tk.InvalidInput, "got 2 payloads but 1 routing keys"),
+    ([b"a", b"b"], ["k", 7], tk.InvalidInput, "routing key must be a string or None, got int"),
+    ([b"a", b"b"], ["k", b"k"], tk.InvalidInput, "routing key must be a string or None, got bytes"),
+    ([b"a", b"x" * (MAX_EVENT_SIZE + 1)], None, tk.EventTooLarge, f"event of {MAX_EVENT_SIZE + 1} bytes"),
+])
+def test_write_many_refuses_bad_input_and_writes_nothing(client: tk.Client, payloads: object, keys: object,
+                                                         error: type[Exception], fragment: str) -> None:
+    client.create_stream(STREAM, tk.StreamConfig(segments=2))
+    with client.writer(STREAM, "w1") as writer:
+        with pytest.raises(error) as exc:
+            writer.write_many(payloads, keys)  # type: ignore[arg-type]
+        assert fragment in str(exc.value) and "\n" not in str(exc.value)
+        assert writer.last_sequence == 0
+    assert _payloads(client) == []
+    assert stored_files(client) == set()

@@ -52,15 +52,18 @@ class StoredFile:
     size: int
 
 
-def build_chunk_table(payloads: list[bytes], routing_keys: list[str | None]) -> tuple[pa.Table, int]:
+def build_chunk_table(
+    payloads: list[bytes] | pa.Array, routing_keys: list[str | None] | pa.Array
+) -> tuple[pa.Table, int]:
     """The chunk table for a batch and its logical length (8-byte header + payload per event)."""
-    payload_array = pa.array(payloads, type=pa.binary())
+    payload_array = payloads if isinstance(payloads, pa.Array) else pa.array(payloads, type=pa.binary())
+    key_array = routing_keys if isinstance(routing_keys, pa.Array) else pa.array(routing_keys, type=pa.string())
     sizes = pc.add(pc.binary_length(payload_array).cast(pa.int64()), EVENT_HEADER_BYTES)
     ends = pc.cumulative_sum(sizes)
     rel_offsets = pc.subtract(ends, sizes)
     length = ends[-1].as_py() if len(ends) else 0
     table = pa.Table.from_arrays(
-        [rel_offsets, pa.array(routing_keys, type=pa.string()), payload_array], schema=CHUNK_SCHEMA
+        [rel_offsets, key_array, payload_array], schema=CHUNK_SCHEMA
     )
     return table, length
 

@@ -13,6 +13,8 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import InvalidInput
 
 EVENT_HEADER_BYTES = 8  # every event occupies an 8-byte header plus its payload, as in Pravega
@@ -91,6 +93,11 @@ class Router:
 
     def segment_for(self, position: float) -> int:
         return self._ids[bisect.bisect_right(self._lows, position) - 1]
+
+    def segments_for(self, positions: np.ndarray) -> np.ndarray:
+        """segment_for over an array of positions."""
+        ids = np.array(self._ids, dtype=np.int64)
+        return ids[np.searchsorted(np.array(self._lows), positions, side="right") - 1]
 
 
 def check_key_ranges_cover(ranges: Sequence[tuple[float, float]], low: float, high: float, what: str) -> None:

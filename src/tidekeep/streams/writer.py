@@ -17,6 +17,10 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ..clock import Clock
 from ..config import MAX_EVENT_SIZE
 from ..errors import ConflictError, EventTooLarge, InvalidInput, TidekeepError
@@ -24,7 +28,7 @@ from ..faults import fault_point
 from ..names import check_name
 from ..store.chunks import build_chunk_table
 from .controller import PendingChunk, SegmentsSealed, StreamController
-from .model import Router, routing_key_position, segment_name
+from .model import EVENT_HEADER_BYTES, Router, routing_key_position, segment_name
 
 log = logging.getLogger("tidekeep.writer")
 
@@ -33,8 +37,10 @@ _COMMIT_RETRIES = 5
 
 @dataclass
 class _SegmentBuffer:
-    payloads: list[bytes]
-    keys: list[str | None]
+    """One segment's share of a batch: Python lists from write(), Arrow arrays from write_many()."""
+
+    payloads: list[bytes] | pa.Array
+    keys: list[str | None] | pa.Array
 
 
 class Writer:
@@ -98,6 +104,34 @@ class Writer:
             self._pending_bytes += len(payload) + 8
             if self._pending_bytes >= self._batch_size:
                 self._flush_locked()
+
+    def write_many(self, payloads: Sequence[bytes], routing_keys: Sequence[str | None] | None = None) -> int:
+        """Append many events at once, in order — the bulk path: validated and routed column-wise,
+        committed in batches of about `batch_size` before returning. Same ordering and exactly-once
+        guarantees as write() followed by flush(). Returns the number of events written."""
+        payload_array = _payload_array(payloads)
+        key_array = _key_array(routing_keys, len(payload_array))
+        with self._lock:
+            self._check_usable()
+            self._flush_locked()  # events written earlier come first
+            if not len(payload_array):
+                return 0
+            targets = self._route_column(key_array)
+            ends = np.cumsum(pc.binary_length(payload_array).to_numpy() + EVENT_HEADER_BYTES)
+            start = 0
+            while start < len(payload_array):
+                # the batch ends where the accumulated size reaches batch_size (at least one event)
+                limit = ends[start - 1] + self._batch_size if start else self._batch_size
+                stop = max(start + 1, int(np.searchsorted(ends, limit, side="left")) + 1)
+                stop = min(stop, len(payload_array))
+                buffers = {}
+                chunk_targets = targets[start:stop]
+                for seg in np.unique(chunk_targets):
+                    idx = pa.array(np.flatnonzero(chunk_targets == seg) + start)
+                    buffers[int(seg)] = _SegmentBuffer(payload_array.take(idx), key_array.take(idx))
+                self._commit(buffers, self._last_sequence + 1)
+                start = stop
+        return len(payload_array)
 
     def write_batch(self, events: Iterable[tuple[bytes, str | None]], sequence: int | None = None) -> bool:
         """Commit `events` as one batch now (after flushing anything pending). With an explicit
@@ -174,6 +208,18 @@ class Writer:
             seg = self._key_segments[routing_key] = self._router.segment_for(routing_key_position(routing_key))
         return seg
 
+    def _route_column(self, keys: pa.Array) -> np.ndarray:
+        """The target segment of every event: one hash per distinct key, random for null keys."""
+        targets = self._router.segments_for(np.random.random(len(keys)))
+        if keys.null_count == len(keys):
+            return targets
+        encoded = keys.dictionary_encode()
+        per_key = np.array([self._segment_for(k) for k in encoded.dictionary.to_pylist()], dtype=np.int64)
+        has_key = keys.is_valid().to_numpy(zero_copy_only=False)
+        indices = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False)
+        targets[has_key] = per_key[indices[has_key]]
+        return targets
+
     def _linger_loop(self) -> None:
         while not self._stop.wait(max(self._linger_s / 2, 0.001)):
             since = self._pending_since
@@ -244,7 +290,9 @@ class Writer:
         rerouted: dict[int, _SegmentBuffer] = {}
         for seg in sorted(buffers):
             buf = buffers[seg]
-            for payload, key in zip(buf.payloads, buf.keys, strict=True):
+            payloads = buf.payloads.to_pylist() if isinstance(buf.payloads, pa.Array) else buf.payloads
+            keys = buf.keys.to_pylist() if isinstance(buf.keys, pa.Array) else buf.keys
+            for payload, key in zip(payloads, keys, strict=True):
                 target = rerouted.setdefault(self._segment_for(key), _SegmentBuffer([], []))
                 target.payloads.append(payload)
                 target.keys.append(key)
@@ -271,6 +319,34 @@ class Writer:
                 time.sleep(delay)
                 delay *= 2
         raise AssertionError("unreachable")
+
+
+def _payload_array(payloads: Sequence[bytes]) -> pa.Array:
+    if isinstance(payloads, (bytes, str)) or not isinstance(payloads, Sequence):
+        raise InvalidInput("write_many takes a sequence of bytes payloads")
+    # one C-level pass over the types: Arrow alone would quietly encode str payloads as UTF-8
+    if not set(map(type, payloads)) <= {bytes, bytearray, memoryview}:
+        bad = next(p for p in payloads if not isinstance(p, (bytes, bytearray, memoryview)))
+        raise InvalidInput(f"event payload must be bytes, got {type(bad).__name__}")
+    array = pa.array(payloads, type=pa.binary())
+    if len(array):
+        largest = pc.max(pc.binary_length(array)).as_py()
+        if largest > MAX_EVENT_SIZE:
+            raise EventTooLarge(f"event of {largest} bytes is above the {MAX_EVENT_SIZE}-byte limit")
+    return array
+
+
+def _key_array(routing_keys: Sequence[str | None] | None, count: int) -> pa.Array:
+    if routing_keys is None:
+        return pa.nulls(count, pa.string())
+    if isinstance(routing_keys, (bytes, str)) or not isinstance(routing_keys, Sequence):
+        raise InvalidInput("routing_keys must be a sequence of strings or None")
+    if len(routing_keys) != count:
+        raise InvalidInput(f"got {count} payloads but {len(routing_keys)} routing keys")
+    if not set(map(type, routing_keys)) <= {str, type(None)}:
+        bad = next(k for k in routing_keys if k is not None and not isinstance(k, str))
+        raise InvalidInput(f"routing key must be a string or None, got {type(bad).__name__}")
+    return pa.array(routing_keys, type=pa.string())
 
 
 def _as_bytes(payload: object) -> bytes:
