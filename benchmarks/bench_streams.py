@@ -8,6 +8,7 @@ same payloads and the same number of files:
 
   write        tidekeep: writer.write() per event + flush   | pyarrow: Arrow table from the same
                                                                Python lists, pq.write_table (zstd)
+  write_many   tidekeep: writer.write_many(payloads, keys)  | the same pyarrow baseline
   read events  tidekeep: client.read() -> Event tuples      | pyarrow: pq.read_table of the chunk
                                                                files + to_pydict()
   read Arrow   tidekeep: client.read_batches()              | pyarrow: pq.read_table of the chunk files
@@ -120,6 +121,10 @@ class Bench:
                 write(payload, key)
             writer.flush()
 
+    def write_many_tidekeep(self, stream: str, payloads: list[bytes], keys: list[str]) -> None:
+        with self.client.writer(stream, "bench-writer") as writer:
+            writer.write_many(payloads, keys)
+
     def write_baseline(self, out_dir: Path, payloads: list[bytes], keys: list[str], files: int) -> None:
         shutil.rmtree(out_dir, ignore_errors=True)
         out_dir.mkdir(parents=True)
@@ -156,6 +161,8 @@ class Bench:
         baseline_dir = self.root / f"baseline-{size}"
         base_write_s = best_of(self.repeat, lambda: self.write_baseline(baseline_dir, payloads, keys, len(files)))
         self.figures.append(Figure(size, "write", self.events, total, write_s, base_write_s))
+        many_s = best_of(self.repeat, lambda: self.write_many_tidekeep(streams[-1], payloads, keys), new_stream)
+        self.figures.append(Figure(size, "write_many", self.events, total, many_s, base_write_s))
 
         if self.profile:
             new_stream()

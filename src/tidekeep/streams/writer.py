@@ -5,12 +5,15 @@ in one metadata transaction together with the writer's batch sequence number. A 
 sequence is at or below the writer's last committed one is a duplicate and is dropped, so
 retrying a commit whose acknowledgement was lost, or replaying the last unacknowledged batch
 after a restart with the same writer id (`write_batch(..., sequence=n)`), never duplicates events.
+
+Events are kept in write order and routed column-wise when a batch is cut (one hash per distinct
+key); grouping by segment keeps each segment's events in write order, so each routing key's
+events are read in the order they were written.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 import uuid
@@ -27,20 +30,22 @@ from ..errors import ConflictError, EventTooLarge, InvalidInput, TidekeepError
 from ..faults import fault_point
 from ..names import check_name
 from ..store.chunks import build_chunk_table
-from .controller import PendingChunk, SegmentsSealed, StreamController
+from .controller import CommitResult, PendingChunk, SegmentsSealed, StreamController
 from .model import EVENT_HEADER_BYTES, Router, routing_key_position, segment_name
 
 log = logging.getLogger("tidekeep.writer")
 
 _COMMIT_RETRIES = 5
+_PAYLOAD_TYPES = {bytes, bytearray, memoryview}
+_KEY_TYPES = {str, type(None)}
 
 
-@dataclass
-class _SegmentBuffer:
-    """One segment's share of a batch: Python lists from write(), Arrow arrays from write_many()."""
+@dataclass(frozen=True)
+class _Batch:
+    """Events of one batch in write order, as Arrow columns."""
 
-    payloads: list[bytes] | pa.Array
-    keys: list[str | None] | pa.Array
+    payloads: pa.Array
+    keys: pa.Array
 
 
 class Writer:
@@ -60,10 +65,11 @@ class Writer:
         self._dir = state.storage_dir()
         self._router = Router(state.active_segments())
         self._key_segments: dict[str, int] = {}  # routing key -> segment of the current router
-        self._buffers: dict[int, _SegmentBuffer] = {}
+        self._payloads: list[bytes] = []
+        self._keys: list[str | None] = []
         self._pending_bytes = 0
         self._pending_since: float | None = None
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()  # never taken twice by one thread: no re-entrant lock needed
         self._closed = False
         self._background_error: BaseException | None = None
         self._stop = threading.Event()
@@ -90,59 +96,40 @@ class Writer:
         with self._lock:
             if self._closed or self._background_error is not None:
                 self._check_usable()
-            # the per-event hot path: a cached key costs one dict lookup (None is never cached)
-            seg = self._key_segments.get(routing_key)  # type: ignore[arg-type]
-            if seg is None:
-                seg = self._segment_for(routing_key)
-            buf = self._buffers.get(seg)
-            if buf is None:
-                buf = self._buffers[seg] = _SegmentBuffer([], [])
-            buf.payloads.append(payload)
-            buf.keys.append(routing_key)
+            self._payloads.append(payload)
+            self._keys.append(routing_key)
             if self._pending_since is None:
                 self._pending_since = time.monotonic()
-            self._pending_bytes += len(payload) + 8
+            self._pending_bytes += len(payload) + EVENT_HEADER_BYTES
             if self._pending_bytes >= self._batch_size:
                 self._flush_locked()
 
     def write_many(self, payloads: Sequence[bytes], routing_keys: Sequence[str | None] | None = None) -> int:
-        """Append many events at once, in order — the bulk path: validated and routed column-wise,
+        """Append many events at once, in order — the bulk path: validated column-wise and
         committed in batches of about `batch_size` before returning. Same ordering and exactly-once
-        guarantees as write() followed by flush(). Returns the number of events written."""
-        payload_array = _payload_array(payloads)
-        key_array = _key_array(routing_keys, len(payload_array))
+        guarantees as write() per event followed by flush(). Returns the number of events written."""
+        batch = _Batch(_payload_array(payloads), _key_array(routing_keys, len(payloads)))
         with self._lock:
             self._check_usable()
             self._flush_locked()  # events written earlier come first
-            if not len(payload_array):
-                return 0
-            targets = self._route_column(key_array)
-            ends = np.cumsum(pc.binary_length(payload_array).to_numpy() + EVENT_HEADER_BYTES)
+            ends = np.cumsum(pc.binary_length(batch.payloads).to_numpy(zero_copy_only=False) + EVENT_HEADER_BYTES)
             start = 0
-            while start < len(payload_array):
-                # the batch ends where the accumulated size reaches batch_size (at least one event)
-                limit = ends[start - 1] + self._batch_size if start else self._batch_size
-                stop = max(start + 1, int(np.searchsorted(ends, limit, side="left")) + 1)
-                stop = min(stop, len(payload_array))
-                buffers = {}
-                chunk_targets = targets[start:stop]
-                for seg in np.unique(chunk_targets):
-                    idx = pa.array(np.flatnonzero(chunk_targets == seg) + start)
-                    buffers[int(seg)] = _SegmentBuffer(payload_array.take(idx), key_array.take(idx))
-                self._commit(buffers, self._last_sequence + 1)
+            while start < len(ends):
+                # this batch ends once its size reaches batch_size (it holds at least one event)
+                limit = (ends[start - 1] if start else 0) + self._batch_size
+                stop = min(len(ends), max(start + 1, int(np.searchsorted(ends, limit, side="left")) + 1))
+                self._commit(_Batch(batch.payloads[start:stop], batch.keys[start:stop]), self._last_sequence + 1)
                 start = stop
-        return len(payload_array)
+        return len(ends)
 
     def write_batch(self, events: Iterable[tuple[bytes, str | None]], sequence: int | None = None) -> bool:
         """Commit `events` as one batch now (after flushing anything pending). With an explicit
         `sequence`, a batch at or below `last_sequence` is recognised as already committed and
         skipped: returns False then, True when the events were appended."""
-        items = [(_as_bytes(p), k) for p, k in events]
-        for payload, key in items:
-            if len(payload) > MAX_EVENT_SIZE:
-                raise EventTooLarge(f"event of {len(payload)} bytes is above the {MAX_EVENT_SIZE}-byte limit")
-            if key is not None and not isinstance(key, str):
-                raise InvalidInput(f"routing key must be a string or None, got {type(key).__name__}")
+        items = list(events)
+        if not all(isinstance(item, tuple) and len(item) == 2 for item in items):
+            raise InvalidInput("write_batch takes (payload, routing_key) pairs")
+        batch = _Batch(_payload_array([p for p, _ in items]), _key_array([k for _, k in items], len(items)))
         if sequence is not None and (not isinstance(sequence, int) or isinstance(sequence, bool) or sequence < 1):
             raise InvalidInput(f"invalid batch sequence {sequence!r}: must be an integer >= 1")
         with self._lock:
@@ -150,12 +137,7 @@ class Writer:
             self._flush_locked()
             if sequence is not None and sequence <= self._last_sequence:
                 return False
-            buffers: dict[int, _SegmentBuffer] = {}
-            for payload, key in items:
-                buf = buffers.setdefault(self._segment_for(key), _SegmentBuffer([], []))
-                buf.payloads.append(payload)
-                buf.keys.append(key)
-            return self._commit(buffers, sequence or self._last_sequence + 1)
+            return self._commit(batch, sequence or self._last_sequence + 1)
 
     def flush(self) -> None:
         """Write and commit everything pending; returns once it is durable and visible."""
@@ -198,28 +180,6 @@ class Writer:
             error, self._background_error = self._background_error, None
             raise error
 
-    def _segment_for(self, routing_key: str | None) -> int:
-        if routing_key is None:
-            return self._router.segment_for(random.random())
-        seg = self._key_segments.get(routing_key)
-        if seg is None:
-            if len(self._key_segments) > 100_000:
-                self._key_segments.clear()
-            seg = self._key_segments[routing_key] = self._router.segment_for(routing_key_position(routing_key))
-        return seg
-
-    def _route_column(self, keys: pa.Array) -> np.ndarray:
-        """The target segment of every event: one hash per distinct key, random for null keys."""
-        targets = self._router.segments_for(np.random.random(len(keys)))
-        if keys.null_count == len(keys):
-            return targets
-        encoded = keys.dictionary_encode()
-        per_key = np.array([self._segment_for(k) for k in encoded.dictionary.to_pylist()], dtype=np.int64)
-        has_key = keys.is_valid().to_numpy(zero_copy_only=False)
-        indices = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False)
-        targets[has_key] = per_key[indices[has_key]]
-        return targets
-
     def _linger_loop(self) -> None:
         while not self._stop.wait(max(self._linger_s / 2, 0.001)):
             since = self._pending_since
@@ -235,32 +195,49 @@ class Writer:
                     return
 
     def _flush_locked(self) -> None:
-        if not self._buffers:
+        if not self._payloads:
             return
-        buffers = self._buffers
-        self._buffers, self._pending_bytes, self._pending_since = {}, 0, None
-        self._commit(buffers, self._last_sequence + 1)
+        batch = _Batch(pa.array(self._payloads, type=pa.binary()), pa.array(self._keys, type=pa.string()))
+        self._payloads, self._keys, self._pending_bytes, self._pending_since = [], [], 0, None
+        self._commit(batch, self._last_sequence + 1)
 
-    def _commit(self, buffers: dict[int, _SegmentBuffer], sequence: int) -> bool:
+    def _route(self, keys: pa.Array) -> np.ndarray:
+        """The target segment of every event: one hash per distinct key, random for null keys."""
+        targets = self._router.segments_for(np.random.random(len(keys)))
+        if keys.null_count == len(keys):
+            return targets
+        encoded = keys.dictionary_encode()
+        per_key = np.array([self._segment_for(k) for k in encoded.dictionary.to_pylist()], dtype=np.int64)
+        has_key = keys.is_valid().to_numpy(zero_copy_only=False)
+        indices = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False)
+        targets[has_key] = per_key[indices[has_key]]
+        return targets
+
+    def _segment_for(self, routing_key: str) -> int:
+        seg = self._key_segments.get(routing_key)
+        if seg is None:
+            if len(self._key_segments) > 100_000:
+                self._key_segments.clear()
+            seg = self._key_segments[routing_key] = self._router.segment_for(routing_key_position(routing_key))
+        return seg
+
+    def _commit(self, batch: _Batch, sequence: int) -> bool:
         """Write the batch's chunk files, then commit them with `sequence`; re-route after a scale."""
         while True:
-            pending = self._write_files(buffers, sequence)
+            pending = self._write_files(batch, sequence)
             fault_point("writer.before_commit")
             try:
                 result = self._commit_with_retry(pending, sequence)
             except SegmentsSealed as sealed:
-                self._controller.storage.delete(p.path for p in pending)
+                self._controller.storage.delete(p.path for p in pending)  # certainly not committed
                 state = self._controller.state(self.stream)
-                if state.info.uid != self._uid:
-                    raise
-                if state.info.state != "ACTIVE":
+                if state.info.uid != self._uid or state.info.state != "ACTIVE":
                     raise
                 log.info("writer %s: segments %s sealed by a scale, re-routing", self.writer_id,
                          [segment_name(s) for s in sealed.segments])
                 self._router = Router(state.active_segments())
                 self._key_segments.clear()  # cached segments belong to the old router
-                buffers = self._reroute(buffers)
-                continue
+                continue  # the batch is routed afresh, still in write order
             except BaseException:
                 # the outcome is unknown (the commit may have landed before the error): only files
                 # that are certainly unreferenced go now; anything else is left to the sweep
@@ -275,6 +252,17 @@ class Writer:
                 return False
             return True
 
+    def _write_files(self, batch: _Batch, sequence: int) -> list[PendingChunk]:
+        targets = self._route(batch.keys)
+        pending = []
+        for seg in np.unique(targets).tolist():
+            rows = pa.array(np.flatnonzero(targets == seg))  # ascending: write order within the segment
+            table, length = build_chunk_table(batch.payloads.take(rows), batch.keys.take(rows))
+            path = f"{self._dir}/{segment_name(seg)}/{self.writer_id}-{sequence}-{uuid.uuid4().hex[:12]}.parquet"
+            self._controller.storage.write_chunk(path, table)
+            pending.append(PendingChunk(seg, path, length, table.num_rows))
+        return pending
+
     def _delete_unreferenced(self, pending: Sequence[PendingChunk]) -> None:
         paths = [p.path for p in pending]
         try:
@@ -285,29 +273,7 @@ class Writer:
             return
         self._controller.storage.delete(p for p in paths if p not in referenced)
 
-    def _reroute(self, buffers: dict[int, _SegmentBuffer]) -> dict[int, _SegmentBuffer]:
-        # each old buffer keeps its order, so each key's events stay in write order
-        rerouted: dict[int, _SegmentBuffer] = {}
-        for seg in sorted(buffers):
-            buf = buffers[seg]
-            payloads = buf.payloads.to_pylist() if isinstance(buf.payloads, pa.Array) else buf.payloads
-            keys = buf.keys.to_pylist() if isinstance(buf.keys, pa.Array) else buf.keys
-            for payload, key in zip(payloads, keys, strict=True):
-                target = rerouted.setdefault(self._segment_for(key), _SegmentBuffer([], []))
-                target.payloads.append(payload)
-                target.keys.append(key)
-        return rerouted
-
-    def _write_files(self, buffers: dict[int, _SegmentBuffer], sequence: int) -> list[PendingChunk]:
-        pending = []
-        for seg, buf in sorted(buffers.items()):
-            table, length = build_chunk_table(buf.payloads, buf.keys)
-            path = f"{self._dir}/{segment_name(seg)}/{self.writer_id}-{sequence}-{uuid.uuid4().hex[:12]}.parquet"
-            self._controller.storage.write_chunk(path, table)
-            pending.append(PendingChunk(seg, path, length, table.num_rows))
-        return pending
-
-    def _commit_with_retry(self, pending: Sequence[PendingChunk], sequence: int):  # type: ignore[no-untyped-def]
+    def _commit_with_retry(self, pending: Sequence[PendingChunk], sequence: int) -> CommitResult:
         delay = 0.05
         for attempt in range(_COMMIT_RETRIES):
             try:
@@ -325,8 +291,8 @@ def _payload_array(payloads: Sequence[bytes]) -> pa.Array:
     if isinstance(payloads, (bytes, str)) or not isinstance(payloads, Sequence):
         raise InvalidInput("write_many takes a sequence of bytes payloads")
     # one C-level pass over the types: Arrow alone would quietly encode str payloads as UTF-8
-    if not set(map(type, payloads)) <= {bytes, bytearray, memoryview}:
-        bad = next(p for p in payloads if not isinstance(p, (bytes, bytearray, memoryview)))
+    if not set(map(type, payloads)) <= _PAYLOAD_TYPES:
+        bad = next(p for p in payloads if type(p) not in _PAYLOAD_TYPES)
         raise InvalidInput(f"event payload must be bytes, got {type(bad).__name__}")
     array = pa.array(payloads, type=pa.binary())
     if len(array):
@@ -343,8 +309,8 @@ def _key_array(routing_keys: Sequence[str | None] | None, count: int) -> pa.Arra
         raise InvalidInput("routing_keys must be a sequence of strings or None")
     if len(routing_keys) != count:
         raise InvalidInput(f"got {count} payloads but {len(routing_keys)} routing keys")
-    if not set(map(type, routing_keys)) <= {str, type(None)}:
-        bad = next(k for k in routing_keys if k is not None and not isinstance(k, str))
+    if not set(map(type, routing_keys)) <= _KEY_TYPES:
+        bad = next(k for k in routing_keys if type(k) not in _KEY_TYPES)
         raise InvalidInput(f"routing key must be a string or None, got {type(bad).__name__}")
     return pa.array(routing_keys, type=pa.string())
 
@@ -355,4 +321,3 @@ def _as_bytes(payload: object) -> bytes:
     if isinstance(payload, (bytearray, memoryview)):
         return bytes(payload)
     raise InvalidInput(f"event payload must be bytes, got {type(payload).__name__}")
-
