@@ -30,7 +30,7 @@ from ..errors import InvalidInput, InvalidStreamCut
 from ..names import split_stream_name
 from ..streams.controller import ReadPlan, ReadTask
 from ..streams.cuts import StreamCut
-from ..streams.reader import read_task
+from ..streams.reader import EVENT_SCHEMA, read_task
 from ..units import parse_size_bytes
 
 if TYPE_CHECKING:
@@ -55,16 +55,11 @@ SPARK_SCHEMA = StructType([
 ])
 
 # The Arrow schema Spark checks each returned batch against (pyspark's to_arrow_schema of
-# SPARK_SCHEMA with the session zone UTC); written out so executors need no Spark type mapping.
-ARROW_SCHEMA = pa.schema([
-    pa.field("stream", pa.string(), nullable=False),
-    pa.field("segment", pa.int64(), nullable=False),
-    pa.field("offset", pa.int64(), nullable=False),
-    pa.field("routing_key", pa.string()),
-    pa.field("payload", pa.binary(), nullable=False),
+# SPARK_SCHEMA with the session zone UTC): the event schema with commit time as a UTC timestamp.
+ARROW_SCHEMA = EVENT_SCHEMA.set(
+    EVENT_SCHEMA.get_field_index("commit_time_ms"),
     pa.field("commit_time", pa.timestamp("us", tz="UTC"), nullable=False),
-    pa.field("writer_id", pa.string(), nullable=False),
-])
+)
 
 _KNOWN_OPTIONS = {"stream", "start", "end", "home", "metadata_url", "storage", "partition_size", "path"}
 HEAD, TAIL = "head", "tail"
