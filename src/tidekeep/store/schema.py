@@ -107,3 +107,6 @@ audit = sa.Table(
     sa.Column("details", sa.Text, nullable=True),
 )
 sa.Index("ix_audit_target_time", audit.c.target, audit.c.time_ms)
+
+# the tables of later features live in modules of their own, on the same MetaData
+from . import schema_readergroups, schema_transactions  # noqa: E402, F401
