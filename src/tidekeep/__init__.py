@@ -21,12 +21,14 @@ from .errors import (
 from .streams.config import RetentionKind, RetentionPolicy, StreamConfig
 from .streams.cuts import CutOrder, StreamCut
 from .streams.reader import Event
+from .streams.readergroup import Checkpoint, EventRead, Position, ReaderGroupConfig, RetentionType
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AlreadyExists", "ChunkError", "ChunkMissing", "Client", "Clock", "ConfigError", "ConflictError",
-    "CorruptChunk", "CutOrder", "Event", "EventTooLarge", "InvalidInput", "InvalidName", "InvalidStreamCut",
-    "ManualClock", "NotFound", "RetentionKind", "RetentionPolicy", "StreamConfig", "StreamCut", "StreamSealed",
-    "SystemClock", "TidekeepError", "TruncatedData", "connect", "init_workspace",
+    "AlreadyExists", "Checkpoint", "ChunkError", "ChunkMissing", "Client", "Clock", "ConfigError", "ConflictError",
+    "CorruptChunk", "CutOrder", "Event", "EventRead", "EventTooLarge", "InvalidInput", "InvalidName",
+    "InvalidStreamCut", "ManualClock", "NotFound", "Position", "ReaderGroupConfig", "RetentionKind", "RetentionPolicy",
+    "RetentionType", "StreamConfig", "StreamCut", "StreamSealed", "SystemClock", "TidekeepError", "TruncatedData",
+    "connect", "init_workspace",
 ]

@@ -19,6 +19,7 @@ from .streams.controller import StreamController, StreamInfo, StreamState, Sweep
 from .streams.cuts import StreamCut, size_between
 from .streams.model import Segment, segment_id
 from .streams.reader import Event, iter_batches, iter_events
+from .streams.readergroup import ReaderGroup, ReaderGroupConfig
 from .streams.writer import Writer
 from .units import parse_duration_ms, parse_size_bytes
 
@@ -153,6 +154,24 @@ class Client:
         """The same events as Arrow record batches (columnar, much faster for bulk reads)."""
         plan = self.streams.plan_read(stream, start, end)
         return iter_batches(self.streams, plan)
+
+    # ---- reader groups -------------------------------------------------------------------------
+    def create_reader_group(self, name: str, config: ReaderGroupConfig) -> ReaderGroup:
+        """A new reader group positioned at its config's start cuts (default: the streams' heads)."""
+        return ReaderGroup.create(self.streams, name, config)
+
+    def reader_group(self, name: str) -> ReaderGroup:
+        return ReaderGroup(self.streams, name)
+
+    def list_reader_groups(self) -> list[str]:
+        from .streams.rg_store import ReaderGroupStore
+
+        return ReaderGroupStore(self.streams).names()
+
+    def delete_reader_group(self, name: str) -> None:
+        from .streams.rg_store import ReaderGroupStore
+
+        ReaderGroupStore(self.streams).delete(name)
 
     # ---- maintenance ---------------------------------------------------------------------------
     def sweep(self, grace: int | str | None = None) -> SweepResult:

@@ -1,0 +1,528 @@
+"""Reader groups: configuration, the group handle, readers and checkpoints (the user-facing shell).
+
+Readers in any process share a group's segments through the group's row in the metadata store
+(rg_store.py); every decision is a pure transition in rg_state.py. A reader reads its segments
+from chunk files with streams.reader.read_task, one chunk at a time.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..errors import ChunkMissing, InvalidInput, InvalidStreamCut, NotFound, TidekeepError, TruncatedData
+from ..names import check_name, split_stream_name
+from ..store import schema as t
+from ..units import parse_duration_ms
+from . import rg_state as core
+from .controller import ReadTask, StreamController, _chunk_ref
+from .cuts import CutOrder, StreamCut, compare_cuts, size_between
+from .model import EVENT_HEADER_BYTES, Segment, segment_name
+from .reader import read_task
+from .rg_store import GroupRow, ReaderGroupStore
+
+log = logging.getLogger("tidekeep.readergroups")
+
+CHUNKS_PER_FILL = 4  # chunks read per trip to storage for one segment
+
+
+class CheckpointTimeout(TidekeepError):
+    """A checkpoint did not complete within the time waited for it (it may still complete)."""
+
+
+class RetentionType(enum.Enum):
+    NONE = "NONE"
+    MANUAL_RELEASE_AT_USER_STREAMCUT = "MANUAL_RELEASE_AT_USER_STREAMCUT"
+    AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT = "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT"
+
+
+CutLike = StreamCut | str | None
+
+
+@dataclass(frozen=True)
+class ReaderGroupConfig:
+    streams: Sequence[str] | Mapping[str, tuple[CutLike, CutLike]]
+    retention_type: RetentionType = RetentionType.NONE
+    automatic_checkpoint_interval: int | str | timedelta | None = None
+    max_outstanding_checkpoints: int = 3
+    skip_truncated: bool = False
+
+    def bounds(self) -> dict[str, tuple[CutLike, CutLike]]:
+        """stream -> (start, end), validated for shape only (the store validates the cuts)."""
+        if isinstance(self.streams, str) or not isinstance(self.streams, (Sequence, Mapping)):
+            raise InvalidInput("reader group config: streams must be a list of names or a {stream: (start, end)} map")
+        if isinstance(self.streams, Mapping):
+            result = {}
+            for name, pair in self.streams.items():
+                if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                    raise InvalidInput(f"reader group config: stream {name!r} needs a (start_cut, end_cut) pair")
+                result[name] = (pair[0], pair[1])
+        else:
+            result = {name: (None, None) for name in self.streams}
+        if not result:
+            raise InvalidInput("reader group config: no streams given")
+        if len(result) != len(self.streams):
+            raise InvalidInput("reader group config: a stream is listed twice")
+        for name in result:
+            split_stream_name(name)
+        return result
+
+    def checked_options(self) -> dict[str, Any]:
+        if not isinstance(self.retention_type, RetentionType):
+            raise InvalidInput(f"reader group config: invalid retention_type {self.retention_type!r}; "
+                               f"use one of {', '.join(r.name for r in RetentionType)}")
+        interval = None
+        if self.automatic_checkpoint_interval is not None:
+            interval = parse_duration_ms(self.automatic_checkpoint_interval)
+            if interval <= 0:
+                raise InvalidInput("reader group config: automatic_checkpoint_interval must be above zero")
+        m = self.max_outstanding_checkpoints
+        if not isinstance(m, int) or isinstance(m, bool) or m < 1:
+            raise InvalidInput(f"reader group config: max_outstanding_checkpoints {m!r} must be an integer >= 1")
+        if not isinstance(self.skip_truncated, bool):
+            raise InvalidInput(f"reader group config: skip_truncated {self.skip_truncated!r} must be true or false")
+        return {"retention_type": self.retention_type.value, "automatic_checkpoint_interval_ms": interval,
+                "max_outstanding_checkpoints": m, "skip_truncated": self.skip_truncated}
+
+
+def resolve_config(controller: StreamController, config: ReaderGroupConfig) -> dict[str, Any]:
+    """The stored form of a config: every cut checked against its stream and turned into positions.
+    Raises a typed error (and changes nothing) for unknown streams, foreign or invalid cuts, and a
+    start cut that is not at or before its end cut."""
+    if not isinstance(config, ReaderGroupConfig):
+        raise InvalidInput(f"invalid reader group config {config!r}: use tidekeep.ReaderGroupConfig")
+    options = config.checked_options()
+    streams: dict[str, Any] = {}
+    for name, (start, end) in config.bounds().items():
+        state = controller.state(name)
+        start_pos = dict(state.head) if start is None else controller.to_positions(state, start)
+        end_pos = None if end is None else controller.to_positions(state, end)
+        if end_pos is not None and compare_cuts(start_pos, end_pos, state.ranges()) in (
+                CutOrder.AFTER, CutOrder.OVERLAPS):
+            raise InvalidStreamCut(f"reader group config: start cut {state.cut(start_pos)} is not at or before "
+                                   f"end cut {state.cut(end_pos)}")
+        streams[name] = {"start": core._keys_out(start_pos),
+                         "end": None if end_pos is None else core._keys_out(end_pos)}
+    return {"streams": streams, **options}
+
+
+def _starts_and_ends(config: Mapping[str, Any]) -> tuple[dict[str, dict[int, int]], dict[str, dict[int, int] | None]]:
+    starts = {n: core._keys_in(s["start"]) for n, s in config["streams"].items()}
+    ends = {n: None if s["end"] is None else core._keys_in(s["end"]) for n, s in config["streams"].items()}
+    return starts, ends
+
+
+@dataclass(frozen=True)
+class Position:
+    """A place in one segment of a stream."""
+
+    stream: str
+    segment: int
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.stream}:{segment_name(self.segment)}@{self.offset}"
+
+
+@dataclass(frozen=True)
+class EventRead:
+    """One event, or a checkpoint marker (checkpoint_name set, no payload), or nothing (timeout)."""
+
+    payload: bytes | None = None
+    routing_key: str | None = None
+    position: Position | None = None
+    next_offset: int | None = None  # where the segment's next event starts
+    checkpoint_name: str | None = None
+
+    @property
+    def is_event(self) -> bool:
+        return self.payload is not None
+
+    @property
+    def is_checkpoint(self) -> bool:
+        return self.checkpoint_name is not None
+
+    @property
+    def is_empty(self) -> bool:
+        return self.payload is None and self.checkpoint_name is None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    name: str
+    created_ms: int
+    completed_ms: int
+    cuts: dict[str, StreamCut]
+
+
+@dataclass
+class _Cursor:
+    stream: str
+    segment: int
+    offset: int  # the next offset to return
+    end: int | None
+    buffer: deque[tuple[bytes, str | None, int, int]] = field(default_factory=deque)  # payload, key, offset, next
+
+
+class ReaderGroup:
+    def __init__(self, controller: StreamController, name: str) -> None:
+        self.controller = controller
+        self.store = ReaderGroupStore(controller)
+        self.name = name
+        self.store.load(name)  # NotFound for an unknown group
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+    @staticmethod
+    def create(controller: StreamController, name: str, config: ReaderGroupConfig) -> ReaderGroup:
+        check_name(name, "reader group name")
+        resolved = resolve_config(controller, config)
+        store = ReaderGroupStore(controller)
+        starts, ends = _starts_and_ends(resolved)
+        state = core.initial_state(starts, ends, store.topologies(starts), controller.clock.now_ms())
+        store.create(name, resolved, state)
+        log.info("created reader group %s on %s", name, ", ".join(starts))
+        return ReaderGroup(controller, name)
+
+    def row(self) -> GroupRow:
+        return self.store.load(self.name)
+
+    @property
+    def generation(self) -> int:
+        return self.row().generation
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.row().config
+
+    def reset(self, config: ReaderGroupConfig) -> int:
+        """Start over with a new config (e.g. from a checkpoint's cuts); online readers stay members
+        and pick up the new assignment at their next sync. Returns the new generation."""
+        resolved = resolve_config(self.controller, config)
+        starts, ends = _starts_and_ends(resolved)
+        now = self.controller.clock.now_ms()
+        row = self.store.update(self.name, lambda r, topo: core.initial_state(starts, ends, topo, now, r.state.readers),
+                                new_config=resolved, bump_generation=True)
+        log.info("reset reader group %s to generation %d", self.name, row.generation)
+        return row.generation
+
+    # ---- readers -------------------------------------------------------------------------------
+    def reader(self, reader_id: str, sync_every_events: int = 100, sync_interval_ms: int = 100) -> Reader:
+        check_name(reader_id, "reader id")
+        now = self.controller.clock.now_ms()
+        row = self.store.update(self.name, lambda r, _topo: core.join(r.state, reader_id, now))
+        return Reader(self, reader_id, row, sync_every_events, sync_interval_ms)
+
+    def reader_offline(self, reader_id: str, last_position: Mapping[str, Mapping[int, int]] | None = None) -> None:
+        """Hand a crashed reader's segments on from `last_position` (stream -> segment -> offset),
+        or from the last positions it stored: at-least-once, events after that are read again."""
+        check_name(reader_id, "reader id")
+        positions = _check_positions(last_position)
+        now = self.controller.clock.now_ms()
+        self.store.update(self.name, lambda r, topo: core.release_reader(r.state, topo, reader_id, positions, now))
+        log.info("reader %s of group %s is offline; its segments are handed on", reader_id, self.name)
+
+    def online_readers(self) -> list[str]:
+        return sorted(self.row().state.readers)
+
+    # ---- checkpoints ---------------------------------------------------------------------------
+    def initiate_checkpoint(self, name: str) -> CheckpointHandle:
+        check_name(name, "checkpoint name")
+        now = self.controller.clock.now_ms()
+        self.store.update(self.name, lambda r, topo: core.initiate_checkpoint(
+            r.state, topo, name, now, r.config["max_outstanding_checkpoints"]))
+        return CheckpointHandle(self, name)
+
+    def checkpoint(self, name: str) -> Checkpoint | None:
+        """The completed checkpoint `name`, or None while it is pending."""
+        row = self.row()
+        done = next((c for c in row.state.completed if c.name == name), None)
+        if done is None:
+            if all(c.name != name for c in row.state.pending):
+                raise NotFound(f"checkpoint {name!r} does not exist in reader group {self.name!r}")
+            return None
+        return self._as_checkpoint(done)
+
+    def last_checkpoint(self) -> Checkpoint | None:
+        row = self.row()
+        return self._as_checkpoint(row.state.completed[-1]) if row.state.completed else None
+
+    def _as_checkpoint(self, done: core.CompletedCheckpoint) -> Checkpoint:
+        cuts = {}
+        for stream, positions in done.cuts.items():
+            state = self.controller.state(stream)
+            cuts[stream] = state.cut(positions)
+        return Checkpoint(done.name, done.created_ms, done.completed_ms, cuts)
+
+    # ---- describe ------------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        row = self.row()
+        state = row.state
+        streams = {}
+        for name, slot in state.streams.items():
+            sstate = self.controller.state(name)
+            front = {seg: entry[0] for seg, entry in core.frontier(slot, sstate.segments).items()}
+            end = slot.end if slot.end is not None else sstate.tail()
+            try:
+                unread = size_between(front, end, sstate.segments)
+            except TidekeepError:
+                unread = None
+            streams[name] = {"position": str(sstate.cut(front)), "unread_bytes": unread}
+        segments = [{"stream": name, "segment": segment_name(seg), "offset": g.offset, "end": g.end,
+                     "owner": g.owner, "status": g.status}
+                    for name, slot in sorted(state.streams.items()) for seg, g in sorted(slot.segments.items())]
+        return {
+            "name": row.name, "generation": row.generation, "config": row.config,
+            "readers": [{"reader": r, "last_seen_ms": seen,
+                         "segments": [f"{s}:{segment_name(g)}" for s, g in core.owned(state, r)]}
+                        for r, seen in sorted(state.readers.items())],
+            "segments": segments, "streams": streams,
+            "pending_checkpoints": [c.name for c in state.pending],
+            "last_checkpoint": state.completed[-1].name if state.completed else None,
+        }
+
+
+def _check_positions(positions: Mapping[str, Mapping[int, int]] | None) -> dict[str, dict[int, int]] | None:
+    if positions is None:
+        return None
+    if not isinstance(positions, Mapping):
+        raise InvalidInput("last_position must map stream -> {segment: offset}")
+    result: dict[str, dict[int, int]] = {}
+    for stream, segs in positions.items():
+        if not isinstance(segs, Mapping):
+            raise InvalidInput(f"last_position of {stream!r} must map segment -> offset")
+        for seg, off in segs.items():
+            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (seg, off)):
+                raise InvalidInput(f"last_position {stream}:{seg!r}={off!r}: segment and offset must be integers >= 0")
+        result[stream] = dict(segs)
+    return result
+
+
+class CheckpointHandle:
+    def __init__(self, group: ReaderGroup, name: str) -> None:
+        self.group = group
+        self.name = name
+
+    def done(self) -> bool:
+        return self.group.checkpoint(self.name) is not None
+
+    def wait(self, timeout: float = 30.0) -> Checkpoint:
+        """Block until every online reader has passed the checkpoint (seconds)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.group.checkpoint(self.name)
+            if result is not None:
+                return result
+            if time.monotonic() >= deadline:
+                raise CheckpointTimeout(f"checkpoint {self.name!r} of reader group {self.group.name!r} did not "
+                                        f"complete within {timeout}s")
+            time.sleep(0.01)
+
+
+class Reader:
+    """One member of a reader group. Not thread-safe: one thread reads through it."""
+
+    def __init__(self, group: ReaderGroup, reader_id: str, row: GroupRow, sync_every_events: int,
+                 sync_interval_ms: int) -> None:
+        self.group = group
+        self.reader_id = reader_id
+        self.controller = group.controller
+        self.clock = self.controller.clock
+        self.sync_every_events = sync_every_events
+        self.sync_interval_ms = sync_interval_ms
+        self._cursors: dict[tuple[str, int], _Cursor] = {}
+        self._topologies: dict[str, dict[int, Segment]] = {}
+        self._stream_ids: dict[str, int] = {}
+        self._generation = row.generation
+        self._checkpoint_due: str | None = None
+        self._events_since_sync = 0
+        self._last_sync_ms = -(2**62)
+        self._truncation_reported: set[tuple[str, int, int]] = set()
+        self._closed = False
+
+    # ---- positions -----------------------------------------------------------------------------
+    def positions(self) -> dict[str, dict[int, int]]:
+        """stream -> segment -> the next offset to read, for the segments this reader holds."""
+        result: dict[str, dict[int, int]] = {}
+        for (stream, seg), cursor in sorted(self._cursors.items()):
+            result.setdefault(stream, {})[seg] = cursor.offset
+        return result
+
+    def segments(self) -> list[tuple[str, int]]:
+        return sorted(self._cursors)
+
+    # ---- the shared state ----------------------------------------------------------------------
+    def _transition(self, step: Any) -> None:
+        row = self.group.store.update(self.group.name, step)
+        self._apply(row)
+
+    def _apply(self, row: GroupRow) -> None:
+        state = row.state
+        if row.generation != self._generation:  # the group was reset: forget local positions
+            self._cursors.clear()
+            self._generation = row.generation
+        mine = set(core.owned(state, self.reader_id))
+        for key in list(self._cursors):
+            if key not in mine:
+                del self._cursors[key]  # released or completed; its position is already stored
+        for stream, seg in mine:
+            if (stream, seg) not in self._cursors:
+                g = state.streams[stream].segments[seg]
+                self._cursors[(stream, seg)] = _Cursor(stream, seg, g.offset, g.end)
+        self._checkpoint_due = core.next_checkpoint_for(state, self.reader_id)
+        self._events_since_sync = 0
+        self._last_sync_ms = self.clock.now_ms()
+
+    def _sync(self) -> None:
+        positions = self.positions()
+        now = self.clock.now_ms()
+
+        def step(row: GroupRow, topo: dict[str, dict[int, Segment]]) -> core.GroupState:
+            self._topologies = topo
+            return core.sync_reader(row.state, topo, self.reader_id, positions, now,
+                                    row.config["automatic_checkpoint_interval_ms"],
+                                    row.config["max_outstanding_checkpoints"])
+
+        self._transition(step)
+
+    def _pass_checkpoint(self, name: str) -> None:
+        positions = self.positions()
+        now = self.clock.now_ms()
+
+        def step(row: GroupRow, topo: dict[str, dict[int, Segment]]) -> core.GroupState:
+            self._topologies = topo
+            synced = core.sync_reader(row.state, topo, self.reader_id, positions, now, None,
+                                      row.config["max_outstanding_checkpoints"])
+            return core.pass_checkpoint(synced, self.reader_id, name, positions, now)
+
+        self._transition(step)
+
+    # ---- reading -------------------------------------------------------------------------------
+    def read_next_event(self, timeout_ms: int = 1000) -> EventRead:
+        """The next event of this reader's segments, a checkpoint marker, or an empty EventRead
+        when nothing arrived within timeout_ms."""
+        if self._closed:
+            raise InvalidInput(f"reader {self.reader_id!r} is closed")
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        synced_this_call = False
+        while True:
+            if self._events_since_sync >= self.sync_every_events \
+                    or self.clock.now_ms() - self._last_sync_ms >= self.sync_interval_ms:
+                self._sync()
+                synced_this_call = True
+            if self._checkpoint_due is not None:
+                name = self._checkpoint_due
+                self._pass_checkpoint(name)
+                return EventRead(checkpoint_name=name)
+            event = self._next_buffered()
+            if event is not None:
+                return event
+            if self._fill_any():
+                continue
+            # nothing local to read: ask the group for completions, new segments and new data
+            if synced_this_call:
+                if time.monotonic() >= deadline:
+                    return EventRead()
+                time.sleep(0.01)
+            self._sync()
+            synced_this_call = True
+
+    def _next_buffered(self) -> EventRead | None:
+        for cursor in self._cursors.values():
+            if cursor.buffer:
+                payload, key, offset, nxt = cursor.buffer.popleft()
+                cursor.offset = nxt
+                self._events_since_sync += 1
+                return EventRead(payload, key, Position(cursor.stream, cursor.segment, offset), nxt)
+        return None
+
+    def _fill_any(self) -> bool:
+        return any(not cursor.buffer and self._fill(cursor) for cursor in list(self._cursors.values()))
+
+    def _fill(self, cursor: _Cursor) -> bool:
+        """Read the next chunks of one segment into its buffer; False when there is nothing new."""
+        topology = self._topologies.get(cursor.stream)
+        if topology is None or cursor.segment not in topology:
+            return False
+        segment = topology[cursor.segment]
+        limit = cursor.end if cursor.end is not None else segment.tail
+        if cursor.offset < segment.head:
+            self._on_truncated(cursor, segment)
+        if cursor.offset >= limit:
+            return False
+        stream_id = self._stream_id(cursor.stream)
+        with self.controller.db.read() as conn:
+            rows = conn.execute(sa.select(t.chunks).where(
+                t.chunks.c.stream_id == stream_id, t.chunks.c.segment_id == cursor.segment,
+                t.chunks.c.base_offset < limit, t.chunks.c.base_offset + t.chunks.c.length > cursor.offset,
+            ).order_by(t.chunks.c.base_offset).limit(CHUNKS_PER_FILL)).all()
+        if not rows or rows[0].base_offset > cursor.offset:
+            # the chunk holding our offset is gone: a truncation moved the head past it meanwhile
+            self._topologies[cursor.stream] = self.controller.state(cursor.stream).segments
+            fresh = self._topologies[cursor.stream][cursor.segment]
+            if cursor.offset < fresh.head:
+                self._on_truncated(cursor, fresh)
+            return False
+        storage = self.controller.storage
+        for row in rows:
+            task = ReadTask(_chunk_ref(row), max(cursor.offset, row.base_offset),
+                            min(limit, row.base_offset + row.length))
+            try:
+                batch = read_task(storage.fs, storage.root, cursor.stream, task)
+            except ChunkMissing as exc:
+                raise self.controller.explain_missing_chunk(cursor.stream, exc, task) from None
+            payloads = batch.column("payload").to_pylist()
+            keys = batch.column("routing_key").to_pylist()
+            offsets = batch.column("offset").to_pylist()
+            for payload, key, off in zip(payloads, keys, offsets, strict=True):
+                cursor.buffer.append((payload, key, off, off + EVENT_HEADER_BYTES + len(payload)))
+        return bool(cursor.buffer)
+
+    def _stream_id(self, stream: str) -> int:
+        if stream not in self._stream_ids:
+            self._stream_ids[stream] = self.controller.state(stream).stream_id
+        return self._stream_ids[stream]
+
+    def _on_truncated(self, cursor: _Cursor, segment: Segment) -> None:
+        """The reader's position lies before the head. Without skip_truncated the caller hears it
+        once as TruncatedData (it may reset the group); either way reading goes on from the head."""
+        config = self.group.config
+        where = f"{cursor.stream} segment {segment_name(cursor.segment)} offset {cursor.offset}"
+        old = cursor.offset
+        cursor.offset = segment.head
+        cursor.buffer.clear()
+        if config["skip_truncated"]:
+            log.warning("reader group %s, reader %s: skipped truncated data at %s (head is %d)", self.group.name,
+                        self.reader_id, where, segment.head)
+            with self.controller.db.write() as conn:
+                self.controller._audit(conn, "rg_skip_truncated", cursor.stream, None, None, segment.head - old,
+                                       f"reader group {self.group.name}: reader {self.reader_id} skipped truncated "
+                                       "data", {"segment": segment_name(cursor.segment), "from": old,
+                                                "to": segment.head, "group": self.group.name})
+            return
+        raise TruncatedData(f"reader {self.reader_id} of group {self.group.name}: data at {where} has been "
+                            f"truncated (head is {segment.head}); reading goes on from the head")
+
+    def close(self) -> None:
+        """Leave the group: the segments go back to the pool at this reader's positions."""
+        if self._closed:
+            return
+        positions = self.positions()
+        now = self.clock.now_ms()
+        self.group.store.update(self.group.name, lambda r, topo: core.release_reader(
+            r.state, topo, self.reader_id, positions, now))
+        self._cursors.clear()
+        self._closed = True
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,109 @@
+"""The shell of reader groups: load the group row, apply a pure transition from rg_state, write
+it back with optimistic concurrency (`UPDATE ... WHERE version = :v`), retry on a lost race.
+
+Segment topologies come from the stream controller in their own read just before the group row
+is loaded; they only ever grow (new segments, larger tails, seals), so a topology a moment old
+never makes a transition wrong, only a little late.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..errors import AlreadyExists, ConflictError, NotFound
+from ..names import check_name
+from ..store import schema_readergroups as rgt
+from .controller import StreamController
+from .model import Segment
+from .rg_state import GroupState
+
+MAX_ATTEMPTS = 200  # a lost race costs one reload; this many in a row means something is wrong
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    id: int
+    name: str
+    config: dict[str, Any]
+    generation: int
+    version: int
+    state: GroupState
+    created_ms: int
+    updated_ms: int
+
+
+class ReaderGroupStore:
+    def __init__(self, controller: StreamController) -> None:
+        self.controller = controller
+        self.db = controller.db
+        self.clock = controller.clock
+
+    def topologies(self, streams: Any) -> dict[str, dict[int, Segment]]:
+        return {name: self.controller.state(name).segments for name in streams}
+
+    # ---- rows ----------------------------------------------------------------------------------
+    def create(self, name: str, config: Mapping[str, Any], state: GroupState) -> GroupRow:
+        check_name(name, "reader group name")
+        now = self.clock.now_ms()
+        try:
+            with self.db.write() as conn:
+                if conn.execute(sa.select(rgt.reader_groups.c.id).where(rgt.reader_groups.c.name == name)).first():
+                    raise AlreadyExists(f"reader group {name!r} already exists")
+                conn.execute(sa.insert(rgt.reader_groups).values(
+                    name=name, config=json.dumps(config), generation=0, version=0,
+                    state=json.dumps(state.to_dict()), created_ms=now, updated_ms=now))
+        except sa.exc.IntegrityError:
+            raise AlreadyExists(f"reader group {name!r} already exists") from None
+        return self.load(name)
+
+    def load(self, name: str) -> GroupRow:
+        check_name(name, "reader group name")
+        with self.db.read() as conn:
+            row = conn.execute(sa.select(rgt.reader_groups).where(rgt.reader_groups.c.name == name)).one_or_none()
+        if row is None:
+            raise NotFound(f"reader group {name!r} does not exist")
+        return GroupRow(row.id, row.name, json.loads(row.config), row.generation, row.version,
+                        GroupState.from_dict(json.loads(row.state)), row.created_ms, row.updated_ms)
+
+    def names(self) -> list[str]:
+        with self.db.read() as conn:
+            return list(conn.execute(sa.select(rgt.reader_groups.c.name).order_by(rgt.reader_groups.c.name)).scalars())
+
+    def delete(self, name: str) -> None:
+        check_name(name, "reader group name")
+        with self.db.write() as conn:
+            gone = conn.execute(sa.delete(rgt.reader_groups).where(rgt.reader_groups.c.name == name)).rowcount
+        if not gone:
+            raise NotFound(f"reader group {name!r} does not exist")
+
+    # ---- transitions ---------------------------------------------------------------------------
+    def update(self, name: str, transition: Callable[[GroupRow, dict[str, dict[int, Segment]]], GroupState],
+               new_config: Mapping[str, Any] | None = None, bump_generation: bool = False) -> GroupRow:
+        """Apply `transition` (pure: row and topologies in, new state out) until it lands on the
+        version it was computed from. Typed errors raised by the transition pass through unchanged."""
+        for attempt in range(MAX_ATTEMPTS):
+            row = self.load(name)
+            config = dict(new_config) if new_config is not None else row.config
+            topologies = self.topologies(config["streams"])
+            state = transition(row, topologies)
+            now = self.clock.now_ms()
+            values: dict[str, Any] = dict(state=json.dumps(state.to_dict()), version=row.version + 1, updated_ms=now)
+            if new_config is not None:
+                values["config"] = json.dumps(config)
+            if bump_generation:
+                values["generation"] = row.generation + 1
+            with self.db.write() as conn:
+                won = conn.execute(sa.update(rgt.reader_groups).where(
+                    rgt.reader_groups.c.id == row.id, rgt.reader_groups.c.version == row.version,
+                ).values(**values)).rowcount
+            if won:
+                return GroupRow(row.id, row.name, config, values.get("generation", row.generation), row.version + 1,
+                                state, row.created_ms, now)
+            time.sleep(min(0.001 * (attempt + 1), 0.02))  # back off a little: another reader just wrote
+        raise ConflictError(f"reader group {name!r}: gave up after {MAX_ATTEMPTS} concurrent updates in a row")
