@@ -16,12 +16,16 @@ from .errors import (
     NotFound,
     StreamSealed,
     TidekeepError,
+    TransactionClosed,
+    TransactionExpired,
     TruncatedData,
 )
 from .streams.config import RetentionKind, RetentionPolicy, StreamConfig
 from .streams.cuts import CutOrder, StreamCut
 from .streams.reader import Event
 from .streams.readergroup import Checkpoint, EventRead, Position, ReaderGroupConfig, RetentionType
+from .streams.txn import Transaction, TransactionalWriter
+from .streams.txn_store import TransactionInfo, TxnCommitResult, TxnState
 
 __version__ = "0.1.0"
 
@@ -29,6 +33,7 @@ __all__ = [
     "AlreadyExists", "Checkpoint", "ChunkError", "ChunkMissing", "Client", "Clock", "ConfigError", "ConflictError",
     "CorruptChunk", "CutOrder", "Event", "EventRead", "EventTooLarge", "InvalidInput", "InvalidName",
     "InvalidStreamCut", "ManualClock", "NotFound", "Position", "ReaderGroupConfig", "RetentionKind", "RetentionPolicy",
-    "RetentionType", "StreamConfig", "StreamCut", "StreamSealed", "SystemClock", "TidekeepError", "TruncatedData",
-    "connect", "init_workspace",
+    "RetentionType", "StreamConfig", "StreamCut", "StreamSealed", "SystemClock", "TidekeepError", "Transaction",
+    "TransactionClosed", "TransactionExpired", "TransactionInfo", "TransactionalWriter", "TruncatedData",
+    "TxnCommitResult", "TxnState", "connect", "init_workspace",
 ]

@@ -20,6 +20,8 @@ from .streams.cuts import StreamCut, size_between
 from .streams.model import Segment, segment_id
 from .streams.reader import Event, iter_batches, iter_events
 from .streams.readergroup import ReaderGroup, ReaderGroupConfig
+from .streams.txn import TransactionalWriter
+from .streams.txn_store import TransactionInfo, TransactionStore
 from .streams.writer import Writer
 from .units import parse_duration_ms, parse_size_bytes
 
@@ -53,6 +55,7 @@ class Client:
         self.db = Database(settings.metadata_url, settings["metadata.busy_timeout"])
         self.storage = ChunkStorage(settings.storage_uri)
         self.streams = StreamController(self.db, self.storage, clock)
+        self.transactions = TransactionStore(self.streams)
 
     # ---- scopes and streams --------------------------------------------------------------------
     def create_scope(self, scope: str) -> bool:
@@ -154,6 +157,26 @@ class Client:
         """The same events as Arrow record batches (columnar, much faster for bulk reads)."""
         plan = self.streams.plan_read(stream, start, end)
         return iter_batches(self.streams, plan)
+
+    # ---- transactions --------------------------------------------------------------------------
+    def transactional_writer(self, stream: str, writer_id: str, lease: int | str = "120s",
+                             batch_size: int | str | None = None) -> TransactionalWriter:
+        """Begins transactions on `stream`; an open transaction not pinged within `lease` expires."""
+        size = self.settings["writer.batch_size"] if batch_size is None else parse_size_bytes(batch_size)
+        if size <= 0:
+            raise InvalidInput(f"invalid batch size {batch_size!r}: must be greater than zero")
+        return TransactionalWriter(self.transactions, stream, writer_id, parse_duration_ms(lease), size)
+
+    def list_transactions(self, stream: str | None = None) -> list[TransactionInfo]:
+        return self.transactions.list(stream)
+
+    def abort_transaction(self, txn_id: str) -> bool:
+        """Abort an open transaction by id (False if already aborted)."""
+        return self.transactions.abort(txn_id)
+
+    def expire_transactions(self) -> list[str]:
+        """Abort open transactions whose lease ran out (by this client's clock); returns their ids."""
+        return self.transactions.expire()
 
     # ---- reader groups -------------------------------------------------------------------------
     def create_reader_group(self, name: str, config: ReaderGroupConfig) -> ReaderGroup:

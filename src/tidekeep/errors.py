@@ -82,3 +82,11 @@ class SchemaError(TidekeepError):
     """The metadata database is at a schema this version does not know."""
 
     exit_code = 9
+
+
+class TransactionClosed(InvalidInput):
+    """The transaction is committed or aborted: it takes no more writes, commits or pings."""
+
+
+class TransactionExpired(TransactionClosed):
+    """The transaction's lease ran out before it was committed; its staged events are discarded."""

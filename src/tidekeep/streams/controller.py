@@ -36,6 +36,7 @@ from ..names import check_name, split_stream_name
 from ..store import schema as t
 from ..store.chunks import ChunkRef, ChunkStorage
 from ..store.database import Database
+from ..store.schema_transactions import transaction_chunks
 from .config import StreamConfig
 from .cuts import CutOrder, SegmentRange, StreamCut, check_cut, compare_cuts, ranges_between
 from .model import Segment, equal_ranges, initial_segments, plan_scale, segment_id, segment_name
@@ -547,6 +548,8 @@ class StreamController:
         files = self.storage.list_files("streams")
         with self.db.read() as conn:
             known = set(conn.execute(sa.select(t.chunks.c.path)).scalars())
+            # staged chunks of open transactions are referenced too (aborts drop their rows)
+            known.update(conn.execute(sa.select(transaction_chunks.c.path)).scalars())
         doomed = [f for f in files if f.path not in known and f.mtime_ms <= cutoff]
         deleted = self.storage.delete(f.path for f in doomed)
         if deleted:
