@@ -157,6 +157,32 @@ def test_concurrent_reader_never_sees_part_of_a_transaction(client: tk.Client, s
     assert len(_payloads(client)) == per_txn * txns
 
 
+def test_reader_never_sees_part_of_a_transaction_committed_by_another_process(
+        client: tk.Client, stream: str, metadata_url: str, tmp_path: Path) -> None:
+    per_txn, txns = 60, 10
+    env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
+    worker = subprocess.Popen([sys.executable, str(TXN_WORKERS), "commit-many", "--stream", stream, "--writer",
+                               "tw1", "--txns", str(txns), "--per-txn", str(per_txn)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    sizes: list[int] = []
+    try:
+        while True:
+            finished = worker.poll() is not None
+            seen: dict[str, int] = defaultdict(int)
+            for event in client.read(stream):
+                seen[event.payload.split(b":")[0].decode()] += 1
+            assert all(n == per_txn for n in seen.values()), f"a read saw part of a transaction: {dict(seen)}"
+            sizes.append(len(seen))
+            if finished:
+                break
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        output = worker.communicate()[0].decode()
+    assert worker.returncode == 0, output
+    assert sizes == sorted(sizes) and sizes[-1] == txns  # passes never go back, and the last sees them all
+
+
 # ---- scaling -------------------------------------------------------------------------------------
 def test_commit_after_scale_lands_everything_in_current_segments_in_key_order(client: tk.Client,
                                                                                stream: str) -> None:

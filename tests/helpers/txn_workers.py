@@ -31,6 +31,22 @@ def commit(args: argparse.Namespace) -> None:
         print(f"committed {result.events} events", flush=True)
 
 
+def commit_many(args: argparse.Namespace) -> None:
+    """Commit --txns transactions of --per-txn events ("t<n>:<i>", seven keys), each staged in
+    several chunks; split the first active segment before committing the middle one."""
+    with tk.connect() as client:
+        tw = client.transactional_writer(args.stream, args.writer, batch_size=400)
+        for n in range(args.txns):
+            txn = tw.begin()
+            for i in range(args.per_txn):
+                txn.write(f"t{n}:{i}".encode(), f"k{i % 7}")
+            if n == args.txns // 2:
+                txn.flush()
+                client.split(args.stream, client.stream_state(args.stream).active_segments()[0].id)
+            txn.commit(timestamp=n)
+        print(f"committed {args.txns} transactions", flush=True)
+
+
 def abort(args: argparse.Namespace) -> None:
     with tk.connect() as client:
         client.abort_transaction(args.txn)
@@ -47,6 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--id-file", required=True)
     p.add_argument("--split-before-commit", action="store_true")
     p.set_defaults(run=commit)
+    p = commands.add_parser("commit-many")
+    p.add_argument("--stream", required=True)
+    p.add_argument("--writer", required=True)
+    p.add_argument("--txns", type=int, default=10)
+    p.add_argument("--per-txn", type=int, default=60)
+    p.set_defaults(run=commit_many)
     p = commands.add_parser("abort")
     p.add_argument("--txn", required=True)
     p.set_defaults(run=abort)
