@@ -183,6 +183,34 @@ def test_reader_never_sees_part_of_a_transaction_committed_by_another_process(
     assert sizes == sorted(sizes) and sizes[-1] == txns  # passes never go back, and the last sees them all
 
 
+def test_a_sweep_running_during_commits_never_takes_a_staged_or_committed_file(client: tk.Client,
+                                                                                stream: str) -> None:
+    tw = client.transactional_writer(stream, "tw1", batch_size=200)
+    txns = []
+    for n in range(20):  # staged before the sweeper starts: a file between its write and its row is
+        txn = tw.begin()  # protected by the grace period only, and this sweep has none
+        for i in range(20):
+            txn.write(f"t{n}:{i}".encode(), f"k{i % 3}")
+        txn.flush()
+        txns.append(txn)
+    done = threading.Event()
+
+    def sweeper() -> None:
+        while not done.is_set():
+            client.sweep(grace=0)
+
+    thread = threading.Thread(target=sweeper)
+    thread.start()
+    try:
+        for txn in txns:  # each commit moves its paths from staged rows to chunk rows
+            txn.commit()
+    finally:
+        done.set()
+        thread.join()
+    assert len(_payloads(client)) == 400
+    assert stored_files(client) == referenced_paths(client)
+
+
 # ---- scaling -------------------------------------------------------------------------------------
 def test_commit_after_scale_lands_everything_in_current_segments_in_key_order(client: tk.Client,
                                                                                stream: str) -> None:

@@ -547,9 +547,11 @@ class StreamController:
         cutoff = self.clock.now_ms() - grace_ms
         files = self.storage.list_files("streams")
         with self.db.read() as conn:
-            known = set(conn.execute(sa.select(t.chunks.c.path)).scalars())
-            # staged chunks of open transactions are referenced too (aborts drop their rows)
-            known.update(conn.execute(sa.select(transaction_chunks.c.path)).scalars())
+            # staged chunks of open transactions are referenced too (aborts drop their rows). They
+            # are read first: a commit moves a path from staged to committed, and under READ
+            # COMMITTED the later query sees the move, so a committing path is never missed by both
+            known = set(conn.execute(sa.select(transaction_chunks.c.path)).scalars())
+            known.update(conn.execute(sa.select(t.chunks.c.path)).scalars())
         doomed = [f for f in files if f.path not in known and f.mtime_ms <= cutoff]
         deleted = self.storage.delete(f.path for f in doomed)
         if deleted:
