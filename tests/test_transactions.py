@@ -385,6 +385,21 @@ def test_writing_to_an_expired_transaction_stages_nothing(clocked: tk.Client, cl
     assert stored_files(clocked) == set() and _staged_rows(clocked) == 0
 
 
+def test_deleting_the_stream_removes_its_transactions_and_staged_files(client: tk.Client, stream: str) -> None:
+    tw = client.transactional_writer(stream, "tw1")
+    committed, staged = tw.begin(), tw.begin()
+    committed.write(b"a", "k")
+    committed.commit()
+    staged.write(b"b", "k")
+    staged.flush()
+    client.seal_stream(stream)
+    client.delete_stream(stream)
+    assert client.list_transactions() == [] and _staged_rows(client) == 0
+    assert stored_files(client) == set()
+    with pytest.raises(tk.NotFound, match=f"transaction {staged.id} does not exist"):
+        staged.commit()
+
+
 # ---- bad input -----------------------------------------------------------------------------------
 def test_committing_an_aborted_transaction_fails_and_changes_nothing(client: tk.Client, stream: str) -> None:
     tw = client.transactional_writer(stream, "tw1")
