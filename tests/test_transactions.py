@@ -84,6 +84,7 @@ def test_events_are_invisible_until_commit_then_all_visible(client: tk.Client, s
     info = txn.info()
     assert (info.state, info.events, info.writer_id, info.stream) == (tk.TxnState.OPEN, 50, "tw1", stream)
     assert info.staged_chunks >= 1
+    assert info.lease_ms == 120_000 and info.lease_expiry_ms == info.created_ms + 120_000  # the default lease
     assert client.sweep(grace=0).files_deleted == 0  # staged files are referenced: the sweep keeps them
 
     result = txn.commit(timestamp=1_234_567)
