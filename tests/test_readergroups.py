@@ -5,6 +5,7 @@ rebalancing, end cuts, truncation, and bad input (typed error, one line, nothing
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -483,3 +484,55 @@ def test_bad_input_is_a_typed_one_line_error_and_changes_nothing(client: tk.Clie
         assert after[key] == described[key]
     client.delete_reader_group("g")
     assert client.list_reader_groups() == []
+
+
+# ---- CLI ---------------------------------------------------------------------------------------------
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIDEKEEP_") or k.startswith("TIDEKEEP_TEST_")}
+    env["TIDEKEEP_HOME"] = str(home)
+    return subprocess.run([sys.executable, "-m", "tidekeep.cli.main", *args], capture_output=True, text=True,
+                          env=env, timeout=120, check=False)
+
+
+def test_cli_create_list_read_checkpoint_describe_delete(tmp_path: Path) -> None:
+    home = tmp_path / "ws"
+    tk.init_workspace(home)
+    with tk.connect(home) as client:
+        client.create_stream(STREAM, tk.StreamConfig(segments=2))
+        writer = KeyedWriter(client, STREAM, keys=7)
+        writer.write(30)
+        writer.close()
+        expected = {(e.segment, e.offset) for e in client.read(STREAM)}
+    done = _cli(home, "rg", "create", "g", "--stream", STREAM,
+                "--retention-type", "automatic_release_at_last_checkpoint")
+    assert done.returncode == 0 and done.stdout.strip() == f"created reader group g on {STREAM}", done.stderr
+    assert json.loads(_cli(home, "rg", "list", "--json").stdout) == ["g"]
+    first = _cli(home, "rg", "read", "g", "--reader", "r", "--limit", "10", "--timeout", "200", "--json")
+    assert first.returncode == 0, first.stderr
+    events = [json.loads(line) for line in first.stdout.splitlines()]
+    assert len(events) == 10 and all(e["stream"] == STREAM for e in events)
+    cp = _cli(home, "rg", "checkpoint", "g", "c1", "--json")
+    assert cp.returncode == 0, cp.stderr
+    cut = json.loads(cp.stdout)["cuts"][STREAM]
+    rest = _cli(home, "rg", "read", "g", "--reader", "r", "--timeout", "200", "--json")
+    more = [json.loads(line) for line in rest.stdout.splitlines()]
+    got = [(segment_id(*map(int, e["segment"].split("."))), e["offset"]) for e in events + more]
+    assert len(got) == len(set(got)) and set(got) == expected  # the second read went on where the first stopped
+    with tk.connect(home) as client:
+        checkpoint = client.reader_group("g").last_checkpoint()
+        assert checkpoint is not None and str(checkpoint.cuts[STREAM]) == cut
+        assert client.size_between(client.head_cut(STREAM), cut) == sum(
+            len(f"{e['payload']}") + 8 for e in events)
+    described = json.loads(_cli(home, "rg", "describe", "g", "--json").stdout)
+    assert described["streams"][STREAM]["unread_bytes"] == 0
+    assert described["config"]["retention_type"] == "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT"
+    text = _cli(home, "rg", "describe", "g")
+    assert text.returncode == 0 and "UNREAD BYTES" in text.stdout
+    assert _cli(home, "rg", "delete", "g").stdout.strip() == "deleted reader group g"
+    gone = _cli(home, "rg", "describe", "g")
+    assert gone.returncode == 3 and gone.stderr.strip() == "error: reader group 'g' does not exist"
+    bad = _cli(home, "rg", "create", "h", "--stream", STREAM, "--retention-type", "forever")
+    assert bad.returncode == 2 and bad.stderr.strip().startswith("error: invalid retention type 'forever'")
+    assert json.loads(_cli(home, "rg", "list", "--json").stdout) == []

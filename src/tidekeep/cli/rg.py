@@ -1,0 +1,162 @@
+"""`tidekeep rg create|list|describe|delete|checkpoint|read`: reader groups from the command line.
+
+`read` joins the group as a reader for the length of the command: it returns at most --limit
+events (stopping early when nothing arrives within --timeout), then leaves the group, releasing
+its segments at its position, so the next `rg read` goes on where this one stopped.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import InvalidInput
+from ..streams.model import segment_name
+from ..streams.readergroup import EventRead, ReaderGroupConfig, RetentionType
+from .context import open_client
+from .output import emit, emit_json, emit_json_line, emit_table, iso_utc
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+GroupName = Annotated[str, typer.Argument(metavar="NAME", help="Reader group name")]
+
+
+def event_json(event: EventRead) -> dict[str, Any]:
+    if event.checkpoint_name is not None:
+        return {"checkpoint": event.checkpoint_name}
+    assert event.position is not None and event.payload is not None
+    try:
+        payload: dict[str, str] = {"payload": event.payload.decode("utf-8")}
+    except UnicodeDecodeError:
+        payload = {"payload_base64": base64.b64encode(event.payload).decode("ascii")}
+    return {"stream": event.position.stream, "segment": segment_name(event.position.segment),
+            "offset": event.position.offset, "routing_key": event.routing_key, **payload}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("create")
+    def create(
+        ctx: typer.Context,
+        name: GroupName,
+        streams: Annotated[list[str], typer.Option("--stream", metavar="SCOPE/STREAM",
+                                                   help="A stream to read from its head (repeatable)")],
+        retention_type: Annotated[str, typer.Option(
+            "--retention-type", metavar="TYPE",
+            help="NONE | MANUAL_RELEASE_AT_USER_STREAMCUT | AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT")] = "NONE",
+        checkpoint_interval: Annotated[str | None, typer.Option(
+            "--checkpoint-interval", metavar="DURATION", help="Automatic checkpoints, e.g. 30s")] = None,
+        skip_truncated: Annotated[bool, typer.Option("--skip-truncated",
+                                                     help="Skip truncated data (logged and audited)")] = False,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Create a reader group positioned at the streams' heads."""
+        try:
+            retention = RetentionType[retention_type.upper()]
+        except KeyError:
+            raise InvalidInput(f"invalid retention type {retention_type!r}: use one of "
+                               f"{', '.join(r.name for r in RetentionType)}") from None
+        config = ReaderGroupConfig(streams=list(streams), retention_type=retention,
+                                   automatic_checkpoint_interval=checkpoint_interval, skip_truncated=skip_truncated)
+        with open_client(ctx) as client:
+            group = client.create_reader_group(name, config)
+            described = group.describe()
+        if json_output:
+            emit_json(described)
+        else:
+            emit(f"created reader group {name} on {', '.join(streams)}")
+
+    @app.command("list")
+    def list_groups(ctx: typer.Context, json_output: JsonFlag = False) -> None:
+        """List reader groups."""
+        with open_client(ctx) as client:
+            names = client.list_reader_groups()
+        if json_output:
+            emit_json(names)
+        elif not names:
+            emit("no reader groups")
+        else:
+            for n in names:
+                emit(n)
+
+    @app.command("describe")
+    def describe(ctx: typer.Context, name: GroupName, json_output: JsonFlag = False) -> None:
+        """Readers, segment assignment, positions and unread bytes per stream."""
+        with open_client(ctx) as client:
+            d = client.reader_group(name).describe()
+        if json_output:
+            emit_json(d)
+            return
+        emit(f"reader group {d['name']}  generation {d['generation']}  retention {d['config']['retention_type']}")
+        emit_table(["STREAM", "POSITION", "UNREAD BYTES"],
+                   [[s, v["position"], v["unread_bytes"]] for s, v in sorted(d["streams"].items())])
+        emit_table(["READER", "LAST SEEN", "SEGMENTS"],
+                   [[r["reader"], iso_utc(r["last_seen_ms"]), " ".join(r["segments"]) or "-"] for r in d["readers"]])
+        emit_table(["STREAM", "SEGMENT", "OFFSET", "OWNER", "STATUS"],
+                   [[s["stream"], s["segment"], s["offset"], s["owner"] or "-", s["status"]] for s in d["segments"]])
+        emit(f"pending checkpoints: {', '.join(d['pending_checkpoints']) or '-'}; "
+             f"last completed: {d['last_checkpoint'] or '-'}")
+
+    @app.command("delete")
+    def delete(ctx: typer.Context, name: GroupName, json_output: JsonFlag = False) -> None:
+        """Delete a reader group (its readers' state goes with it; stream data is untouched)."""
+        with open_client(ctx) as client:
+            client.delete_reader_group(name)
+        if json_output:
+            emit_json({"deleted": name})
+        else:
+            emit(f"deleted reader group {name}")
+
+    @app.command("checkpoint")
+    def checkpoint(
+        ctx: typer.Context,
+        name: GroupName,
+        checkpoint_name: Annotated[str, typer.Argument(metavar="CHECKPOINT", help="Checkpoint name")],
+        wait: Annotated[float, typer.Option("--wait", metavar="SECONDS",
+                                            help="How long to wait for the readers to pass it")] = 30.0,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Initiate a checkpoint, wait until every online reader passed it, print its stream cuts."""
+        with open_client(ctx) as client:
+            done = client.reader_group(name).initiate_checkpoint(checkpoint_name).wait(wait)
+        cuts = {stream: str(cut) for stream, cut in sorted(done.cuts.items())}
+        if json_output:
+            emit_json({"name": done.name, "created": iso_utc(done.created_ms), "completed": iso_utc(done.completed_ms),
+                       "cuts": cuts})
+        else:
+            emit(f"checkpoint {done.name} completed")
+            for cut in cuts.values():
+                emit(cut)
+
+    @app.command("read")
+    def read(
+        ctx: typer.Context,
+        name: GroupName,
+        reader_id: Annotated[str, typer.Option("--reader", metavar="ID", help="Reader id to join as")],
+        limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="At most N events")] = None,
+        timeout: Annotated[int, typer.Option("--timeout", metavar="MS",
+                                             help="Stop when nothing arrives for this long")] = 1000,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Read events as a member of the group, then leave it at the position reached."""
+        if limit is not None and limit < 0:
+            raise InvalidInput(f"invalid --limit {limit}: must be >= 0")
+        if timeout < 0:
+            raise InvalidInput(f"invalid --timeout {timeout}: must be >= 0")
+        with open_client(ctx) as client:
+            reader = client.reader_group(name).reader(reader_id)
+            try:
+                count = 0
+                while limit is None or count < limit:
+                    event = reader.read_next_event(timeout)
+                    if event.is_empty:
+                        break
+                    if json_output:
+                        emit_json_line(event_json(event))
+                    elif event.checkpoint_name is not None:
+                        emit(f"# checkpoint {event.checkpoint_name}")
+                    else:
+                        emit(event_json(event).get("payload", "<binary>"))
+                    count += event.is_event
+            finally:
+                reader.close()
