@@ -214,7 +214,7 @@ class ReaderGroup:
         return row.generation
 
     # ---- readers -------------------------------------------------------------------------------
-    def reader(self, reader_id: str, sync_every_events: int = 100, sync_interval_ms: int = 100) -> Reader:
+    def reader(self, reader_id: str, sync_every_events: int = 1000, sync_interval_ms: int = 100) -> Reader:
         check_name(reader_id, "reader id")
         now = self.controller.clock.now_ms()
         row = self.store.update(self.name, lambda r, _topo: core.join(r.state, reader_id, now))
