@@ -92,11 +92,13 @@ def run_two(home: Path, url: str, client: tk.Client, group: str, events: int,
         latencies.append(time.monotonic() - t0)
     rg = client.reader_group(group)
     while any(s["unread_bytes"] for s in rg.describe()["streams"].values()):
-        time.sleep(0.02)
+        time.sleep(0.25)  # poll gently: this process must not take a core from the readers being timed
     stop.touch()
     results = [queue.get(timeout=120) for _ in procs]
     for p in procs:
         p.join()
+    print(f"  {group}: " + ", ".join(f"{r[1]} read {r[2]} events, last at +{r[3] - start:.2f}s" for r in results),
+          file=sys.stderr)
     total = sum(r[2] for r in results)
     assert total == events, f"two readers read {total} of {events} events"
     return max(r[3] for r in results) - start, latencies

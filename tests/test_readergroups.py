@@ -397,6 +397,11 @@ def test_automatic_checkpoints_follow_the_clock(tmp_path: Path, metadata_url: st
         assert marker.checkpoint_name == "auto-1"
         assert group.last_checkpoint().name == "auto-1"
         assert group.last_checkpoint().cuts[STREAM].positions == r.positions()[STREAM]
+        group.initiate_checkpoint("auto-2")  # a user checkpoint with the next automatic name
+        assert r.read_next_event(0).is_event  # the reader learns of it at its next sync (after 1 event)
+        assert r.read_next_event(0).checkpoint_name == "auto-2"
+        clock.advance(10_000)  # also past sync_interval_ms: the reader syncs at once
+        assert r.read_next_event(0).checkpoint_name == "auto-3"  # the automatic one skips the taken name
     finally:
         client.close()
 

@@ -275,7 +275,10 @@ def sync_reader(state: GroupState, topologies: Mapping[str, Topology], reader_id
     state = refresh(state, topologies)
     if auto_interval_ms is not None and now_ms - state.last_checkpoint_ms >= auto_interval_ms \
             and len(state.pending) < max_outstanding:
+        taken = checkpoint_names(state)
         state.auto_counter += 1
+        while f"auto-{state.auto_counter}" in taken:  # a user may have named a checkpoint like that
+            state.auto_counter += 1
         state = initiate_checkpoint(state, topologies, f"auto-{state.auto_counter}", now_ms, max_outstanding)
     if not state.pending:
         _rebalance(state, reader_id)
