@@ -541,3 +541,27 @@ def test_cli_create_list_read_checkpoint_describe_delete(tmp_path: Path) -> None
     bad = _cli(home, "rg", "create", "h", "--stream", STREAM, "--retention-type", "forever")
     assert bad.returncode == 2 and bad.stderr.strip().startswith("error: invalid retention type 'forever'")
     assert json.loads(_cli(home, "rg", "list", "--json").stdout) == []
+
+
+def test_one_group_over_two_streams_reads_both_once_and_checkpoints_both(client: tk.Client) -> None:
+    other = "rg/second"
+    client.create_stream(STREAM, tk.StreamConfig(segments=2))
+    client.create_stream(other, tk.StreamConfig(segments=1))
+    for name in (STREAM, other):
+        writer = KeyedWriter(client, name, keys=9)
+        writer.write(120)
+        writer.close()
+    group = client.create_reader_group("both", tk.ReaderGroupConfig(streams=[STREAM, other]))
+    r1, r2 = group.reader("r1", sync_every_events=7), group.reader("r2", sync_every_events=7)
+    got = [e for _, e in drain([r1, r2]) if e.is_event]
+    by_stream: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    for e in got:
+        by_stream[e.position.stream].add((e.position.segment, e.position.offset))
+    assert len(got) == 240
+    assert by_stream[STREAM] == all_events(client, STREAM) and by_stream[other] == all_events(client, other)
+    handle = group.initiate_checkpoint("both-end")
+    drain([r1, r2])
+    checkpoint = handle.wait(5)
+    assert set(checkpoint.cuts) == {STREAM, other}
+    for name in (STREAM, other):
+        assert checkpoint.cuts[name] == client.tail_cut(name)
