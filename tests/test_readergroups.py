@@ -565,3 +565,34 @@ def test_one_group_over_two_streams_reads_both_once_and_checkpoints_both(client:
     assert set(checkpoint.cuts) == {STREAM, other}
     for name in (STREAM, other):
         assert checkpoint.cuts[name] == client.tail_cut(name)
+
+
+def test_reader_offline_resumes_after_the_last_processed_event_reads(client: tk.Client) -> None:
+    """The application hands over a crashed reader with the last EventRead it processed per
+    segment: the next reader starts right after those events — nothing lost, nothing before them
+    read again."""
+    client.create_stream(STREAM, tk.StreamConfig(segments=2))
+    writer = KeyedWriter(client, STREAM, keys=20)
+    writer.write(400)
+    writer.close()
+    group = client.create_reader_group("g", tk.ReaderGroupConfig(streams=[STREAM]))
+    crashed = group.reader("r1")
+    processed: dict[int, tk.EventRead] = {}
+    seen_by_crashed: set[tuple[int, int]] = set()
+    while len(seen_by_crashed) < 150:
+        event = crashed.read_next_event(1000)
+        if event.is_event:
+            processed[event.position.segment] = event
+            seen_by_crashed.add((event.position.segment, event.position.offset))
+    group.reader_offline("r1", list(processed.values()))
+    successor = group.reader("r2")
+    rest: set[tuple[int, int]] = set()
+    while True:
+        event = successor.read_next_event(300)
+        if event.is_empty:
+            break
+        if event.is_event:
+            rest.add((event.position.segment, event.position.offset))
+    successor.close()
+    assert not rest & seen_by_crashed
+    assert rest | seen_by_crashed == all_events(client)

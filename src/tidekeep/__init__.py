@@ -23,17 +23,27 @@ from .errors import (
 from .streams.config import RetentionKind, RetentionPolicy, StreamConfig
 from .streams.cuts import CutOrder, StreamCut
 from .streams.reader import Event
-from .streams.readergroup import Checkpoint, EventRead, Position, ReaderGroupConfig, RetentionType
+from .streams.readergroup import (
+    Checkpoint,
+    CheckpointTimeout,
+    EventRead,
+    Position,
+    ReaderGroup,
+    ReaderGroupConfig,
+    RetentionType,
+)
+from .streams.rg_state import TooManyCheckpoints
 from .streams.txn import Transaction, TransactionalWriter
 from .streams.txn_store import TransactionInfo, TxnCommitResult, TxnState
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AlreadyExists", "Checkpoint", "ChunkError", "ChunkMissing", "Client", "Clock", "ConfigError", "ConflictError",
-    "CorruptChunk", "CutOrder", "Event", "EventRead", "EventTooLarge", "InvalidInput", "InvalidName",
-    "InvalidStreamCut", "ManualClock", "NotFound", "Position", "ReaderGroupConfig", "RetentionKind", "RetentionPolicy",
-    "RetentionType", "StreamConfig", "StreamCut", "StreamSealed", "SystemClock", "TidekeepError", "Transaction",
-    "TransactionClosed", "TransactionExpired", "TransactionInfo", "TransactionalWriter", "TruncatedData",
-    "TxnCommitResult", "TxnState", "connect", "init_workspace",
+    "AlreadyExists", "Checkpoint", "CheckpointTimeout", "ChunkError", "ChunkMissing", "Client", "Clock",
+    "ConfigError", "ConflictError", "CorruptChunk", "CutOrder", "Event", "EventRead", "EventTooLarge",
+    "InvalidInput", "InvalidName", "InvalidStreamCut", "ManualClock", "NotFound", "Position", "ReaderGroup",
+    "ReaderGroupConfig", "RetentionKind", "RetentionPolicy", "RetentionType", "StreamConfig", "StreamCut",
+    "StreamSealed", "SystemClock", "TidekeepError", "TooManyCheckpoints", "Transaction", "TransactionClosed",
+    "TransactionExpired", "TransactionInfo", "TransactionalWriter", "TruncatedData", "TxnCommitResult", "TxnState",
+    "connect", "init_workspace",
 ]

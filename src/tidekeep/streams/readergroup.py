@@ -218,9 +218,11 @@ class ReaderGroup:
         row = self.store.update(self.name, lambda r, _topo: core.join(r.state, reader_id, now))
         return Reader(self, reader_id, row, sync_every_events, sync_interval_ms)
 
-    def reader_offline(self, reader_id: str, last_position: Mapping[str, Mapping[int, int]] | None = None) -> None:
-        """Hand a crashed reader's segments on from `last_position` (stream -> segment -> offset),
-        or from the last positions it stored: at-least-once, events after that are read again."""
+    def reader_offline(self, reader_id: str,
+                       last_position: Mapping[str, Mapping[int, int]] | Sequence[EventRead] | None = None) -> None:
+        """Hand a crashed reader's segments on from `last_position` — stream -> segment -> offset,
+        or the last EventRead the application processed in each segment (reading resumes after
+        it) — or from the last positions it stored: at-least-once, events after that are read again."""
         check_name(reader_id, "reader id")
         positions = _check_positions(last_position)
         now = self.controller.clock.now_ms()
@@ -287,9 +289,18 @@ class ReaderGroup:
         }
 
 
-def _check_positions(positions: Mapping[str, Mapping[int, int]] | None) -> dict[str, dict[int, int]] | None:
+def _check_positions(
+    positions: Mapping[str, Mapping[int, int]] | Sequence[EventRead] | None,
+) -> dict[str, dict[int, int]] | None:
     if positions is None:
         return None
+    if isinstance(positions, (list, tuple)) and all(isinstance(e, EventRead) and e.is_event for e in positions):
+        resume: dict[str, dict[int, int]] = {}
+        for event in positions:  # the last processed event of each segment: resume after it
+            assert event.position is not None and event.next_offset is not None
+            segs = resume.setdefault(event.position.stream, {})
+            segs[event.position.segment] = max(segs.get(event.position.segment, 0), event.next_offset)
+        positions = resume
     if not isinstance(positions, Mapping):
         raise InvalidInput("last_position must map stream -> {segment: offset}")
     result: dict[str, dict[int, int]] = {}
