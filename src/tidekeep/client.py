@@ -20,6 +20,7 @@ from .streams.cuts import StreamCut, size_between
 from .streams.model import Segment, segment_id
 from .streams.reader import Event, iter_batches, iter_events
 from .streams.readergroup import ReaderGroup, ReaderGroupConfig
+from .streams.retention_store import RetentionManager
 from .streams.txn import TransactionalWriter
 from .streams.txn_store import TransactionInfo, TransactionStore
 from .streams.writer import Writer
@@ -56,6 +57,8 @@ class Client:
         self.storage = ChunkStorage(settings.storage_uri)
         self.streams = StreamController(self.db, self.storage, clock)
         self.transactions = TransactionStore(self.streams)
+        # size/time retention cycles: preview/run/history (streams/retention_store.py)
+        self.retention = RetentionManager(self.streams, settings["retention.frequency"])
 
     # ---- scopes and streams --------------------------------------------------------------------
     def create_scope(self, scope: str) -> bool:

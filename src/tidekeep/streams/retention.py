@@ -1,0 +1,249 @@
+"""Size- and time-based retention: the pure decision (DESIGN §5, seed pravega-stream-retention.md).
+
+Nothing here touches the store: the shell (retention_store.py) loads the stream's segments, head,
+tail size and retention set, calls `decide`, and applies the result.
+
+Definitions (DESIGN §5):
+- retained(c) = tail_size - c.recording_size (SIZE, bytes) or now - c.recording_time (TIME, ms):
+  what stays if the stream is truncated at retention-set cut c.
+- Cmin = the record with the smallest retained >= min (truncate as far as possible, keep min).
+- Cmax = the record with the largest retained within [min, max] (the oldest cut meeting both).
+  Ties keep the older record, as Pravega's one pass in time order does.
+The seed's four rules then pick the cut; a cut at, behind or overlapping the current head is never
+taken (truncation is monotonic, so a manual truncation ahead of the chosen cut wins).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..units import format_duration, format_size
+from .config import RetentionKind, RetentionPolicy
+from .cuts import CutOrder, compare_cuts, initial_cut, size_between
+from .model import Segment, segment_name
+
+# stable rule codes (logged, audited, shown by the CLI and --json)
+NO_POLICY = "no-policy"
+EMPTY_SET = "empty-set"
+BELOW_MIN = "below-min"
+NO_CMIN = "no-cmin"
+NO_MAX = "no-max"
+ABOVE_MAX = "above-max"
+BETWEEN_LIMITS = "between-limits"
+BEHIND_HEAD = "behind-head"
+RULES = (NO_POLICY, EMPTY_SET, BELOW_MIN, NO_CMIN, NO_MAX, ABOVE_MAX, BETWEEN_LIMITS, BEHIND_HEAD)
+
+
+@dataclass(frozen=True)
+class RetentionRecord:
+    """One retention-set entry: a tail cut recorded at `recording_time_ms`, whose
+    `recording_size` is the absolute logical byte position of the cut since the stream was created
+    (bytes already truncated still count, reference A3)."""
+
+    recording_time_ms: int
+    recording_size: int
+    positions: dict[int, int] = field(hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"recording_time_ms": self.recording_time_ms, "recording_size": self.recording_size,
+                "positions": {segment_name(s): o for s, o in sorted(self.positions.items())}}
+
+
+@dataclass(frozen=True)
+class RetainedRecord:
+    record: RetentionRecord
+    retained: int  # bytes (SIZE) or ms (TIME) left if truncated here
+
+
+@dataclass(frozen=True)
+class RetentionDecision:
+    stream: str
+    now_ms: int
+    policy: RetentionPolicy | None
+    rule: str
+    reason: str
+    cut: dict[int, int] | None  # positions to truncate at; None: no truncation
+    cmin: RetentionRecord | None
+    cmax: RetentionRecord | None
+    retained: int | None  # bytes or ms left at the chosen cut (None when nothing is chosen)
+    freed_bytes: int
+    records: tuple[RetainedRecord, ...]
+    chosen: RetentionRecord | None = None  # the record picked by the rules, even if then discarded
+    stream_amount: int | None = None  # the stream's current amount as the rules saw it (bytes or ms)
+    recorded: RetentionRecord | None = None  # the tail record this cycle added (or would add: preview)
+
+    @property
+    def truncates(self) -> bool:
+        return self.cut is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        def rec(r: RetentionRecord | None) -> dict[str, Any] | None:
+            return None if r is None else r.to_dict()
+
+        return {
+            "stream": self.stream,
+            "now_ms": self.now_ms,
+            "policy": None if self.policy is None else self.policy.to_dict(),
+            "policy_text": None if self.policy is None else self.policy.describe(),
+            "rule": self.rule,
+            "reason": self.reason,
+            "cut": None if self.cut is None else {segment_name(s): o for s, o in sorted(self.cut.items())},
+            "cmin": rec(self.cmin),
+            "cmax": rec(self.cmax),
+            "chosen": rec(self.chosen),
+            "retained": self.retained,
+            "freed_bytes": self.freed_bytes,
+            "stream_amount": self.stream_amount,
+            "recorded": rec(self.recorded),
+            "records": [dict(r.record.to_dict(), retained=r.retained,
+                             age_ms=self.now_ms - r.record.recording_time_ms) for r in self.records],
+        }
+
+
+def retained_amount(record: RetentionRecord, kind: RetentionKind, tail_size: int, now_ms: int) -> int:
+    if kind is RetentionKind.SIZE:
+        return tail_size - record.recording_size
+    return now_ms - record.recording_time_ms
+
+
+def candidates(
+    retained: Sequence[RetainedRecord], policy: RetentionPolicy
+) -> tuple[RetainedRecord | None, RetainedRecord | None]:
+    """(Cmin, Cmax) in one pass in time order; strict comparisons keep the older record on ties."""
+    cmin: RetainedRecord | None = None
+    cmax: RetainedRecord | None = None
+    for r in retained:
+        if r.retained >= policy.min and (cmin is None or r.retained < cmin.retained):
+            cmin = r
+        if r.retained >= policy.min and (policy.max is None or r.retained <= policy.max) and (
+                cmax is None or r.retained > cmax.retained):
+            cmax = r
+    if policy.max is None:
+        cmax = None  # without a max there is no max candidate (Cmax would only repeat the oldest cut)
+    return cmin, cmax
+
+
+def _fmt(kind: RetentionKind, amount: int) -> str:
+    return format_size(amount) if kind is RetentionKind.SIZE else format_duration(max(amount, 0))
+
+
+def _ranges(segments: Mapping[int, Segment]) -> dict[int, tuple[float, float]]:
+    return {s.id: (s.key_low, s.key_high) for s in segments.values()}
+
+
+def stream_amount(
+    segments: Mapping[int, Segment], head_positions: Mapping[int, int], tail_size: int,
+    records: Sequence[RetentionRecord], kind: RetentionKind, now_ms: int,
+) -> int:
+    """How much the stream holds now, as the rules compare it with min and max. SIZE: exact bytes
+    from the head to the tail. TIME: the age of the oldest record at or after the head, a lower bound
+    on the age of the oldest data (the head's own write time is not recorded); 0 without such record."""
+    if kind is RetentionKind.SIZE:
+        return tail_size - size_between(initial_cut(segments.values()), head_positions, segments)
+    ranges = _ranges(segments)
+    ages = [now_ms - r.recording_time_ms for r in records
+            if compare_cuts(r.positions, head_positions, ranges) in (CutOrder.EQUAL, CutOrder.AFTER)]
+    return max(ages, default=0)
+
+
+def decide(
+    segments: Mapping[int, Segment],
+    head_positions: Mapping[int, int],
+    tail_size: int,
+    records: Iterable[RetentionRecord],
+    policy: RetentionPolicy | None,
+    now_ms: int,
+    *,
+    stream: str = "",
+    recorded: RetentionRecord | None = None,
+) -> RetentionDecision:
+    """The cut to truncate at (or none) and why. `segments` are all segments of the stream (sealed
+    ones with their final length), `tail_size` the absolute size of the current tail, `records` the
+    retention set in recording order (including a tail record this cycle adds)."""
+    ordered = sorted(records, key=lambda r: r.recording_time_ms)
+
+    def result(rule: str, reason: str, **kw: Any) -> RetentionDecision:
+        values: dict[str, Any] = dict(cut=None, cmin=None, cmax=None, retained=None, freed_bytes=0, records=(),
+                                      chosen=None, stream_amount=None)
+        values.update(kw)
+        return RetentionDecision(stream, now_ms, policy, rule, reason, recorded=recorded, **values)
+
+    if policy is None:
+        return result(NO_POLICY, "the stream has no retention policy")
+    kind = policy.kind
+    retained = tuple(RetainedRecord(r, retained_amount(r, kind, tail_size, now_ms)) for r in ordered)
+    if not retained:
+        return result(EMPTY_SET, "the retention set is empty: no cut has been recorded yet")
+    cmin, cmax = candidates(retained, policy)
+    amount = stream_amount(segments, head_positions, tail_size, ordered, kind, now_ms)
+    common: dict[str, Any] = dict(cmin=None if cmin is None else cmin.record,
+                                  cmax=None if cmax is None else cmax.record, records=retained, stream_amount=amount)
+    minimum = _fmt(kind, policy.min)
+    if amount < policy.min:
+        return result(BELOW_MIN, f"the stream holds {_fmt(kind, amount)}, less than the minimum {minimum}", **common)
+    if cmin is None:
+        return result(NO_CMIN, f"no recorded cut keeps at least the minimum {minimum}", **common)
+    if policy.max is None:
+        chosen, rule = cmin, NO_MAX
+        reason = f"no maximum: truncate as far as possible while keeping at least {minimum} (Cmin)"
+    elif amount > policy.max:
+        rule = ABOVE_MAX
+        if cmax is not None:
+            chosen = cmax
+            reason = (f"the stream holds {_fmt(kind, amount)}, more than the maximum {_fmt(kind, policy.max)}: "
+                      f"truncate at the oldest cut keeping between {minimum} and {_fmt(kind, policy.max)} (Cmax)")
+        else:
+            chosen = cmin
+            reason = (f"the stream holds {_fmt(kind, amount)}, more than the maximum {_fmt(kind, policy.max)}, and "
+                      f"no recorded cut keeps between the limits: truncate at Cmin, keeping at least {minimum}")
+    else:
+        chosen, rule = cmin, BETWEEN_LIMITS
+        reason = (f"the stream holds {_fmt(kind, amount)}, between the minimum {minimum} and the maximum "
+                  f"{_fmt(kind, policy.max)}: truncate at the cut closest to the minimum (Cmin)")
+    order = compare_cuts(chosen.record.positions, head_positions, _ranges(segments))
+    if order is not CutOrder.AFTER:
+        where = {CutOrder.EQUAL: "at", CutOrder.BEFORE: "behind", CutOrder.OVERLAPS: "partly behind"}[order]
+        return result(BEHIND_HEAD, f"the chosen cut ({rule}) is {where} the current head: a truncation ahead of "
+                                   "it already happened, so nothing is truncated", chosen=chosen.record, **common)
+    freed = size_between(head_positions, chosen.record.positions, segments)
+    return result(rule, reason, cut=dict(chosen.record.positions), retained=chosen.retained, freed_bytes=freed,
+                  chosen=chosen.record, **common)
+
+
+def prune(
+    records: Iterable[RetentionRecord], truncation_positions: Mapping[int, int],
+    ranges: Mapping[int, tuple[float, float]],
+) -> list[RetentionRecord]:
+    """The records that survive a truncation (reference A5): find the latest record whose cut is at
+    or before the truncation cut and drop it and every record recorded no later than it."""
+    ordered = sorted(records, key=lambda r: r.recording_time_ms)
+    last_at_or_before = None
+    for r in ordered:
+        if compare_cuts(r.positions, truncation_positions, ranges) in (CutOrder.EQUAL, CutOrder.BEFORE):
+            last_at_or_before = r.recording_time_ms
+    if last_at_or_before is None:
+        return ordered
+    return [r for r in ordered if r.recording_time_ms > last_at_or_before]
+
+
+def should_record(records: Iterable[RetentionRecord], now_ms: int, frequency_ms: int) -> bool:
+    """Record the tail cut only if the set is empty or its newest record is older than the
+    frequency, strictly (reference A2: 5 min later no, 30 min + 1 ms yes)."""
+    newest = max((r.recording_time_ms for r in records), default=None)
+    return newest is None or now_ms - newest > frequency_ms
+
+
+__all__ = [
+    "RULES",
+    "RetainedRecord",
+    "RetentionDecision",
+    "RetentionRecord",
+    "candidates",
+    "decide",
+    "prune",
+    "retained_amount",
+    "should_record",
+    "stream_amount",
+]

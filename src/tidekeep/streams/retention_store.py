@@ -1,0 +1,155 @@
+"""Retention cycles on the metadata store (the shell around streams/retention.py).
+
+A cycle: record the tail cut if due (reference A2), decide (pure), truncate through the stream
+controller (so the truncation is audited with the rule and honours legal holds), prune the set
+(reference A5). `preview` runs the same decision without changing anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..errors import InvalidInput, InvalidStreamCut
+from ..store import schema as t
+from ..store.schema_retention import retention_set
+from .controller import StreamController, StreamState
+from .cuts import CutOrder, compare_cuts, initial_cut, size_between
+from .retention import BEHIND_HEAD, RetentionDecision, RetentionRecord, decide, prune, should_record
+
+log = logging.getLogger("tidekeep.retention")
+
+
+def tail_record(state: StreamState, now_ms: int) -> RetentionRecord:
+    """The stream's tail cut as a retention record: its size counts every byte ever written before
+    it, sealed segments included (reference A3)."""
+    tail = state.tail()
+    return RetentionRecord(now_ms, size_between(initial_cut(state.segments.values()), tail, state.segments), tail)
+
+
+def _check_now(now: int | None) -> None:
+    if now is not None and (not isinstance(now, int) or isinstance(now, bool) or now < 0):
+        raise InvalidInput(f"invalid time {now!r}: expected milliseconds since the epoch")
+
+
+class RetentionManager:
+    def __init__(self, controller: StreamController, settings_frequency_ms: int) -> None:
+        self.controller = controller
+        self.frequency_ms = settings_frequency_ms
+
+    # ---- storage -------------------------------------------------------------------------------
+    @staticmethod
+    def _load(conn: Connection, stream_id: int) -> list[RetentionRecord]:
+        rows = conn.execute(sa.select(retention_set).where(retention_set.c.stream_id == stream_id)
+                            .order_by(retention_set.c.recording_time_ms)).all()
+        return [RetentionRecord(r.recording_time_ms, r.recording_size,
+                                {int(k): v for k, v in json.loads(r.positions).items()}) for r in rows]
+
+    def records(self, stream: str) -> list[RetentionRecord]:
+        """The stream's retention set, oldest first."""
+        with self.controller.db.read() as conn:
+            state = self.controller._state(conn, stream)
+            return self._load(conn, state.stream_id)
+
+    @staticmethod
+    def _due(records: list[RetentionRecord], now_ms: int, frequency_ms: int) -> bool:
+        # a record is only ever appended after the newest one (reference A2, addReferenceToStreamCutIfLatest)
+        newest = records[-1].recording_time_ms if records else None
+        return should_record(records, now_ms, frequency_ms) and (newest is None or now_ms > newest)
+
+    # ---- the operations ------------------------------------------------------------------------
+    def preview(self, stream: str, now: int | None = None) -> RetentionDecision:
+        """What a cycle would do at `now` (default: the client's clock). Changes nothing."""
+        _check_now(now)
+        now_ms = self.controller.clock.now_ms() if now is None else now
+        with self.controller.db.read() as conn:
+            state = self.controller._state(conn, stream)
+            records = self._load(conn, state.stream_id)
+        policy = state.info.config.retention
+        recorded = None
+        if policy is not None and self._due(records, now_ms, self.frequency_ms):
+            recorded = tail_record(state, now_ms)
+            records.append(recorded)
+        return self._decide(state, records, now_ms, recorded)
+
+    def run(self, stream: str, now: int | None = None, actor: str | None = None) -> RetentionDecision:
+        """One retention cycle at `now` (default: the client's clock)."""
+        _check_now(now)
+        now_ms = self.controller.clock.now_ms() if now is None else now
+        with self.controller.db.write() as conn:
+            # the stream row lock serialises cycles of one stream (and orders them with truncations)
+            state = self.controller._state(conn, stream, lock=True)
+            policy = state.info.config.retention
+            records = self._load(conn, state.stream_id)
+            recorded = None
+            if policy is not None and self._due(records, now_ms, self.frequency_ms):
+                recorded = tail_record(state, now_ms)
+                conn.execute(sa.insert(retention_set).values(
+                    stream_id=state.stream_id, recording_time_ms=recorded.recording_time_ms,
+                    recording_size=recorded.recording_size, positions=_positions_json(recorded.positions)))
+                records.append(recorded)
+        decision = self._decide(state, records, now_ms, recorded)
+        if decision.cut is not None:
+            try:
+                self.controller.truncate(stream, state.cut(decision.cut),
+                                         reason=f"retention {decision.rule}: {decision.reason}", actor=actor)
+            except InvalidStreamCut:
+                # the head moved past the chosen cut since we read it (a concurrent manual truncation):
+                # that truncation wins; decide again against the new head, which reports it
+                state = self.controller.state(stream)
+                decision = self._decide(state, records, now_ms, recorded)
+                if decision.cut is not None:
+                    raise
+            else:
+                log.info("retention truncated %s: rule %s, %d bytes freed (%s)", stream, decision.rule,
+                         decision.freed_bytes, decision.reason)
+        if decision.chosen is not None:
+            head_order = compare_cuts(decision.chosen.positions, state.head, state.ranges())
+            if decision.cut is not None or (decision.rule == BEHIND_HEAD and head_order in
+                                            (CutOrder.BEFORE, CutOrder.EQUAL)):
+                # after a truncation at (or a head already past) the chosen cut, every record at or before
+                # it can never be chosen again (reference A5)
+                self._prune(stream, state, decision.chosen.positions)
+        return decision
+
+    def _prune(self, stream: str, state: StreamState, positions: dict[int, int]) -> None:
+        with self.controller.db.write() as conn:
+            current = self.controller._state(conn, stream, lock=True)
+            if current.info.uid != state.info.uid:
+                return  # re-created meanwhile: the new stream has its own set
+            records = self._load(conn, current.stream_id)
+            keep = {r.recording_time_ms for r in prune(records, positions, current.ranges())}
+            doomed = [r.recording_time_ms for r in records if r.recording_time_ms not in keep]
+            if doomed:
+                conn.execute(sa.delete(retention_set).where(retention_set.c.stream_id == current.stream_id,
+                                                            retention_set.c.recording_time_ms.in_(doomed)))
+
+    def _decide(self, state: StreamState, records: list[RetentionRecord], now_ms: int,
+                recorded: RetentionRecord | None) -> RetentionDecision:
+        tail_size = size_between(initial_cut(state.segments.values()), state.tail(), state.segments)
+        return decide(state.segments, state.head, tail_size, records, state.info.config.retention, now_ms,
+                      stream=state.name, recorded=recorded)
+
+    def history(self, stream: str, limit: int = 50) -> list[dict[str, Any]]:
+        """Past truncations of the stream (retention and manual), newest first, from the audit table."""
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidInput(f"invalid limit {limit!r}: must be an integer >= 1")
+        self.controller.state(stream)  # NotFound for an unknown stream
+        with self.controller.db.read() as conn:
+            rows = conn.execute(sa.select(t.audit).where(t.audit.c.target == stream, t.audit.c.action == "truncate")
+                                .order_by(t.audit.c.id.desc()).limit(limit)).all()
+        return [dict(r._mapping) for r in rows]
+
+    def streams_with_policy(self) -> list[str]:
+        return [s.name for s in self.controller.list_streams() if s.config.retention is not None]
+
+
+def _positions_json(positions: dict[int, int]) -> str:
+    return json.dumps({str(k): v for k, v in sorted(positions.items())})
+
+
+__all__ = ["RetentionManager", "tail_record"]
