@@ -1,0 +1,259 @@
+"""Scheduling of the controller service: pure decisions, then a thin loop that applies them.
+
+Pure (values in, values out): which owned streams are due (runs spaced by the frequency from the
+END of the previous run), the retry backoff after a failure (exponential, capped), each process's
+fair share of the streams and which stream leases to take or give back.
+The loop (`RetentionService.run_pass`) loads leases, calls these and does the work; the retention
+cycle and the sweep are injected callables, so the loop is tested without the retention API.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..clock import Clock
+from .leases import LeaseStore
+
+log = logging.getLogger("tidekeep.service")
+
+RETENTION_PREFIX = "retention:"
+MEMBER_PREFIX = "member:"
+SWEEP_RESOURCE = "sweep"
+
+
+# ---- pure core ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StreamTrack:
+    """What this process knows about one stream's runs."""
+
+    last_end_ms: int | None = None  # when the last run (ok or skipped) ended
+    failures: int = 0  # consecutive failed runs
+    retry_at_ms: int | None = None  # when a failed run may be retried
+
+
+def is_due(last_end_ms: int | None, now_ms: int, frequency_ms: int) -> bool:
+    """A stream never run is due; otherwise once `frequency_ms` has passed since its last run ENDED."""
+    return last_end_ms is None or now_ms >= last_end_ms + frequency_ms
+
+
+def backoff_ms(failures: int, base_ms: int, cap_ms: int) -> int:
+    """The wait before retry number `failures` (1, 2, ...): base, 2·base, 4·base, ... at most cap."""
+    if failures < 1:
+        raise ValueError("backoff is for one or more failures")
+    # exponent bounded so the power never grows huge; beyond it the cap applies anyway
+    return min(cap_ms, base_ms * 2 ** min(failures - 1, 62))
+
+
+def due_at(track: StreamTrack, shared_last_end_ms: int | None, frequency_ms: int) -> int:
+    """When the stream is next due: a failed stream at its retry time, otherwise `frequency_ms`
+    after the later of the last ends this process and the lease row know of (0: now)."""
+    if track.failures > 0 and track.retry_at_ms is not None:
+        return track.retry_at_ms
+    ends = [e for e in (track.last_end_ms, shared_last_end_ms) if e is not None]
+    return max(ends) + frequency_ms if ends else 0
+
+
+def due_streams(owned: Iterable[str], tracks: Mapping[str, StreamTrack], shared_ends: Mapping[str, int | None],
+                now_ms: int, frequency_ms: int) -> list[str]:
+    """The owned streams due now, most overdue first (ties by name)."""
+    times = {s: due_at(tracks.get(s, StreamTrack()), shared_ends.get(s), frequency_ms) for s in owned}
+    return sorted((s for s, at in times.items() if at <= now_ms), key=lambda s: (times[s], s))
+
+
+def after_success(track: StreamTrack, ended_ms: int) -> StreamTrack:
+    return StreamTrack(last_end_ms=ended_ms)
+
+
+def after_failure(track: StreamTrack, ended_ms: int, base_ms: int, cap_ms: int) -> StreamTrack:
+    failures = track.failures + 1
+    return replace(track, failures=failures, retry_at_ms=ended_ms + backoff_ms(failures, base_ms, cap_ms))
+
+
+def fair_share(stream_count: int, member_count: int) -> int:
+    """How many streams one of `member_count` live processes may hold: ceil(streams / members)."""
+    return math.ceil(stream_count / max(1, member_count))
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    acquire: list[str] = field(default_factory=list)  # free streams to try, in order
+    release: list[str] = field(default_factory=list)  # held streams beyond our share (or gone)
+
+
+def plan_claims(streams: Sequence[str], mine: Iterable[str], others: Iterable[str], member_count: int) -> ClaimPlan:
+    """Keep up to our fair share of the streams we hold, give back the rest (and streams that no
+    longer have a policy), and try free streams until the share is full."""
+    wanted = set(streams)
+    mine_set, others_set = set(mine), set(others)
+    share = fair_share(len(wanted), member_count)
+    keep = sorted(mine_set & wanted)[:share]
+    release = sorted(mine_set - set(keep))
+    free = [s for s in sorted(wanted) if s not in mine_set and s not in others_set]
+    return ClaimPlan(acquire=free[:max(0, share - len(keep))], release=release)
+
+
+def stream_resource(stream: str) -> str:
+    return RETENTION_PREFIX + stream
+
+
+# ---- the loop ----------------------------------------------------------------------------------
+CycleFn = Callable[[str], Any]  # runs one retention cycle of a stream; returns its decision
+SweepFn = Callable[[], Any]
+
+
+@dataclass
+class PassReport:
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    swept: bool = False
+
+
+class RetentionService:
+    """One process of the controller service. `run_pass` does one scheduling pass; `renew` (called
+    from a heartbeat thread by the server) keeps every lease this process holds alive."""
+
+    def __init__(self, leases: LeaseStore, clock: Clock, owner: str, *, streams: Callable[[], list[str]],
+                 cycle: CycleFn, sweep: SweepFn, frequency_ms: int, ttl_ms: int, sweep_every_ms: int,
+                 retry_base_ms: int = 1_000, skip_errors: tuple[type[BaseException], ...] = (),
+                 describe: Callable[[str, Any], str] | None = None) -> None:
+        self.leases = leases
+        self.clock = clock
+        self.owner = owner
+        self.list_streams = streams
+        self.cycle = cycle
+        self.sweep = sweep
+        self.frequency_ms = frequency_ms
+        self.ttl_ms = ttl_ms
+        self.sweep_every_ms = sweep_every_ms
+        self.retry_base_ms = retry_base_ms
+        self.retry_cap_ms = max(retry_base_ms, frequency_ms)  # never retry less often than a normal run
+        self.skip_errors = skip_errors
+        self.describe = describe or (lambda stream, decision: f"ran {stream}: {decision!r}")
+        self.tracks: dict[str, StreamTrack] = {}
+        self.held: dict[str, int] = {}  # resource → lease version we hold
+        self._held_lock = threading.Lock()
+        self.stop = threading.Event()
+
+    # leases -------------------------------------------------------------------------------------
+    def _take(self, resource: str) -> bool:
+        decision = self.leases.acquire(resource, self.owner, self.ttl_ms)
+        with self._held_lock:
+            if decision.granted:
+                if resource not in self.held:
+                    log.info("lease taken: %s (version %d)", resource, decision.lease.version)
+                self.held[resource] = decision.lease.version
+            elif self.held.pop(resource, None) is not None:
+                log.warning("lease lost: %s is now held by %s", resource, decision.lease.owner)
+        return decision.granted
+
+    def _give_back(self, resource: str) -> None:
+        with self._held_lock:
+            self.held.pop(resource, None)
+        if self.leases.release(resource, self.owner):
+            log.info("lease released: %s", resource)
+
+    def renew(self) -> None:
+        """Renew every held lease (heartbeat); a lease someone else took is dropped, logged."""
+        with self._held_lock:
+            resources = sorted(self.held)
+        for resource in resources:
+            self._take(resource)
+
+    def release_all(self) -> list[str]:
+        with self._held_lock:
+            self.held.clear()
+        released = self.leases.release_all(self.owner)
+        for resource in released:
+            log.info("lease released: %s", resource)
+        return released
+
+    def holds(self, resource: str) -> bool:
+        with self._held_lock:
+            return resource in self.held
+
+    # one pass -----------------------------------------------------------------------------------
+    def run_pass(self) -> PassReport:
+        report = PassReport()
+        self._take(MEMBER_PREFIX + self.owner)
+        now = self.clock.now_ms()
+        rows = self.leases.list()
+        members = sum(1 for r in rows if r.resource.startswith(MEMBER_PREFIX) and r.held_at(now))
+        streams = self.list_streams()
+        mine = [r.resource[len(RETENTION_PREFIX):] for r in rows
+                if r.resource.startswith(RETENTION_PREFIX) and r.owner == self.owner]
+        others = [r.resource[len(RETENTION_PREFIX):] for r in rows
+                  if r.resource.startswith(RETENTION_PREFIX) and r.owner not in (None, self.owner) and r.held_at(now)]
+        plan = plan_claims(streams, mine, others, members)
+        for stream in plan.release:
+            self._give_back(stream_resource(stream))
+        owned = [s for s in sorted(set(mine) - set(plan.release)) if self._take(stream_resource(s))]
+        owned += [s for s in plan.acquire if self._take(stream_resource(s))]
+        shared_ends = {r.resource[len(RETENTION_PREFIX):]: r.work_done_ms for r in rows
+                       if r.resource.startswith(RETENTION_PREFIX)}
+        for stream in due_streams(owned, self.tracks, shared_ends, self.clock.now_ms(), self.frequency_ms):
+            if self.stop.is_set():
+                break  # shutting down: the stream in hand is finished, no new one is started
+            self._run_stream(stream, report)
+        if not self.stop.is_set():
+            report.swept = self._maybe_sweep()
+        return report
+
+    def _run_stream(self, stream: str, report: PassReport) -> None:
+        resource = stream_resource(stream)
+        if not self._take(resource):  # renewed just before the work: the TTL counts from here
+            return
+        track = self.tracks.get(stream, StreamTrack())
+        try:
+            decision = self.cycle(stream)
+        except self.skip_errors as exc:
+            log.info("skipped %s: %s (%s)", stream, exc, type(exc).__name__)
+            self.tracks[stream] = after_success(track, self.clock.now_ms())
+            report.skipped.append(stream)
+        except Exception as exc:  # any failure is retried with backoff; the service keeps going
+            self.tracks[stream] = after_failure(track, self.clock.now_ms(), self.retry_base_ms, self.retry_cap_ms)
+            wait = self.tracks[stream].retry_at_ms - self.clock.now_ms()  # type: ignore[operator]
+            log.warning("failed %s (attempt %d, retry in %d ms): %s: %s", stream, self.tracks[stream].failures,
+                        wait, type(exc).__name__, exc)
+            report.failed.append(stream)
+            return
+        else:
+            self.tracks[stream] = after_success(track, self.clock.now_ms())
+            log.info("%s", self.describe(stream, decision))
+            report.ran.append(stream)
+        with self._held_lock:
+            version = self.held.get(resource)
+        if version is not None:
+            self.leases.record_work_done(resource, self.owner, version, self.tracks[stream].last_end_ms or 0)
+
+    def _sweep_due(self) -> bool:
+        row = self.leases.get(SWEEP_RESOURCE)
+        done = None if row is None else row.work_done_ms
+        return is_due(done, self.clock.now_ms(), self.sweep_every_ms)
+
+    def _maybe_sweep(self) -> bool:
+        if not self._sweep_due():
+            return False
+        if not self._take(SWEEP_RESOURCE):
+            log.debug("sweep: another process holds the sweep lease")
+            return False
+        try:
+            if not self._sweep_due():  # another process swept between our look and our lease
+                return False
+            result = self.sweep()
+            log.info("sweep: %s", result)
+            with self._held_lock:
+                version = self.held.get(SWEEP_RESOURCE)
+            if version is not None:
+                self.leases.record_work_done(SWEEP_RESOURCE, self.owner, version, self.clock.now_ms())
+            return True
+        except Exception as exc:  # the sweep is retried at its next interval
+            log.warning("sweep failed: %s: %s", type(exc).__name__, exc)
+            return False
+        finally:
+            self._give_back(SWEEP_RESOURCE)
