@@ -1,0 +1,245 @@
+"""Retention cycles end to end on SQLite and PostgreSQL with an injected clock: size and time
+policies over simulated hours, the retention set across a scale (reference A3), preview vs run,
+manual truncation winning, policy removal, history, bad input."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import tidekeep as tk
+from tidekeep.streams.cuts import CutOrder, compare_cuts
+from tidekeep.streams.model import routing_key_position, segment_id
+from tidekeep.streams.retention import BEHIND_HEAD, BELOW_MIN, NO_POLICY, RetentionDecision
+
+STREAM = "ret/s"
+MINUTE = 60_000
+
+
+@pytest.fixture
+def rclient(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tk.Client]:
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
+                   settings={"writer.linger": 0, "retention.frequency": "10m"})
+    yield c
+    c.close()
+
+
+def key_in(low: float, high: float) -> str:
+    return next(k for k in (f"k{i}" for i in itertools.count()) if low <= routing_key_position(k) < high)
+
+
+def write(client: tk.Client, count: int, payload_size: int, writer: str = "w") -> None:
+    w = client.writer(STREAM, writer)
+    w.write_many([b"x" * payload_size] * count, [f"key{i % 7}" for i in range(count)])
+    w.close()
+
+
+def size_now(client: tk.Client) -> int:
+    return client.describe_stream(STREAM)["size_bytes"]
+
+
+def set_allows(client: tk.Client, decision: RetentionDecision, head_before: tk.StreamCut, low: int, high: int) -> bool:
+    """Some recorded cut ahead of the head keeps an amount within [min, max]."""
+    ranges = client.stream_state(STREAM).ranges()
+    return any(low <= r.retained <= high
+               and compare_cuts(r.record.positions, head_before.positions, ranges) is CutOrder.AFTER
+               for r in decision.records)
+
+
+def test_size_policy_keeps_the_stream_within_limits_over_simulated_hours(rclient: tk.Client,
+                                                                         clock: tk.ManualClock) -> None:
+    low, high = 3_000, 7_000
+    rclient.create_stream(STREAM, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(low, high)))
+    truncations = within_checked = 0
+    for cycle in range(24):  # four simulated hours, a cycle every 11 minutes
+        write(rclient, 10 + (cycle * 7) % 25, 92)  # 100-byte events, an uneven rate
+        clock.advance(11 * MINUTE)
+        before, head_before = size_now(rclient), rclient.head_cut(STREAM)
+        decision = rclient.retention.run(STREAM)
+        after = size_now(rclient)
+        assert decision.recorded is not None  # 11 min > 10 min frequency: the tail is recorded every cycle
+        if decision.cut is None:
+            assert after == before  # nothing truncated
+        else:
+            truncations += 1
+            assert after == decision.retained == before - decision.freed_bytes
+            assert after >= low  # never below min
+        if set_allows(rclient, decision, head_before, low, high):
+            within_checked += 1
+            assert low <= after <= high, (cycle, decision.rule, after)
+    assert truncations >= 5 and within_checked >= 15
+    assert low <= size_now(rclient) <= high
+    history = rclient.retention.history(STREAM)
+    assert len(history) == truncations and all(h["reason"].startswith("retention ") for h in history)
+
+
+def test_time_policy_never_deletes_data_younger_than_min(rclient: tk.Client, clock: tk.ManualClock) -> None:
+    low, high = 40 * MINUTE, 90 * MINUTE
+    rclient.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_time("40m", "90m")))
+    written: list[int] = []  # commit time of every write batch
+    recorded_at: dict[tuple[tuple[int, int], ...], int] = {}
+    truncations = within_checked = 0
+    for _cycle in range(30):  # five and a half simulated hours
+        clock.advance(11 * MINUTE)
+        write(rclient, 5, 50)
+        written.append(clock.now_ms())
+        head_before = rclient.head_cut(STREAM)
+        decision = rclient.retention.run(STREAM)
+        for r in decision.records:
+            recorded_at[tuple(r.record.positions.items())] = r.record.recording_time_ms
+        now = clock.now_ms()
+        remaining = {e.commit_time_ms for e in rclient.read(STREAM)}
+        # data-level check, independent of the decision: every batch younger than min is still there
+        assert {t for t in written if now - t < low} <= remaining
+        if decision.cut is not None:
+            truncations += 1
+            head = tuple(rclient.head_cut(STREAM).positions.items())
+            retained = now - recorded_at[head]
+            assert retained == decision.retained and retained >= low
+            if set_allows(rclient, decision, head_before, low, high):
+                within_checked += 1
+                assert retained <= high
+            # nothing older than the retained window is left right after the head
+            assert min(remaining) > recorded_at[head]
+    assert truncations >= 10 and within_checked >= 10
+
+
+def test_retention_set_sizes_count_sealed_segments_across_a_scale(rclient: tk.Client, clock: tk.ManualClock) -> None:
+    # reference A3: segments 0 and 1 sealed at 70 bytes each, then the cut {2:29, 3:30} has size 199
+    rclient.create_stream(STREAM, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(1_000)))
+    low_key, high_key = key_in(0.0, 0.5), key_in(0.5, 1.0)
+    w = rclient.writer(STREAM, "w")
+    for _ in range(2):  # 2 events of 8 + 27 bytes = 70 bytes per segment
+        w.write(b"a" * 27, low_key)
+        w.write(b"b" * 27, high_key)
+    w.close()
+    rclient.scale(STREAM, ["0.0", "0.1"], [(0.0, 0.5), (0.5, 1.0)])
+    w = rclient.writer(STREAM, "w2")
+    w.write(b"c" * 21, low_key)  # 29 bytes in segment 1.2
+    w.write(b"d" * 22, high_key)  # 30 bytes in segment 1.3
+    w.close()
+    clock.advance(MINUTE)
+    decision = rclient.retention.run(STREAM)
+    assert decision.recorded is not None
+    assert decision.recorded.positions == {segment_id(1, 2): 29, segment_id(1, 3): 30}
+    assert decision.recorded.recording_size == 199
+    assert [(r.recording_size, r.positions) for r in rclient.retention.records(STREAM)] == [
+        (199, {segment_id(1, 2): 29, segment_id(1, 3): 30})]
+
+
+def test_sizes_stay_absolute_after_truncation_and_pruning(rclient: tk.Client, clock: tk.ManualClock) -> None:
+    rclient.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(150)))
+    sizes = []
+    for _ in range(4):
+        write(rclient, 10, 2)  # 10 events of 10 bytes
+        clock.advance(11 * MINUTE)
+        sizes.append(rclient.retention.run(STREAM))
+    # records at 100, 200, 300, 400: absolute positions even after the head moved
+    assert [d.recorded.recording_size for d in sizes if d.recorded] == [100, 200, 300, 400]
+    # the last cycle truncated at the size-200 cut (Cmin: retains 200 >= 150) and pruned it and older
+    assert sizes[-1].cut is not None and sizes[-1].retained == 200
+    assert [r.recording_size for r in rclient.retention.records(STREAM)] == [300, 400]
+    assert rclient.describe_stream(STREAM)["truncated_bytes"] == 200
+
+
+def test_cadence_records_only_after_the_frequency(rclient: tk.Client, clock: tk.ManualClock) -> None:
+    rclient.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(10)))
+    write(rclient, 2, 2)
+    assert rclient.retention.run(STREAM).recorded is not None
+    clock.advance(5 * MINUTE)
+    assert rclient.retention.run(STREAM).recorded is None  # 5 min later: not recorded
+    clock.advance(5 * MINUTE)
+    assert rclient.retention.run(STREAM).recorded is None  # exactly the frequency: not recorded
+    clock.advance(1)
+    assert rclient.retention.run(STREAM).recorded is not None  # frequency + 1 ms: recorded
+    assert len(rclient.retention.records(STREAM)) == 2
+
+
+def test_preview_changes_nothing_and_matches_the_following_run(rclient: tk.Client, clock: tk.ManualClock) -> None:
+    rclient.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(100, 250)))
+    for _ in range(4):
+        write(rclient, 10, 2)
+        clock.advance(11 * MINUTE)
+        rclient.retention.run(STREAM)
+    write(rclient, 10, 2)
+    clock.advance(11 * MINUTE)
+    records_before, head_before = rclient.retention.records(STREAM), rclient.head_cut(STREAM)
+    preview = rclient.retention.preview(STREAM)
+    assert preview.recorded is not None and preview.cut is not None  # would record the tail, then truncate
+    assert rclient.retention.records(STREAM) == records_before and rclient.head_cut(STREAM) == head_before
+    run = rclient.retention.run(STREAM)
+    assert (run.rule, run.cut, run.freed_bytes, run.retained) == (
+        preview.rule, preview.cut, preview.freed_bytes, preview.retained)
+    assert rclient.head_cut(STREAM).positions == run.cut
+
+
+def test_preview_at_a_later_time(rclient: tk.Client, clock: tk.ManualClock) -> None:
+    rclient.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_time("1h")))
+    write(rclient, 3, 2)
+    clock.advance(MINUTE)
+    rclient.retention.run(STREAM)  # records the tail at t1
+    write(rclient, 3, 2)
+    assert rclient.retention.preview(STREAM).cut is None  # too young
+    later = rclient.retention.preview(STREAM, now=clock.now_ms() + 2 * 60 * MINUTE)
+    assert later.cut is not None and later.freed_bytes == 30 and later.recorded is not None
+    assert rclient.head_cut(STREAM).positions == {segment_id(0, 0): 0}
+
+
+def test_a_manual_truncation_ahead_of_the_chosen_cut_wins(rclient: tk.Client, clock: tk.ManualClock) -> None:
+    rclient.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(100)))
+    for _ in range(3):  # records at sizes 100, 200, 300; cycles truncate at 100, then 200
+        write(rclient, 10, 2)
+        clock.advance(11 * MINUTE)
+        rclient.retention.run(STREAM)
+    write(rclient, 20, 2)
+    clock.advance(11 * MINUTE)
+    seg = segment_id(0, 0)
+    preview = rclient.retention.preview(STREAM)  # would record 500 and truncate at the size-300 cut
+    assert preview.cut == {seg: 300}
+    rclient.truncate(STREAM, tk.StreamCut(STREAM, {seg: 330}, {seg: (0.0, 1.0)}))  # ahead of it, 170 B left
+    decision = rclient.retention.run(STREAM)
+    assert decision.rule == BEHIND_HEAD and decision.cut is None and decision.freed_bytes == 0
+    assert rclient.head_cut(STREAM).positions == {seg: 330}  # the manual truncation stands
+    assert rclient.retention.history(STREAM)[0]["reason"] == "manual truncation"
+    # the discarded cut (and anything older) can never be chosen again: pruned
+    assert [r.recording_size for r in rclient.retention.records(STREAM)] == [500]
+
+
+def test_removing_the_policy_stops_retention(rclient: tk.Client, clock: tk.ManualClock) -> None:
+    rclient.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(10)))
+    assert rclient.describe_stream(STREAM)["retention"] == "by size: keep at least 10 B (no maximum)"
+    assert rclient.retention.streams_with_policy() == [STREAM]
+    assert rclient.retention.run(STREAM).rule == BELOW_MIN  # the first cycle records the (empty) tail
+    rclient.update_stream(STREAM, tk.StreamConfig())
+    write(rclient, 10, 2)
+    clock.advance(11 * MINUTE)
+    decision = rclient.retention.run(STREAM)
+    assert decision.rule == NO_POLICY and decision.cut is None and decision.recorded is None
+    assert rclient.retention.streams_with_policy() == []
+    assert rclient.describe_stream(STREAM)["retention"] is None
+    assert rclient.head_cut(STREAM).positions == {segment_id(0, 0): 0}
+
+
+def test_bad_input_is_a_typed_error_and_changes_nothing(rclient: tk.Client) -> None:
+    rclient.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(10)))
+    with pytest.raises(tk.InvalidInput, match="max 5 is less than min 10"):
+        tk.RetentionPolicy.by_size(10, 5)
+    with pytest.raises(tk.InvalidInput, match="greater than zero"):
+        tk.RetentionPolicy.by_time(0)
+    with pytest.raises(tk.InvalidInput):
+        tk.RetentionPolicy.by_size(-5)
+    with pytest.raises(tk.InvalidInput, match="unit"):
+        tk.RetentionPolicy.by_size("10 parsecs")
+    with pytest.raises(tk.NotFound, match="does not exist"):
+        rclient.update_stream("ret/nope", tk.StreamConfig(retention=tk.RetentionPolicy.by_size(10)))
+    with pytest.raises(tk.NotFound):
+        rclient.retention.run("ret/nope")
+    with pytest.raises(tk.InvalidInput, match="invalid time"):
+        rclient.retention.preview(STREAM, now=-1)
+    with pytest.raises(tk.InvalidInput, match="invalid limit"):
+        rclient.retention.history(STREAM, limit=0)
+    assert rclient.retention.records(STREAM) == []
+    assert rclient.describe_stream(STREAM)["retention"] == "by size: keep at least 10 B (no maximum)"
