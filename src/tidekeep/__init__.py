@@ -10,6 +10,7 @@ from .errors import (
     ConflictError,
     CorruptChunk,
     EventTooLarge,
+    HoldActive,
     InvalidInput,
     InvalidName,
     InvalidStreamCut,
@@ -20,6 +21,7 @@ from .errors import (
     TransactionExpired,
     TruncatedData,
 )
+from .holds import Hold, HoldStore
 from .streams.config import RetentionKind, RetentionPolicy, StreamConfig
 from .streams.cuts import CutOrder, StreamCut
 from .streams.reader import Event
@@ -41,6 +43,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AlreadyExists", "Checkpoint", "CheckpointTimeout", "ChunkError", "ChunkMissing", "Client", "Clock",
     "ConfigError", "ConflictError", "CorruptChunk", "CutOrder", "Event", "EventRead", "EventTooLarge",
+    "Hold", "HoldActive", "HoldStore",
     "InvalidInput", "InvalidName", "InvalidStreamCut", "ManualClock", "NotFound", "Position", "ReaderGroup",
     "ReaderGroupConfig", "RetentionKind", "RetentionPolicy", "RetentionType", "StreamConfig", "StreamCut",
     "StreamSealed", "SystemClock", "TidekeepError", "TooManyCheckpoints", "Transaction", "TransactionClosed",

@@ -12,6 +12,7 @@ import pyarrow as pa
 from .clock import SYSTEM_CLOCK, Clock
 from .config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT, Settings, load_settings
 from .errors import InvalidInput
+from .holds import HoldStore
 from .store.chunks import ChunkStorage
 from .store.database import Database
 from .streams.config import StreamConfig
@@ -57,6 +58,7 @@ class Client:
         self.storage = ChunkStorage(settings.storage_uri)
         self.streams = StreamController(self.db, self.storage, clock)
         self.transactions = TransactionStore(self.streams)
+        self.holds = HoldStore(self.streams)  # legal holds: add/list/remove/active_for
         # size/time retention cycles: preview/run/history (streams/retention_store.py)
         self.retention = RetentionManager(self.streams, settings["retention.frequency"])
 

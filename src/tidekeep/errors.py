@@ -90,3 +90,14 @@ class TransactionClosed(InvalidInput):
 
 class TransactionExpired(TransactionClosed):
     """The transaction's lease ran out before it was committed; its staged events are discarded."""
+
+
+class HoldActive(TidekeepError):
+    """A legal hold protects the target: its data may not be deleted until the hold is removed."""
+
+    exit_code = 10
+
+    def __init__(self, message: str, hold_id: int, reason: str) -> None:
+        super().__init__(message)
+        self.hold_id = hold_id
+        self.reason = reason

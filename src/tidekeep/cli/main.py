@@ -16,7 +16,7 @@ import sqlalchemy as sa
 import typer
 
 from ..errors import TidekeepError
-from . import admin, audit, rg, stream_data, streams, txn
+from . import admin, audit, holds, rg, stream_data, streams, txn
 from .context import GlobalOptions, parse_set_options
 
 app = typer.Typer(
@@ -33,6 +33,7 @@ audit_app = typer.Typer(help="The audit trail: every deletion, why, how much, by
 db_app = typer.Typer(help="The metadata database.", no_args_is_help=True)
 txn_app = typer.Typer(help="Transactions of transactional writers.", no_args_is_help=True)
 rg_app = typer.Typer(help="Reader groups: shared reading, positions and checkpoints.", no_args_is_help=True)
+hold_app = typer.Typer(help="Legal holds: a held stream is never truncated.", no_args_is_help=True)
 
 streams.register(stream_app)
 stream_data.register(stream_app)
@@ -40,11 +41,13 @@ audit.register(audit_app)
 admin.register(app, db_app)
 txn.register(txn_app)
 rg.register(rg_app)
+holds.register(hold_app)
 app.add_typer(stream_app, name="stream")
 app.add_typer(audit_app, name="audit")
 app.add_typer(db_app, name="db")
 app.add_typer(txn_app, name="txn")
 app.add_typer(rg_app, name="rg")
+app.add_typer(hold_app, name="hold")
 
 
 @app.callback()

@@ -25,6 +25,7 @@ from ..errors import (
     AlreadyExists,
     ChunkMissing,
     ConflictError,
+    HoldActive,
     InvalidInput,
     InvalidStreamCut,
     NotFound,
@@ -32,6 +33,7 @@ from ..errors import (
     TruncatedData,
 )
 from ..faults import fault_error, fault_point
+from ..holds import holds_on
 from ..names import check_name, split_stream_name
 from ..store import schema as t
 from ..store.chunks import ChunkRef, ChunkStorage
@@ -403,6 +405,10 @@ class StreamController:
                 raise InvalidStreamCut(f"stream {name!r} was re-created while the cut was being checked")
             if state.info.state == SEALED:
                 raise StreamSealed(f"stream {name!r} is sealed; a sealed stream cannot be truncated")
+            held = holds_on(conn, "stream", state.info.name)  # under the row lock HoldStore.add also takes
+            if held:
+                raise HoldActive(f"stream {state.info.name} is under legal hold {held[0].id} ({held[0].reason}); "
+                                 f"it cannot be truncated until the hold is removed", held[0].id, held[0].reason)
             order = compare_cuts(state.head, positions, state.ranges())
             if order is CutOrder.AFTER:
                 raise InvalidStreamCut(f"cannot truncate {name} at {state.cut(positions)}: it is behind the head "

@@ -1,0 +1,125 @@
+"""Legal holds: while a target is held, nothing deletes its data.
+
+A hold names its target by kind and target. Today the only kind is "stream" (target "scope/stream"):
+a held stream is never truncated, manually or by retention, because StreamController.truncate looks
+the holds up inside its own write transaction (`holds_on`) and refuses with HoldActive. Catalog
+records and archives will be further kinds of the same table.
+
+Adding and removing a hold is audited (actions "hold_add" and "hold_remove"); the audit row's target
+is the held target, so `tidekeep audit list --stream S` shows a stream's holds next to its truncations.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .errors import InvalidInput, NotFound
+from .names import split_stream_name
+from .store.schema_holds import holds as holds_table
+
+if TYPE_CHECKING:
+    from .streams.controller import StreamController
+
+HOLD_KINDS: tuple[str, ...] = ("stream",)
+
+
+@dataclass(frozen=True)
+class Hold:
+    id: int
+    kind: str
+    target: str
+    reason: str
+    created_ms: int
+    created_by: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_kind(kind: object) -> str:
+    if kind not in HOLD_KINDS:
+        raise InvalidInput(f"unknown hold kind {kind!r}: expected one of {', '.join(HOLD_KINDS)}")
+    return str(kind)
+
+
+def check_reason(reason: object) -> str:
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInput("a hold needs a reason: got an empty one")
+    return " ".join(reason.split())  # one line: it is shown in errors and audit listings
+
+
+def check_hold_id(hold_id: object) -> int:
+    if isinstance(hold_id, bool) or not isinstance(hold_id, int) or hold_id < 1:
+        raise InvalidInput(f"invalid hold id {hold_id!r}: expected a positive integer")
+    return hold_id
+
+
+def _hold(row: Any) -> Hold:
+    return Hold(row.id, row.kind, row.target, row.reason, row.created_ms, row.created_by)
+
+
+def holds_on(conn: Connection, kind: str, target: str) -> list[Hold]:
+    """The active holds on one target, oldest first, read on the caller's connection so a caller
+    inside a write transaction sees exactly what its transaction sees."""
+    rows = conn.execute(sa.select(holds_table).where(
+        holds_table.c.kind == kind, holds_table.c.target == target).order_by(holds_table.c.id))
+    return [_hold(r) for r in rows]
+
+
+class HoldStore:
+    """Add, list and remove holds. Writes share the stream controller's database, clock, actor and audit."""
+
+    def __init__(self, streams: StreamController) -> None:
+        self.streams = streams
+
+    def add(self, kind: str, target: str, reason: str) -> int:
+        """Hold `target`; returns the new hold's id. The target must exist."""
+        kind = check_kind(kind)
+        reason = check_reason(reason)
+        split_stream_name(target)  # the only kind today is "stream"
+        with self.streams.db.write() as conn:
+            # lock the stream row as truncate does, so a hold and a truncation of one stream serialise
+            row = self.streams._stream_row(conn, target, lock=True)
+            name = f"{row.scope}/{row.name}"
+            hold_id = conn.execute(sa.insert(holds_table).values(
+                kind=kind, target=name, reason=reason, created_ms=self.streams.clock.now_ms(),
+                created_by=self.streams.actor)).inserted_primary_key[0]
+            self.streams._audit(conn, "hold_add", name, None, None, 0, reason, {"hold": hold_id, "kind": kind})
+        return int(hold_id)
+
+    def list(self, kind: str | None = None, target: str | None = None) -> builtins.list[Hold]:
+        """Active holds, oldest first, optionally of one kind and/or on one target."""
+        query = sa.select(holds_table).order_by(holds_table.c.id)
+        if kind is not None:
+            query = query.where(holds_table.c.kind == check_kind(kind))
+        if target is not None:
+            query = query.where(holds_table.c.target == target)
+        with self.streams.db.read() as conn:
+            return [_hold(r) for r in conn.execute(query)]
+
+    def active_for(self, kind: str, target: str) -> builtins.list[Hold]:
+        """The holds that currently protect `target` (empty when it may be deleted)."""
+        kind = check_kind(kind)
+        with self.streams.db.read() as conn:
+            return holds_on(conn, kind, target)
+
+    def remove(self, hold_id: int) -> Hold:
+        """Release a hold; returns it as it was."""
+        hold_id = check_hold_id(hold_id)
+        with self.streams.db.write() as conn:
+            row = conn.execute(sa.select(holds_table).where(holds_table.c.id == hold_id)).one_or_none()
+            if row is None:
+                raise NotFound(f"hold {hold_id} does not exist")
+            hold = _hold(row)
+            conn.execute(sa.delete(holds_table).where(holds_table.c.id == hold_id))
+            self.streams._audit(conn, "hold_remove", hold.target, None, None, 0,
+                                f"released hold {hold.id} ({hold.reason})", {"hold": hold.id, "kind": hold.kind})
+        return hold
+
+
+__all__ = ["HOLD_KINDS", "Hold", "HoldStore", "holds_on"]

@@ -1,0 +1,251 @@
+"""Legal holds: a held stream is never truncated (the error names the hold, nothing changes), removing
+the hold lets truncation proceed, adding and removing are audited, bad input is refused with typed
+one-line errors and changes nothing; the CLI end to end in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tidekeep as tk
+from helpers.storage import chunk_rows, stored_files
+from tidekeep.errors import HoldActive, InvalidInput, InvalidName, NotFound
+
+STREAM = "legal/orders"
+CLI = [sys.executable, "-m", "tidekeep.cli.main"]
+
+
+def _write(client: tk.Client, first: int, last: int) -> None:
+    with client.writer(STREAM, "w1", batch_size="200B") as writer:
+        for i in range(first, last):
+            writer.write(f"order-{i:04d}".encode(), routing_key=f"k{i % 5}")
+
+
+def _snapshot(client: tk.Client) -> dict[str, Any]:
+    """Everything a truncation would change: head, truncated bytes, chunk rows, files, readable events."""
+    state = client.stream_state(STREAM)
+    return {
+        "head": dict(state.head),
+        "truncated_bytes": state.truncated_bytes,
+        "chunks": sorted(r.path for r in chunk_rows(client, STREAM)),
+        "files": sorted(stored_files(client)),
+        "events": sorted(e.payload for e in client.read(STREAM)),
+    }
+
+
+@pytest.fixture
+def held(client: tk.Client) -> tk.Client:
+    client.create_stream(STREAM, tk.StreamConfig(segments=2))
+    _write(client, 0, 60)
+    return client
+
+
+def test_a_held_stream_is_never_truncated_and_removing_the_hold_lets_truncation_proceed(held: tk.Client) -> None:
+    client = held
+    hold_id = client.holds.add("stream", STREAM, "litigation 2024-117")
+    before = _snapshot(client)
+    audit_before = client.audit(STREAM)
+
+    for cut in (client.tail_cut(STREAM), client.head_cut(STREAM)):  # also a truncation that would move nothing
+        with pytest.raises(HoldActive) as caught:
+            client.truncate(STREAM, cut)
+        assert str(caught.value) == (f"stream {STREAM} is under legal hold {hold_id} (litigation 2024-117); "
+                                     "it cannot be truncated until the hold is removed")
+        assert caught.value.hold_id == hold_id and caught.value.exit_code == 10
+    assert _snapshot(client) == before
+    assert client.audit(STREAM) == audit_before  # no truncate row
+
+    removed = client.holds.remove(hold_id)
+    assert (removed.id, removed.kind, removed.target, removed.reason) == (hold_id, "stream", STREAM,
+                                                                           "litigation 2024-117")
+    assert client.holds.active_for("stream", STREAM) == []
+    state = client.stream_state(STREAM)
+    stored = sum(seg.tail - seg.head for seg in state.segments.values())
+    result = client.truncate(STREAM, client.tail_cut(STREAM))
+    assert stored > 0 and result.bytes_freed == stored
+    assert list(client.read(STREAM)) == []
+    assert client.stream_state(STREAM).truncated_bytes == before["truncated_bytes"] + result.bytes_freed
+
+
+def test_every_hold_must_go_before_truncation_and_holds_are_per_stream(client: tk.Client) -> None:
+    client.create_stream(STREAM, tk.StreamConfig(segments=1))
+    client.create_stream("legal/other", tk.StreamConfig(segments=1))
+    _write(client, 0, 20)
+    with client.writer("legal/other", "w1") as writer:
+        writer.write(b"x" * 40)
+    first = client.holds.add("stream", STREAM, "case A")
+    second = client.holds.add("stream", STREAM, "case B")
+    assert second > first
+    assert [h.id for h in client.holds.active_for("stream", STREAM)] == [first, second]
+
+    # the other stream is not held
+    other_tail = client.tail_cut("legal/other")
+    assert client.truncate("legal/other", other_tail).bytes_freed == sum(other_tail.positions.values()) > 40
+
+    client.holds.remove(first)
+    with pytest.raises(HoldActive, match=f"legal hold {second} \\(case B\\)"):
+        client.truncate(STREAM, client.tail_cut(STREAM))
+    client.holds.remove(second)
+    assert client.truncate(STREAM, client.tail_cut(STREAM)).bytes_freed > 0
+
+
+def test_holds_persist_and_list_filters(client: tk.Client, tmp_path: Path, clock: tk.ManualClock) -> None:
+    client.create_stream(STREAM, tk.StreamConfig(segments=1))
+    client.create_stream("legal/b", tk.StreamConfig(segments=1))
+    a = client.holds.add("stream", STREAM, "  keep\n  everything ")
+    b = client.holds.add("stream", "legal/b", "audit by regulator")
+    listed = client.holds.list()
+    assert [(h.id, h.target, h.reason) for h in listed] == [(a, STREAM, "keep everything"),
+                                                             (b, "legal/b", "audit by regulator")]
+    assert all(h.created_by == client.streams.actor for h in listed)
+    assert [h.id for h in client.holds.list(kind="stream", target="legal/b")] == [b]
+    assert client.holds.list(target="legal/none") == []
+
+    # another client on the same workspace sees them: they live in the metadata store
+    other = tk.connect(home=tmp_path / "ws", metadata_url=client.settings.metadata_url,
+                       storage=client.settings.storage_uri)
+    try:
+        assert [h.to_dict() for h in other.holds.list()] == [h.to_dict() for h in listed]
+        with pytest.raises(HoldActive):
+            other.truncate(STREAM, other.tail_cut(STREAM))
+    finally:
+        other.close()
+
+
+def test_holds_take_their_time_from_the_clock(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> None:
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock)
+    try:
+        c.create_stream(STREAM)
+        now = clock.now_ms()
+        hold_id = c.holds.add("stream", STREAM, "clocked")
+        assert [h.created_ms for h in c.holds.list()] == [now]
+        clock.advance(5_000)
+        c.holds.remove(hold_id)
+        times = {e["action"]: e["time_ms"] for e in c.audit(STREAM)}
+        assert times == {"hold_add": now, "hold_remove": now + 5_000}
+    finally:
+        c.close()
+
+
+def test_adding_and_removing_holds_is_audited(held: tk.Client) -> None:
+    client = held
+    hold_id = client.holds.add("stream", STREAM, "subpoena 42")
+    client.holds.remove(hold_id)
+    entries = client.audit(STREAM)  # newest first
+    assert [e["action"] for e in entries] == ["hold_remove", "hold_add"]
+    remove_row, add_row = entries
+    assert add_row["target"] == remove_row["target"] == STREAM
+    assert add_row["reason"] == "subpoena 42"
+    assert remove_row["reason"] == f"released hold {hold_id} (subpoena 42)"
+    assert json.loads(add_row["details"]) == json.loads(remove_row["details"]) == {"hold": hold_id, "kind": "stream"}
+    assert add_row["bytes_freed"] == remove_row["bytes_freed"] == 0
+    assert add_row["actor"] == client.streams.actor
+
+
+def test_bad_input_is_refused_with_typed_errors_and_changes_nothing(held: tk.Client) -> None:
+    client = held
+    existing = client.holds.add("stream", STREAM, "baseline")
+    before = ([h.to_dict() for h in client.holds.list()], client.audit(limit=1000))
+    bad: list[tuple[type[Exception], str, Any]] = [
+        (InvalidInput, "unknown hold kind 'archive': expected one of stream",
+         lambda: client.holds.add("archive", STREAM, "r")),
+        (InvalidInput, "unknown hold kind 'Stream': expected one of stream",
+         lambda: client.holds.add("Stream", STREAM, "r")),
+        (NotFound, "stream 'legal/missing' does not exist", lambda: client.holds.add("stream", "legal/missing", "r")),
+        (NotFound, "scope 'nope' does not exist", lambda: client.holds.add("stream", "nope/x", "r")),
+        (InvalidName, "invalid stream name 'no-slash': expected 'scope/stream'",
+         lambda: client.holds.add("stream", "no-slash", "r")),
+        (InvalidInput, "a hold needs a reason: got an empty one", lambda: client.holds.add("stream", STREAM, "")),
+        (InvalidInput, "a hold needs a reason: got an empty one", lambda: client.holds.add("stream", STREAM, " \n")),
+        (NotFound, f"hold {existing + 100} does not exist", lambda: client.holds.remove(existing + 100)),
+        (InvalidInput, "invalid hold id 0: expected a positive integer", lambda: client.holds.remove(0)),
+        (InvalidInput, "invalid hold id '1': expected a positive integer", lambda: client.holds.remove("1")),
+        (InvalidInput, "invalid hold id True: expected a positive integer", lambda: client.holds.remove(True)),
+        (InvalidInput, "unknown hold kind 'record': expected one of stream", lambda: client.holds.list("record")),
+        (InvalidInput, "unknown hold kind 'x': expected one of stream", lambda: client.holds.active_for("x", STREAM)),
+    ]
+    for error, message, call in bad:
+        with pytest.raises(error) as caught:
+            call()
+        assert type(caught.value) is error and str(caught.value) == message
+        assert "\n" not in str(caught.value)
+    assert ([h.to_dict() for h in client.holds.list()], client.audit(limit=1000)) == before
+
+
+def test_deleting_a_stream_keeps_its_hold_and_a_recreated_stream_is_still_held(held: tk.Client) -> None:
+    # a hold names the stream, not one incarnation of it: legal holds outlive re-creation
+    client = held
+    hold_id = client.holds.add("stream", STREAM, "keep the name held")
+    client.seal_stream(STREAM)
+    client.delete_stream(STREAM)
+    client.create_stream(STREAM)
+    _write(client, 0, 5)
+    with pytest.raises(HoldActive, match=f"legal hold {hold_id} "):
+        client.truncate(STREAM, client.tail_cut(STREAM))
+
+
+# ---- CLI ------------------------------------------------------------------------------------------
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIDEKEEP_")}
+    env["TIDEKEEP_HOME"] = str(home)
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+def _ok(home: Path, *args: str) -> str:
+    done = _cli(home, *args)
+    assert done.returncode == 0 and done.stderr == "", (args, done.returncode, done.stderr)
+    return done.stdout
+
+
+def _fails(home: Path, code: int, message: str, *args: str) -> None:
+    done = _cli(home, *args)
+    assert (done.returncode, done.stderr) == (code, f"error: {message}\n"), args
+    assert done.stdout == ""
+
+
+def test_hold_cli_end_to_end(tmp_path: Path, metadata_url: str) -> None:
+    home = tmp_path / "ws"
+    flags = ("--metadata-url", metadata_url, "--storage", str(tmp_path / "data"))
+    _ok(home, *flags, "init")
+    _ok(home, *flags, "stream", "create", STREAM)
+    done = subprocess.run([*CLI, *flags, "stream", "write", STREAM], input="a\nb\nc\n", capture_output=True,
+                          text=True, env={**os.environ, "TIDEKEEP_HOME": str(home)}, check=True)
+    assert "wrote 3 events" in done.stdout
+
+    added = json.loads(_ok(home, *flags, "hold", "add", "stream", STREAM, "--reason", "case 9", "--json"))
+    hold_id = added["id"]
+    assert (added["kind"], added["target"], added["reason"]) == ("stream", STREAM, "case 9")
+    assert _ok(home, *flags, "hold", "add", "stream", STREAM, "--reason", "case 10") == \
+        f"hold {hold_id + 1} added on stream {STREAM} (case 10)\n"
+    listed = json.loads(_ok(home, *flags, "hold", "list", "--kind", "stream", "--target", STREAM, "--json"))
+    assert [(h["id"], h["reason"]) for h in listed] == [(hold_id, "case 9"), (hold_id + 1, "case 10")]
+    text = _ok(home, *flags, "hold", "list").splitlines()
+    assert text[0].split() == ["ID", "KIND", "TARGET", "CREATED", "BY", "REASON"] and len(text) == 3
+
+    _fails(home, 10, f"stream {STREAM} is under legal hold {hold_id} (case 9); it cannot be truncated until the "
+           "hold is removed", *flags, "stream", "truncate", STREAM, "tail")
+    _fails(home, 2, "unknown hold kind 'disk': expected one of stream",
+           *flags, "hold", "add", "disk", STREAM, "--reason", "x")
+    _fails(home, 3, "stream 'legal/none' does not exist",
+           *flags, "hold", "add", "stream", "legal/none", "--reason", "x")
+    _fails(home, 2, "a hold needs a reason: got an empty one", *flags, "hold", "add", "stream", STREAM, "--reason", "")
+    _fails(home, 3, "hold 999 does not exist", *flags, "hold", "remove", "999")
+    _fails(home, 2, "unknown hold kind 'k': expected one of stream", *flags, "hold", "list", "--kind", "k")
+    assert len(json.loads(_ok(home, *flags, "hold", "list", "--json"))) == 2
+
+    assert _ok(home, *flags, "hold", "remove", str(hold_id)) == f"hold {hold_id} removed from stream {STREAM}\n"
+    _fails(home, 10, f"stream {STREAM} is under legal hold {hold_id + 1} (case 10); it cannot be truncated until "
+           "the hold is removed", *flags, "stream", "truncate", STREAM, "tail")
+    _ok(home, *flags, "hold", "remove", str(hold_id + 1))
+    assert _ok(home, *flags, "hold", "list") == "no holds\n"
+    assert "truncated" in _ok(home, *flags, "stream", "truncate", STREAM, "tail")
+    actions = [e["action"] for e in json.loads(_ok(home, *flags, "audit", "list", "--json"))]
+    assert actions == ["truncate", "hold_remove", "hold_remove", "hold_add", "hold_add"]
