@@ -249,3 +249,42 @@ def test_hold_cli_end_to_end(tmp_path: Path, metadata_url: str) -> None:
     assert "truncated" in _ok(home, *flags, "stream", "truncate", STREAM, "tail")
     actions = [e["action"] for e in json.loads(_ok(home, *flags, "audit", "list", "--json"))]
     assert actions == ["truncate", "hold_remove", "hold_remove", "hold_add", "hold_add"]
+
+
+# ---- retention --------------------------------------------------------------------------------------
+
+
+def test_retention_cycles_never_truncate_a_held_stream_and_resume_once_it_is_released(
+        tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> None:
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
+                        settings={"writer.linger": 0})
+    try:
+        client.create_stream(STREAM, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(1000, 2000)))
+        hold_id = client.holds.add("stream", STREAM, "retention must wait")
+        refused = 0
+        for round_number in range(6):  # ~900 bytes a round: far past the 2000-byte maximum
+            _write(client, round_number * 50, (round_number + 1) * 50)
+            clock.advance(31 * 60_000)  # past the default 30-minute retention frequency
+            try:
+                decision = client.retention.run(STREAM)
+            except HoldActive as refusal:
+                assert refusal.hold_id == hold_id and "retention must wait" in str(refusal)
+                refused += 1
+            else:
+                assert decision.cut is None  # nothing to truncate yet
+        assert refused >= 3
+        state = client.stream_state(STREAM)
+        assert state.truncated_bytes == 0 and all(seg.head == 0 for seg in state.segments.values())
+        assert len(list(client.read(STREAM))) == 300
+        assert client.retention.history(STREAM) == []
+
+        client.holds.remove(hold_id)
+        clock.advance(31 * 60_000)
+        decision = client.retention.run(STREAM)
+        assert decision.cut is not None and decision.freed_bytes > 0
+        state = client.stream_state(STREAM)
+        retained = sum(seg.tail - seg.head for seg in state.segments.values())
+        assert state.truncated_bytes == decision.freed_bytes and 1000 <= retained <= 2000
+        assert [e["action"] for e in client.retention.history(STREAM)] == ["truncate"]
+    finally:
+        client.close()
