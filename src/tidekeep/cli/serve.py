@@ -1,0 +1,60 @@
+"""`tidekeep serve`: the controller service (retention cycles, the orphan-chunk sweep, leases)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..client import Client
+from ..errors import InvalidInput
+from ..service.server import ServeOptions, configure_service_logging, serve
+from ..units import parse_duration_ms
+from .context import load, require_workspace
+
+
+def _duration(flag: str, value: str | None, default_ms: int) -> int:
+    if value is None:
+        return default_ms
+    try:
+        result = parse_duration_ms(value)
+    except InvalidInput as exc:
+        raise InvalidInput(f"bad {flag}: {exc}") from None
+    if result <= 0:
+        raise InvalidInput(f"bad {flag}: must be greater than zero, got {value!r}")
+    return result
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("serve")
+    def serve_command(
+        ctx: typer.Context,
+        once: Annotated[bool, typer.Option("--once", help="Run one pass over the streams, then exit")] = False,
+        frequency: Annotated[str | None, typer.Option(
+            "--frequency", metavar="D", help="Space runs of a stream by this, from the end of its last run "
+            "[default: retention.frequency]")] = None,
+        lease_ttl: Annotated[str | None, typer.Option(
+            "--lease-ttl", metavar="D", help="Leases not renewed for this long are taken over [default: 30s]")] = None,
+        sweep_every: Annotated[str | None, typer.Option(
+            "--sweep-every", metavar="D", help="Run the orphan-chunk sweep this often [default: 1h]")] = None,
+        json_logs: Annotated[bool, typer.Option("--json-logs", help="Log JSON lines instead of text")] = False,
+    ) -> None:
+        """Run the controller service: retention cycles for every stream with a policy, the sweep.
+
+        Several processes on one PostgreSQL store divide the streams through leases. SIGTERM or
+        SIGINT finishes the current stream, releases the leases and exits 0. Logs go to stderr.
+        """
+        settings = load(ctx)
+        require_workspace(settings)
+        options = ServeOptions(
+            frequency_ms=_duration("--frequency", frequency, settings["retention.frequency"]),
+            lease_ttl_ms=_duration("--lease-ttl", lease_ttl, 30_000),
+            sweep_every_ms=_duration("--sweep-every", sweep_every, 3_600_000),
+            once=once, json_logs=json_logs)
+        configure_service_logging(settings["log.level"], json_logs)
+        client = Client(settings)
+        try:
+            code = serve(client, options)
+        finally:
+            client.close()
+        raise typer.Exit(code)

@@ -1,0 +1,146 @@
+"""The `tidekeep serve` process: logging, signal handling, the lease heartbeat and the pass loop.
+
+SIGTERM or SIGINT sets a stop flag: the stream in hand is finished, no new one is started, every
+lease this process holds is released, and the process exits 0. A heartbeat thread renews the
+leases every third of the TTL while the main thread works, so a long retention cycle does not
+lose its lease; a process that dies (SIGKILL) stops renewing and its leases run out after the TTL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from .. import errors
+from ..client import Client
+from .leases import LeaseStore, new_owner_id
+from .scheduler import RetentionService
+
+log = logging.getLogger("tidekeep.service")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    frequency_ms: int
+    lease_ttl_ms: int
+    sweep_every_ms: int
+    once: bool = False
+    json_logs: bool = False
+    retry_base_ms: int = 1_000
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            entry.update(fields)
+        return json.dumps(entry, default=str)
+
+
+def configure_service_logging(level: str, json_logs: bool) -> None:
+    """One line per event on stderr; the service logs at the configured level (INFO by default)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if json_logs else logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("tidekeep")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.getLevelName(level))
+    logger.propagate = False
+
+
+def describe_decision(stream: str, decision: Any) -> str:
+    """A retention decision in one line: what was truncated and why, or why nothing was."""
+    d = decision.to_dict()
+    if d.get("cut") is not None:
+        cut = ",".join(f"{seg}:{off}" for seg, off in d["cut"].items())
+        return (f"truncated {stream} at {{{cut}}}: rule={d.get('rule')} freed_bytes={d.get('freed_bytes')} "
+                f"reason={d.get('reason')}")
+    return f"kept {stream} (nothing to truncate): rule={d.get('rule')} reason={d.get('reason')}"
+
+
+def skip_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean "this stream cannot be truncated now" — logged and skipped until its next
+    run, never retried with backoff: a legal hold, a stream deleted or sealed meanwhile."""
+    found: list[type[BaseException]] = [errors.NotFound, errors.StreamSealed]
+    hold = getattr(errors, "HoldActive", None)
+    if isinstance(hold, type) and issubclass(hold, BaseException):
+        found.append(hold)
+    return tuple(found)
+
+
+def build_service(client: Client, options: ServeOptions, owner: str | None = None) -> RetentionService:
+    retention = client.retention
+    return RetentionService(
+        LeaseStore(client.db, client.clock), client.clock, owner or new_owner_id(),
+        streams=retention.streams_with_policy,
+        cycle=lambda stream: retention.run(stream),
+        sweep=client.sweep,
+        frequency_ms=options.frequency_ms, ttl_ms=options.lease_ttl_ms, sweep_every_ms=options.sweep_every_ms,
+        retry_base_ms=options.retry_base_ms, skip_errors=skip_errors(), describe=describe_decision)
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    def handler(signum: int, _frame: Any) -> None:
+        log.info("received %s: finishing the current stream, then shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _heartbeat(service: RetentionService, done: threading.Event, interval_s: float) -> None:
+    while not done.wait(interval_s):
+        try:
+            service.renew()
+        except Exception as exc:  # a store hiccup: the next beat tries again, well within the TTL
+            log.warning("lease renewal failed: %s: %s", type(exc).__name__, exc)
+
+
+def serve(client: Client, options: ServeOptions, owner: str | None = None) -> int:
+    """Run the service until stopped (or one pass with `once`); returns the exit code."""
+    service = build_service(client, options, owner)
+    beat_s = options.lease_ttl_ms / 3000
+    # passes come often enough to notice takeovers and new streams well within one TTL
+    pass_interval_s = max(0.05, min(options.lease_ttl_ms / 3, options.frequency_ms) / 1000)
+    log.info("serve started: owner=%s frequency=%dms lease_ttl=%dms sweep_every=%dms%s", service.owner,
+             options.frequency_ms, options.lease_ttl_ms, options.sweep_every_ms, " (once)" if options.once else "")
+    beat_done = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(service, beat_done, beat_s), name="lease-heartbeat", daemon=True)
+    with _stop_on_signals(service.stop):
+        beat.start()
+        try:
+            while not service.stop.is_set():
+                try:
+                    service.run_pass()
+                except Exception as exc:  # e.g. the store is briefly unreachable: log, wait, go on
+                    if options.once:
+                        raise
+                    log.warning("pass failed: %s: %s", type(exc).__name__, exc)
+                if options.once:
+                    break
+                service.stop.wait(pass_interval_s)
+        finally:
+            beat_done.set()
+            beat.join()
+            released = service.release_all()
+            log.info("serve stopped: owner=%s released %d leases", service.owner, len(released))
+    return 0
