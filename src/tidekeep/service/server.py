@@ -75,11 +75,7 @@ def describe_decision(stream: str, decision: Any) -> str:
 def skip_errors() -> tuple[type[BaseException], ...]:
     """Errors that mean "this stream cannot be truncated now" — logged and skipped until its next
     run, never retried with backoff: a legal hold, a stream deleted or sealed meanwhile."""
-    found: list[type[BaseException]] = [errors.NotFound, errors.StreamSealed]
-    hold = getattr(errors, "HoldActive", None)
-    if isinstance(hold, type) and issubclass(hold, BaseException):
-        found.append(hold)
-    return tuple(found)
+    return (errors.HoldActive, errors.NotFound, errors.StreamSealed)
 
 
 def build_service(client: Client, options: ServeOptions, owner: str | None = None) -> RetentionService:
