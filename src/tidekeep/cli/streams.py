@@ -99,10 +99,16 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         name: StreamName,
         segments: Annotated[int, typer.Option("--segments", metavar="N", help="Initial segment count")] = 1,
+        retention_size: Annotated[str | None, typer.Option(
+            "--retention-size", metavar="MIN[:MAX]", help="Size retention policy, e.g. 20GB:100GB")] = None,
+        retention_time: Annotated[str | None, typer.Option(
+            "--retention-time", metavar="MIN[:MAX]", help="Time retention policy, e.g. 7d:30d")] = None,
         json_output: JsonFlag = False,
     ) -> None:
         """Create a stream (and its scope, if new) with N segments splitting the key space evenly."""
-        config = StreamConfig(segments=segments)
+        from .retention import policy_from_options
+
+        config = StreamConfig(segments=segments, retention=policy_from_options(retention_size, retention_time))
         with open_client(ctx) as client:
             info = client.create_stream(name, config)
             described = client.describe_stream(name)

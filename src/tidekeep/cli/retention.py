@@ -1,0 +1,191 @@
+"""`tidekeep retention preview|run|history` and `tidekeep stream policy`: size/time retention."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import InvalidInput
+from ..streams.config import RetentionKind, RetentionPolicy, StreamConfig
+from ..streams.model import segment_name
+from ..streams.retention import RetentionDecision, RetentionRecord
+from ..units import format_duration, format_size, parse_duration_ms
+from .context import open_client
+from .output import emit, emit_json, emit_table, fields, format_bytes, head_positions_to_cut, iso_utc
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+StreamName = Annotated[str, typer.Argument(metavar="STREAM", help="scope/stream")]
+
+
+def parse_limits(text: str, kind: RetentionKind) -> RetentionPolicy:
+    """"MIN" or "MIN:MAX" as a policy of `kind`, e.g. "20GB:100GB" or "7d:30d"."""
+    low, sep, high = text.partition(":")
+    if not low.strip() or (sep and not high.strip()):
+        raise InvalidInput(f"invalid retention limits {text!r}: expected MIN or MIN:MAX, like 20GB:100GB or 7d")
+    if kind is RetentionKind.SIZE:
+        return RetentionPolicy.by_size(low.strip(), high.strip() if sep else None)
+    return RetentionPolicy.by_time(low.strip(), high.strip() if sep else None)
+
+
+def policy_from_options(size: str | None, time: str | None, none: bool = False) -> RetentionPolicy | None:
+    """At most one of the size, time and none options; None means no policy."""
+    given = [flag for flag, value in (("size", size), ("time", time), ("none", none)) if value]
+    if len(given) > 1:
+        raise InvalidInput(f"give only one retention option, not {' and '.join(given)}")
+    if size is not None:
+        return parse_limits(size, RetentionKind.SIZE)
+    if time is not None:
+        return parse_limits(time, RetentionKind.TIME)
+    return None
+
+
+def parse_at(text: str, now_ms: int) -> int:
+    """--at: "+DURATION" from now (e.g. +2h), milliseconds since the epoch, or ISO-8601 (UTC if no zone)."""
+    stripped = text.strip()
+    if stripped.startswith("+"):
+        return now_ms + parse_duration_ms(stripped[1:])
+    if stripped.isdigit():
+        return int(stripped)
+    try:
+        moment = datetime.fromisoformat(stripped.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"invalid time {text!r}: expected +DURATION (like +2h), epoch milliseconds or "
+                           "ISO-8601 like 2026-01-31T12:00:00Z") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def age_text(ms: int) -> str:
+    """A readable age: 2h05m, 7m30s, 12s, 250ms."""
+    ms = max(ms, 0)
+    hours, rest = divmod(ms, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{rest // 1000:02d}s"
+    return f"{rest // 1000}s" if rest >= 1000 else f"{rest}ms"
+
+
+def _amount(decision: RetentionDecision, amount: int | None) -> str:
+    if amount is None:
+        return "-"
+    if decision.policy is not None and decision.policy.kind is RetentionKind.TIME:
+        return format_duration(max(amount, 0))
+    return format_size(amount)
+
+
+def _cut_text(stream: str, positions: dict[int, int] | None) -> str:
+    if positions is None:
+        return "none"
+    return f"{stream}:" + ",".join(f"{segment_name(s)}={o}" for s, o in sorted(positions.items()))
+
+
+def _label(record: RetentionRecord, decision: RetentionDecision) -> str:
+    marks = [name for name, r in (("Cmin", decision.cmin), ("Cmax", decision.cmax), ("chosen", decision.chosen),
+                                  ("new", decision.recorded)) if r is not None and r == record]
+    return ",".join(marks)
+
+
+def emit_decision(decision: RetentionDecision, json_output: bool, dry_run: bool) -> None:
+    if json_output:
+        emit_json(dict(decision.to_dict(), dry_run=dry_run))
+        return
+    policy = "none" if decision.policy is None else decision.policy.describe()
+    fields([("stream", decision.stream), ("policy", policy), ("at", iso_utc(decision.now_ms)),
+            ("stream holds", _amount(decision, decision.stream_amount))])
+    if decision.records:
+        emit("retention set:")
+        emit_table(["RECORDED", "AGE", "SIZE", "RETAINED", "CUT", ""],
+                   [[iso_utc(r.record.recording_time_ms), age_text(decision.now_ms - r.record.recording_time_ms),
+                     format_size(r.record.recording_size), _amount(decision, r.retained),
+                     _cut_text(decision.stream, r.record.positions), _label(r.record, decision)]
+                    for r in decision.records], indent="  ")
+    verb = "would truncate" if dry_run else "truncated"
+    fields([("Cmin", _cut_text(decision.stream, None if decision.cmin is None else decision.cmin.positions)),
+            ("Cmax", _cut_text(decision.stream, None if decision.cmax is None else decision.cmax.positions)),
+            ("rule", decision.rule), ("reason", decision.reason),
+            ("cut", _cut_text(decision.stream, decision.cut)),
+            ("retained", _amount(decision, decision.retained)),
+            (verb if decision.cut is not None else "freed", format_bytes(decision.freed_bytes))])
+
+
+def history_record(entry: dict[str, Any]) -> dict[str, Any]:
+    return {"time": iso_utc(entry["time_ms"]), "time_ms": entry["time_ms"],
+            "old_head": head_positions_to_cut(entry["target"], entry["old_head"]),
+            "new_head": head_positions_to_cut(entry["target"], entry["new_head"]),
+            "bytes_freed": entry["bytes_freed"], "reason": entry["reason"], "actor": entry["actor"]}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("preview")
+    def preview(
+        ctx: typer.Context,
+        stream: StreamName,
+        at: Annotated[str | None, typer.Option(
+            "--at", metavar="TIME", help="Decide as of TIME: +DURATION from now, ISO-8601 or epoch ms")] = None,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Dry run: the retention set with sizes and ages, Cmin, Cmax, the chosen cut, the bytes that
+        would be freed and the rule that chose it. Changes nothing."""
+        with open_client(ctx) as client:
+            now = None if at is None else parse_at(at, client.clock.now_ms())
+            decision = client.retention.preview(stream, now)
+        emit_decision(decision, json_output, dry_run=True)
+
+    @app.command("run")
+    def run(ctx: typer.Context, stream: StreamName, json_output: JsonFlag = False) -> None:
+        """Run one retention cycle now: record the tail if due, decide, truncate (audited), prune."""
+        with open_client(ctx) as client:
+            decision = client.retention.run(stream)
+        emit_decision(decision, json_output, dry_run=False)
+
+    @app.command("history")
+    def history(
+        ctx: typer.Context,
+        stream: StreamName,
+        limit: Annotated[int, typer.Option("--limit", metavar="N", help="At most N entries")] = 50,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Past truncations of STREAM (by retention and by hand), newest first, from the audit table."""
+        with open_client(ctx) as client:
+            entries = [history_record(e) for e in client.retention.history(stream, limit)]
+        if json_output:
+            emit_json(entries)
+        elif not entries:
+            emit(f"no truncations of {stream}")
+        else:
+            emit_table(["TIME", "FREED", "NEW HEAD", "REASON"],
+                       [[e["time"], format_bytes(e["bytes_freed"]), e["new_head"], e["reason"]] for e in entries])
+
+
+def register_policy(stream_app: typer.Typer) -> None:
+    @stream_app.command("policy")
+    def policy(
+        ctx: typer.Context,
+        name: Annotated[str, typer.Argument(metavar="NAME", help="scope/stream")],
+        size: Annotated[str | None, typer.Option("--size", metavar="MIN[:MAX]",
+                                                 help="Keep MIN to MAX bytes, e.g. 20GB:100GB")] = None,
+        time: Annotated[str | None, typer.Option("--time", metavar="MIN[:MAX]",
+                                                 help="Keep data MIN to MAX long, e.g. 7d:30d")] = None,
+        none: Annotated[bool, typer.Option("--none", help="Remove the policy: retention stops")] = False,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Set or remove a stream's size or time retention policy."""
+        if size is None and time is None and not none:
+            raise InvalidInput("give one of --size MIN[:MAX], --time MIN[:MAX] or --none")
+        new_policy = policy_from_options(size, time, none)
+        with open_client(ctx) as client:
+            config = client.stream_state(name).info.config
+            info = client.update_stream(name, StreamConfig(
+                segments=config.segments, retention=new_policy,
+                timestamp_aggregation_timeout=config.timestamp_aggregation_timeout_ms))
+        text = "none" if info.config.retention is None else info.config.retention.describe()
+        if json_output:
+            emit_json({"stream": name, "retention": None if new_policy is None else new_policy.to_dict(),
+                       "retention_text": text})
+        else:
+            emit(f"{name}: retention {text}")
