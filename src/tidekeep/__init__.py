@@ -34,6 +34,8 @@ from .streams.readergroup import (
     ReaderGroupConfig,
     RetentionType,
 )
+from .streams.retention import RetentionDecision, RetentionRecord
+from .streams.retention_store import RetentionManager
 from .streams.rg_state import TooManyCheckpoints
 from .streams.txn import Transaction, TransactionalWriter
 from .streams.txn_store import TransactionInfo, TxnCommitResult, TxnState
@@ -45,7 +47,8 @@ __all__ = [
     "ConfigError", "ConflictError", "CorruptChunk", "CutOrder", "Event", "EventRead", "EventTooLarge",
     "Hold", "HoldActive", "HoldStore",
     "InvalidInput", "InvalidName", "InvalidStreamCut", "ManualClock", "NotFound", "Position", "ReaderGroup",
-    "ReaderGroupConfig", "RetentionKind", "RetentionPolicy", "RetentionType", "StreamConfig", "StreamCut",
+    "ReaderGroupConfig", "RetentionDecision", "RetentionKind", "RetentionManager", "RetentionPolicy",
+    "RetentionRecord", "RetentionType", "StreamConfig", "StreamCut",
     "StreamSealed", "SystemClock", "TidekeepError", "TooManyCheckpoints", "Transaction", "TransactionClosed",
     "TransactionExpired", "TransactionInfo", "TransactionalWriter", "TruncatedData", "TxnCommitResult", "TxnState",
     "connect", "init_workspace",
