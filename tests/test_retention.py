@@ -5,12 +5,15 @@ manual truncation winning, policy removal, history, bad input."""
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import tidekeep as tk
+from helpers.procs import worker_env
 from tidekeep.streams.cuts import CutOrder, compare_cuts
 from tidekeep.streams.model import routing_key_position, segment_id
 from tidekeep.streams.retention import BEHIND_HEAD, BELOW_MIN, NO_POLICY, RetentionDecision
@@ -243,3 +246,59 @@ def test_bad_input_is_a_typed_error_and_changes_nothing(rclient: tk.Client) -> N
         rclient.retention.history(STREAM, limit=0)
     assert rclient.retention.records(STREAM) == []
     assert rclient.describe_stream(STREAM)["retention"] == "by size: keep at least 10 B (no maximum)"
+
+
+def test_a_crash_between_truncation_and_pruning_neither_repeats_nor_loses_work(
+        tmp_path: Path, metadata_url: str) -> None:
+
+    home, storage = tmp_path / "ws", tmp_path / "data"
+    settings = {"writer.linger": 0, "retention.frequency": "1ms"}
+    with tk.connect(home=home, metadata_url=metadata_url, storage=str(storage), settings=settings) as client:
+        client.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(100)))
+        write(client, 10, 2)
+        client.retention.run(STREAM)  # records size 100
+        write(client, 10, 2)
+    env = worker_env(metadata_url, storage, home, fault="retention.after_truncate")
+    env["TIDEKEEP_RETENTION_FREQUENCY"] = "1ms"
+    died = subprocess.run([sys.executable, "-m", "tidekeep.cli.main", "retention", "run", STREAM], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert died.returncode == 77, died.stderr  # killed right after the truncation committed
+    seg = segment_id(0, 0)
+    with tk.connect(home=home, metadata_url=metadata_url, storage=str(storage), settings=settings) as client:
+        assert client.head_cut(STREAM).positions == {seg: 100}  # the truncation landed...
+        assert [r.recording_size for r in client.retention.records(STREAM)] == [100, 200]  # ...the pruning did not
+        again = client.retention.run(STREAM)
+        assert again.rule == BEHIND_HEAD and again.cut is None  # the same cut is not truncated twice
+        assert [r.recording_size for r in client.retention.records(STREAM)] == [200, 200]  # pruned now
+        assert len(client.retention.history(STREAM)) == 1
+        write(client, 10, 2)
+        resumed = client.retention.run(STREAM)
+        assert resumed.cut == {seg: 200} and len(client.retention.history(STREAM)) == 2
+
+
+def test_cycles_across_a_scale_truncate_whole_sealed_segments(rclient: tk.Client, clock: tk.ManualClock) -> None:
+    rclient.create_stream(STREAM, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(500, 900)))
+    decisions = []
+    for cycle in range(12):
+        if cycle == 4:
+            rclient.split(STREAM, "0.0", 2)
+        if cycle == 8:
+            rclient.merge(STREAM, ["1.2", "1.3"])
+        write(rclient, 20, 2)  # 200 bytes per cycle
+        clock.advance(11 * MINUTE)
+        before = size_now(rclient)
+        decision = rclient.retention.run(STREAM)
+        decisions.append(decision)
+        described = rclient.describe_stream(STREAM)
+        assert decision.recorded is not None
+        assert decision.recorded.recording_size == 200 * (cycle + 1) == described["written_bytes"]
+        if decision.cut is not None:
+            assert described["size_bytes"] == decision.retained == before - decision.freed_bytes
+            assert 500 <= described["size_bytes"] <= 900
+            assert described["truncated_bytes"] == described["written_bytes"] - described["size_bytes"]
+    assert sum(d.cut is not None for d in decisions) >= 5
+    # data from before the first scale is gone, whole sealed segments with it
+    state = rclient.stream_state(STREAM)
+    sealed = [s for s in state.segments.values() if s.sealed]
+    assert sealed and all(s.head == s.tail for s in sealed)
+    assert sum(1 for _ in rclient.read(STREAM)) * 10 == size_now(rclient)
