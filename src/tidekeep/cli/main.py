@@ -16,7 +16,7 @@ import sqlalchemy as sa
 import typer
 
 from ..errors import TidekeepError
-from . import admin, audit, holds, rg, stream_data, streams, txn
+from . import admin, audit, holds, rg, serve, stream_data, streams, txn
 from .context import GlobalOptions, parse_set_options
 
 app = typer.Typer(
@@ -41,6 +41,7 @@ audit.register(audit_app)
 admin.register(app, db_app)
 txn.register(txn_app)
 rg.register(rg_app)
+serve.register(app)
 holds.register(hold_app)
 app.add_typer(stream_app, name="stream")
 app.add_typer(audit_app, name="audit")
