@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from strategies import position_in, streams_with_cuts
 from tidekeep.streams.config import RetentionKind, RetentionPolicy
 from tidekeep.streams.model import Segment, segment_id
 from tidekeep.streams.retention import (
@@ -277,3 +278,71 @@ def test_decision_to_dict_is_json_ready() -> None:
     data = json.loads(json.dumps(d.to_dict()))
     assert data["rule"] == ABOVE_MAX and data["cut"] == {"0.0": 100, "0.1": 100} and data["freed_bytes"] == 200
     assert [r["retained"] for r in data["records"]] == [500, 400, 300, 200, 100, 0]
+
+
+# ---- across scales: the oracle judges positions by key (tests/strategies.position_in) ---------------------
+
+
+@st.composite
+def scaled_situations(draw: st.DrawFn):
+    """Ordered cuts of a randomly scaled stream: one is the head, the others are records (some
+    behind the head); the last cut is the tail."""
+    stream, cuts = draw(streams_with_cuts(count=draw(st.integers(2, 6)), ordered=True))
+    head = cuts[draw(st.integers(0, len(cuts) - 1))]
+    records = [c for c in cuts if c is not head]
+    times = sorted(draw(st.lists(st.integers(0, 10 * MIN), min_size=len(records), max_size=len(records),
+                                 unique=True)))
+    kind = draw(st.sampled_from([RetentionKind.SIZE, RetentionKind.TIME]))
+    low = draw(st.integers(1, 40)) if kind is RetentionKind.SIZE else draw(st.integers(1, 10)) * MIN
+    high = draw(st.one_of(st.none(), st.integers(low, low * 3)))
+    return stream, head, cuts[-1], list(zip(times, records, strict=True)), RetentionPolicy(kind, low, high)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scaled_situations())
+def test_decide_matches_the_oracle_across_scales(situation) -> None:
+    stream, head, tail, timed, policy = situation
+
+    def absolute(cut: dict[int, int]) -> int:
+        return sum(position_in(stream, cut, s) for s in stream.segments)
+
+    def after(a: dict[int, int], b: dict[int, int]) -> bool:
+        pa = [position_in(stream, a, s) for s in stream.segments]
+        pb = [position_in(stream, b, s) for s in stream.segments]
+        return all(x >= y for x, y in zip(pa, pb, strict=True)) and pa != pb
+
+    now = T0 + 11 * MIN
+    records = [RetentionRecord(T0 + t, absolute(c), c) for t, c in timed]
+    tail_size = absolute(tail)
+    got = decide(stream.segments, head, tail_size, records, policy, now)
+
+    def retained(r: RetentionRecord) -> int:
+        return tail_size - r.recording_size if policy.kind is RetentionKind.SIZE else now - r.recording_time_ms
+
+    keeps_min = [r for r in records if retained(r) >= policy.min]
+    cmin = min(keeps_min, key=lambda r: (retained(r), r.recording_time_ms), default=None)
+    within = [r for r in keeps_min if policy.max is not None and retained(r) <= policy.max]
+    cmax = max(within, key=lambda r: (retained(r), -r.recording_time_ms), default=None)
+    if policy.kind is RetentionKind.SIZE:
+        amount = tail_size - absolute(head)
+    else:
+        amount = max([now - r.recording_time_ms for r in records if not after(head, r.positions)], default=0)
+    assert (got.cmin, got.cmax) == (cmin, cmax)
+    if policy.kind is RetentionKind.TIME and any(
+            not after(r.positions, head) and not after(head, r.positions) and r.positions != head for r in records):
+        return  # a record naming the head's position through other segments: the key view cannot order them
+    assert got.stream_amount == amount
+    if amount < policy.min or cmin is None:
+        assert got.cut is None and got.rule in (BELOW_MIN, NO_CMIN)
+        return
+    chosen = cmin if policy.max is None or amount <= policy.max or cmax is None else cmax
+    assert got.chosen == chosen
+    same_place = not after(chosen.positions, head) and not after(head, chosen.positions)
+    if same_place and chosen.positions != head:
+        # the same bytes named through different segments (an empty segment and its successor): moving
+        # the head into the successor is allowed, but frees nothing
+        assert got.freed_bytes == 0
+    elif after(chosen.positions, head):
+        assert got.cut == chosen.positions and got.freed_bytes == chosen.recording_size - absolute(head) > 0
+    else:
+        assert got.rule == BEHIND_HEAD and got.cut is None
