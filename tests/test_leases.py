@@ -78,6 +78,24 @@ def test_release_all_and_list(clocked: tuple[LeaseStore, tk.ManualClock]) -> Non
     assert held == {"retention:s/c": "B"}
 
 
+def test_purge_deletes_only_long_expired_or_released_rows_under_the_prefix(
+        clocked: tuple[LeaseStore, tk.ManualClock]) -> None:
+    leases, clock = clocked
+    leases.acquire("member:dead", "dead", TTL)
+    leases.acquire("member:gone", "gone", TTL)
+    leases.release("member:gone", "gone")
+    leases.acquire("retention:s/a", "dead", TTL)
+    clock.advance(TTL)
+    leases.acquire("member:live", "live", TTL)
+    assert leases.purge("member:", clock.now_ms() - TTL) == 1  # only the released one is over a TTL old
+    assert [lease.resource for lease in leases.list()] == ["member:dead", "member:live", "retention:s/a"]
+    clock.advance(TTL)
+    assert leases.purge("member:", clock.now_ms() - TTL) == 0  # member:dead expired exactly a TTL ago
+    clock.advance(1)
+    assert leases.purge("member:", clock.now_ms() - TTL) == 1
+    assert [lease.resource for lease in leases.list()] == ["member:live", "retention:s/a"]
+
+
 def test_work_done_is_fenced_by_owner_and_version(clocked: tuple[LeaseStore, tk.ManualClock]) -> None:
     leases, clock = clocked
     lease = leases.acquire("r", "A", TTL).lease

@@ -178,6 +178,10 @@ def test_two_services_divide_streams_and_one_takes_over_when_the_other_dies(
     b.run_pass()  # ... at the TTL it takes all of A's streams over
     assert owned_by(c, "B") == {stream_resource(s) for s in streams}
     assert owned_by(c, "A") == set()
+    clock.advance(TTL + 1)
+    b.renew()
+    b.run_pass()  # A's membership, expired for over a TTL, is purged
+    assert [lease.resource for lease in LeaseStore(c.db, clock).list("member:")] == ["member:B"]
 
 
 def test_a_stream_runs_again_a_frequency_after_its_last_run_ended(env: tuple[tk.Client, tk.ManualClock]) -> None:

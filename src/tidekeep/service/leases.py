@@ -142,6 +142,17 @@ class LeaseStore:
                 leases_table.c.version == version).values(work_done_ms=done_ms))
             return done.rowcount > 0
 
+    def purge(self, prefix: str, expired_before_ms: int) -> int:
+        """Delete the rows under `prefix` released or expired before `expired_before_ms`. Only for
+        resources whose names are never reused (a process's membership, named by its unique owner
+        id): deleting their rows loses no fencing token. Returns how many were deleted."""
+        _check(prefix)
+        with self.db.write() as conn:
+            done = conn.execute(sa.delete(leases_table).where(
+                leases_table.c.resource.startswith(prefix, autoescape=True),
+                leases_table.c.expires_ms < expired_before_ms))
+            return done.rowcount
+
     def get(self, resource: str) -> Lease | None:
         _check(resource)
         with self.db.read() as conn:

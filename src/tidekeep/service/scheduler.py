@@ -182,6 +182,8 @@ class RetentionService:
         report = PassReport()
         self._take(MEMBER_PREFIX + self.owner)
         now = self.clock.now_ms()
+        # memberships of processes gone for over a TTL: their owner ids never come back
+        self.leases.purge(MEMBER_PREFIX, now - self.ttl_ms)
         rows = self.leases.list()
         members = sum(1 for r in rows if r.resource.startswith(MEMBER_PREFIX) and r.held_at(now))
         streams = self.list_streams()
