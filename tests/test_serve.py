@@ -230,3 +230,41 @@ def test_two_processes_on_postgres_one_killed_the_other_takes_over(tmp_path: Pat
         assert f"truncated {stream} at {{" in b_log  # B did A's work
     assert held_leases(client) == {}
     client.close()
+
+
+def test_the_heartbeat_keeps_leases_through_a_cycle_longer_than_the_ttl(tmp_path: Path) -> None:
+    """A cycle that takes three TTLs keeps its stream: the server's heartbeat thread renews the lease
+    every TTL/3 (real clock), so another process asking all along is always denied."""
+    import threading
+
+    from tidekeep.service.scheduler import RetentionService
+    from tidekeep.service.server import _heartbeat
+
+    client = open_client(tmp_path, f"sqlite:///{tmp_path / 'meta.db'}")
+    ttl_ms = 600
+    other = LeaseStore(client.db, client.clock)
+    denials: list[bool] = []
+
+    def slow_cycle(stream: str) -> str:
+        deadline = time.monotonic() + 3 * ttl_ms / 1000
+        while time.monotonic() < deadline:
+            denials.append(not other.acquire("retention:s/slow", "other", ttl_ms).granted)
+            time.sleep(ttl_ms / 1000 / 4)
+        return "done"
+
+    service = RetentionService(LeaseStore(client.db, client.clock), client.clock, "me", streams=lambda: ["s/slow"],
+                               cycle=slow_cycle, sweep=lambda: None, frequency_ms=60_000, ttl_ms=ttl_ms,
+                               sweep_every_ms=3_600_000)
+    done = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(service, done, ttl_ms / 3000))
+    beat.start()
+    try:
+        assert service.run_pass().ran == ["s/slow"]
+    finally:
+        done.set()
+        beat.join()
+    assert len(denials) >= 10 and all(denials)
+    assert held_leases(client)["retention:s/slow"] == "me"
+    service.release_all()
+    assert other.acquire("retention:s/slow", "other", ttl_ms).granted
+    client.close()
