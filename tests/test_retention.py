@@ -302,3 +302,26 @@ def test_cycles_across_a_scale_truncate_whole_sealed_segments(rclient: tk.Client
     sealed = [s for s in state.segments.values() if s.sealed]
     assert sealed and all(s.head == s.tail for s in sealed)
     assert sum(1 for _ in rclient.read(STREAM)) * 10 == size_now(rclient)
+
+
+def test_concurrent_cycles_never_report_or_audit_one_truncation_twice(
+        tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def connect() -> tk.Client:
+        return tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
+                          clock=clock, settings={"writer.linger": 0, "retention.frequency": "10m"})
+
+    with connect() as a, connect() as b, ThreadPoolExecutor(2) as pool:
+        a.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(100)))
+        reported = 0
+        for _ in range(12):
+            write(a, 10, 2)
+            clock.advance(11 * MINUTE)
+            decisions = list(pool.map(lambda c: c.retention.run(STREAM), [a, b]))
+            assert sum(d.recorded is not None for d in decisions) == 1  # one record per due instant
+            assert sum(d.cut is not None for d in decisions) <= 1
+            reported += sum(d.cut is not None for d in decisions)
+        history = a.retention.history(STREAM)
+        assert len(history) == reported >= 10
+        assert sum(h["bytes_freed"] for h in history) == a.describe_stream(STREAM)["truncated_bytes"]

@@ -95,16 +95,20 @@ class RetentionManager:
                 records.append(recorded)
         decision = self._decide(state, records, now_ms, recorded)
         if decision.cut is not None:
+            refused: InvalidStreamCut | None = None
             try:
-                self.controller.truncate(stream, state.cut(decision.cut),
-                                         reason=f"retention {decision.rule}: {decision.reason}", actor=actor)
-            except InvalidStreamCut:
-                # the head moved past the chosen cut since we read it (a concurrent manual truncation):
-                # that truncation wins; decide again against the new head, which reports it
+                result = self.controller.truncate(stream, state.cut(decision.cut),
+                                                  reason=f"retention {decision.rule}: {decision.reason}", actor=actor)
+                moved = result.new_head != result.old_head
+            except InvalidStreamCut as exc:
+                moved, refused = False, exc  # normally: the head is already past the chosen cut
+            if not moved:
+                # another truncation (manual, or a concurrent cycle) reached or passed the chosen cut since
+                # we read the head: it wins; decide again against the new head, which reports it
                 state = self.controller.state(stream)
                 decision = self._decide(state, records, now_ms, recorded)
                 if decision.cut is not None:
-                    raise
+                    raise refused or InvalidStreamCut(f"retention of {stream}: the chosen cut could not be applied")
             else:
                 log.info("retention truncated %s: rule %s, %d bytes freed (%s)", stream, decision.rule,
                          decision.freed_bytes, decision.reason)
