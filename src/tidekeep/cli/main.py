@@ -17,6 +17,7 @@ import typer
 
 from ..errors import TidekeepError
 from . import admin, audit, holds, rg, serve, stream_data, streams, txn
+from . import retention as retention_cli
 from .context import GlobalOptions, parse_set_options
 
 app = typer.Typer(
@@ -33,10 +34,14 @@ audit_app = typer.Typer(help="The audit trail: every deletion, why, how much, by
 db_app = typer.Typer(help="The metadata database.", no_args_is_help=True)
 txn_app = typer.Typer(help="Transactions of transactional writers.", no_args_is_help=True)
 rg_app = typer.Typer(help="Reader groups: shared reading, positions and checkpoints.", no_args_is_help=True)
+retention_app = typer.Typer(help="Size and time retention: preview, run and history of cycles.",
+                            no_args_is_help=True)
 hold_app = typer.Typer(help="Legal holds: a held stream is never truncated.", no_args_is_help=True)
 
 streams.register(stream_app)
 stream_data.register(stream_app)
+retention_cli.register_policy(stream_app)
+retention_cli.register(retention_app)
 audit.register(audit_app)
 admin.register(app, db_app)
 txn.register(txn_app)
@@ -48,6 +53,7 @@ app.add_typer(audit_app, name="audit")
 app.add_typer(db_app, name="db")
 app.add_typer(txn_app, name="txn")
 app.add_typer(rg_app, name="rg")
+app.add_typer(retention_app, name="retention")
 app.add_typer(hold_app, name="hold")
 
 
