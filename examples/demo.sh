@@ -111,3 +111,74 @@ with tk.connect() as client:
 EOF
 
 step "Done: init, create, write, describe, split, read, head/tail, truncate, audit on embedded defaults"
+
+# ---- issue 4: size retention and legal holds ------------------------------------------------------
+# A retention cycle records the stream's tail at most once per retention.frequency (default 30 min);
+# the demo sets it to 1 s for its retention commands and sleeps just over a second between rounds.
+RSTREAM="demo/metrics"
+FAST=(--set retention.frequency=1s)
+size_of() { "$TK" stream describe "$1" --json | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["size_bytes"])'; }
+write_round() { generate "$1" 400 | "$TK" stream write "$RSTREAM" --key-field 1 > /dev/null; }
+cycle() { sleep 1.1; "$TK" "${FAST[@]}" retention run "$RSTREAM" --json > /dev/null; }
+
+step "Size retention: a stream that keeps at least 20 KB and at most 40 KB"
+tk stream create "$RSTREAM" --segments 2 --retention-size 20KB:40KB
+
+step "Two rounds of 400 readings (16.8 KB a round), each followed by a retention cycle that records the tail"
+for round in 0 1; do
+    write_round $((round * 400))
+    cycle
+    echo "round $round: stream holds $(size_of "$RSTREAM") bytes"
+done
+
+step "A third round takes the stream past 40 KB; preview (a dry run) shows the cut a cycle would take"
+write_round 800
+sleep 1.1
+tk "${FAST[@]}" retention preview "$RSTREAM"
+
+step "Run the cycle: it truncates at that cut"
+tk "${FAST[@]}" retention run "$RSTREAM"
+
+step "One more round and cycle"
+write_round 1200
+cycle
+
+step "History and audit: every truncation by retention, with its rule, bytes freed and new head"
+tk retention history "$RSTREAM"
+tk audit list --stream "$RSTREAM"
+
+step "Describe: the size is within the policy's limits"
+tk stream describe "$RSTREAM"
+SIZE="$(size_of "$RSTREAM")"
+echo "size: $SIZE bytes (policy: 20000 to 40000)"
+(( SIZE >= 20000 && SIZE <= 40000 ))
+
+step "A legal hold: retention cycles and manual truncation of a held stream truncate nothing (exit code 10)"
+printf '$ tidekeep hold add stream %s --reason "demo: litigation hold" --json\n' "$RSTREAM"
+HOLD_ID="$("$TK" hold add stream "$RSTREAM" --reason "demo: litigation hold" --json \
+    | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["id"])')"
+tk hold list
+write_round 1600
+sleep 1.1
+set +e
+tk "${FAST[@]}" retention run "$RSTREAM" > /dev/null
+CYCLE_CODE=$?
+tk stream truncate "$RSTREAM" tail
+TRUNCATE_CODE=$?
+set -e
+echo "retention run: exit code $CYCLE_CODE; stream truncate: exit code $TRUNCATE_CODE (expected 10 and 10)"
+[[ "$CYCLE_CODE" == "10" && "$TRUNCATE_CODE" == "10" ]]
+SIZE="$(size_of "$RSTREAM")"
+echo "size under the hold: $SIZE bytes (above the 40 KB maximum: nothing was truncated)"
+(( SIZE > 40000 ))
+
+step "Remove the hold: the next cycle truncates back within the limits"
+tk hold remove "$HOLD_ID"
+sleep 1.1
+tk "${FAST[@]}" retention run "$RSTREAM"
+SIZE="$(size_of "$RSTREAM")"
+echo "size: $SIZE bytes (policy: 20000 to 40000)"
+(( SIZE >= 20000 && SIZE <= 40000 ))
+tk audit list --stream "$RSTREAM" --limit 3
+
+step "Done: size retention (preview, cycles, history, audit) and a legal hold, on embedded defaults"
