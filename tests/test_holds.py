@@ -288,3 +288,27 @@ def test_retention_cycles_never_truncate_a_held_stream_and_resume_once_it_is_rel
         assert [e["action"] for e in client.retention.history(STREAM)] == ["truncate"]
     finally:
         client.close()
+
+
+def test_retention_preview_of_a_held_stream_says_the_hold_blocks_it(
+        tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> None:
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
+                        settings={"writer.linger": 0})
+    try:
+        client.create_stream(STREAM, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(1000, 2000)))
+        for round_number in range(4):
+            _write(client, round_number * 50, (round_number + 1) * 50)
+            clock.advance(31 * 60_000)
+            client.retention.run(STREAM)
+        _write(client, 200, 400)
+        clock.advance(31 * 60_000)
+        unheld = client.retention.preview(STREAM)
+        assert unheld.truncates and unheld.freed_bytes > 0
+        hold_id = client.holds.add("stream", STREAM, "litigation 7")
+        held = client.retention.preview(STREAM)
+        assert held.rule == "held" and held.cut is None and held.freed_bytes == 0
+        assert f"hold {hold_id} (litigation 7)" in held.reason and unheld.reason in held.reason
+        client.holds.remove(hold_id)
+        assert client.retention.preview(STREAM) == unheld
+    finally:
+        client.close()

@@ -33,6 +33,7 @@ NO_MAX = "no-max"
 ABOVE_MAX = "above-max"
 BETWEEN_LIMITS = "between-limits"
 BEHIND_HEAD = "behind-head"
+HELD = "held"  # only in previews: a legal hold blocks the truncation the rules chose
 RULES = (NO_POLICY, EMPTY_SET, BELOW_MIN, NO_CMIN, NO_MAX, ABOVE_MAX, BETWEEN_LIMITS, BEHIND_HEAD)
 
 

@@ -7,6 +7,7 @@ controller (so the truncation is audited with the rule and honours legal holds),
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from typing import Any
@@ -16,11 +17,12 @@ from sqlalchemy.engine import Connection
 
 from ..errors import InvalidInput, InvalidStreamCut
 from ..faults import fault_point
+from ..holds import holds_on
 from ..store import schema as t
 from ..store.schema_retention import retention_set
 from .controller import StreamController, StreamState
 from .cuts import CutOrder, compare_cuts, initial_cut, size_between
-from .retention import BEHIND_HEAD, RetentionDecision, RetentionRecord, decide, prune, should_record
+from .retention import BEHIND_HEAD, HELD, RetentionDecision, RetentionRecord, decide, prune, should_record
 
 log = logging.getLogger("tidekeep.retention")
 
@@ -70,12 +72,21 @@ class RetentionManager:
         with self.controller.db.read() as conn:
             state = self.controller._state(conn, stream)
             records = self._load(conn, state.stream_id)
+            holds = holds_on(conn, "stream", stream)
         policy = state.info.config.retention
         recorded = None
         if policy is not None and self._due(records, now_ms, self.frequency_ms):
             recorded = tail_record(state, now_ms)
             records.append(recorded)
-        return self._decide(state, records, now_ms, recorded)
+        decision = self._decide(state, records, now_ms, recorded)
+        if decision.truncates and holds:
+            # a run would be refused (HoldActive): the preview says so instead of promising bytes
+            hold = holds[0]
+            return dataclasses.replace(
+                decision, rule=HELD, cut=None, freed_bytes=0,
+                reason=f"held by hold {hold.id} ({hold.reason}): nothing is truncated while it is active; "
+                       f"without it: {decision.reason}")
+        return decision
 
     def run(self, stream: str, now: int | None = None, actor: str | None = None) -> RetentionDecision:
         """One retention cycle at `now` (default: the client's clock)."""
