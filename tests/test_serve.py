@@ -99,10 +99,16 @@ def test_serve_once_truncates_as_the_policy_says_and_logs_why(tmp_path: Path, me
     write_batch(client, "s/due", 2)  # s/due and s/held have reached their policy's min beyond a record
     write_batch(client, "s/held", 2)
     hold_id = client.holds.add("stream", "s/held", "litigation 42")
+    abandoned = client.transactional_writer("s/kept", "tw", lease="1s").begin()
+    abandoned.write(b"never committed", routing_key="k")
+    abandoned.flush()
+    time.sleep(1.2)  # the serve process runs on the wall clock: let the lease run out
     before = heads(client, streams)
     done = subprocess.run([*SERVE, "--once", "--lease-ttl", "5s"], env=serve_env(tmp_path, metadata_url),
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
+    assert abandoned.status() is tk.TxnState.ABORTED  # the housekeeping expired it
+    assert any("expired transactions: 1" in line for line in done.stderr.splitlines())
     assert heads(client, streams) == {"s/due": expected["s/due"], "s/kept": before["s/kept"],
                                       "s/held": before["s/held"]}
     lines = done.stderr.splitlines()

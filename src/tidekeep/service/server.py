@@ -78,13 +78,22 @@ def skip_errors() -> tuple[type[BaseException], ...]:
     return (errors.HoldActive, errors.NotFound, errors.StreamSealed)
 
 
+def maintain(client: Client) -> str:
+    """The periodic housekeeping under the sweep lease: abort transactions whose lease ran out
+    (their staged files go with them), then sweep orphan chunk files."""
+    expired = client.expire_transactions()
+    if expired:
+        log.info("aborted %d expired transaction(s): %s", len(expired), ", ".join(expired))
+    return f"{client.sweep()}; expired transactions: {len(expired)}"
+
+
 def build_service(client: Client, options: ServeOptions, owner: str | None = None) -> RetentionService:
     retention = client.retention
     return RetentionService(
         LeaseStore(client.db, client.clock), client.clock, owner or new_owner_id(),
         streams=retention.streams_with_policy,
         cycle=lambda stream: retention.run(stream),
-        sweep=client.sweep,
+        sweep=lambda: maintain(client),
         frequency_ms=options.frequency_ms, ttl_ms=options.lease_ttl_ms, sweep_every_ms=options.sweep_every_ms,
         retry_base_ms=options.retry_base_ms, skip_errors=skip_errors(), describe=describe_decision)
 
