@@ -54,9 +54,6 @@ def _positive(parse: Callable[[Any], int]) -> Callable[[Any], int]:
     return check
 
 
-def _non_negative(parse: Callable[[Any], int]) -> Callable[[Any], int]:
-    return parse
-
 
 @dataclass(frozen=True)
 class _Key:
@@ -72,8 +69,8 @@ KEYS: dict[str, _Key] = {
     "spark.master": _Key(_text, "local[*]", "Spark master URL"),
     "spark.app_name": _Key(_text, "tidekeep", "Spark application name"),
     "writer.batch_size": _Key(_positive(parse_size_bytes), 4 * 1024 * 1024, "flush a segment batch at this size"),
-    "writer.linger": _Key(_non_negative(parse_duration_ms), 100, "flush pending events after this long"),
-    "sweep.grace": _Key(_non_negative(parse_duration_ms), 3_600_000,
+    "writer.linger": _Key(parse_duration_ms, 100, "flush pending events after this long"),
+    "sweep.grace": _Key(parse_duration_ms, 3_600_000,
                         "uncommitted chunk files younger than this are never swept"),
     "retention.frequency": _Key(_positive(parse_duration_ms), 30 * 60_000, "retention cycle spacing"),
     "log.level": _Key(_level, "INFO", "log level"),

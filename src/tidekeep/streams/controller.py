@@ -41,7 +41,7 @@ from ..store.database import Database
 from ..store.schema_transactions import transaction_chunks
 from .config import StreamConfig
 from .cuts import CutOrder, SegmentRange, StreamCut, check_cut, compare_cuts, ranges_between
-from .model import Segment, equal_ranges, initial_segments, plan_scale, segment_id, segment_name
+from .model import Segment, equal_ranges, initial_segments, plan_scale, segment_name
 
 log = logging.getLogger("tidekeep.streams")
 
@@ -590,4 +590,4 @@ def _chunk_ref(row: Any) -> ChunkRef:
                     row.writer_id)
 
 
-__all__ = ["StreamController", "segment_id"]
+__all__ = ["StreamController"]
