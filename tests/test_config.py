@@ -56,14 +56,18 @@ def test_each_layer_overrides_the_one_below(tmp_path: Path) -> None:
 def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
     raw = {"metadata.url": "postgresql+psycopg://u@h/db", "metadata.busy_timeout": "5s", "storage.uri": "/data/x",
            "spark.master": "local[2]", "spark.app_name": "tk", "writer.batch_size": "64KiB", "writer.linger": "0",
-           "sweep.grace": "10m", "retention.frequency": "1h", "log.level": "warning"}
+           "sweep.grace": "10m", "retention.frequency": "1h", "log.level": "warning",
+           "catalog.delete_batch_size": "500", "catalog.partitions": "4", "catalog.schedule": "30 2 * * *",
+           "catalog.purge_age": "3d", "catalog.purge_batch_size": "250", "catalog.purge_failure_threshold": "0"}
     assert set(raw) == set(KEYS), "a new setting needs a case here"
     s = load_settings(tmp_path, env={env_name(k): v for k, v in raw.items()})
     assert env_name("writer.batch_size") == "TIDEKEEP_WRITER_BATCH_SIZE"
     assert s.values == {
         "metadata.url": "postgresql+psycopg://u@h/db", "metadata.busy_timeout": 5000, "storage.uri": "/data/x",
         "spark.master": "local[2]", "spark.app_name": "tk", "writer.batch_size": 65536, "writer.linger": 0,
-        "sweep.grace": 600_000, "retention.frequency": 3_600_000, "log.level": "WARNING"}
+        "sweep.grace": 600_000, "retention.frequency": 3_600_000, "log.level": "WARNING",
+        "catalog.delete_batch_size": 500, "catalog.partitions": 4, "catalog.schedule": "30 2 * * *",
+        "catalog.purge_age": 3 * 86_400_000, "catalog.purge_batch_size": 250, "catalog.purge_failure_threshold": 0}
     assert s.metadata_url == "postgresql+psycopg://u@h/db" and s.storage_uri == "/data/x"
 
 
@@ -158,6 +162,11 @@ def test_self_referencing_yaml_is_a_config_error(tmp_path: Path) -> None:
     ("metadata:\n  url: 5\n", "metadata.url", "5"),
     ("retention:\n  frequency: [1, 2]\n", "retention.frequency", "[1, 2]"),
     ("sweep:\n  grace: .inf\n", "sweep.grace", "must be finite"),
+    ("catalog:\n  delete_batch_size: 1.5\n", "catalog.delete_batch_size", "whole number"),
+    ("catalog:\n  delete_batch_size: 0\n", "catalog.delete_batch_size", "must be greater than zero"),
+    ("catalog:\n  partitions: -1\n", "catalog.partitions", "must not be negative"),
+    ("catalog:\n  purge_failure_threshold: true\n", "catalog.purge_failure_threshold", "True"),
+    ("catalog:\n  purge_age: forever\n", "catalog.purge_age", "'forever'"),
 ])
 def test_bad_values_name_key_and_file(tmp_path: Path, text: str, key: str, detail: str) -> None:
     path = write_config(tmp_path, text)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from .catalog.api import Catalog
 from .clock import SYSTEM_CLOCK, Clock
 from .config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT, Settings, load_settings
 from .errors import InvalidInput
@@ -61,6 +62,7 @@ class Client:
         self.holds = HoldStore(self.streams)  # legal holds: add/list/remove/active_for
         # size/time retention cycles: preview/run/history (streams/retention_store.py)
         self.retention = RetentionManager(self.streams, settings["retention.frequency"])
+        self.catalog = Catalog(self)  # meta records, rules, the retention job, purge (catalog/)
 
     # ---- scopes and streams --------------------------------------------------------------------
     def create_scope(self, scope: str) -> bool:

@@ -54,6 +54,23 @@ def _positive(parse: Callable[[Any], int]) -> Callable[[Any], int]:
     return check
 
 
+def _count(value: Any) -> int:
+    """A whole number from YAML, the environment or a flag ("1000" or 1000; not 1.5, not true)."""
+    if isinstance(value, bool):
+        raise InvalidInput(f"expected a whole number, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    raise InvalidInput(f"expected a whole number, got {value!r}")
+
+
+def _non_negative(value: Any) -> int:
+    result = _count(value)
+    if result < 0:
+        raise InvalidInput(f"must not be negative, got {value!r}")
+    return result
+
 
 @dataclass(frozen=True)
 class _Key:
@@ -74,6 +91,14 @@ KEYS: dict[str, _Key] = {
                         "uncommitted chunk files younger than this are never swept"),
     "retention.frequency": _Key(_positive(parse_duration_ms), 30 * 60_000, "retention cycle spacing"),
     "log.level": _Key(_level, "INFO", "log level"),
+    "catalog.delete_batch_size": _Key(_positive(_count), 1000,
+                                      "records logically deleted per UPDATE (create-time slices)"),
+    "catalog.partitions": _Key(_non_negative, 0, "Spark partitions the job reads records in (0: Spark's default)"),
+    "catalog.schedule": _Key(_text, "0 0 * * *", "cron schedule (UTC) of the catalog job under `tidekeep serve`"),
+    "catalog.purge_age": _Key(parse_duration_ms, 7 * 86_400_000,
+                              "records DELETED for longer than this have their data purged"),
+    "catalog.purge_batch_size": _Key(_positive(_count), 1000, "records purged per batch"),
+    "catalog.purge_failure_threshold": _Key(_non_negative, 100, "the purge stops after more failures than this"),
 }
 
 
@@ -196,4 +221,8 @@ sweep:
   grace: 1h
 retention:
   frequency: 30m
+catalog:
+  delete_batch_size: 1000
+  schedule: "0 0 * * *"      # the catalog retention job under `tidekeep serve` (cron, UTC)
+  purge_age: 7d
 """

@@ -16,7 +16,20 @@ import sqlalchemy as sa
 import typer
 
 from ..errors import TidekeepError
-from . import admin, audit, holds, rg, serve, stream_data, streams, txn
+from . import (
+    admin,
+    audit,
+    catalog_job,
+    catalog_purge,
+    catalog_records,
+    catalog_rules,
+    holds,
+    rg,
+    serve,
+    stream_data,
+    streams,
+    txn,
+)
 from . import retention as retention_cli
 from .context import GlobalOptions, parse_set_options
 
@@ -37,6 +50,8 @@ rg_app = typer.Typer(help="Reader groups: shared reading, positions and checkpoi
 retention_app = typer.Typer(help="Size and time retention: preview, run and history of cycles.",
                             no_args_is_help=True)
 hold_app = typer.Typer(help="Legal holds: a held stream is never truncated.", no_args_is_help=True)
+catalog_app = typer.Typer(help="The catalog: meta records, retention rules, the retention job and purge.",
+                          no_args_is_help=True)
 
 streams.register(stream_app)
 stream_data.register(stream_app)
@@ -48,6 +63,10 @@ txn.register(txn_app)
 rg.register(rg_app)
 serve.register(app)
 holds.register(hold_app)
+catalog_records.register(catalog_app)
+catalog_rules.register(catalog_app)
+catalog_job.register(catalog_app)
+catalog_purge.register(catalog_app)
 app.add_typer(stream_app, name="stream")
 app.add_typer(audit_app, name="audit")
 app.add_typer(db_app, name="db")
@@ -55,6 +74,7 @@ app.add_typer(txn_app, name="txn")
 app.add_typer(rg_app, name="rg")
 app.add_typer(retention_app, name="retention")
 app.add_typer(hold_app, name="hold")
+app.add_typer(catalog_app, name="catalog")
 
 
 @app.callback()

@@ -109,4 +109,11 @@ audit = sa.Table(
 sa.Index("ix_audit_target_time", audit.c.target, audit.c.time_ms)
 
 # the tables of later features live in modules of their own, on the same MetaData
-from . import schema_holds, schema_leases, schema_readergroups, schema_retention, schema_transactions  # noqa: E402, F401
+from . import (  # noqa: E402, F401
+    schema_catalog,
+    schema_holds,
+    schema_leases,
+    schema_readergroups,
+    schema_retention,
+    schema_transactions,
+)

@@ -1,0 +1,123 @@
+"""`client.catalog`: one object for every catalog operation. Each method delegates to the module
+that owns the work, imported on first use so `import tidekeep` stays light."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..client import Client
+
+Progress = Callable[[int, int], None]  # (done, total) in the unit of the operation
+
+
+class Catalog:
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    # ---- records (records.py, record_store.py, importer.py, generate.py) ----------------------
+    def add(self, records: Iterable[Any]) -> list[int]:
+        """Add meta records (MetaRecord or mappings); returns their ids, in order."""
+        from .record_store import RecordStore
+
+        return RecordStore(self.client).add(records)
+
+    def get(self, record_id: int) -> Any:
+        from .record_store import RecordStore
+
+        return RecordStore(self.client).get(record_id)
+
+    def records(self, **filters: Any) -> list[Any]:
+        from .record_store import RecordStore
+
+        return RecordStore(self.client).list(**filters)
+
+    def count(self, status: str | None = None) -> int:
+        from .record_store import RecordStore
+
+        return RecordStore(self.client).count(status)
+
+    def import_path(self, path: str | Path, format: str | None = None, progress: Progress | None = None) -> Any:
+        """Bulk import CSV, JSON lines or Parquet through Spark."""
+        from .importer import import_records
+
+        return import_records(self.client, path, format=format, progress=progress)
+
+    def generate(self, rows: int, seed: int = 0, progress: Progress | None = None, **options: Any) -> Any:
+        """Synthetic records for demos and benchmarks (deterministic for a seed)."""
+        from .generate import generate_records
+
+        return generate_records(self.client, rows, seed=seed, progress=progress, **options)
+
+    # ---- dictionaries (dictionaries.py) -------------------------------------------------------
+    def set_dictionary(self, name: str, words: Sequence[str]) -> None:
+        from .dictionaries import DictionaryStore
+
+        DictionaryStore(self.client).set(name, words)
+
+    def dictionary(self, name: str) -> list[str]:
+        from .dictionaries import DictionaryStore
+
+        return DictionaryStore(self.client).get(name)
+
+    def dictionaries(self) -> dict[str, list[str]]:
+        from .dictionaries import DictionaryStore
+
+        return DictionaryStore(self.client).all()
+
+    def delete_dictionary(self, name: str) -> None:
+        from .dictionaries import DictionaryStore
+
+        DictionaryStore(self.client).delete(name)
+
+    # ---- rules (ages.py, rules.py, rules_store.py) --------------------------------------------
+    def rules(self) -> Any:
+        """The saved rule set (RuleSet: version + rules); an empty set before the first save."""
+        from .rules_store import RulesStore
+
+        return RulesStore(self.client).load()
+
+    def set_rules(self, rules: Any) -> Any:
+        """Save a rule set (RuleSet, a list of RetentionRule, or a path to YAML / Stroom JSON);
+        returns the saved RuleSet with its new version."""
+        from .rules_store import RulesStore
+
+        return RulesStore(self.client).save(rules)
+
+    # ---- the job (source.py, writeback.py, job.py, impact.py, explain.py) ----------------------
+    def run(self, dry_run: bool = False, progress: Progress | None = None, now_ms: int | None = None) -> Any:
+        """Run the data retention job now; returns its report."""
+        from .job import run_retention_job
+
+        return run_retention_job(self.client, dry_run=dry_run, progress=progress, now_ms=now_ms)
+
+    def impact(self, rules: Any = None, now_ms: int | None = None) -> Any:
+        """Per rule, feed and type: what would be deleted if the job ran now with no trackers."""
+        from .impact import impact_summary
+
+        return impact_summary(self.client, rules=rules, now_ms=now_ms)
+
+    def explain(self, record_id: int, now_ms: int | None = None) -> Any:
+        """The rule that decides a record's retention, its age, retain-until time and holds."""
+        from .explain import explain_record
+
+        return explain_record(self.client, record_id, now_ms=now_ms)
+
+    def runs(self, limit: int = 20) -> list[Mapping[str, Any]]:
+        from .job import list_runs
+
+        return list_runs(self.client, limit)
+
+    # ---- purge (purge.py) -----------------------------------------------------------------------
+    def purge(self, progress: Progress | None = None, now_ms: int | None = None, dry_run: bool = False) -> Any:
+        """Remove the data of records DELETED for longer than catalog.purge_age, then their rows."""
+        from .purge import purge_deleted
+
+        return purge_deleted(self.client, progress=progress, now_ms=now_ms, dry_run=dry_run)
+
+    # ---- holds ------------------------------------------------------------------------------------
+    def hold(self, expression: str, reason: str) -> int:
+        """Hold every record matching `expression`: never logically deleted or purged meanwhile."""
+        return self.client.holds.add("records", expression, reason)
