@@ -1,9 +1,10 @@
 """Legal holds: while a target is held, nothing deletes its data.
 
-A hold names its target by kind and target. Today the only kind is "stream" (target "scope/stream"):
-a held stream is never truncated, manually or by retention, because StreamController.truncate looks
-the holds up inside its own write transaction (`holds_on`) and refuses with HoldActive. Catalog
-records and archives will be further kinds of the same table.
+A hold names its target by kind and target. Kind "stream" (target "scope/stream"): a held stream
+is never truncated, manually or by retention, because StreamController.truncate looks the holds up
+inside its own write transaction (`holds_on`) and refuses with HoldActive. Kind "records" (target:
+a catalog expression, stored in its canonical text form): every catalog record the expression
+matches is neither logically deleted nor purged (catalog/holds.py). Archives will be a further kind.
 
 Adding and removing a hold is audited (actions "hold_add" and "hold_remove"); the audit row's target
 is the held target, so `tidekeep audit list --stream S` shows a stream's holds next to its truncations.
@@ -25,7 +26,8 @@ from .store.schema_holds import holds as holds_table
 if TYPE_CHECKING:
     from .streams.controller import StreamController
 
-HOLD_KINDS: tuple[str, ...] = ("stream",)
+HOLD_KINDS: tuple[str, ...] = ("stream", "records")
+MAX_TARGET_CHARS = 600  # the holds.target column
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,25 @@ def _hold(row: Any) -> Hold:
     return Hold(row.id, row.kind, row.target, row.reason, row.created_ms, row.created_by)
 
 
+hold_from_row = _hold  # for the catalog, which reads holds of kind "records" itself
+
+
+def check_record_expression(target: object) -> str:
+    """A "records" hold target: a catalog expression in the text syntax, returned in canonical text
+    form so equal expressions are stored alike (and `hold list --target` finds them)."""
+    from .catalog.expressions import parse, to_text, validate
+
+    if not isinstance(target, str) or not target.strip():
+        raise InvalidInput("a records hold needs an expression: got an empty one")
+    expression = parse(target)
+    validate(expression)
+    text = to_text(expression)
+    if len(text) > MAX_TARGET_CHARS:
+        raise InvalidInput(f"records hold expression too long: {len(text)} characters in canonical form, "
+                           f"at most {MAX_TARGET_CHARS}")
+    return text
+
+
 def holds_on(conn: Connection, kind: str, target: str) -> list[Hold]:
     """The active holds on one target, oldest first, read on the caller's connection so a caller
     inside a write transaction sees exactly what its transaction sees."""
@@ -81,7 +102,9 @@ class HoldStore:
         """Hold `target`; returns the new hold's id. The target must exist."""
         kind = check_kind(kind)
         reason = check_reason(reason)
-        split_stream_name(target)  # the only kind today is "stream"
+        if kind == "records":
+            return self._add_records_hold(check_record_expression(target), reason)
+        split_stream_name(target)
         with self.streams.db.write() as conn:
             # lock the stream row as truncate does, so a hold and a truncation of one stream serialise
             row = self.streams._stream_row(conn, target, lock=True)
@@ -90,6 +113,16 @@ class HoldStore:
                 kind=kind, target=name, reason=reason, created_ms=self.streams.clock.now_ms(),
                 created_by=self.streams.actor)).inserted_primary_key[0]
             self.streams._audit(conn, "hold_add", name, None, None, 0, reason, {"hold": hold_id, "kind": kind})
+        return int(hold_id)
+
+    def _add_records_hold(self, expression: str, reason: str) -> int:
+        # no row to lock: the purge and the job read the holds again right before they delete
+        with self.streams.db.write() as conn:
+            hold_id = conn.execute(sa.insert(holds_table).values(
+                kind="records", target=expression, reason=reason, created_ms=self.streams.clock.now_ms(),
+                created_by=self.streams.actor)).inserted_primary_key[0]
+            self.streams._audit(conn, "hold_add", expression, None, None, 0, reason,
+                                {"hold": hold_id, "kind": "records"})
         return int(hold_id)
 
     def list(self, kind: str | None = None, target: str | None = None) -> builtins.list[Hold]:
@@ -122,4 +155,4 @@ class HoldStore:
         return hold
 
 
-__all__ = ["HOLD_KINDS", "Hold", "HoldStore", "holds_on"]
+__all__ = ["HOLD_KINDS", "Hold", "HoldStore", "check_record_expression", "hold_from_row", "holds_on"]

@@ -1,0 +1,85 @@
+"""Holds on catalog records: a hold of kind "records" is an expression, and every record it matches
+is neither logically deleted by the retention job nor purged while the hold exists.
+
+The hold's target is the expression's canonical text (`to_text`), checked when the hold is added
+(holds.py); here it is read back and compiled: to one SQLAlchemy condition "held by any hold"
+(the purge and the job exclude `~condition`) and to Python for explain. Expressions are compiled
+with the run's fixed `now` and the catalog's dictionaries, as the rules are.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..holds import Hold, hold_from_row
+from ..store.schema_catalog import catalog_dictionaries
+from ..store.schema_catalog import catalog_records as records_table
+from ..store.schema_holds import holds as holds_table
+from .expressions.ast import Expr
+
+RECORDS_KIND = "records"
+
+
+def record_holds(conn: Connection) -> list[tuple[Hold, Expr]]:
+    """The active holds on catalog records with their parsed expressions, oldest first."""
+    rows = conn.execute(sa.select(holds_table).where(holds_table.c.kind == RECORDS_KIND).order_by(holds_table.c.id))
+    found = [hold_from_row(r) for r in rows]
+    if not found:
+        return []
+    from .expressions import parse
+
+    return [(hold, parse(hold.target)) for hold in found]
+
+
+def load_dictionaries(conn: Connection) -> dict[str, list[str]]:
+    return {r.name: list(json.loads(r.words)) for r in conn.execute(sa.select(catalog_dictionaries))}
+
+
+def compile_context(conn: Connection, now_ms: int) -> Any:
+    from .expressions import CompileContext
+
+    return CompileContext(now_ms, load_dictionaries(conn))
+
+
+def held_predicate(holds: Sequence[tuple[Hold, Expr]], ctx: Any, table: sa.Table = records_table) -> Any:
+    """A SQLAlchemy condition on `table`: true for a record any of `holds` matches (false when there
+    are none, so `~held_predicate(...)` is always safe to add to a WHERE)."""
+    if not holds:
+        return sa.false()
+    from .expressions import to_sqlalchemy
+
+    return sa.or_(*(to_sqlalchemy(expr, ctx, table) for _, expr in holds))
+
+
+def holds_matching(record: Mapping[str, Any], holds: Sequence[tuple[Hold, Expr]], ctx: Any) -> list[Hold]:
+    """The holds that protect one record (a mapping of catalog_records columns), for explain."""
+    if not holds:
+        return []
+    from .expressions import to_python
+
+    return [hold for hold, expr in holds if to_python(expr, ctx)(record)]
+
+
+@dataclass(frozen=True)
+class HeldRecords:
+    """The record holds as read at one moment: their ids (to notice a change) and the condition."""
+
+    hold_ids: tuple[int, ...]
+    condition: Any
+
+
+def load_held_records(conn: Connection, now_ms: int, table: sa.Table = records_table) -> HeldRecords:
+    holds = record_holds(conn)
+    if not holds:
+        return HeldRecords((), sa.false())
+    return HeldRecords(tuple(h.id for h, _ in holds), held_predicate(holds, compile_context(conn, now_ms), table))
+
+
+__all__ = ["RECORDS_KIND", "HeldRecords", "compile_context", "held_predicate", "holds_matching",
+           "load_held_records", "record_holds"]

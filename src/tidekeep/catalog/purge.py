@@ -1,0 +1,251 @@
+"""The purge: records DELETED for longer than `catalog.purge_age` lose their data, then their rows
+(reference 1.7, Stroom's "Data Delete" job). The decisions are in purge_plan.py; this is the shell.
+
+Per batch: fetch up to `catalog.purge_batch_size` DELETED records with `status_time` at or below
+the sliding threshold, not excluded, not held, newest first; delete each record's data at its
+`location` through pyarrow.fs (a missing file is a success: the data is gone either way); then
+delete the rows of the successes in one audited transaction. Files go first and rows second, so a
+crash in between leaves rows whose files are already gone, and the rerun deletes those rows
+(missing file = success): the purge is idempotent and never leaves data without a row to find it.
+A record whose data cannot be deleted keeps its row, is excluded for the rest of the run and
+counts as a failure; once failures exceed `catalog.purge_failure_threshold` the run stops.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..faults import fault_point
+from ..store.schema_catalog import catalog_records as records_table
+from ..store.schema_catalog import catalog_runs as runs_table
+from . import purge_plan
+from .holds import HeldRecords, load_held_records
+
+if TYPE_CHECKING:
+    from ..client import Client
+
+Progress = Callable[[int, int], None]
+DELETED = "DELETED"
+FAILED_IDS_SHOWN = 100  # the report names this many failed ids; the count is always exact
+
+
+@dataclass
+class PurgeReport:
+    now_ms: int
+    threshold_ms: int
+    dry_run: bool
+    eligible: int = 0  # DELETED, old enough and not held, when the run started
+    held: int = 0  # DELETED and old enough but held, so left alone
+    purged: int = 0  # rows deleted (dry run: rows that would be)
+    bytes: int = 0  # sum of their file_size
+    batches: int = 0
+    failures: int = 0
+    failed: list[dict[str, Any]] = field(default_factory=list)  # {"id", "location", "error"}, first few
+    aborted: bool = False
+    run_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        verb = "would purge" if self.dry_run else "purged"
+        text = (f"{verb} {self.purged} records ({self.bytes} bytes) in {self.batches} batches; "
+                f"{self.failures} failures; {self.held} held")
+        return text + ("; ABORTED: failures exceeded catalog.purge_failure_threshold" if self.aborted else "")
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    id: int
+    status_time: int
+    location: str | None
+    file_size: int
+
+
+class DataDeleter:
+    """Deletes record data on the storage filesystem or at a URI of its own; filesystems for other
+    URIs are opened once per scheme and authority."""
+
+    def __init__(self, client: Client) -> None:
+        self.storage = client.storage
+        self._filesystems: dict[str, tuple[pafs.FileSystem, str]] = {}
+
+    def delete(self, location: str | None) -> str | None:
+        """None on success (deleted, or nothing there); otherwise why it failed."""
+        if location is None:
+            return None  # a record without data: nothing to remove
+        where = purge_plan.resolve_location(location)
+        if where.problem is not None:
+            return where.problem
+        try:
+            if where.relative is not None:
+                fs, path = self.storage.fs, self.storage.full_path(where.relative)
+            else:
+                fs, path = self._open(str(where.uri))
+            info = fs.get_file_info(path)
+            if info.type == pafs.FileType.NotFound:
+                return None
+            if info.type != pafs.FileType.File:
+                return f"{location!r} is not a file"  # never delete a directory tree on a record's say-so
+            fs.delete_file(path)
+        except FileNotFoundError:
+            return None  # removed meanwhile: gone is gone
+        except (OSError, pa.ArrowException) as exc:
+            return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        return None
+
+    def _open(self, uri: str) -> tuple[pafs.FileSystem, str]:
+        if uri.startswith("/"):
+            return pafs.LocalFileSystem(), uri
+        scheme, _, rest = uri.partition("://")
+        key = f"{scheme}://{rest.split('/', 1)[0]}"
+        if key not in self._filesystems:
+            fs, path = pafs.FileSystem.from_uri(uri)
+            self._filesystems[key] = (fs, path)
+            return fs, path
+        fs, _ = self._filesystems[key]
+        if scheme == "file":
+            return fs, "/" + rest.lstrip("/")
+        _, path = pafs.FileSystem.from_uri(uri)  # cheap for the path; the filesystem is reused
+        return fs, path
+
+
+def _eligible(threshold_ms: int, held: HeldRecords) -> list[Any]:
+    return [records_table.c.status == DELETED, records_table.c.status_time <= threshold_ms, ~held.condition]
+
+
+def _fetch(conn: Connection, cursor: purge_plan.PurgeCursor, held: HeldRecords, batch_size: int) -> list[_Candidate]:
+    query = (sa.select(records_table.c.id, records_table.c.status_time, records_table.c.location,
+                       records_table.c.file_size)
+             .where(*_eligible(cursor.threshold_ms, held))
+             .order_by(records_table.c.status_time.desc(), records_table.c.id.desc())
+             .limit(batch_size))
+    if cursor.excluded:
+        query = query.where(records_table.c.id.not_in(sorted(cursor.excluded)))
+    return [_Candidate(r.id, r.status_time, r.location, r.file_size or 0) for r in conn.execute(query)]
+
+
+def _count(conn: Connection, where: Sequence[Any]) -> tuple[int, int]:
+    row = conn.execute(sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(records_table.c.file_size), 0))
+                       .select_from(records_table).where(*where)).one()
+    return int(row[0]), int(row[1])
+
+
+def _start_run(client: Client, now_ms: int, dry_run: bool) -> int:
+    with client.db.write() as conn:
+        return int(conn.execute(sa.insert(runs_table).values(
+            kind="purge", state="RUNNING", dry_run=dry_run, now_ms=now_ms, started_ms=client.clock.now_ms(),
+            actor=client.streams.actor)).inserted_primary_key[0])
+
+
+def _finish_run(client: Client, report: PurgeReport, state: str) -> None:
+    with client.db.write() as conn:
+        conn.execute(sa.update(runs_table).where(runs_table.c.id == report.run_id).values(
+            state=state, finished_ms=client.clock.now_ms(), report=json.dumps(report.to_dict())))
+
+
+def _delete_rows(client: Client, batch: Sequence[_Candidate], threshold_ms: int, run_id: int) -> tuple[int, int]:
+    """Delete the rows of records whose data is gone, in one audited transaction; returns the rows
+    and bytes actually deleted (a concurrent purge may have taken some already)."""
+    ids = [c.id for c in batch]
+    with client.db.write() as conn:
+        where = [records_table.c.id.in_(ids), records_table.c.status == DELETED,
+                 records_table.c.status_time <= threshold_ms]
+        present = conn.execute(sa.select(records_table.c.id, records_table.c.file_size).where(*where)).all()
+        if not present:
+            return 0, 0
+        conn.execute(sa.delete(records_table).where(*where))
+        count, size = len(present), sum(r.file_size or 0 for r in present)
+        low, high = min(r.id for r in present), max(r.id for r in present)
+        client.streams._audit(conn, "catalog_purge", "catalog", None, None, size,
+                              f"purged {count} records deleted before the purge threshold",
+                              {"count": count, "min_id": low, "max_id": high, "run": run_id,
+                               "threshold_ms": threshold_ms})
+    return count, size
+
+
+def purge_deleted(client: Client, progress: Progress | None = None, now_ms: int | None = None,
+                  dry_run: bool = False) -> PurgeReport:
+    """Purge the records DELETED at or before `now − catalog.purge_age`; see the module doc."""
+    settings = client.settings
+    now = client.clock.now_ms() if now_ms is None else now_ms
+    batch_size = int(settings["catalog.purge_batch_size"])
+    failure_threshold = int(settings["catalog.purge_failure_threshold"])
+    cursor = purge_plan.start(now, int(settings["catalog.purge_age"]))
+    report = PurgeReport(now_ms=now, threshold_ms=cursor.threshold_ms, dry_run=dry_run)
+    with client.db.read() as conn:
+        held = load_held_records(conn, now)
+        report.eligible, eligible_bytes = _count(conn, _eligible(cursor.threshold_ms, held))
+        report.held = _count(conn, [records_table.c.status == DELETED,
+                                    records_table.c.status_time <= cursor.threshold_ms, held.condition])[0]
+    report.run_id = _start_run(client, now, dry_run)
+    try:
+        if dry_run:
+            # nothing is deleted, so nothing can fail: the eligible records are exactly what a run would take
+            report.purged, report.bytes = report.eligible, eligible_bytes
+            report.batches = -(-report.eligible // batch_size)
+        else:
+            _purge_batches(client, cursor, report, batch_size, failure_threshold, progress)
+    except BaseException:
+        _finish_run(client, report, "FAILED")
+        raise
+    if progress is not None:
+        progress(report.purged, report.eligible)
+    _finish_run(client, report, "FAILED" if report.aborted else "SUCCEEDED")
+    return report
+
+
+def _purge_batches(client: Client, cursor: purge_plan.PurgeCursor, report: PurgeReport, batch_size: int,
+                   failure_threshold: int, progress: Progress | None) -> None:
+    deleter = DataDeleter(client)
+    while not cursor.done:
+        with client.db.read() as conn:
+            held = load_held_records(conn, report.now_ms)
+            batch = _fetch(conn, cursor, held, batch_size)
+        # a hold added since the batch was read must still protect its records: look again just
+        # before the data goes, and drop whatever it now covers
+        fetched = batch
+        batch = _without_newly_held(client, batch, held, report.now_ms)
+        failed: list[int] = []
+        done: list[_Candidate] = []
+        for candidate in batch:
+            error = deleter.delete(candidate.location)
+            if error is None:
+                done.append(candidate)
+            else:
+                failed.append(candidate.id)
+                if len(report.failed) < FAILED_IDS_SHOWN:
+                    report.failed.append({"id": candidate.id, "location": candidate.location, "error": error})
+        fault_point("purge.after_files")
+        if done:
+            count, size = _delete_rows(client, done, cursor.threshold_ms, int(report.run_id or 0))
+            report.purged += count
+            report.bytes += size
+        fault_point("purge.after_rows")
+        cursor = purge_plan.advance(cursor, [c.status_time for c in fetched], failed, batch_size, failure_threshold)
+        report.batches, report.failures, report.aborted = cursor.batches, cursor.failures, cursor.aborted
+        if progress is not None:
+            progress(report.purged, report.eligible)
+
+
+def _without_newly_held(client: Client, batch: list[_Candidate], held: HeldRecords, now_ms: int) -> list[_Candidate]:
+    if not batch:
+        return batch
+    with client.db.read() as conn:
+        current = load_held_records(conn, now_ms)
+        if current.hold_ids == held.hold_ids:
+            return batch
+        still = {r.id for r in conn.execute(sa.select(records_table.c.id).where(
+            records_table.c.id.in_([c.id for c in batch]), ~current.condition))}
+    return [c for c in batch if c.id in still]
+
+
+__all__ = ["DataDeleter", "PurgeReport", "purge_deleted"]
