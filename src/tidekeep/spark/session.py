@@ -47,3 +47,6 @@ def register_data_sources(spark: SparkSession) -> None:
     except ImportError:  # pragma: no cover - the data source module is part of the package
         return
     spark.dataSource.register(TidekeepDataSource)
+    from ..catalog.source import CatalogDataSource
+
+    spark.dataSource.register(CatalogDataSource)
