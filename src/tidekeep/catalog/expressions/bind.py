@@ -1,0 +1,287 @@
+"""The one binder every parser and compiler shares: which conditions each field takes, what its
+values mean, and the typed literals the compilers use.
+
+`check_term` validates one term without any context (parsers call it so errors carry a column or
+JSON path); `validate` checks a whole tree (used on save); `bind` turns a tree into a `Bound` tree
+of typed literals for a `CompileContext` (a fixed `now` and the dictionaries), applying Stroom's
+structural rules (normalize.py). Pure: no database, storage or Spark imports.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ...errors import InvalidInput, NotFound
+from ...units import parse_size_bytes
+from ..fields import STATUSES, Field, FieldKind, lookup_field
+from .ast import Condition, Expr, Op, Operator, Term
+from .dates import parse_date, resolve_date
+from .normalize import normalize
+from .regex import Regex, parse_regex
+
+C = Condition
+ORDERING = frozenset({C.GREATER_THAN, C.GREATER_THAN_OR_EQUAL_TO, C.LESS_THAN, C.LESS_THAN_OR_EQUAL_TO, C.BETWEEN})
+NO_VALUE = frozenset({C.IS_NULL, C.IS_NOT_NULL})
+ALLOWED: dict[FieldKind, frozenset[Condition]] = {
+    FieldKind.TEXT: frozenset(
+        {C.EQUALS, C.NOT_EQUALS, C.CONTAINS, C.STARTS_WITH, C.ENDS_WITH, C.IN, C.IN_DICTIONARY, C.MATCHES_REGEX}
+    )
+    | NO_VALUE,
+    FieldKind.STATUS: frozenset({C.EQUALS, C.NOT_EQUALS, C.IN, C.IN_DICTIONARY}) | NO_VALUE,
+    FieldKind.INTEGER: frozenset({C.EQUALS, C.NOT_EQUALS, C.IN}) | ORDERING | NO_VALUE,
+    FieldKind.DATE: frozenset({C.EQUALS, C.NOT_EQUALS, C.IN}) | ORDERING | NO_VALUE,
+}
+DICTIONARY_NAME = re.compile(r"[A-Za-z0-9_.-]{1,255}")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_INTEGER = re.compile(r"-?[0-9]+")
+MAX_VALUE_LENGTH = 10_000
+
+
+@dataclass(frozen=True)
+class CompileContext:
+    now_ms: int
+    dictionaries: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+
+# ---- validation (no context) -----------------------------------------------------------------
+
+
+def check_condition(fld: Field, condition: Condition) -> None:
+    if condition not in ALLOWED[fld.kind]:
+        if fld.name.startswith("attr.") and condition in ORDERING:
+            raise InvalidInput(f"condition {condition.value} is not allowed on {fld.name}: custom attributes are text")
+        allowed = ", ".join(sorted(c.value for c in ALLOWED[fld.kind]))
+        raise InvalidInput(f"condition {condition.value} is not allowed on {fld.name} (allowed: {allowed})")
+
+
+def check_value(fld: Field, condition: Condition, value: str | None) -> str | None:
+    """The canonical value text for a term, or InvalidInput saying what is wrong with it."""
+    if condition in NO_VALUE:
+        if value not in (None, ""):
+            raise InvalidInput(f"{condition.value} takes no value, got {value!r}")
+        return None
+    if value is None:
+        raise InvalidInput(f"{condition.value} on {fld.name} needs a value")
+    if not isinstance(value, str):
+        raise InvalidInput(f"value {value!r} for {fld.name} must be text")
+    if "\x00" in value:
+        raise InvalidInput(f"value for {fld.name} contains a NUL character")
+    if len(value) > MAX_VALUE_LENGTH:
+        raise InvalidInput(f"value for {fld.name} is longer than {MAX_VALUE_LENGTH} characters")
+    if condition is C.IN_DICTIONARY:
+        if not DICTIONARY_NAME.fullmatch(value):
+            raise InvalidInput(f"invalid dictionary name {value!r}: expected [A-Za-z0-9_.-]{{1,255}}")
+        return value
+    if condition is C.MATCHES_REGEX:
+        parse_regex(value)
+        return value
+    if condition is C.BETWEEN:
+        parts = value.split(",")
+        if len(parts) != 2:
+            raise InvalidInput(f"BETWEEN on {fld.name} needs two values 'low,high', got {value!r}")
+        for part in parts:
+            _typed(fld, part)
+        return value
+    if condition is C.IN:
+        items = in_items(value)
+        if fld.kind is FieldKind.STATUS:
+            return ",".join(str(_typed(fld, item)) for item in items)
+        for item in items:
+            _typed(fld, item)
+        return value
+    if fld.kind is FieldKind.STATUS:
+        _typed(fld, value)
+        return value.strip().upper()
+    if fld.kind is not FieldKind.TEXT:
+        _typed(fld, value)
+    return value
+
+
+def in_items(value: str) -> list[str]:
+    """Stroom's IN list: comma-separated, trimmed, empty items dropped."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _typed(fld: Field, text: str) -> str | int:
+    if fld.kind is FieldKind.TEXT:
+        return text
+    if fld.kind is FieldKind.STATUS:
+        status = text.strip().upper()
+        if status not in STATUSES:
+            raise InvalidInput(f"invalid status {text!r} for {fld.name}: expected one of {', '.join(STATUSES)}")
+        return status
+    if fld.kind is FieldKind.DATE:
+        parse_date(text)
+        return text
+    stripped = text.strip()
+    if _INTEGER.fullmatch(stripped):
+        number = int(stripped)
+    elif fld.sizes:
+        try:
+            number = parse_size_bytes(stripped)
+        except InvalidInput:
+            raise InvalidInput(f"invalid size {text!r} for {fld.name}: expected bytes or a size like 10MB") from None
+    else:
+        raise InvalidInput(f"invalid number {text!r} for {fld.name}: expected a whole number")
+    if not INT64_MIN <= number <= INT64_MAX:
+        raise InvalidInput(f"number {text!r} for {fld.name} is out of range")
+    return number
+
+
+def check_term(term: Term) -> Term:
+    """The term with its field name and value in canonical form; InvalidInput if invalid."""
+    fld = lookup_field(term.field)
+    condition = Condition(term.condition)
+    check_condition(fld, condition)
+    return Term(fld.name, condition, check_value(fld, condition, term.value), term.enabled)
+
+
+def validate(expr: Expr) -> None:
+    """Check every term (disabled ones too: they are saved and can be re-enabled)."""
+    _validate(expr, "expression")
+
+
+def _validate(expr: Expr, where: str) -> None:
+    if isinstance(expr, Term):
+        try:
+            check_term(expr)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where}: {exc}") from None
+        return
+    if not isinstance(expr, Operator):
+        raise InvalidInput(f"{where}: not an expression: {expr!r}")
+    for index, child in enumerate(expr.children):
+        _validate(child, f"{where}.children[{index}]")
+
+
+def _enabled_terms(expr: Expr) -> list[Term]:
+    normal = normalize(expr)
+    terms: list[Term] = []
+    stack = [normal]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Term):
+            terms.append(item)
+        else:
+            stack.extend(item.children)
+    return terms
+
+
+def referenced_dictionaries(expr: Expr) -> set[str]:
+    return {t.value for t in _enabled_terms(expr) if t.condition is C.IN_DICTIONARY and t.value is not None}
+
+
+def referenced_columns(expr: Expr) -> set[str]:
+    """The catalog_records columns the expression's enabled terms read."""
+    return {lookup_field(t.field).column for t in _enabled_terms(expr)}
+
+
+# ---- binding (typed literals for the compilers) ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class BoundTerm:
+    """A term with typed values. `kind` is what the compilers switch on:
+
+    eq / ne: `value` (str or int); glob / not_glob: `parts` (the text between `*`s);
+    in: `values` (non-empty); gt / ge / lt / le: `value`; between: `values` = (low, high);
+    contains / starts / ends: `value` (str); regex: `regex`; null / not_null.
+    """
+
+    field: Field
+    kind: str
+    value: str | int | None = None
+    values: tuple[str | int, ...] = ()
+    parts: tuple[str, ...] = ()
+    regex: Regex | None = None
+
+
+@dataclass(frozen=True)
+class BoundConst:
+    value: bool
+
+
+@dataclass(frozen=True)
+class BoundOp:
+    op: Op  # AND / OR with two or more children, NOT with exactly one
+    children: tuple[Bound, ...]
+
+
+Bound = BoundTerm | BoundConst | BoundOp
+
+_ORDER_KIND = {C.GREATER_THAN: "gt", C.GREATER_THAN_OR_EQUAL_TO: "ge", C.LESS_THAN: "lt", C.LESS_THAN_OR_EQUAL_TO: "le"}
+_TEXT_KIND = {C.CONTAINS: "contains", C.STARTS_WITH: "starts", C.ENDS_WITH: "ends"}
+
+
+def bind(expr: Expr, ctx: CompileContext) -> Bound:
+    validate(expr)
+    return _bind(normalize(expr), ctx)
+
+
+def _bind(expr: Expr, ctx: CompileContext) -> Bound:
+    if isinstance(expr, Operator):
+        if not expr.children:
+            return BoundConst(True)  # only the top level can be childless after normalize
+        return BoundOp(expr.op, tuple(_bind(child, ctx) for child in expr.children))
+    term = check_term(expr)
+    return bind_term(lookup_field(term.field), term.condition, term.value, ctx)
+
+
+def _literal(fld: Field, text: str, ctx: CompileContext) -> str | int:
+    if fld.kind is FieldKind.DATE:
+        return resolve_date(text, ctx.now_ms)
+    return _typed(fld, text)
+
+
+def bind_term(fld: Field, condition: Condition, value: str | None, ctx: CompileContext) -> Bound:
+    if condition is C.IS_NULL:
+        return BoundTerm(fld, "null")
+    if condition is C.IS_NOT_NULL:
+        return BoundTerm(fld, "not_null")
+    assert value is not None
+    if condition in (C.EQUALS, C.NOT_EQUALS):
+        equals = condition is C.EQUALS
+        if fld.kind is FieldKind.TEXT and "*" in value:
+            return BoundTerm(fld, "glob" if equals else "not_glob", parts=tuple(value.split("*")))
+        return BoundTerm(fld, "eq" if equals else "ne", value=_literal(fld, value, ctx))
+    if condition in _ORDER_KIND:
+        return BoundTerm(fld, _ORDER_KIND[condition], value=_literal(fld, value, ctx))
+    if condition is C.BETWEEN:
+        low, high = value.split(",")
+        return BoundTerm(fld, "between", values=(_literal(fld, low, ctx), _literal(fld, high, ctx)))
+    if condition in (C.IN, C.IN_DICTIONARY):
+        if condition is C.IN:
+            items = in_items(value)
+        else:
+            if value not in ctx.dictionaries:
+                raise NotFound(f"dictionary {value!r} not found (used by an IN_DICTIONARY term on {fld.name})")
+            items = [word for word in ctx.dictionaries[value] if word != ""]
+        literals = tuple(dict.fromkeys(_literal(fld, item, ctx) for item in items))
+        return BoundTerm(fld, "in", values=literals) if literals else BoundConst(False)
+    if condition in _TEXT_KIND:
+        if value == "":  # every text contains, starts and ends with ""
+            return BoundTerm(fld, "not_null")
+        return BoundTerm(fld, _TEXT_KIND[condition], value=value)
+    if condition is C.MATCHES_REGEX:
+        return BoundTerm(fld, "regex", regex=parse_regex(value))
+    raise AssertionError(condition)  # pragma: no cover - check_term admits no other condition
+
+
+__all__ = [
+    "ALLOWED",
+    "Bound",
+    "BoundConst",
+    "BoundOp",
+    "BoundTerm",
+    "CompileContext",
+    "bind",
+    "check_condition",
+    "check_term",
+    "check_value",
+    "in_items",
+    "referenced_columns",
+    "referenced_dictionaries",
+    "validate",
+]

@@ -1,0 +1,141 @@
+"""Hypothesis strategies for catalog expressions and records, shared by the expression tests.
+
+Values and record texts are drawn from one small alphabet (with the characters that need escaping
+in LIKE, GLOB, regexes and SQL string literals) so random terms match random records often.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidekeep.catalog.expressions import Condition, Operator, Term, validate
+from tidekeep.catalog.expressions.ast import Op
+from tidekeep.catalog.expressions.bind import check_term
+
+C = Condition
+ALPHABET = "aAb_%*?[]\\'\"é\n ."
+TEXT_FIELDS = ("Feed", "Type", "Pipeline", "attr.k1", "attr.k-2")
+INTEGER_FIELDS = ("Id", "Parent Id", "File Size", "Raw Size")
+DATE_FIELDS = ("Create Time", "Effective Time", "Status Time")
+STATUSES = ("UNLOCKED", "LOCKED", "DELETED")
+DICTIONARIES = {"d1": ["a", "A", "é", "a b"], "d2": ["%", "_", "*"], "empty": []}
+NOW_MS = 100_000
+
+short_text = st.text(alphabet=ALPHABET, max_size=3)
+item_text = st.text(alphabet=ALPHABET.replace(",", ""), max_size=3)
+
+
+@st.composite
+def regexes(draw: st.DrawFn) -> str:
+    """Patterns in the supported subset, built from pieces."""
+    pieces = st.sampled_from(
+        ["a", "A", "b", "_", "é", ".", r"\.", r"\*", r"\\", r"\d", r"\w", r"\s", r"\W", "[ab]", "[^a]", r"[a-z\]]",
+         "(a|b)", "(?:%|_)", " ", r"\n", "'", '"', "%"]
+    )
+    quantifiers = st.sampled_from(["", "", "", "*", "+", "?", "{1,2}", "{2}"])
+    body = "".join(draw(st.lists(st.tuples(pieces, quantifiers).map("".join), min_size=1, max_size=4)))
+    return draw(st.sampled_from(["", "^"])) + body + draw(st.sampled_from(["", "$"]))
+
+
+def _int_value() -> st.SearchStrategy[str]:
+    return st.integers(-2, 12).map(str)
+
+
+def _date_value() -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.integers(0, 200_000).map(str),
+        st.integers(0, 200).map(lambda s: f"now()-{s}s"),
+        st.integers(0, 100).map(lambda s: f"minute()+{s}s"),
+        st.integers(0, 200).map(lambda s: f"1970-01-01T00:{s // 60:02d}:{s % 60:02d}Z"),
+    )
+
+
+@st.composite
+def terms(draw: st.DrawFn) -> Term:
+    kind = draw(st.sampled_from(["text", "text", "status", "integer", "date"]))
+    if kind == "text":
+        field = draw(st.sampled_from(TEXT_FIELDS))
+        condition = draw(st.sampled_from([c for c in C if c not in _ORDERING]))
+        if condition in (C.IS_NULL, C.IS_NOT_NULL):
+            value = None
+        elif condition is C.IN:
+            value = ",".join(draw(st.lists(item_text, max_size=3)))
+        elif condition is C.IN_DICTIONARY:
+            value = draw(st.sampled_from(sorted(DICTIONARIES)))
+        elif condition is C.MATCHES_REGEX:
+            value = draw(regexes())
+        else:
+            value = draw(short_text)
+    elif kind == "status":
+        field = "Status"
+        condition = draw(st.sampled_from([C.EQUALS, C.NOT_EQUALS, C.IN, C.IS_NULL, C.IS_NOT_NULL]))
+        if condition in (C.IS_NULL, C.IS_NOT_NULL):
+            value = None
+        elif condition is C.IN:
+            value = ",".join(draw(st.lists(st.sampled_from(STATUSES), max_size=3)))
+        else:
+            value = draw(st.sampled_from(STATUSES))
+    else:
+        field = draw(st.sampled_from(INTEGER_FIELDS if kind == "integer" else DATE_FIELDS))
+        values = _int_value() if kind == "integer" else _date_value()
+        condition = draw(st.sampled_from([C.EQUALS, C.NOT_EQUALS, C.IN, C.IS_NULL, C.IS_NOT_NULL, *_ORDERING]))
+        if condition in (C.IS_NULL, C.IS_NOT_NULL):
+            value = None
+        elif condition is C.IN:
+            value = ",".join(draw(st.lists(values, max_size=3)))
+        elif condition is C.BETWEEN:
+            value = f"{draw(values)},{draw(values)}"
+        else:
+            value = draw(values)
+    enabled = draw(st.booleans()) if draw(st.integers(0, 9)) == 0 else True
+    return check_term(Term(field, condition, value, enabled))
+
+
+_ORDERING = (C.GREATER_THAN, C.GREATER_THAN_OR_EQUAL_TO, C.LESS_THAN, C.LESS_THAN_OR_EQUAL_TO, C.BETWEEN)
+
+
+def expressions(max_leaves: int = 6) -> st.SearchStrategy:
+    def extend(children: st.SearchStrategy) -> st.SearchStrategy:
+        return st.builds(
+            Operator,
+            st.sampled_from(list(Op)),
+            st.lists(children, max_size=3).map(tuple),
+            st.integers(0, 9).map(lambda n: n != 0),
+        )
+
+    return st.recursive(terms(), extend, max_leaves=max_leaves)
+
+
+def _maybe(strategy: st.SearchStrategy) -> st.SearchStrategy:
+    return st.one_of(st.none(), strategy)
+
+
+@st.composite
+def records(draw: st.DrawFn, record_id: int | None = None) -> dict:
+    attributes = draw(
+        _maybe(st.dictionaries(st.sampled_from(["k1", "k-2", "other"]), short_text, max_size=3))
+    )
+    return {
+        "id": record_id if record_id is not None else draw(st.integers(-2, 12)),
+        "feed": draw(short_text),
+        "type": draw(short_text),
+        "create_time": draw(st.integers(0, 200_000)),
+        "effective_time": draw(_maybe(st.integers(0, 200_000))),
+        "status": draw(st.sampled_from(STATUSES)),
+        "status_time": draw(st.integers(0, 200_000)),
+        "parent_id": draw(_maybe(st.integers(-2, 12))),
+        "pipeline": draw(_maybe(short_text)),
+        "file_size": draw(_maybe(st.sampled_from([0, 1, 5, 12, 1000, 1024, 2000]))),
+        "raw_size": draw(_maybe(st.integers(-2, 12))),
+        "location": None,
+        "attributes": None if attributes is None else json.dumps(attributes, sort_keys=True, separators=(",", ":")),
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(expressions())
+def test_generated_expressions_are_valid(expr) -> None:
+    validate(expr)  # every generated term is canonical and valid; a strategy bug would fail here
