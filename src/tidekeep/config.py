@@ -72,6 +72,12 @@ def _non_negative(value: Any) -> int:
     return result
 
 
+def _cron(value: Any) -> str:
+    from .catalog.schedule import check_schedule  # on use: the settings module stays import-light
+
+    return check_schedule(value)
+
+
 @dataclass(frozen=True)
 class _Key:
     parse: Callable[[Any], Any]
@@ -94,7 +100,7 @@ KEYS: dict[str, _Key] = {
     "catalog.delete_batch_size": _Key(_positive(_count), 1000,
                                       "records logically deleted per UPDATE (create-time slices)"),
     "catalog.partitions": _Key(_non_negative, 0, "Spark partitions the job reads records in (0: Spark's default)"),
-    "catalog.schedule": _Key(_text, "0 0 * * *", "cron schedule (UTC) of the catalog job under `tidekeep serve`"),
+    "catalog.schedule": _Key(_cron, "0 0 * * *", "cron schedule (UTC) of the catalog job under `tidekeep serve`"),
     "catalog.purge_age": _Key(parse_duration_ms, 7 * 86_400_000,
                               "records DELETED for longer than this have their data purged"),
     "catalog.purge_batch_size": _Key(_positive(_count), 1000, "records purged per batch"),

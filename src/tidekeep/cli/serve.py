@@ -38,8 +38,11 @@ def register(app: typer.Typer) -> None:
         sweep_every: Annotated[str | None, typer.Option(
             "--sweep-every", metavar="D", help="Run the orphan-chunk sweep this often [default: 1h]")] = None,
         json_logs: Annotated[bool, typer.Option("--json-logs", help="Log JSON lines instead of text")] = False,
+        no_catalog: Annotated[bool, typer.Option(
+            "--no-catalog", help="Do not run the catalog job and purge on catalog.schedule")] = False,
     ) -> None:
-        """Run the controller service: retention cycles for every stream with a policy, the sweep.
+        """Run the controller service: retention cycles for every stream with a policy, the sweep,
+        and the catalog job then the purge on catalog.schedule (cron, UTC; default daily at 00:00).
 
         Several processes on one PostgreSQL store divide the streams through leases. SIGTERM or
         SIGINT finishes the current stream, releases the leases and exits 0. Logs go to stderr.
@@ -50,7 +53,7 @@ def register(app: typer.Typer) -> None:
             frequency_ms=_duration("--frequency", frequency, settings["retention.frequency"]),
             lease_ttl_ms=_duration("--lease-ttl", lease_ttl, 30_000),
             sweep_every_ms=_duration("--sweep-every", sweep_every, 3_600_000),
-            once=once, json_logs=json_logs)
+            once=once, json_logs=json_logs, catalog=not no_catalog)
         configure_service_logging(settings["log.level"], json_logs)
         client = Client(settings)
         try:

@@ -121,7 +121,8 @@ class RetentionService:
     def __init__(self, leases: LeaseStore, clock: Clock, owner: str, *, streams: Callable[[], list[str]],
                  cycle: CycleFn, sweep: SweepFn, frequency_ms: int, ttl_ms: int, sweep_every_ms: int,
                  retry_base_ms: int = 1_000, skip_errors: tuple[type[BaseException], ...] = (),
-                 describe: Callable[[str, Any], str] | None = None) -> None:
+                 describe: Callable[[str, Any], str] | None = None,
+                 periodic: Sequence[Callable[[RetentionService], Any]] = ()) -> None:
         self.leases = leases
         self.clock = clock
         self.owner = owner
@@ -135,6 +136,8 @@ class RetentionService:
         self.retry_cap_ms = max(retry_base_ms, frequency_ms)  # never retry less often than a normal run
         self.skip_errors = skip_errors
         self.describe = describe or (lambda stream, decision: f"ran {stream}: {decision!r}")
+        # further scheduled work, looked at once per pass after the sweep (the catalog job: catalog/schedule.py)
+        self.periodic = list(periodic)
         self.tracks: dict[str, StreamTrack] = {}
         self.held: dict[str, int] = {}  # resource → lease version we hold
         self._held_lock = threading.Lock()
@@ -204,6 +207,10 @@ class RetentionService:
             self._run_stream(stream, report)
         if not self.stop.is_set():
             report.swept = self._maybe_sweep()
+        for task in self.periodic:
+            if self.stop.is_set():
+                break
+            task(self)
         return report
 
     def _run_stream(self, stream: str, report: PassReport) -> None:

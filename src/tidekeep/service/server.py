@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import errors
+from ..catalog.schedule import CatalogTask, parse_cron
 from ..client import Client
 from .leases import LeaseStore, new_owner_id
 from .scheduler import RetentionService
@@ -35,6 +36,7 @@ class ServeOptions:
     once: bool = False
     json_logs: bool = False
     retry_base_ms: int = 1_000
+    catalog: bool = True  # run the catalog job and purge on catalog.schedule
 
 
 class JsonFormatter(logging.Formatter):
@@ -87,6 +89,12 @@ def maintain(client: Client) -> str:
     return f"{client.sweep()}; expired transactions: {len(expired)}"
 
 
+def catalog_task(client: Client, options: ServeOptions) -> CatalogTask:
+    """The catalog retention job, then the purge, on `catalog.schedule` under the lease "catalog"."""
+    return CatalogTask(parse_cron(client.settings["catalog.schedule"]), run_job=lambda: client.catalog.run(),
+                       purge=lambda: client.catalog.purge(), retry_base_ms=max(options.retry_base_ms, 1_000))
+
+
 def build_service(client: Client, options: ServeOptions, owner: str | None = None) -> RetentionService:
     retention = client.retention
     return RetentionService(
@@ -95,7 +103,8 @@ def build_service(client: Client, options: ServeOptions, owner: str | None = Non
         cycle=lambda stream: retention.run(stream),
         sweep=lambda: maintain(client),
         frequency_ms=options.frequency_ms, ttl_ms=options.lease_ttl_ms, sweep_every_ms=options.sweep_every_ms,
-        retry_base_ms=options.retry_base_ms, skip_errors=skip_errors(), describe=describe_decision)
+        retry_base_ms=options.retry_base_ms, skip_errors=skip_errors(), describe=describe_decision,
+        periodic=[catalog_task(client, options)] if options.catalog else [])
 
 
 @contextmanager
