@@ -1,9 +1,73 @@
-"""`tidekeep catalog ...` commands: placeholder, filled by the module's owner."""
+"""`tidekeep catalog purge [--dry-run] [--json]`: remove the data of records DELETED for longer than
+catalog.purge_age, then their rows (catalog/purge.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from typing import Annotated
+
 import typer
+
+from ..catalog.purge import PurgeReport
+from .context import open_client
+from .output import emit, emit_json, emit_table, format_bytes, iso_utc
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+ABORTED_EXIT_CODE = 1
+
+
+@contextlib.contextmanager
+def _progress_bar(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar of purged records on stderr when it is a terminal (and not --json)."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("purging"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("purging", total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def print_report(report: PurgeReport) -> None:
+    verb = "would purge" if report.dry_run else "purged"
+    emit(f"purge run {report.run_id} at now={iso_utc(report.now_ms)}{' (dry run)' if report.dry_run else ''}: "
+         f"{verb} {report.purged:,} record(s), {format_bytes(report.bytes)} in {report.batches} batch(es); "
+         f"deleted before {iso_utc(report.threshold_ms)}; {report.failures} failure(s); {report.held} held")
+    if report.failed:
+        emit("")
+        emit_table(["ID", "LOCATION", "ERROR"], [[f["id"], f["location"], f["error"]] for f in report.failed])
+        if report.failures > len(report.failed):
+            emit(f"... and {report.failures - len(report.failed)} more")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the `catalog` group."""
+    @app.command("purge")
+    def purge(
+        ctx: typer.Context,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be purged; change nothing")] = False,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Delete the data (at each record's location), then the rows, of records DELETED for longer
+        than catalog.purge_age, in batches of catalog.purge_batch_size. Held records are left alone.
+        Exits 1 if it stopped because failures exceeded catalog.purge_failure_threshold."""
+        with open_client(ctx) as client, _progress_bar(not json_output) as update:
+            report = client.catalog.purge(progress=update, dry_run=dry_run)
+            threshold = client.settings["catalog.purge_failure_threshold"]
+        if json_output:
+            emit_json(report.to_dict())
+        else:
+            print_report(report)
+        if report.aborted:
+            sys.stdout.flush()
+            sys.stderr.write(f"error: purge stopped: {report.failures} failures exceed "
+                             f"catalog.purge_failure_threshold ({threshold}); failed records keep their rows\n")
+            raise typer.Exit(ABORTED_EXIT_CODE)

@@ -1,4 +1,5 @@
-"""`tidekeep hold add|list|remove`: legal holds. A held stream is never truncated."""
+"""`tidekeep hold add|list|remove`: legal holds. A held stream is never truncated; catalog records
+matching a held expression are neither logically deleted nor purged."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def register(app: typer.Typer) -> None:
     def add(
         ctx: typer.Context,
         kind: Annotated[str, typer.Argument(metavar="KIND", help=f"What is held: {KINDS}")],
-        target: Annotated[str, typer.Argument(metavar="TARGET", help="What to hold, e.g. a stream 'scope/stream'")],
+        target: Annotated[str, typer.Argument(metavar="TARGET", help=(
+            "What to hold: a stream 'scope/stream', or for records a catalog expression like 'feed = \"X\"'"))],
         reason: Annotated[str, typer.Option("--reason", metavar="TEXT", help="Why (required; audited)")],
         json_output: JsonFlag = False,
     ) -> None:
