@@ -150,6 +150,11 @@ def _finish_run(client: Client, report: PurgeReport, state: str) -> None:
     with client.db.write() as conn:
         conn.execute(sa.update(runs_table).where(runs_table.c.id == report.run_id).values(
             state=state, finished_ms=client.clock.now_ms(), report=json.dumps(report.to_dict())))
+        if state == "SUCCEEDED" and not report.dry_run:
+            # purges killed before they could finish: this run has done their work (as job.py does)
+            conn.execute(sa.update(runs_table).where(
+                runs_table.c.kind == "purge", runs_table.c.state == "RUNNING", runs_table.c.dry_run.is_(False),
+                runs_table.c.id < report.run_id).values(state="INTERRUPTED"))
 
 
 def _delete_rows(client: Client, batch: Sequence[_Candidate], threshold_ms: int, run_id: int) -> tuple[int, int]:

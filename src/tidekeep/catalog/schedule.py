@@ -165,9 +165,13 @@ def check_schedule(value: Any) -> str:
 
 # ---- the task under `tidekeep serve` ----------------------------------------------------------
 def describe_result(result: Any) -> str:
+    """One log line for a run report: its summary(), or its rows and bytes (the job's RunReport)."""
     summary = getattr(result, "summary", None)
     if callable(summary):
         return str(summary())
+    if hasattr(result, "rows") and hasattr(result, "bytes"):
+        return (f"run {getattr(result, 'run_id', None)}: {result.rows} record(s), {result.bytes} bytes logically "
+                f"deleted; state {getattr(result, 'state', '?')}")
     return repr(result)
 
 
