@@ -214,7 +214,8 @@ class CatalogTask:
             began = service.clock.now_ms()
             log.info("catalog job: %s", describe_result(self.run_job()))
             log.info("catalog purge: %s", describe_result(self.purge()))
-            version = service.held.get(CATALOG_RESOURCE)
+            with service._held_lock:
+                version = service.held.get(CATALOG_RESOURCE)
             if version is not None:
                 service.leases.record_work_done(CATALOG_RESOURCE, service.owner, version, began)
             self.failures, self.retry_at_ms = 0, None
