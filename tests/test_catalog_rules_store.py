@@ -1,0 +1,168 @@
+"""The saved rule set and trackers on SQLite and PostgreSQL: versions change on every save, saves
+are audited, bad input (rules, expressions, missing dictionaries) changes nothing, trackers of
+other rule versions are dropped, tracker upserts."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+import tidekeep as tk
+from tidekeep.catalog.ages import Age, TimeUnit
+from tidekeep.catalog.expressions import Condition, Operator, Term, parse
+from tidekeep.catalog.rules import RetentionRule, RuleSet
+from tidekeep.catalog.rules_store import RulesStore
+from tidekeep.errors import InvalidInput, NotFound
+
+YAML = """\
+rules:
+  - number: 2
+    name: Internal logs
+    expression: feed = "INTERNAL_LOGS"
+    age: 3 months
+  - number: 1
+    name: Keep special data
+    expression: feed = "SPECIAL_DATA"
+    age: 10 years
+  - number: 3
+    name: Default
+    expression: all
+    age: forever
+    enabled: false
+"""
+
+
+def rules_audit(client: tk.Client) -> list[dict]:
+    return [e for e in client.audit("catalog") if e["action"] == "catalog_rules"]
+
+
+def test_empty_before_the_first_save(client: tk.Client) -> None:
+    assert client.catalog.rules() == RuleSet("", ())
+    assert RulesStore(client).saved().updated_ms is None
+
+
+def test_save_from_file_list_and_ruleset(client: tk.Client, tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(YAML)
+    first = client.catalog.set_rules(path)
+    assert uuid.UUID(first.version).version == 4
+    loaded = client.catalog.rules()
+    assert loaded.version == first.version
+    assert sorted(loaded.rules, key=lambda r: r.rule_number) == sorted(first.rules, key=lambda r: r.rule_number)
+    assert [r.rule_number for r in loaded.rules] == [1, 2, 3]  # stored in rule-number order
+    assert loaded.rules[2].enabled is False and loaded.rules[2].age is None
+
+    rules = [RetentionRule(5, "five", True, parse('type in ("Raw Events", "Events")'), Age(5, TimeUnit.DAYS))]
+    second = client.catalog.set_rules(rules)
+    assert second.version != first.version and client.catalog.rules() == second
+    third = client.catalog.set_rules(RuleSet("ignored", tuple(rules)))
+    assert third.version not in {first.version, second.version, "ignored"}
+    assert client.catalog.rules().rules == tuple(rules)
+
+    saved = RulesStore(client).saved()
+    assert saved.updated_ms is not None and saved.updated_ms <= client.clock.now_ms()
+    assert saved.updated_by == client.streams.actor
+    entries = rules_audit(client)
+    assert len(entries) == 3
+    details = json.loads(entries[0]["details"])  # newest first
+    assert details["version"] == third.version and details["previous_version"] == second.version
+    assert details["rules"] == [{"number": 5, "name": "five", "enabled": True, "age": "5 Days"}]
+    assert json.loads(entries[2]["details"])["previous_version"] is None
+
+
+def test_an_empty_rule_set_can_be_saved(client: tk.Client) -> None:
+    saved = client.catalog.set_rules([])
+    assert saved.version and client.catalog.rules() == RuleSet(saved.version, ())
+
+
+@pytest.mark.parametrize(("rules", "message"), [
+    ([RetentionRule(1, "a", True, Operator(), None), RetentionRule(1, "b", True, Operator(), None)],
+     "rule 1: duplicate rule number 1"),
+    ([RetentionRule(0, "a", True, Operator(), None)], "rule 0: rule number must be 1 or more"),
+    ([RetentionRule(3, "", True, Operator(), None)], "rule 3: name must not be empty"),
+    ([RetentionRule(4, "a", True, Term("Nope", Condition.EQUALS, "x"), None)], "rule 4: expression: unknown field"),
+    ([RetentionRule(4, "a", True, Term("File Size", Condition.GREATER_THAN, "big"), None)], "rule 4: expression:"),
+    ([RetentionRule(6, "a", True, Term("Feed", Condition.IN_DICTIONARY, "missing"), None)],
+     "rule 6: dictionary 'missing' does not exist"),
+    ([RetentionRule(7, "a", False, Operator(children=(
+        Term("Feed", Condition.IN_DICTIONARY, "gone", enabled=False),)), Age(1, TimeUnit.DAYS))],
+     "rule 7: dictionary 'gone' does not exist"),
+    (42, "expected a RuleSet, a list of RetentionRule or a rule file path, got int"),
+])
+def test_bad_rules_change_nothing(client: tk.Client, rules: object, message: str | None) -> None:
+    before = client.catalog.set_rules([RetentionRule(9, "keep", True, Operator(), None)])
+    with pytest.raises(InvalidInput) as raised:
+        client.catalog.set_rules(rules)
+    if message is not None:
+        assert str(raised.value).startswith(message), str(raised.value)
+    assert client.catalog.rules() == before
+    assert len(rules_audit(client)) == 1
+
+
+def test_bad_files_change_nothing(client: tk.Client, tmp_path: Path) -> None:
+    before = client.catalog.set_rules([RetentionRule(9, "keep", True, Operator(), None)])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rules:\n - {number: 1, name: a, expression: all, age: 0 days}\n")
+    with pytest.raises(InvalidInput, match=r"bad.yaml: rule 1: age: amount 0 out of range"):
+        client.catalog.set_rules(bad)
+    with pytest.raises(NotFound):
+        client.catalog.set_rules(tmp_path / "absent.yaml")
+    assert client.catalog.rules() == before
+
+
+def test_dictionaries_named_by_rules_must_exist(client: tk.Client) -> None:
+    rule = RetentionRule(1, "dict", True, Term("Feed", Condition.IN_DICTIONARY, "feeds"), Age(1, TimeUnit.DAYS))
+    with pytest.raises(InvalidInput, match="rule 1: dictionary 'feeds' does not exist"):
+        RulesStore(client).validate([rule])
+    client.catalog.set_dictionary("feeds", ["A", "B"])
+    assert RulesStore(client).validate([rule]) == RuleSet("", (rule,))
+    saved = client.catalog.set_rules([rule])
+    assert client.catalog.rules() == saved
+    with pytest.raises(InvalidInput, match="used by the saved retention rules"):
+        client.catalog.delete_dictionary("feeds")  # the dictionaries module reads our stored document
+
+
+def test_validate_saves_nothing(client: tk.Client, tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(YAML)
+    checked = RulesStore(client).validate(path)
+    assert checked.version == "" and len(checked.rules) == 3
+    assert client.catalog.rules() == RuleSet("", ()) and rules_audit(client) == []
+
+
+def test_trackers_drop_other_versions(client: tk.Client) -> None:
+    store = RulesStore(client)
+    assert store.trackers("v1") == {}
+    store.save_tracker("v1", "1 Month", 1000)
+    store.save_tracker("v1", "Forever", 1000)
+    store.save_tracker("v1", "1 Month", 2000)  # an update, not a second row
+    store.save_tracker("v2", "1 Year", 3000)
+    assert store.trackers("v1") == {"1 Month": 2000, "Forever": 1000}  # v2's is gone now
+    store.save_tracker("v2", "1 Year", 3000)
+    assert store.trackers("v2") == {"1 Year": 3000}
+    assert store.trackers("v1") == {}
+
+
+def test_concurrent_tracker_upserts_leave_one_row(client: tk.Client) -> None:
+    store = RulesStore(client)
+    errors: list[BaseException] = []
+
+    def worker(value: int) -> None:
+        try:
+            for step in range(10):
+                store.save_tracker("v", "1 Day", value * 100 + step)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    trackers = store.trackers("v")
+    assert list(trackers) == ["1 Day"] and trackers["1 Day"] % 100 == 9
