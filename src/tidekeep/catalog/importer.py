@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput, NotFound
+from ..faults import fault_point
 from .records import ATTRIBUTE_NAME, ATTRIBUTE_PREFIX, COLUMNS, MetaRecord, record_from_mapping
 
 if TYPE_CHECKING:
@@ -410,6 +411,7 @@ def import_records(client: Client, path: str | os.PathLike[str], format: str | N
             done = inserted + skipped
             if progress is not None:
                 progress(done, total)
+            fault_point("catalog_import_after_group")  # crash tests: some batches committed, the rest not
     return ImportReport(total, len(files), time.perf_counter() - began, inserted, skipped)
 
 
