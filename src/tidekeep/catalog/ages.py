@@ -5,8 +5,9 @@ Stroom does with Java's LocalDateTime: the day of the month is kept and clamped 
 the target month, so 2024-03-31 minus 1 month is 2024-02-29 and 2024-02-29 minus 1 year is
 2023-02-28. Clamping keeps the time of day, so a calendar cutoff can step back as the clock moves
 on (2000-03-29T23:59 minus a month is 2000-02-29T23:59, 2000-03-30T00:00 minus a month is
-2000-02-29T00:00), exactly as in Java. The arithmetic is done on integers over the proleptic Gregorian calendar, so it has no
-year-1..9999 limit: a 9999-year cutoff is simply far before the epoch.
+2000-02-29T00:00), exactly as in Java. The arithmetic is done on integers over the proleptic
+Gregorian calendar, so it has no year-1..9999 limit: a 9999-year cutoff is simply far before the
+epoch.
 
 A forever age is `None` wherever an `Age | None` is taken; its cutoff is the epoch.
 
