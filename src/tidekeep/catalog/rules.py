@@ -238,6 +238,8 @@ def parse_rules_text(text: str, source: str = "rules") -> RuleSet:
         return rules_from_document(document)
     except InvalidInput as exc:
         raise InvalidInput(f"{source}: {exc}") from None
+    except RecursionError:  # an expression nested thousands deep: refuse it rather than crash
+        raise InvalidInput(f"{source}: an expression is nested too deeply") from None
 
 
 def _load_json(text: str) -> Any:
