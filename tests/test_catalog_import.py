@@ -3,6 +3,8 @@ and PostgreSQL; a bad row anywhere fails the import before anything is written."
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,6 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import sqlalchemy as sa
+from hypothesis import given
+from hypothesis import strategies as st
 
 import tidekeep as tk
 from tidekeep.catalog.importer import parse_csv_line
@@ -182,3 +186,30 @@ def test_csv_line_parser() -> None:
     assert parse_csv_line("   ", header, "w") is None
     with pytest.raises(InvalidInput, match="w: bad CSV"):
         parse_csv_line('"unterminated,x,3', header, "w")
+
+
+_field = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\r\n\x00"), max_size=12)
+
+
+@given(st.lists(_field, min_size=3, max_size=3))
+def test_csv_line_round_trip(values: list[str]) -> None:
+    """What Python's csv writer writes on one line, the importer's line parser reads back (empty = not given)."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="").writerow(values)
+    header = ["feed", "type", "pipeline"]
+    parsed = parse_csv_line(buffer.getvalue(), header, "w")
+    expected = {name: value for name, value in zip(header, values, strict=True) if value != ""}
+    assert parsed == (expected if buffer.getvalue().strip() else None)
+
+
+def test_first_bad_row_in_file_order(sqlite_client: tk.Client, spark, tmp_path: Path) -> None:
+    folder = tmp_path / "two"
+    folder.mkdir()
+    good = [f"F,T,{i}" for i in range(20)]
+    write(folder / "a.csv", "\n".join(["feed,type,create_time", *good[:7], "F,T,never", *good]) + "\n")
+    write(folder / "b.csv", "\n".join(["feed,type,create_time", "F,T,nope", *good]) + "\n")
+    with pytest.raises(InvalidInput) as caught:
+        sqlite_client.catalog.import_path(folder)
+    assert str(caught.value).startswith(f"{folder / 'a.csv'} line 9: field 'create_time' is not a time")
+    assert str(caught.value).endswith("(1 more bad rows)")
+    assert sqlite_client.catalog.count() == 0
