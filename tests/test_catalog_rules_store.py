@@ -166,3 +166,13 @@ def test_concurrent_tracker_upserts_leave_one_row(client: tk.Client) -> None:
     assert errors == []
     trackers = store.trackers("v")
     assert list(trackers) == ["1 Day"] and trackers["1 Day"] % 100 == 9
+
+
+def test_saved_expressions_are_canonical(client: tk.Client) -> None:
+    loose = RetentionRule(1, "loose", True, Operator(children=(Term("feed", Condition.EQUALS, "A"),
+                                                               Term("STATUS", Condition.EQUALS, "unlocked"))),
+                          Age(1, TimeUnit.DAYS))
+    saved = client.catalog.set_rules([loose])
+    assert saved == client.catalog.rules()
+    assert saved.rules[0].expression == Operator(children=(Term("Feed", Condition.EQUALS, "A"),
+                                                           Term("Status", Condition.EQUALS, "UNLOCKED")))

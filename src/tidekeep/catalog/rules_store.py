@@ -13,6 +13,7 @@ version: a rules edit invalidates them all.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Iterable, Iterator
@@ -60,16 +61,21 @@ def named_dictionaries(rule: RetentionRule) -> set[str]:
 
 
 def validate_rules(rules: Iterable[object]) -> tuple[RetentionRule, ...]:
-    """Rules and expressions (pure checks); errors name the rule."""
-    from .expressions import validate
+    """Rules and expressions (pure checks); errors name the rule. Expressions come back in
+    canonical form (field names and values as `load` will read them), so the rule set `save`
+    returns equals the one `load` returns."""
+    from .expressions import from_json, to_json, validate
 
     checked = check_rules(rules)
+    canonical = []
     for rule in checked:
         try:
             validate(rule.expression)
+            expression = from_json(to_json(rule.expression))
         except InvalidInput as exc:
             raise InvalidInput(f"rule {rule.rule_number}: {exc}") from None
-    return checked
+        canonical.append(dataclasses.replace(rule, expression=expression))
+    return tuple(canonical)
 
 
 def _as_rules(source: Any) -> tuple[RetentionRule, ...]:
