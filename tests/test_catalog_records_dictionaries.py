@@ -97,3 +97,22 @@ def test_clean_words_oracle(words: list[str]) -> None:
         if word.strip() and word.strip() not in expected:
             expected.append(word.strip())
     assert clean_words(words) == expected
+
+
+def test_delete_refused_for_rules_saved_by_the_rules_store(client: tk.Client, tmp_path) -> None:
+    """The guard reads what RulesStore really saves (the Stroom JSON document), from either syntax."""
+    client.catalog.set_dictionary("big_feeds", ["INTERNAL_LOGS"])
+    client.catalog.set_dictionary("types", ["Events"])
+    client.catalog.set_dictionary("unused", ["x"])
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "rules:\n"
+        "  - number: 1\n    name: Big feeds\n    expression: feed in dictionary big_feeds\n    age: 1 year\n"
+        "  - number: 2\n    name: Types\n    age: 1 month\n    expression:\n      op: AND\n      children:\n"
+        "        - {field: Type, condition: IN_DICTIONARY, value: types}\n")
+    client.catalog.set_rules(rules)
+    for name in ("big_feeds", "types"):
+        with pytest.raises(InvalidInput, match=f"dictionary '{name}' is used by the saved retention rules"):
+            client.catalog.delete_dictionary(name)
+    client.catalog.delete_dictionary("unused")
+    assert sorted(client.catalog.dictionaries()) == ["big_feeds", "types"]
