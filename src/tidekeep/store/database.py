@@ -95,6 +95,10 @@ class Database:
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.close()
+            # catalog expressions compile MATCHES_REGEX to regexp(); imported here to avoid an import cycle
+            from ..catalog.expressions.sql import register_sqlite_functions
+
+            register_sqlite_functions(dbapi_connection)
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:

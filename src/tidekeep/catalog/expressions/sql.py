@@ -1,0 +1,249 @@
+"""Compile an expression to a SQLAlchemy boolean clause over catalog_records, for SQLite and
+PostgreSQL, with the same meaning as python.py and spark.py.
+
+Every value is a bound parameter, never text spliced into SQL. The constructs that differ by
+dialect are small custom elements whose parameters are ordinary child binds (so SQLAlchemy's
+statement cache keys on them):
+
+- CONTAINS: instr (SQLite) / strpos (PostgreSQL); STARTS/ENDS WITH: substr with the length bound;
+- `*` wildcards: GLOB on SQLite (LIKE there is case-insensitive) and LIKE ... ESCAPE '\\' on
+  PostgreSQL, the user's text escaped by a bind type at execution time;
+- MATCHES_REGEX: the `regexp` function on SQLite (registered by `register_sqlite_functions`, Python
+  re.search) and `~` on PostgreSQL, the pattern translated for the engine (regex.py);
+- attr.NAME: json_extract(attributes, '$."NAME"') / (attributes::json ->> 'NAME').
+
+Each term is `value IS NOT NULL AND <test>`, so a missing value makes it false, never NULL, and
+NOT is plain negation (two-valued logic).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import ColumnElement, FunctionElement
+
+from ...store.schema_catalog import catalog_records
+from ..fields import Field, FieldKind
+from .ast import Expr, Op
+from .bind import Bound, BoundConst, BoundOp, BoundTerm, CompileContext, bind
+from .regex import parse_regex
+
+# ---- dialect-specific pieces ---------------------------------------------------------------------
+
+
+class _WildcardPattern(sa.types.TypeDecorator[str]):
+    """A Stroom `*` pattern, written as the dialect's pattern when bound: GLOB on SQLite (escape
+    `*`, `?`, `[` as one-character classes) and LIKE elsewhere (escape `\\`, `%`, `_`)."""
+
+    impl = sa.String
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: sa.Dialect) -> str | None:
+        if value is None:
+            return None
+        parts = value.split("*")
+        if dialect.name == "sqlite":
+            return "*".join(re.sub(r"([*?\[])", r"[\1]", part) for part in parts)
+        return "%".join(re.sub(r"([\\%_])", r"\\\1", part) for part in parts)
+
+
+class _RegexPattern(sa.types.TypeDecorator[str]):
+    """A MATCHES_REGEX value, translated for the dialect's regex engine when bound."""
+
+    impl = sa.String
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: sa.Dialect) -> str | None:
+        if value is None:
+            return None
+        regex = parse_regex(value)
+        return regex.postgres if dialect.name == "postgresql" else regex.python
+
+
+class _AttributeKey(sa.types.TypeDecorator[str]):
+    """An attribute name: a JSON path on SQLite, the key itself for PostgreSQL's ->>."""
+
+    impl = sa.String
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: sa.Dialect) -> str | None:
+        if value is None:
+            return None
+        return f'$."{value}"' if dialect.name == "sqlite" else value
+
+
+class _contains(FunctionElement[bool]):
+    type = sa.Boolean()
+    inherit_cache = True
+    name = "tk_contains"
+
+
+@compiles(_contains)
+def _contains_default(element: _contains, compiler: Any, **kw: Any) -> str:
+    text, part = list(element.clauses)
+    return f"(strpos({compiler.process(text, **kw)}, {compiler.process(part, **kw)}) > 0)"
+
+
+@compiles(_contains, "sqlite")
+def _contains_sqlite(element: _contains, compiler: Any, **kw: Any) -> str:
+    text, part = list(element.clauses)
+    return f"(instr({compiler.process(text, **kw)}, {compiler.process(part, **kw)}) > 0)"
+
+
+class _wildcard(FunctionElement[bool]):
+    type = sa.Boolean()
+    inherit_cache = True
+    name = "tk_wildcard"
+
+
+@compiles(_wildcard)
+def _wildcard_default(element: _wildcard, compiler: Any, **kw: Any) -> str:
+    text, pattern = list(element.clauses)
+    return f"({compiler.process(text, **kw)} LIKE {compiler.process(pattern, **kw)} ESCAPE '\\')"
+
+
+@compiles(_wildcard, "sqlite")
+def _wildcard_sqlite(element: _wildcard, compiler: Any, **kw: Any) -> str:
+    text, pattern = list(element.clauses)
+    return f"({compiler.process(text, **kw)} GLOB {compiler.process(pattern, **kw)})"
+
+
+class _regex_search(FunctionElement[bool]):
+    type = sa.Boolean()
+    inherit_cache = True
+    name = "tk_regex"
+
+
+@compiles(_regex_search)
+def _regex_default(element: _regex_search, compiler: Any, **kw: Any) -> str:
+    text, pattern = list(element.clauses)
+    return f"({compiler.process(text, **kw)} ~ {compiler.process(pattern, **kw)})"
+
+
+@compiles(_regex_search, "sqlite")
+def _regex_sqlite(element: _regex_search, compiler: Any, **kw: Any) -> str:
+    text, pattern = list(element.clauses)
+    return f"(regexp({compiler.process(pattern, **kw)}, {compiler.process(text, **kw)}) = 1)"
+
+
+class _attribute(FunctionElement[str]):
+    type = sa.String()
+    inherit_cache = True
+    name = "tk_attribute"
+
+
+@compiles(_attribute)
+def _attribute_default(element: _attribute, compiler: Any, **kw: Any) -> str:
+    column, key = list(element.clauses)
+    return f"(CAST({compiler.process(column, **kw)} AS JSON) ->> {compiler.process(key, **kw)})"
+
+
+@compiles(_attribute, "sqlite")
+def _attribute_sqlite(element: _attribute, compiler: Any, **kw: Any) -> str:
+    column, key = list(element.clauses)
+    return f"json_extract({compiler.process(column, **kw)}, {compiler.process(key, **kw)})"
+
+
+# ---- SQLite functions -----------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _sqlite_regexp(pattern: str | None, value: str | None) -> int | None:
+    if pattern is None or value is None:
+        return None
+    return 1 if _compiled(pattern).search(value) is not None else 0
+
+
+def register_sqlite_functions(dbapi_connection: Any) -> None:
+    """Give a sqlite3 connection `regexp(pattern, value)` (Python re.search; also SQLite's REGEXP
+    operator). The engine calls this on connect; raw sqlite3 connections must call it too."""
+    dbapi_connection.create_function("regexp", 2, _sqlite_regexp, deterministic=True)
+
+
+# ---- the compiler ---------------------------------------------------------------------------------
+
+
+def _bind_value(fld: Field, value: Any) -> sa.BindParameter[Any]:
+    if fld.kind in (FieldKind.INTEGER, FieldKind.DATE):
+        return sa.bindparam(None, value, type_=sa.BigInteger())
+    return sa.bindparam(None, value, type_=sa.String())
+
+
+def _column(fld: Field, table: sa.Table) -> ColumnElement[Any]:
+    if fld.attribute is None:
+        return table.c[fld.column]
+    return _attribute(table.c.attributes, sa.bindparam(None, fld.attribute, type_=_AttributeKey()))
+
+
+def _test(term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
+    fld, kind = term.field, term.kind
+    if kind == "eq":
+        return value == _bind_value(fld, term.value)
+    if kind == "ne":
+        return value != _bind_value(fld, term.value)
+    if kind == "gt":
+        return value > _bind_value(fld, term.value)
+    if kind == "ge":
+        return value >= _bind_value(fld, term.value)
+    if kind == "lt":
+        return value < _bind_value(fld, term.value)
+    if kind == "le":
+        return value <= _bind_value(fld, term.value)
+    if kind == "between":
+        low, high = term.values
+        return sa.and_(value >= _bind_value(fld, low), value <= _bind_value(fld, high))
+    if kind == "in":
+        item_type = sa.BigInteger() if fld.kind in (FieldKind.INTEGER, FieldKind.DATE) else sa.String()
+        return value.in_(sa.bindparam(None, list(term.values), type_=item_type, expanding=True))
+    if kind in ("glob", "not_glob"):
+        match = _wildcard(value, sa.bindparam(None, "*".join(term.parts), type_=_WildcardPattern()))
+        return match if kind == "glob" else sa.not_(match)
+    assert isinstance(term.value, str) or term.regex is not None
+    if kind == "contains":
+        return _contains(value, sa.bindparam(None, term.value, type_=sa.String()))
+    length = sa.bindparam(None, len(term.value or ""), type_=sa.Integer())
+    if kind == "starts":
+        return sa.func.substr(value, 1, length) == sa.bindparam(None, term.value, type_=sa.String())
+    if kind == "ends":
+        start = sa.func.length(value) - length + 1
+        return sa.and_(
+            sa.func.length(value) >= length, sa.func.substr(value, start) == sa.bindparam(None, term.value, sa.String())
+        )
+    if kind == "regex":
+        assert term.regex is not None
+        return _regex_search(value, sa.bindparam(None, term.regex.source, type_=_RegexPattern()))
+    raise AssertionError(kind)  # pragma: no cover
+
+
+def _compile(bound: Bound, table: sa.Table) -> ColumnElement[bool]:
+    if isinstance(bound, BoundConst):
+        return sa.true() if bound.value else sa.false()
+    if isinstance(bound, BoundOp):
+        children = [_compile(child, table) for child in bound.children]
+        if bound.op is Op.AND:
+            return sa.and_(*children)
+        if bound.op is Op.OR:
+            return sa.or_(*children)
+        return sa.not_(children[0])
+    value = _column(bound.field, table)
+    if bound.kind == "null":
+        return value.is_(None)
+    if bound.kind == "not_null":
+        return value.is_not(None)
+    return sa.and_(value.is_not(None), _test(bound, value))
+
+
+def to_sqlalchemy(expr: Expr, ctx: CompileContext, table: sa.Table = catalog_records) -> ColumnElement[bool]:
+    """A WHERE clause for `table` (catalog_records or a table with the same columns)."""
+    return _compile(bind(expr, ctx), table)
+
+
+__all__ = ["register_sqlite_functions", "to_sqlalchemy"]
