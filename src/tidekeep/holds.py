@@ -150,6 +150,13 @@ class HoldStore:
                 raise NotFound(f"hold {hold_id} does not exist")
             hold = _hold(row)
             conn.execute(sa.delete(holds_table).where(holds_table.c.id == hold_id))
+            if hold.kind == "records":
+                # the retention job's trackers say the spans behind them were processed, but the
+                # records this hold protected were skipped there: forget the trackers so that the
+                # next run covers the whole timeline again and deletes what has expired meanwhile
+                from .store.schema_catalog import catalog_trackers
+
+                conn.execute(sa.delete(catalog_trackers))
             self.streams._audit(conn, "hold_remove", hold.target, None, None, 0,
                                 f"released hold {hold.id} ({hold.reason})", {"hold": hold.id, "kind": hold.kind})
         return hold

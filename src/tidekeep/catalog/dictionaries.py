@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from ..errors import InvalidInput, InvalidName, NotFound
 from ..names import check_name
-from ..store.schema_catalog import catalog_dictionaries, catalog_rules
+from ..store.schema_catalog import catalog_dictionaries, catalog_rules, catalog_trackers
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -95,6 +95,12 @@ class DictionaryStore:
                                    .values(**values)).rowcount
             if not updated:
                 conn.execute(sa.insert(catalog_dictionaries).values(name=name, **values))
+            document = conn.execute(sa.select(catalog_rules.c.document)
+                                    .where(catalog_rules.c.name == RULE_SET_NAME)).scalar_one_or_none()
+            if updated and document is not None and name in referenced_dictionaries(json.loads(document)):
+                # new words change what the saved rules match, as an edit of the rules would: the
+                # trackers' processed spans no longer mean "done", so the next run is a full one
+                conn.execute(sa.delete(catalog_trackers))
         return cleaned
 
     def get(self, name: str) -> list[str]:

@@ -14,7 +14,8 @@ writer), SQLite through executemany. Indexes stay in place. Rows look like a Str
 
 - a dozen feeds (INTERNAL_LOGS, SPECIAL_DATA, SECURITY_AUDIT, APP_<n>_EVENTS), Zipf-like weights;
 - types "Raw Events" 45 %, "Events" 40 %, "Reference" 10 %, "Error" 5 %;
-- create times uniform over the span_days before start_ms (default: the client's now);
+- create times rising with the id over the span_days before start_ms (default: the client's now),
+  as records arrive in time order in a real store, with jitter below one row's share of the span;
   effective time up to an hour earlier;
 - 1 % LOCKED (status_time up to a day after creation, never after start_ms), the rest UNLOCKED;
 - "Events" and "Error" rows were processed from an earlier row of the same block (parent_id) by
@@ -114,8 +115,12 @@ def generate_block(spec: GenerateSpec, block: int) -> pa.Table:
     weights = np.array([_TYPE_WEIGHTS.get(t, 0.1) for t in spec.types])
     type_idx = rng.choice(len(spec.types), size=n, p=weights / weights.sum())
     span_ms = spec.span_days * DAY_MS
-    create = spec.start_ms - 1 - rng.integers(0, max(span_ms, 1), size=n, dtype=np.int64)
-    create = np.maximum(create, 0)
+    # records arrive in time order, as in a real store: create times rise with the id, spread
+    # evenly over the span with a little jitter (so ids and create times correlate, like Stroom's meta)
+    step = max(span_ms // max(spec.rows, 1), 1)
+    create = spec.start_ms - span_ms + (index * span_ms) // max(spec.rows, 1)
+    create = create + rng.integers(0, step, size=n, dtype=np.int64)
+    create = np.clip(create, 0, spec.start_ms - 1)
     effective = np.maximum(create - rng.integers(0, 3_600_000, size=n, dtype=np.int64), 0)
     locked = rng.random(n) < 0.01
     status_time = np.where(locked, np.minimum(create + rng.integers(0, DAY_MS, size=n, dtype=np.int64),

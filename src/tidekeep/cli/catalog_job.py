@@ -1,9 +1,144 @@
-"""`tidekeep catalog ...` commands: placeholder, filled by the module's owner."""
+"""`tidekeep catalog run|impact|explain|runs`: the data retention job and its explanations."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any
+
 import typer
+
+from .context import open_client
+from .output import emit, emit_json, emit_table, fields, format_bytes, iso_utc
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr when it is a terminal (and not --json); yields the callback."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _rule_label(report: Any, number: int) -> str:
+    for period in report.periods:
+        for action in period.actions:
+            if action["rule"] == number:
+                return f"{number} {action['name']}"
+    return str(number)
+
+
+def print_run(report: Any) -> None:
+    verb = "would delete" if report.dry_run else "deleted"
+    run = f"run {report.run_id}" if report.run_id is not None else "run"
+    emit(f"{run} at now={iso_utc(report.now_ms)}{' (dry run)' if report.dry_run else ''}: {verb} "
+         f"{report.rows:,} record(s), {format_bytes(report.bytes)} in {report.elapsed_s:.1f}s")
+    if not report.periods:
+        emit("no active rules: nothing to do")
+        return
+    rows = []
+    for p in report.periods:
+        per_rule = ", ".join(f"rule {k}: {v.rows:,}" for k, v in sorted(p.deleted.items())) or "-"
+        deleting = ",".join(str(a["rule"]) for a in p.actions if a["action"] == "DELETE") or "-"
+        rows.append([iso_utc(p.from_ms), iso_utc(p.to_ms), p.tracker_age, deleting, f"{p.candidates:,}",
+                     f"{p.rows:,}", p.bytes, per_rule])
+    emit_table(["FROM", "TO", "TRACKER", "DELETING RULES", "CANDIDATES", "DELETED", "BYTES", "BY RULE"], rows)
+    by_rule = report.by_rule()
+    if by_rule:
+        emit("")
+        emit_table(["RULE", "RECORDS", "BYTES"],
+                   [[_rule_label(report, k), f"{v.rows:,}", v.bytes] for k, v in by_rule.items()])
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the `catalog` group."""
+    @app.command("run")
+    def run(
+        ctx: typer.Context,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; change nothing")] = False,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Run the data retention job now: logically delete the UNLOCKED records whose rule says so,
+        period by period (Spark), saving trackers so that the next run is incremental."""
+        with open_client(ctx) as client, progress_bar("records", not json_output) as update:
+            report = client.catalog.run(dry_run=dry_run, progress=update)
+        if json_output:
+            emit_json(report.to_dict())
+        else:
+            print_run(report)
+
+    @app.command("impact")
+    def impact(
+        ctx: typer.Context,
+        rules: Annotated[str | None, typer.Option(
+            "--rules", metavar="FILE",
+            help="Rules file (YAML or Stroom JSON) to assess instead of the saved rules")] = None,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """What the job would delete if it ran now with no trackers, per rule, feed and type."""
+        with open_client(ctx) as client:
+            summary = client.catalog.impact(rules=rules)
+        if json_output:
+            emit_json(summary.to_dict())
+            return
+        emit(f"impact at now={iso_utc(summary.now_ms)}: {summary.total_rows:,} record(s), "
+             f"{format_bytes(summary.total_bytes)} would be deleted")
+        if summary.rows:
+            emit_table(["RULE", "AGE", "FEED", "TYPE", "RECORDS", "BYTES", "HELD"],
+                       [[f"{r.rule} {r.rule_name}", r.age, r.feed, r.type, f"{r.rows:,}", r.bytes, r.held_rows]
+                        for r in summary.rows])
+
+    @app.command("explain")
+    def explain(
+        ctx: typer.Context,
+        record_id: Annotated[int, typer.Argument(metavar="ID", help="Record id")],
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Why a record is kept or deleted: the deciding rule, its age, retain-until, holds."""
+        with open_client(ctx) as client:
+            answer = client.catalog.explain(record_id)
+        if json_output:
+            emit_json(answer.to_dict())
+            return
+        fields([
+            ("record", answer.record_id),
+            ("status", f"{answer.status} since {iso_utc(answer.status_time)}"),
+            ("created", iso_utc(answer.create_time)),
+            ("rule", "none" if answer.rule is None else f"{answer.rule} {answer.rule_name}"),
+            ("age", answer.age),
+            ("retain until", "forever" if answer.retain_until_ms is None else iso_utc(answer.retain_until_ms)),
+            ("holds", ", ".join(f"{h['id']} ({h['reason']})" for h in answer.holds) or "none"),
+            ("decision", f"{answer.decision}: {answer.reason}"),
+        ])
+
+    @app.command("runs")
+    def runs(
+        ctx: typer.Context,
+        limit: Annotated[int, typer.Option("--limit", min=1, help="How many runs, newest first")] = 20,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Recent retention job and purge runs, newest first."""
+        with open_client(ctx) as client:
+            entries = client.catalog.runs(limit)
+        if json_output:
+            emit_json(entries)
+            return
+        rows = []
+        for e in entries:
+            report = e["report"] or {}
+            rows.append([e["id"], e["kind"], e["state"], "yes" if e["dry_run"] else "no", iso_utc(e["now_ms"]),
+                         iso_utc(e["started_ms"]), report.get("rows", ""), report.get("bytes", "")])
+        emit_table(["RUN", "KIND", "STATE", "DRY RUN", "NOW", "STARTED", "RECORDS", "BYTES"], rows)

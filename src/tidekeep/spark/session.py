@@ -28,6 +28,7 @@ def build_spark(master: str = "local[*]", app_name: str = "tidekeep") -> SparkSe
             .appName(app_name)
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")  # tidekeep shows its own progress bars
             .config("spark.sql.shuffle.partitions", "8")
             .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
             .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")

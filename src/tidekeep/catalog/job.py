@@ -1,0 +1,378 @@
+"""The data retention job, on Spark (seed: stroom-data-retention-job.md; reference 1.4–1.6).
+
+One run:
+1. fixes `now` (ms) once; every cutoff, period and status time of the run derives from it;
+2. loads the rule set, its trackers (trackers of other rule versions are dropped), the
+   dictionaries and the holds on records, and computes the processing periods (periods.py);
+3. for each period, youngest first: reads the period's UNLOCKED records in parallel create-time
+   partitions (source.py), evaluates the rule CASE as a Spark Column (the first matching active
+   rule in ascending rule number), keeps the rows whose rule says DELETE in this period and that
+   no hold matches, and writes the logical deletes back from the executors in create-time slices
+   (writeback.py); the driver only collects per-rule counts;
+4. after each period, in one transaction: saves the period's tracker, appends an audit entry and
+   records progress in the run's row — so a run killed mid-way resumes at the period it was in,
+   and the updates it had made are simply not repeated (only UNLOCKED rows change).
+
+A dry run does steps 1–3 without writing anything: it counts what each period would delete.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from ..faults import fault_point
+from ..store.schema_catalog import catalog_runs, catalog_trackers
+from . import source
+from .writeback import SUMMARY_DDL, DeleteSpec, delete_partition
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from ..client import Client
+
+log = logging.getLogger("tidekeep.catalog")
+
+Progress = Callable[[int, int], None]
+AUDIT_TARGET = "catalog"
+
+
+# ---- reports --------------------------------------------------------------------------------------
+@dataclass
+class RuleCount:
+    rows: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class PeriodReport:
+    from_ms: int
+    to_ms: int
+    tracker_age: str
+    actions: list[dict[str, Any]]  # [{"rule": n, "name": ..., "action": "DELETE" | "RETAIN"}]
+    candidates: int = 0  # UNLOCKED records in the period when it started
+    deleted: dict[int, RuleCount] = field(default_factory=dict)  # per rule number
+    elapsed_s: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        return sum(c.rows for c in self.deleted.values())
+
+    @property
+    def bytes(self) -> int:
+        return sum(c.bytes for c in self.deleted.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"from_ms": self.from_ms, "to_ms": self.to_ms, "tracker_age": self.tracker_age,
+                "actions": self.actions, "candidates": self.candidates, "rows": self.rows, "bytes": self.bytes,
+                "deleted": {str(k): asdict(v) for k, v in sorted(self.deleted.items())},
+                "elapsed_s": round(self.elapsed_s, 3)}
+
+
+@dataclass
+class RunReport:
+    run_id: int | None
+    now_ms: int
+    dry_run: bool
+    rules_version: str
+    periods: list[PeriodReport] = field(default_factory=list)
+    state: str = "RUNNING"
+    elapsed_s: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        return sum(p.rows for p in self.periods)
+
+    @property
+    def bytes(self) -> int:
+        return sum(p.bytes for p in self.periods)
+
+    def by_rule(self) -> dict[int, RuleCount]:
+        totals: dict[int, RuleCount] = {}
+        for period in self.periods:
+            for rule, count in period.deleted.items():
+                entry = totals.setdefault(rule, RuleCount())
+                entry.rows += count.rows
+                entry.bytes += count.bytes
+        return dict(sorted(totals.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "now_ms": self.now_ms, "dry_run": self.dry_run,
+                "rules_version": self.rules_version, "state": self.state, "rows": self.rows, "bytes": self.bytes,
+                "by_rule": {str(k): asdict(v) for k, v in self.by_rule().items()},
+                "periods": [p.to_dict() for p in self.periods], "elapsed_s": round(self.elapsed_s, 3)}
+
+
+# ---- the rule CASE as a Spark Column -----------------------------------------------------------------
+def first_match_column(rules: Sequence[Any], ctx: Any) -> Column:
+    """The number of the first active rule (ascending rule number) whose expression matches, or null."""
+    from pyspark.sql import functions as F
+
+    from .expressions import to_spark
+
+    column = None
+    for rule in sorted(rules, key=lambda r: r.rule_number):
+        condition = to_spark(rule.expression, ctx)
+        column = (F.when(condition, F.lit(rule.rule_number)) if column is None
+                  else column.when(condition, F.lit(rule.rule_number)))
+    return (F.lit(None) if column is None else column.otherwise(F.lit(None))).cast("int")
+
+
+def held_column(holds: Sequence[Any], ctx: Any) -> Column:
+    from pyspark.sql import functions as F
+
+    from .expressions import to_spark
+
+    column = F.lit(False)
+    for expr in holds:
+        column = column | to_spark(expr, ctx)
+    return column
+
+
+def rules_that_matter(rules: Sequence[Any], deleting: set[int]) -> list[Any]:
+    """The CASE needs the rules up to the last one that deletes in this period: a later rule can
+    only retain, and no match retains too."""
+    ordered = sorted(rules, key=lambda r: r.rule_number)
+    last = max((i for i, r in enumerate(ordered) if r.rule_number in deleting), default=-1)
+    return ordered[: last + 1]
+
+
+def needed_columns(rules: Sequence[Any], holds: Sequence[Any]) -> list[str]:
+    from .expressions import referenced_columns
+
+    columns = {"id", "create_time", "file_size"}
+    for expr in [r.expression for r in rules] + list(holds):
+        columns |= set(referenced_columns(expr))
+    return list(source.check_columns(sorted(columns)))
+
+
+def period_frame(spark: SparkSession, url: str, columns: Sequence[str], ranges: Sequence[tuple[int, int]],
+                 from_ms: int, to_ms: int) -> DataFrame:
+    return (spark.read.format(source.SOURCE_NAME).option("metadata_url", url).option("columns", ",".join(columns))
+            .option("status", "UNLOCKED").option("from", str(from_ms)).option("to", str(to_ms))
+            .option("ranges", json.dumps([list(r) for r in ranges])).load())
+
+
+# ---- state -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobInputs:
+    now_ms: int
+    rules_version: str
+    rules: tuple[Any, ...]  # active rules, ascending rule number
+    periods: tuple[Any, ...]
+    holds: tuple[Any, ...]  # hold expressions
+    dictionaries: Mapping[str, tuple[str, ...]]
+
+
+def load_side_inputs(client: Client) -> tuple[tuple[Any, ...], dict[str, tuple[str, ...]]]:
+    """The hold expressions on records and the dictionaries, read together."""
+    from .holds import load_dictionaries, record_holds
+
+    with client.db.read() as conn:
+        holds = tuple(expr for _, expr in record_holds(conn))
+        dictionaries = {name: tuple(words) for name, words in load_dictionaries(conn).items()}
+    return holds, dictionaries
+
+
+def load_inputs(client: Client, now_ms: int, *, drop_stale_trackers: bool) -> JobInputs:
+    from .periods import process_periods
+    from .rules import active_rules
+    from .rules_store import RulesStore
+
+    store = RulesStore(client)
+    ruleset = store.load()
+    if not ruleset.version:
+        trackers: dict[str, int] = {}
+    elif drop_stale_trackers:
+        trackers = store.trackers(ruleset.version)
+    else:
+        trackers = read_trackers(client, ruleset.version)
+    periods = tuple(process_periods(ruleset.rules, now_ms, trackers))
+    holds, dictionaries = load_side_inputs(client)
+    return JobInputs(now_ms, ruleset.version, active_rules(ruleset.rules), periods, holds, dictionaries)
+
+
+def read_trackers(client: Client, rules_version: str) -> dict[str, int]:
+    """The trackers of one rules version, without touching the table (for dry runs)."""
+    with client.db.read() as conn:
+        rows = conn.execute(sa.select(catalog_trackers.c.rule_age, catalog_trackers.c.last_run_ms)
+                            .where(catalog_trackers.c.rules_version == rules_version))
+        return {r.rule_age: r.last_run_ms for r in rows}
+
+
+def _start_run(client: Client, inputs: JobInputs, dry_run: bool) -> int:
+    with client.db.write() as conn:
+        return int(conn.execute(sa.insert(catalog_runs).values(
+            kind="retention", state="RUNNING", dry_run=dry_run, now_ms=inputs.now_ms,
+            started_ms=client.clock.now_ms(), rules_version=inputs.rules_version or None,
+            actor=client.streams.actor)).inserted_primary_key[0])
+
+
+def _finish_period(client: Client, report: RunReport, period: PeriodReport) -> None:
+    """Tracker, audit and progress of a finished period, in one transaction."""
+    from .rules_store import upsert_tracker
+
+    with client.db.write() as conn:
+        if not report.dry_run and report.rules_version:
+            upsert_tracker(conn, report.rules_version, period.tracker_age, report.now_ms)
+        if not report.dry_run and period.rows:
+            client.streams._audit(
+                conn, "catalog_delete", AUDIT_TARGET, None, None, 0,
+                f"retention rules {report.rules_version}: {period.rows} record(s) logically deleted in period "
+                f"[{period.from_ms}, {period.to_ms})",
+                {"run": report.run_id, "now_ms": report.now_ms, "period": [period.from_ms, period.to_ms],
+                 "rules": {str(k): asdict(v) for k, v in sorted(period.deleted.items())}, "bytes": period.bytes})
+        conn.execute(sa.update(catalog_runs).where(catalog_runs.c.id == report.run_id)
+                     .values(report=json.dumps(report.to_dict())))
+
+
+def _end_run(client: Client, report: RunReport) -> None:
+    with client.db.write() as conn:
+        conn.execute(sa.update(catalog_runs).where(catalog_runs.c.id == report.run_id).values(
+            state=report.state, finished_ms=client.clock.now_ms(), report=json.dumps(report.to_dict())))
+        if report.state == "SUCCEEDED" and not report.dry_run:
+            # runs killed before they could finish: this run has done their work
+            conn.execute(sa.update(catalog_runs).where(
+                catalog_runs.c.kind == "retention", catalog_runs.c.state == "RUNNING",
+                catalog_runs.c.dry_run.is_(False), catalog_runs.c.id < report.run_id).values(state="INTERRUPTED"))
+
+
+# ---- progress ------------------------------------------------------------------------------------------
+@contextmanager
+def track_tasks(spark: SparkSession, group: str, on_fraction: Callable[[float], None]) -> Iterator[None]:
+    """Report the fraction of finished tasks of the Spark jobs in `group` every half second."""
+    sc = spark.sparkContext
+    sc.setJobGroup(group, group)
+    done = threading.Event()
+
+    def poll() -> None:
+        tracker = sc.statusTracker()
+        while not done.wait(0.5):
+            total = finished = 0
+            for job_id in tracker.getJobIdsForGroup(group):
+                job = tracker.getJobInfo(job_id)
+                for stage_id in job.stageIds if job else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    if stage:
+                        total += stage.numTasks
+                        finished += stage.numCompletedTasks
+            if total:
+                on_fraction(finished / total)
+
+    thread = threading.Thread(target=poll, name="catalog-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        sc.setLocalProperty("spark.jobGroup.id", None)
+
+
+# ---- the run --------------------------------------------------------------------------------------------
+def run_retention_job(client: Client, dry_run: bool = False, progress: Progress | None = None,
+                      now_ms: int | None = None) -> RunReport:
+    started = time.monotonic()
+    now = client.clock.now_ms() if now_ms is None else now_ms
+    inputs = load_inputs(client, now, drop_stale_trackers=not dry_run)
+    report = RunReport(None, now, dry_run, inputs.rules_version)
+    if not inputs.periods:  # no active rules: nothing to do (Stroom's noRules)
+        report.state = "SUCCEEDED"
+        return report
+    report.run_id = _start_run(client, inputs, dry_run)
+    try:
+        _process(client, inputs, report, progress)
+    except BaseException:
+        report.state = "FAILED"
+        report.elapsed_s = time.monotonic() - started
+        _end_run(client, report)
+        raise
+    report.state = "SUCCEEDED"
+    report.elapsed_s = time.monotonic() - started
+    _end_run(client, report)
+    log.info("catalog retention run %s: %d record(s), %d bytes logically deleted%s", report.run_id, report.rows,
+             report.bytes, " (dry run)" if dry_run else "")
+    return report
+
+
+def _process(client: Client, inputs: JobInputs, report: RunReport, progress: Progress | None) -> None:
+    from .expressions import CompileContext
+
+    ctx = CompileContext(inputs.now_ms, inputs.dictionaries)
+    url = client.settings.metadata_url
+    with client.db.read() as conn:
+        stats = [source.scan_stats(conn, p.from_ms, p.to_ms, "UNLOCKED") for p in inputs.periods]
+    total = sum(s.rows for s in stats)
+    done = 0
+    if progress:
+        progress(0, total)
+    spark: SparkSession | None = None
+    for period, period_stats in zip(inputs.periods, stats, strict=True):
+        period_started = time.monotonic()
+        deleting = {a.rule_number for a in period.actions if a.delete}
+        entry = PeriodReport(period.from_ms, period.to_ms, period.tracker_age,
+                             [{"rule": a.rule_number, "name": a.rule_name, "action": "DELETE" if a.delete else "RETAIN"}
+                              for a in period.actions], candidates=period_stats.rows)
+        if deleting and period_stats.rows:
+            spark = spark or client.spark()
+            counts = _run_period(spark, client, url, inputs, ctx, period, period_stats, deleting, report.dry_run,
+                                 lambda f, base=done, rows=period_stats.rows: progress(base + int(f * rows), total)
+                                 if progress else None)
+            entry.deleted = counts
+        entry.elapsed_s = time.monotonic() - period_started
+        report.periods.append(entry)
+        fault_point("catalog.before_tracker")
+        _finish_period(client, report, entry)
+        fault_point("catalog.after_period")
+        done += period_stats.rows
+        if progress:
+            progress(done, total)
+
+
+def _run_period(spark: SparkSession, client: Client, url: str, inputs: JobInputs, ctx: Any, period: Any,
+                stats: source.ScanStats, deleting: set[int], dry_run: bool,
+                on_fraction: Callable[[float], None]) -> dict[int, RuleCount]:
+    from pyspark.sql import functions as F
+
+    rules = rules_that_matter(inputs.rules, deleting)
+    columns = needed_columns(rules, inputs.holds)
+    parallelism = client.settings["catalog.partitions"] or spark.sparkContext.defaultParallelism
+    ranges = source.plan_ranges(period.from_ms, period.to_ms, stats, parallelism)
+    frame = period_frame(spark, url, columns, ranges, period.from_ms, period.to_ms)
+    doomed = (frame.withColumn("rule", first_match_column(rules, ctx))
+              .where(F.col("rule").isin(sorted(deleting)) & ~held_column(inputs.holds, ctx))
+              .select("id", "create_time", "rule", "file_size"))
+    if dry_run:
+        summary = doomed.groupBy("rule").agg(F.count(F.lit(1)).alias("rows"),
+                                             F.sum(F.coalesce(F.col("file_size"), F.lit(0))).alias("bytes"))
+    else:
+        spec = DeleteSpec(url, inputs.now_ms, client.settings["catalog.delete_batch_size"], inputs.holds,
+                          inputs.dictionaries, os.getpid())
+        # one small row per rule per task: collected as they are, summed here (no shuffle stage)
+        summary = doomed.mapInArrow(lambda batches: delete_partition(spec, batches), SUMMARY_DDL)
+    with track_tasks(spark, f"tidekeep-catalog-{os.getpid()}-{period.from_ms}", on_fraction):
+        rows = summary.collect()
+    counts: dict[int, RuleCount] = {}
+    for r in rows:
+        entry = counts.setdefault(int(r["rule"]), RuleCount())
+        entry.rows += int(r["rows"])
+        entry.bytes += int(r["bytes"] or 0)
+    return counts
+
+
+def list_runs(client: Client, limit: int = 20) -> list[dict[str, Any]]:
+    with client.db.read() as conn:
+        rows = conn.execute(sa.select(catalog_runs).order_by(catalog_runs.c.id.desc()).limit(limit))
+        return [{**dict(r._mapping), "report": json.loads(r.report) if r.report else None} for r in rows]
+
+
+__all__ = ["PeriodReport", "RuleCount", "RunReport", "list_runs", "run_retention_job"]
