@@ -169,3 +169,17 @@ def test_hold_records_through_the_cli(tmp_path: Path, metadata_url: str) -> None
     bad = cli("hold", "add", "records", "feed = ", "--reason", "r")
     assert bad.returncode == 2 and bad.stderr.startswith("error: expression: ") and "column" in bad.stderr
     assert len(json.loads(cli("hold", "list", "--json").stdout)) == 2
+
+
+def test_a_hold_added_between_fetch_and_file_deletion_still_protects(held_client: tk.Client) -> None:
+    """The purge looks at the holds again right before deleting a fetched batch's files."""
+    from tidekeep.catalog.purge import _Candidate, _without_newly_held
+
+    client = held_client
+    ids = [add(client, feed, i) for i, feed in enumerate(["A", "B", "C"])]
+    batch = [_Candidate(i, NOW - 30 * DAY, None, 4) for i in ids]
+    with client.db.read() as conn:
+        before = load_held_records(conn, NOW)
+    assert _without_newly_held(client, batch, before, NOW) == batch  # no change in the holds: as fetched
+    client.holds.add("records", 'feed = "B"', "late")
+    assert [c.id for c in _without_newly_held(client, batch, before, NOW)] == [ids[0], ids[2]]
