@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import calendar
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,6 +28,7 @@ from tidekeep.catalog.expressions import (
     validate,
 )
 from tidekeep.catalog.expressions.dates import MAX_MS, MIN_MS
+from tidekeep.catalog.expressions.regex import parse_regex
 from tidekeep.errors import InvalidInput
 
 C = Condition
@@ -390,3 +392,64 @@ def test_fuzz_dates_raise_only_invalid_input(text: str) -> None:
         assert str(exc).startswith("invalid date")
         return
     assert MIN_MS <= value <= MAX_MS
+
+
+# ---- the regex subset ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        ("a(?=b)", "unsupported group '(?' (lookarounds, flags and named groups are not allowed) at position 3"),
+        ("(?P<n>a)", "unsupported group '(?'"),
+        ("(?i)a", "unsupported group '(?'"),
+        ("(a)\\1", "unsupported escape '\\1' at position 4"),
+        ("\\bword", "unsupported escape '\\b' at position 1"),
+        ("\\p{L}", "unsupported escape '\\p'"),
+        ("a*?", "lazy, possessive or repeated quantifiers are not supported at position 3"),
+        ("a++", "lazy, possessive or repeated quantifiers are not supported"),
+        ("a{3", "bad repetition '{'"),
+        ("a{256}", "repetition count above 255"),
+        ("a{3,2}", "repetition {n,m} with m < n"),
+        ("[[:alpha:]]", "'[' inside a character class must be escaped at position 2"),
+        ("[]a]", "empty character class"),
+        ("[z-a]", "bad range z-a"),
+        ("[a-\\d]", "a range cannot end in a class shorthand"),
+        ("[\\D]", "unsupported escape '\\D' in a character class"),
+        ("a|", "empty alternative at position 3"),
+        ("()", "empty alternative at position 2"),
+        ("(a", "missing ')' at position 1"),
+        ("a)", "unbalanced ')' at position 2"),
+        ("*a", "nothing to repeat at position 1"),
+        ("^*", "nothing to repeat at position 2"),
+        ("a}", "'}' must be escaped"),
+        ("a\\", "trailing backslash at position 2"),
+        ("", "empty pattern"),
+    ],
+)
+def test_regex_outside_the_common_subset_is_rejected(pattern: str, message: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        parse_regex(pattern)
+    assert message in str(info.value)
+    assert str(info.value).startswith("invalid regex")
+
+
+def test_regex_translation_pins_the_meaning() -> None:
+    regex = parse_regex(r"^a.\d\w\s\D$")
+    assert regex.python == "^a[^\n][0-9][A-Za-z0-9_][ \t\n\r\f\v][^0-9]\\Z"
+    assert regex.java == "^a[^\n][0-9][A-Za-z0-9_][ \t\n\r\f\v][^0-9]\\z"
+    assert regex.postgres == "^a[^\n][0-9][A-Za-z0-9_][ \t\n\r\f\v][^0-9]$"
+    assert parse_regex("a$").compiled().search("xa\n") is None  # Python's own $ would match here
+    assert parse_regex(r"(a|b)+\.[^x-z]").python == r"(?:a|b)+\.[^x-z]"
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text(alphabet="ab.^$*+?{}[]()|\\-,0123dwsDbpn:=!<é\n", max_size=12))
+def test_fuzz_regex_raises_only_invalid_input(pattern: str) -> None:
+    try:
+        regex = parse_regex(pattern)
+    except InvalidInput as exc:
+        assert str(exc).startswith("invalid regex")
+        return
+    for translated in (regex.python, regex.java, regex.postgres):
+        re.compile(translated.replace("\\z", "\\Z"))  # the subset is valid Python re in every translation

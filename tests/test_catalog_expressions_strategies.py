@@ -22,6 +22,17 @@ C = Condition
 PIECES = ("a", "A", "_", "%", "*", "?", "[", "\\", "é", "\n", "a_", "%a", "aé", "ab")
 short_text = st.lists(st.sampled_from(PIECES), max_size=3).map("".join)
 item_text = short_text
+nonempty_text = st.lists(st.sampled_from(PIECES), min_size=1, max_size=2).map("".join)
+
+
+def _glob(leading: bool, parts: list[str], trailing: bool) -> str:
+    if not leading and not trailing and len(parts) == 1:
+        trailing = True  # at least one `*`
+    return ("*" if leading else "") + "*".join(parts) + ("*" if trailing else "")
+
+
+# wildcard values whose fixed parts are not empty, so a wrongly anchored pattern shows
+wildcards = st.builds(_glob, st.booleans(), st.lists(nonempty_text, min_size=1, max_size=2), st.booleans())
 TEXT_FIELDS = ("Feed", "Type", "Pipeline", "attr.k1", "attr.k-2")
 INTEGER_FIELDS = ("Id", "Parent Id", "File Size", "Raw Size")
 DATE_FIELDS = ("Create Time", "Effective Time", "Status Time")
@@ -70,7 +81,7 @@ def terms(draw: st.DrawFn) -> Term:
         elif condition is C.MATCHES_REGEX:
             value = draw(regexes())
         elif condition in (C.EQUALS, C.NOT_EQUALS):  # wildcards often: they are the easiest to get wrong
-            value = draw(st.one_of(short_text, st.lists(short_text, min_size=2, max_size=3).map("*".join)))
+            value = draw(st.one_of(short_text, wildcards))
         else:
             value = draw(short_text)
     elif kind == "status":
