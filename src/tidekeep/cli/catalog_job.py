@@ -71,8 +71,10 @@ def register(app: typer.Typer) -> None:
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; change nothing")] = False,
         json_output: JsonFlag = False,
     ) -> None:
-        """Run the data retention job now: logically delete the UNLOCKED records whose rule says so,
-        period by period (Spark), saving trackers so that the next run is incremental."""
+        """Run the data retention job now (Spark): logically delete what the rules say has expired.
+
+        Period by period, youngest first, in create-time slices; trackers make the next run incremental.
+        """
         with open_client(ctx) as client, progress_bar("records", not json_output) as update:
             report = client.catalog.run(dry_run=dry_run, progress=update)
         if json_output:
@@ -140,5 +142,6 @@ def register(app: typer.Typer) -> None:
         for e in entries:
             report = e["report"] or {}
             rows.append([e["id"], e["kind"], e["state"], "yes" if e["dry_run"] else "no", iso_utc(e["now_ms"]),
-                         iso_utc(e["started_ms"]), report.get("rows", ""), report.get("bytes", "")])
+                         iso_utc(e["started_ms"]), report.get("rows", report.get("purged", "")),
+                         report.get("bytes", "")])
         emit_table(["RUN", "KIND", "STATE", "DRY RUN", "NOW", "STARTED", "RECORDS", "BYTES"], rows)
