@@ -23,6 +23,7 @@ PIECES = ("a", "A", "_", "%", "*", "?", "[", "\\", "é", "\n", "a_", "%a", "aé"
 short_text = st.lists(st.sampled_from(PIECES), max_size=3).map("".join)
 item_text = short_text
 nonempty_text = st.lists(st.sampled_from(PIECES), min_size=1, max_size=2).map("".join)
+record_text = st.lists(st.sampled_from((*PIECES, "")), min_size=1, max_size=4).map("".join)  # rarely empty
 
 
 def _glob(leading: bool, parts: list[str], trailing: bool) -> str:
@@ -71,7 +72,7 @@ def terms(draw: st.DrawFn) -> Term:
     kind = draw(st.sampled_from(["text", "text", "status", "integer", "date"]))
     if kind == "text":
         field = draw(st.sampled_from(TEXT_FIELDS))
-        condition = draw(st.sampled_from([c for c in C if c not in _ORDERING] + [C.EQUALS, C.NOT_EQUALS] * 3))
+        condition = draw(st.sampled_from(_TEXT_CONDITIONS))
         if condition in (C.IS_NULL, C.IS_NOT_NULL):
             value = None
         elif condition is C.IN:
@@ -81,9 +82,9 @@ def terms(draw: st.DrawFn) -> Term:
         elif condition is C.MATCHES_REGEX:
             value = draw(regexes())
         elif condition in (C.EQUALS, C.NOT_EQUALS):  # wildcards often: they are the easiest to get wrong
-            value = draw(st.one_of(short_text, wildcards))
+            value = draw(st.one_of(nonempty_text, wildcards, st.just("")))
         else:
-            value = draw(short_text)
+            value = draw(st.one_of(nonempty_text, nonempty_text, st.just("")))
     elif kind == "status":
         field = "Status"
         condition = draw(st.sampled_from([C.EQUALS, C.NOT_EQUALS, C.IN, C.IS_NULL, C.IS_NOT_NULL]))
@@ -110,6 +111,12 @@ def terms(draw: st.DrawFn) -> Term:
 
 
 _ORDERING = (C.GREATER_THAN, C.GREATER_THAN_OR_EQUAL_TO, C.LESS_THAN, C.LESS_THAN_OR_EQUAL_TO, C.BETWEEN)
+# weighted towards the conditions whose SQL differs most between engines
+_TEXT_CONDITIONS = (
+    [c for c in C if c not in _ORDERING]
+    + [C.EQUALS, C.NOT_EQUALS] * 3
+    + [C.CONTAINS, C.STARTS_WITH, C.ENDS_WITH, C.MATCHES_REGEX] * 2
+)
 
 
 def expressions(max_leaves: int = 6) -> st.SearchStrategy:
@@ -131,18 +138,18 @@ def _maybe(strategy: st.SearchStrategy) -> st.SearchStrategy:
 @st.composite
 def records(draw: st.DrawFn, record_id: int | None = None) -> dict:
     attributes = draw(
-        _maybe(st.dictionaries(st.sampled_from(["k1", "k-2", "other"]), short_text, max_size=3))
+        _maybe(st.dictionaries(st.sampled_from(["k1", "k-2", "other"]), record_text, max_size=3))
     )
     return {
         "id": record_id if record_id is not None else draw(st.integers(-2, 12)),
-        "feed": draw(short_text),
-        "type": draw(short_text),
+        "feed": draw(record_text),
+        "type": draw(record_text),
         "create_time": draw(st.integers(0, 200_000)),
         "effective_time": draw(_maybe(st.integers(0, 200_000))),
         "status": draw(st.sampled_from(STATUSES)),
         "status_time": draw(st.integers(0, 200_000)),
         "parent_id": draw(_maybe(st.integers(-2, 12))),
-        "pipeline": draw(_maybe(short_text)),
+        "pipeline": draw(_maybe(record_text)),
         "file_size": draw(_maybe(st.sampled_from([0, 1, 5, 12, 1000, 1024, 2000]))),
         "raw_size": draw(_maybe(st.integers(-2, 12))),
         "location": None,

@@ -33,7 +33,7 @@ ALLOWED: dict[FieldKind, frozenset[Condition]] = {
     FieldKind.INTEGER: frozenset({C.EQUALS, C.NOT_EQUALS, C.IN}) | ORDERING | NO_VALUE,
     FieldKind.DATE: frozenset({C.EQUALS, C.NOT_EQUALS, C.IN}) | ORDERING | NO_VALUE,
 }
-DICTIONARY_NAME = re.compile(r"[A-Za-z0-9_.-]{1,255}")
+DICTIONARY_NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")  # as names.check_name, which the dictionary store uses
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _INTEGER = re.compile(r"-?[0-9]+")
 MAX_VALUE_LENGTH = 10_000
@@ -72,7 +72,7 @@ def check_value(fld: Field, condition: Condition, value: str | None) -> str | No
         raise InvalidInput(f"value for {fld.name} is longer than {MAX_VALUE_LENGTH} characters")
     if condition is C.IN_DICTIONARY:
         if not DICTIONARY_NAME.fullmatch(value):
-            raise InvalidInput(f"invalid dictionary name {value!r}: expected [A-Za-z0-9_.-]{{1,255}}")
+            raise InvalidInput(f"invalid dictionary name {value!r}: expected [A-Za-z0-9_-]{{1,255}}")
         return value
     if condition is C.MATCHES_REGEX:
         parse_regex(value)
