@@ -22,16 +22,13 @@ session is started before timing. Timing never fails anything.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import sqlalchemy as sa
+from bench_retention import pg_schema_url
 
 import tidekeep as tk
 from tidekeep.catalog.ages import Age
@@ -40,7 +37,6 @@ from tidekeep.catalog.periods import process_periods
 from tidekeep.catalog.rules import RetentionRule, active_rules
 from tidekeep.store.schema_catalog import catalog_records
 
-DEFAULT_PG_URL = "postgresql+psycopg://tidekeep:tidekeep@127.0.0.1:5432/tidekeep_test"
 DAY = 86_400_000
 NOW = 1_767_225_600_000  # 2026-01-01T00:00Z
 
@@ -57,22 +53,6 @@ RULES = [
                   Age(1, "years")),
     RetentionRule(8, "Everything else: 2 years", True, parse("all"), Age(2, "years")),
 ]
-
-
-@contextlib.contextmanager
-def pg_schema_url() -> Iterator[str]:
-    base = os.environ.get("TIDEKEEP_TEST_PG_URL", DEFAULT_PG_URL)
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(base)
-    with engine.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        yield sa.make_url(base).update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
-            hide_password=False)
-    finally:
-        with engine.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        engine.dispose()
 
 
 def log(message: str) -> None:

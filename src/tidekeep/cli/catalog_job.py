@@ -2,36 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
-import sys
-from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 import typer
 
 from .context import open_client
 from .output import emit, emit_json, emit_table, fields, format_bytes, iso_utc
+from .progress import progress_bar
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
-
-
-@contextlib.contextmanager
-def progress_bar(label: str, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on stderr when it is a terminal (and not --json); yields the callback."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
 
 
 def _rule_label(report: Any, number: int) -> str:

@@ -3,10 +3,7 @@ meta records and dictionaries."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,27 +13,9 @@ from ..catalog.records import MetaRecord
 from ..errors import InvalidInput
 from .context import open_client
 from .output import emit, emit_json, emit_table, fields, iso_utc
+from .progress import progress_bar
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
-
-
-@contextlib.contextmanager
-def progress_bar(label: str, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
-    """A rich progress bar on stderr when it is a terminal (and not --json); yields the callback."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
 
 
 def record_document(record: MetaRecord) -> dict[str, Any]:
