@@ -4,6 +4,7 @@ summary and explain — each checked against a plain-Python oracle of the rules.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from datetime import UTC, datetime
@@ -228,7 +229,10 @@ def test_impact_of_unsaved_rules_and_held_records(client: tk.Client, spark, tmp_
 def test_runs_are_recorded_with_their_reports(client: tk.Client, spark) -> None:
     client.catalog.set_rules([rule(1, "all", "1 days")])
     add_aged(client, ["A"], [5, 6])
-    report = client.catalog.run(now_ms=NOW)
+    calls: list[tuple[int, int]] = []
+    report = client.catalog.run(now_ms=NOW, progress=lambda done, total: calls.append((done, total)))
+    assert calls[0] == (0, 2) and calls[-1] == (2, 2)  # records of the run's periods, to the end
+    assert all(a[0] <= b[0] for a, b in itertools.pairwise(calls))
     runs = client.catalog.runs()
     assert runs[0]["id"] == report.run_id and runs[0]["state"] == "SUCCEEDED" and runs[0]["now_ms"] == NOW
     assert runs[0]["report"]["rows"] == 2

@@ -313,7 +313,8 @@ def _process(client: Client, inputs: JobInputs, report: RunReport, progress: Pro
         stats = [source.scan_stats(conn, p.from_ms, p.to_ms, "UNLOCKED") for p in inputs.periods]
     total = sum(s.rows for s in stats)
     done = 0
-    if progress:
+    if progress is not None:
+        progress = monotonic(progress)
         progress(0, total)
     spark: SparkSession | None = None
     for period, period_stats in zip(inputs.periods, stats, strict=True):
@@ -336,6 +337,17 @@ def _process(client: Client, inputs: JobInputs, report: RunReport, progress: Pro
         done += period_stats.rows
         if progress:
             progress(done, total)
+
+
+def monotonic(progress: Progress) -> Progress:
+    """Progress that never goes back (Spark's task counts can grow as stages appear)."""
+    best = [0]
+
+    def report(done: int, total: int) -> None:
+        best[0] = max(best[0], done)
+        progress(best[0], total)
+
+    return report
 
 
 def _run_period(spark: SparkSession, client: Client, url: str, inputs: JobInputs, ctx: Any, period: Any,
