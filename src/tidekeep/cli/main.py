@@ -49,7 +49,8 @@ txn_app = typer.Typer(help="Transactions of transactional writers.", no_args_is_
 rg_app = typer.Typer(help="Reader groups: shared reading, positions and checkpoints.", no_args_is_help=True)
 retention_app = typer.Typer(help="Size and time retention: preview, run and history of cycles.",
                             no_args_is_help=True)
-hold_app = typer.Typer(help="Legal holds: a held stream is never truncated.", no_args_is_help=True)
+hold_app = typer.Typer(help="Legal holds: a held stream is never truncated; held catalog records are never deleted.",
+                       no_args_is_help=True)
 catalog_app = typer.Typer(help="The catalog: meta records, retention rules, the retention job and purge.",
                           no_args_is_help=True)
 
