@@ -315,3 +315,34 @@ def test_python_and_spark_agree(spark, rows, exprs, single_terms) -> None:
     found = spark_matching(spark, rows, exprs, RANDOM_CONTEXT)
     for expr, spark_ids in zip(exprs, found, strict=True):
         assert spark_ids == python_matching(rows, expr, RANDOM_CONTEXT), to_text(expr)
+
+
+def test_raw_sqlite3_connections_get_regexp(tmp_path) -> None:
+    """Spark executors may open plain sqlite3 connections: register_sqlite_functions makes the
+    compiled SQL (regexp included) work there too."""
+    import sqlite3
+
+    from tidekeep.catalog.expressions import register_sqlite_functions
+    from tidekeep.catalog.expressions.sql import sqlite_statement
+
+    path = tmp_path / "metadata.db"
+    Backend(Database(f"sqlite:///{path}")).load(SCENARIO_RECORDS)
+    clause = to_sqlalchemy(parse('feed matches "^INTERNAL_(LOGS|AUDIT)$" and id in (1, 2, 3)'), SCENARIO_CONTEXT)
+    sql, values = sqlite_statement(sa.select(catalog_records.c.id).where(clause))
+    assert "INTERNAL" not in sql and r"^INTERNAL\_(?:LOGS|AUDIT)\Z" in values  # translated for Python re
+    connection = sqlite3.connect(path)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="no such function: regexp"):
+            connection.execute(sql, values).fetchall()
+        register_sqlite_functions(connection)
+        assert {row[0] for row in connection.execute(sql, values)} == {1, 2}
+    finally:
+        connection.close()
+
+
+def test_importing_the_package_does_not_import_pyspark() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, tidekeep.catalog.expressions as e; e.parse('all'); assert 'pyspark' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)

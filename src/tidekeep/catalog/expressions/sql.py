@@ -168,6 +168,20 @@ def register_sqlite_functions(dbapi_connection: Any) -> None:
     dbapi_connection.create_function("regexp", 2, _sqlite_regexp, deterministic=True)
 
 
+def sqlite_statement(statement: sa.Executable) -> tuple[str, list[Any]]:
+    """SQL text and positional parameters for running `statement` on a plain sqlite3 connection
+    (one given `register_sqlite_functions`), with the bind types' translations applied (wildcard
+    patterns, regexes, attribute paths); values stay parameters."""
+    from sqlalchemy.dialects import sqlite
+
+    compiled = statement.compile(dialect=sqlite.dialect(), compile_kwargs={"render_postcompile": True})
+    params = compiled.construct_params()
+    processors = compiled._bind_processors  # what SQLAlchemy itself applies before execute
+    assert compiled.positiontup is not None
+    values = [processors[key](params[key]) if key in processors else params[key] for key in compiled.positiontup]
+    return str(compiled), values
+
+
 # ---- the compiler ---------------------------------------------------------------------------------
 
 
@@ -246,4 +260,4 @@ def to_sqlalchemy(expr: Expr, ctx: CompileContext, table: sa.Table = catalog_rec
     return _compile(bind(expr, ctx), table)
 
 
-__all__ = ["register_sqlite_functions", "to_sqlalchemy"]
+__all__ = ["register_sqlite_functions", "sqlite_statement", "to_sqlalchemy"]
