@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from sqlalchemy.dialects import postgresql, sqlite
 
 from conftest import pg_base_url
-from test_catalog_expressions_strategies import DICTIONARIES, NOW_MS, expressions, records, terms
+from test_catalog_expressions_strategies import DICTIONARIES, NOW_MS, expressions, records, regexes, terms
 from tidekeep.catalog.expressions import (
     MATCH_ALL,
     CompileContext,
@@ -30,7 +30,8 @@ from tidekeep.catalog.expressions import (
     to_sqlalchemy,
     to_text,
 )
-from tidekeep.errors import NotFound
+from tidekeep.catalog.expressions.regex import parse_regex
+from tidekeep.errors import InvalidInput, NotFound
 from tidekeep.store.database import Database
 from tidekeep.store.schema_catalog import catalog_records
 
@@ -346,3 +347,46 @@ def test_importing_the_package_does_not_import_pyspark() -> None:
 
     code = "import sys, tidekeep.catalog.expressions as e; e.parse('all'); assert 'pyspark' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---- the regex subset: Python, PostgreSQL and Java agree on every accepted pattern ---------------
+
+_REGEX_ALPHABET = "ab.^$*+?{}[]()|\\-,12dwsDWSntr_é\n "
+_SUBJECTS = ["", "a", "b", "ab", "ba\n", "a\nb", "aab", "a-b", "1a", "a_1", "é", " a", "\\", "a{1}", "[a]", "ab\r"]
+
+
+@st.composite
+def accepted_patterns(draw: st.DrawFn) -> list[str]:
+    patterns = draw(st.lists(st.text(alphabet=_REGEX_ALPHABET, min_size=1, max_size=10), min_size=150, max_size=150))
+    accepted = []
+    for pattern in patterns:
+        try:
+            parse_regex(pattern)
+        except InvalidInput:
+            continue
+        accepted.append(pattern)
+    return accepted + draw(st.lists(regexes(), min_size=40, max_size=40))  # structured ones too
+
+
+@pytest.mark.spark
+@settings(max_examples=5, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example])
+@given(accepted_patterns())
+def test_regex_translations_agree_across_engines(spark, pg_backend: Backend, patterns: list[str]) -> None:
+    regexes = [parse_regex(p) for p in patterns]
+    expected = [[r.compiled().search(s) is not None for s in _SUBJECTS] for r in regexes]
+    with pg_backend.db.read() as conn:
+        for regex, want in zip(regexes, expected, strict=True):
+            got = conn.execute(
+                sa.text("SELECT s ~ CAST(:p AS TEXT) FROM unnest(CAST(:subjects AS TEXT[])) WITH ORDINALITY AS t(s, n) "
+                        "ORDER BY n"),
+                {"p": regex.postgres, "subjects": _SUBJECTS},
+            ).scalars().all()
+            assert got == want, regex.source
+    frame = spark.createDataFrame([(i, s) for i, s in enumerate(_SUBJECTS)], "n int, s string")
+    from pyspark.sql import functions as F
+
+    rows = frame.select("n", *[F.col("s").rlike(r.java).alias(f"r{i}") for i, r in enumerate(regexes)]).collect()
+    by_subject = sorted(rows, key=lambda row: row["n"])
+    for i, regex in enumerate(regexes):
+        assert [row[f"r{i}"] for row in by_subject] == expected[i], regex.source
