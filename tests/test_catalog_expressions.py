@@ -216,6 +216,9 @@ def test_stroom_json_shapes() -> None:
         "type": "term", "field": "Type", "condition": "EQUALS", "value": "Raw Events", "enabled": False
     }
     assert from_json({}) == MATCH_ALL
+    feed_is = {"field": "Feed", "condition": "IS_DOC_REF", "docRef": {"type": "Feed", "uuid": "u-1", "name": "F1"}}
+    assert from_json(feed_is) == Term("Feed", C.EQUALS, "F1")
+    assert from_json(dict(feed_is, condition="IS_NOT_DOC_REF")) == Term("Feed", C.NOT_EQUALS, "F1")
     assert from_json({"field": "Id", "condition": "EQUALS", "value": 5}) == Term("Id", C.EQUALS, "5")
 
 
@@ -243,6 +246,8 @@ def test_stroom_json_shapes() -> None:
         ({"field": "Feed", "condition": "EQUALS", "value": "x", "enabled": "yes"},
          "expression.enabled: expected true or false"),
         ([1], "expression: expected a JSON object, got list"),
+        ({"field": "Feed", "condition": "IS_DOC_REF", "docRef": {"uuid": "u-1"}},
+         "expression.docRef: IS_DOC_REF needs a docRef with a name"),
     ],
 )
 def test_json_errors_name_the_path(obj, message: str) -> None:

@@ -4,7 +4,8 @@ Accepted: {"type": "operator", "op": "AND" | "OR" | "NOT" (missing or null = AND
 "children": [...]} and {"type": "term", "field": "Feed", "condition": "EQUALS", "value": "X",
 "enabled"?}. Stroom's "@type" key works too, and the type may be left out when the shape says
 which it is. Stroom's *_CASE_SENSITIVE conditions are read as the plain ones (matching is always
-case-sensitive here). Errors name the JSON path: "expression.children[1].field: unknown field ...".
+case-sensitive here), and IS_DOC_REF / IS_NOT_DOC_REF ("Feed is X") as EQUALS / NOT_EQUALS of the
+docRef's name. Errors name the JSON path: "expression.children[1].field: unknown field ...".
 """
 
 from __future__ import annotations
@@ -69,10 +70,26 @@ def _operator(obj: dict[str, Any], where: str, enabled: bool) -> Operator:
     return Operator(op, children, enabled)
 
 
+# Stroom's "Feed is X" terms name a document; the catalog keeps feeds and pipelines as names
+_DOC_REF_CONDITIONS = {"IS_DOC_REF": Condition.EQUALS, "IS_NOT_DOC_REF": Condition.NOT_EQUALS}
+
+
+def _doc_ref_name(obj: dict[str, Any], where: str) -> str:
+    doc_ref = obj.get("docRef")
+    name = doc_ref.get("name") if isinstance(doc_ref, dict) else None
+    if not isinstance(name, str) or not name:
+        name = obj.get("value")
+    if not isinstance(name, str) or not name:
+        raise InvalidInput(f"{where}.docRef: {obj.get('condition')} needs a docRef with a name")
+    return name
+
+
 def _condition(raw: Any, where: str) -> Condition:
     if not isinstance(raw, str):
         raise InvalidInput(f"{where}.condition: expected a condition name, got {raw!r}")
     name = raw.strip().upper()
+    if name in _DOC_REF_CONDITIONS:
+        return _DOC_REF_CONDITIONS[name]
     name = name.removesuffix("_CASE_SENSITIVE")
     try:
         return Condition(name)
@@ -96,6 +113,8 @@ def _term(obj: dict[str, Any], where: str, enabled: bool) -> Term:
     except InvalidInput as exc:
         raise InvalidInput(f"{where}.condition: {exc}") from None
     value = obj.get("value")
+    if isinstance(obj["condition"], str) and obj["condition"].strip().upper() in _DOC_REF_CONDITIONS:
+        value = _doc_ref_name(obj, where)
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)  # Stroom writes strings, but a hand-written file may not
     try:
