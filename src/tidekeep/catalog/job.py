@@ -6,7 +6,7 @@ One run:
    dictionaries and the holds on records, and computes the processing periods (periods.py);
 3. for each period, youngest first: reads the period's UNLOCKED records in parallel create-time
    partitions (source.py), evaluates the rule CASE as a Spark Column (the first matching active
-   rule in ascending rule number), keeps the rows whose rule says DELETE in this period and that
+   rule in ascending rule number), marks the rows whose rule says DELETE in this period and that
    no hold matches, and writes the logical deletes back from the executors in create-time slices
    (writeback.py); the driver only collects per-rule counts;
 4. after each period, in one transaction: saves the period's tracker, appends an audit entry and
@@ -360,17 +360,19 @@ def _run_period(spark: SparkSession, client: Client, url: str, inputs: JobInputs
     parallelism = client.settings["catalog.partitions"] or spark.sparkContext.defaultParallelism
     ranges = source.plan_ranges(period.from_ms, period.to_ms, stats, parallelism)
     frame = period_frame(spark, url, columns, ranges, period.from_ms, period.to_ms)
-    doomed = (frame.withColumn("rule", first_match_column(rules, ctx))
-              .where(F.col("rule").isin(sorted(deleting)) & ~held_column(inputs.holds, ctx))
-              .select("id", "create_time", "rule", "file_size"))
+    ruled = frame.withColumn("rule", first_match_column(rules, ctx))
+    # the rule says DELETE in this period and no hold matches (null rule: no match, kept)
+    doomed = F.coalesce(F.col("rule").isin(sorted(deleting)) & ~held_column(inputs.holds, ctx), F.lit(False))
     if dry_run:
-        summary = doomed.groupBy("rule").agg(F.count(F.lit(1)).alias("rows"),
-                                             F.sum(F.coalesce(F.col("file_size"), F.lit(0))).alias("bytes"))
+        summary = ruled.where(doomed).groupBy("rule").agg(
+            F.count(F.lit(1)).alias("rows"), F.sum(F.coalesce(F.col("file_size"), F.lit(0))).alias("bytes"))
     else:
         spec = DeleteSpec(url, inputs.now_ms, client.settings["catalog.delete_batch_size"], inputs.holds,
                           inputs.dictionaries, os.getpid())
-        # one small row per rule per task: collected as they are, summed here (no shuffle stage)
-        summary = doomed.mapInArrow(lambda batches: delete_partition(spec, batches), SUMMARY_DDL)
+        # every row goes to its task with its verdict, so a slice can be written as its create-time
+        # range minus the kept rows; the output is one small row per rule per task, summed here
+        summary = (ruled.select("id", "create_time", "rule", "file_size", doomed.alias("doomed"))
+                   .mapInArrow(lambda batches: delete_partition(spec, batches), SUMMARY_DDL))
     with track_tasks(spark, f"tidekeep-catalog-{os.getpid()}-{period.from_ms}", on_fraction):
         rows = summary.collect()
     counts: dict[int, RuleCount] = {}

@@ -1,22 +1,28 @@
 """Logical deletes written back from the executors, one create-time slice per transaction.
 
 The retention job's Spark plan ends in `mapInArrow(delete_partition)`: each task receives the rows
-of its create-time range that the rules delete (id, create_time, rule, file_size), sorts them,
-cuts Stroom's create-time slices of `catalog.delete_batch_size` rows (slices.py) and runs one
-UPDATE per slice:
+of its create-time range with the rules' verdict (id, create_time, rule, file_size, doomed), sorts
+them, cuts Stroom's create-time slices of `catalog.delete_batch_size` doomed rows (slices.py) and
+runs one UPDATE per slice, in one of two equivalent forms:
 
     UPDATE catalog_records SET status = 'DELETED', status_time = :now
-    WHERE id IN (:ids) AND status = 'UNLOCKED' AND NOT (<any hold matches>)
-    RETURNING id
+    WHERE create_time BETWEEN :low AND :high AND id NOT IN (:kept)      -- the slice's range
+      AND status = 'UNLOCKED' AND NOT (<any hold matches>) RETURNING id
+    ... WHERE id IN (:doomed) AND status = 'UNLOCKED' AND NOT (...) RETURNING id   -- by id
 
-The guards make every slice idempotent and safe to repeat: a row that was deleted, locked or
+The range form (used when the slice's range holds fewer kept rows than doomed ones) scans the
+(status, create_time) index in write order, which is far cheaper than one index probe per id;
+RETURNING shows exactly what it changed, and if that is anything but doomed rows of the slice (a
+record written into the range after Spark read it) the transaction is rolled back and the slice
+goes by id. The guards make every slice idempotent and safe to repeat: a row deleted, locked or
 placed under a hold since Spark read it is left alone, and a rerun after a crash simply finds
-fewer UNLOCKED rows. RETURNING tells exactly which rows changed, so the task yields per-rule row
-and byte counts of real changes — the only thing the driver collects.
+fewer UNLOCKED rows. Each task yields per-rule row and byte counts of real changes — the only
+thing the driver collects.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import signal
 from collections.abc import Iterable, Iterator, Mapping
@@ -47,6 +53,42 @@ class DeleteSpec:
     driver_pid: int | None = None  # fault points in a task kill the driver, as a crash of the job would
 
 
+def _begin(conn: Any, postgres: bool) -> Any:
+    transaction = conn.begin()
+    if postgres:
+        # a slice need not wait for its own WAL flush: the period's tracker is saved later in a
+        # synchronous commit, which makes every earlier slice durable too, and a slice lost with a
+        # server crash is simply redone by the next run
+        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+    return transaction
+
+
+def _delete_slice(conn: Any, slice_ids: list[int], low: int, high: int, kept_in_range: list[int],
+                  spec: DeleteSpec, held: Any, postgres: bool) -> set[int]:
+    """Delete one slice; returns the ids that changed (always a subset of `slice_ids`)."""
+    if len(kept_in_range) < len(slice_ids) and (postgres or len(kept_in_range) <= SQLITE_MAX_IDS):
+        transaction = _begin(conn, postgres)
+        try:
+            changed = set(conn.execute(by_range(low, high, kept_in_range, spec, held, postgres)).scalars())
+        except BaseException:
+            transaction.rollback()
+            raise
+        if changed <= set(slice_ids):
+            transaction.commit()
+            return changed
+        transaction.rollback()  # a row appeared in the range after Spark read it: go by id
+    transaction = _begin(conn, postgres)
+    try:
+        changed = set()
+        for statement in by_ids(slice_ids, spec, held, postgres):
+            changed.update(conn.execute(statement).scalars())
+    except BaseException:
+        transaction.rollback()
+        raise
+    transaction.commit()
+    return changed
+
+
 def held_condition(holds: Iterable[Any], now_ms: int, dictionaries: Mapping[str, Any]) -> Any:
     """SQL true for a record any hold matches (false when there are no holds)."""
     holds = list(holds)
@@ -61,19 +103,39 @@ def held_condition(holds: Iterable[Any], now_ms: int, dictionaries: Mapping[str,
 SQLITE_MAX_IDS = 30_000  # below SQLite's limit of 32,766 bound parameters per statement
 
 
-def delete_statements(ids: list[int], spec: DeleteSpec, held: Any, postgres: bool) -> list[Any]:
-    """The UPDATE(s) of one slice: on PostgreSQL one statement with the ids as one array parameter;
-    on SQLite the ids as separate parameters, split only if the slice exceeds SQLite's limit."""
-    t = catalog_records
-    guards = (t.c.status == "UNLOCKED", sa.not_(held))
+def _id_list(column: Any, ids: list[int], postgres: bool) -> Any:
     if postgres:
         from sqlalchemy.dialects.postgresql import ARRAY
 
-        chunks = [t.c.id == sa.any_(sa.bindparam("ids", ids, type_=ARRAY(sa.BigInteger)))]
-    else:
-        chunks = [t.c.id.in_(ids[i:i + SQLITE_MAX_IDS]) for i in range(0, len(ids), SQLITE_MAX_IDS)]
-    return [sa.update(t).where(chunk, *guards).values(status="DELETED", status_time=spec.status_time_ms)
-            .returning(t.c.id) for chunk in chunks]
+        return column == sa.any_(sa.bindparam("ids", ids, type_=ARRAY(sa.BigInteger)))
+    return column.in_(ids)
+
+
+def _update(where: Any, spec: DeleteSpec, held: Any) -> Any:
+    t = catalog_records
+    return (sa.update(t).where(where, t.c.status == "UNLOCKED", sa.not_(held))
+            .values(status="DELETED", status_time=spec.status_time_ms).returning(t.c.id))
+
+
+def by_ids(ids: list[int], spec: DeleteSpec, held: Any, postgres: bool) -> list[Any]:
+    """The slice's doomed rows by id: one statement on PostgreSQL (an array parameter), on SQLite
+    split only where a slice exceeds SQLite's parameter limit."""
+    t = catalog_records
+    if postgres:
+        return [_update(_id_list(t.c.id, ids, True), spec, held)]
+    return [_update(_id_list(t.c.id, ids[i:i + SQLITE_MAX_IDS], False), spec, held)
+            for i in range(0, len(ids), SQLITE_MAX_IDS)]
+
+
+def by_range(low: int, high: int, kept: list[int], spec: DeleteSpec, held: Any, postgres: bool) -> Any:
+    """The slice as its create-time range minus the rows Spark kept: an index range scan in the
+    order the rows were written, much cheaper than one index probe per id. Only used when the
+    caller can check that it changed nothing but the slice's doomed rows."""
+    t = catalog_records
+    where = sa.and_(t.c.create_time >= low, t.c.create_time <= high)
+    if kept:
+        where = sa.and_(where, sa.not_(_id_list(t.c.id, kept, postgres)))
+    return _update(where, spec, held)
 
 
 def _fault(name: str, driver_pid: int | None) -> None:
@@ -85,15 +147,27 @@ def _fault(name: str, driver_pid: int | None) -> None:
 
 
 def delete_partition(spec: DeleteSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Rows in: every UNLOCKED row Spark read in this task's range (id, create_time, rule, file_size,
+    doomed). Slices are cut over the doomed rows (Stroom's slices); each is deleted in one
+    transaction, by its create-time range minus the kept rows in that range when that list is the
+    shorter one — and if that statement touches any row that is not one of the slice's doomed rows
+    (a record added since Spark read the range), the transaction is rolled back and the slice is
+    deleted by id instead."""
     batch_list = [b for b in batches if b.num_rows]
     if not batch_list:
         return
     table = pa.Table.from_batches(batch_list)
     table = table.take(pc.sort_indices(table, [("create_time", "ascending"), ("id", "ascending")]))
-    ids = table.column("id").to_pylist()
-    rules = table.column("rule").to_pylist()
-    sizes = table.column("file_size").fill_null(0).to_pylist()
-    ends = slice_ends(table.column("create_time").to_pylist(), spec.batch_size)
+    doomed_mask = table.column("doomed")
+    doomed = table.filter(doomed_mask)
+    kept = table.filter(pc.invert(doomed_mask))
+    ids = doomed.column("id").to_pylist()
+    times = doomed.column("create_time").to_pylist()
+    rules = doomed.column("rule").to_pylist()
+    sizes = doomed.column("file_size").fill_null(0).to_pylist()
+    kept_ids = kept.column("id").to_pylist()
+    kept_times = kept.column("create_time").to_pylist()
+    ends = slice_ends(times, spec.batch_size)
 
     from ..store.database import Database
 
@@ -107,15 +181,10 @@ def delete_partition(spec: DeleteSpec, batches: Iterator[pa.RecordBatch]) -> Ite
         # one connection for the task, one transaction per slice
         with db.engine.connect().execution_options(tidekeep_write=True) as conn:
             for end in ends:
-                changed: set[int] = set()
-                with conn.begin():
-                    if postgres:
-                        # a slice need not wait for its own WAL flush: the period's tracker is saved
-                        # later in a synchronous commit, which makes every earlier slice durable too,
-                        # and a slice lost with a server crash is simply redone by the next run
-                        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
-                    for statement in delete_statements(ids[start:end], spec, held, postgres):
-                        changed.update(conn.execute(statement).scalars())
+                slice_ids = ids[start:end]
+                low, high = times[start], times[end - 1]
+                kept_in_range = kept_ids[bisect.bisect_left(kept_times, low):bisect.bisect_right(kept_times, high)]
+                changed = _delete_slice(conn, slice_ids, low, high, kept_in_range, spec, held, postgres)
                 for i in range(start, end):
                     if ids[i] in changed:
                         entry = totals.setdefault(rules[i], [0, 0])
