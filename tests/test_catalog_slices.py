@@ -37,3 +37,13 @@ def test_a_slice_takes_every_row_tied_at_its_boundary() -> None:
     assert slice_ends([5, 7, 7, 7, 9], 2) == [4, 5]
     assert slice_ends([], 3) == []
     assert slice_ends([1, 2, 3, 4, 5], 2) == [2, 4, 5]
+
+
+def test_small_periods_get_one_partition_and_big_ones_spark_parallelism() -> None:
+    from tidekeep.catalog.job import partition_count
+
+    assert partition_count(0, 8, 2_000) == 1
+    assert partition_count(0, 8, 120_000) == 3
+    assert partition_count(0, 8, 10_000_000) == 8
+    assert partition_count(0, 8, 0) == 1
+    assert partition_count(5, 8, 10) == 5  # catalog.partitions, when set, wins

@@ -98,9 +98,10 @@ def impact_summary(client: Client, rules: Any = None, now_ms: int | None = None)
     upper = max(cutoffs.values())
     with client.db.read() as conn:
         stats = source.scan_stats(conn, 0, upper, "UNLOCKED")
-    parallelism = client.settings["catalog.partitions"] or spark.sparkContext.defaultParallelism
-    ranges = source.plan_ranges(0, upper, stats, parallelism)
-    from .job import period_frame
+    from .job import partition_count, period_frame
+
+    ranges = source.plan_ranges(0, upper, stats, partition_count(
+        client.settings["catalog.partitions"], spark.sparkContext.defaultParallelism, stats.rows))
 
     frame = period_frame(spark, url, source.check_columns(columns), ranges, 0, upper)
     cutoff = None

@@ -339,6 +339,17 @@ def _process(client: Client, inputs: JobInputs, report: RunReport, progress: Pro
             progress(done, total)
 
 
+ROWS_PER_SMALL_PARTITION = 50_000
+
+
+def partition_count(configured: int, parallelism: int, rows: int) -> int:
+    """`catalog.partitions` when set; otherwise Spark's parallelism, but no more partitions than
+    one per 50,000 rows — a daily incremental period is one small task, not a task per core."""
+    if configured:
+        return configured
+    return max(1, min(parallelism, -(-rows // ROWS_PER_SMALL_PARTITION)))
+
+
 def monotonic(progress: Progress) -> Progress:
     """Progress that never goes back (Spark's task counts can grow as stages appear)."""
     best = [0]
@@ -357,8 +368,9 @@ def _run_period(spark: SparkSession, client: Client, url: str, inputs: JobInputs
 
     rules = rules_that_matter(inputs.rules, deleting)
     columns = needed_columns(rules, inputs.holds)
-    parallelism = client.settings["catalog.partitions"] or spark.sparkContext.defaultParallelism
-    ranges = source.plan_ranges(period.from_ms, period.to_ms, stats, parallelism)
+    ranges = source.plan_ranges(period.from_ms, period.to_ms, stats,
+                                partition_count(client.settings["catalog.partitions"],
+                                                spark.sparkContext.defaultParallelism, stats.rows))
     frame = period_frame(spark, url, columns, ranges, period.from_ms, period.to_ms)
     ruled = frame.withColumn("rule", first_match_column(rules, ctx))
     # the rule says DELETE in this period and no hold matches (null rule: no match, kept)
