@@ -83,12 +83,17 @@ def copy_records(name: str, source: tk.Client, target: tk.Client) -> None:
     """The same rows in the baseline's store, copied by the database itself."""
     target.db.ensure_schema()
     if name == "sqlite":
-        with target.db.engine.connect() as conn:
-            conn.exec_driver_sql("ATTACH DATABASE ? AS src", (source.db.url.database,))
-            conn.exec_driver_sql("BEGIN")
-            conn.exec_driver_sql("INSERT INTO main.catalog_records SELECT * FROM src.catalog_records")
-            conn.exec_driver_sql("COMMIT")
-            conn.exec_driver_sql("DETACH DATABASE src")
+        import sqlite3
+
+        raw = sqlite3.connect(target.db.url.database, isolation_level=None)
+        try:
+            raw.execute("ATTACH DATABASE ? AS src", (source.db.url.database,))
+            raw.execute("BEGIN")
+            raw.execute("INSERT INTO main.catalog_records SELECT * FROM src.catalog_records")
+            raw.execute("COMMIT")
+            raw.execute("DETACH DATABASE src")
+        finally:
+            raw.close()
         return
     schema_of = {}
     for side, client in (("source", source), ("target", target)):

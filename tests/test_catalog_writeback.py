@@ -73,3 +73,17 @@ def test_locked_and_held_rows_are_guarded_inside_the_statement(client: tk.Client
     assert summary(out) == {2: (6, 60)}
     # a second pass over the same verdicts changes nothing and counts nothing
     assert summary(list(delete_partition(spec, iter([batch])))) == {}
+
+
+def test_sqlite_deletes_a_slice_by_rowid_not_by_walking_the_status_index(sqlite_client: tk.Client) -> None:
+    # without ANALYZE statistics SQLite would pick the (status, ...) index for `status = 'UNLOCKED'`
+    # and scan every unlocked row per slice, holding the write lock far too long on a big catalog
+    from tidekeep.catalog.writeback import by_ids
+
+    sqlite_client.catalog.add([{"feed": "F", "type": "T", "create_time": i} for i in range(50)])
+    spec = DeleteSpec(sqlite_client.settings.metadata_url, NOW, 10)
+    [statement] = by_ids(list(range(1, 30)), spec, sa.false(), postgres=False)
+    with sqlite_client.db.engine.connect() as conn:
+        sql = str(statement.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+        plan = " ".join(str(row[3]) for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
+    assert "PRIMARY KEY" in plan and "status" not in plan, plan
