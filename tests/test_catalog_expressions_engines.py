@@ -282,17 +282,16 @@ record_sets = st.integers(5, 25).flatmap(
 @given(record_sets, st.lists(terms(), min_size=20, max_size=40))
 def test_python_and_sql_agree_on_terms(sqlite_backend: Backend, pg_backend: Backend, rows, exprs) -> None:
     """Terms are where the engines differ (escaping, NULLs, types); many per example."""
-    sqlite_backend.load(rows)
-    pg_backend.load(rows)
-    for expr in exprs:
-        expected = python_matching(rows, expr, RANDOM_CONTEXT)
-        assert sqlite_backend.matching(expr, RANDOM_CONTEXT) == expected, to_text(expr)
-        assert pg_backend.matching(expr, RANDOM_CONTEXT) == expected, to_text(expr)
+    assert_sql_agrees_with_python(sqlite_backend, pg_backend, rows, exprs)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(record_sets, st.lists(expressions(), min_size=5, max_size=15))
 def test_python_and_sql_agree(sqlite_backend: Backend, pg_backend: Backend, rows, exprs) -> None:
+    assert_sql_agrees_with_python(sqlite_backend, pg_backend, rows, exprs)
+
+
+def assert_sql_agrees_with_python(sqlite_backend: Backend, pg_backend: Backend, rows, exprs) -> None:
     sqlite_backend.load(rows)
     pg_backend.load(rows)
     for expr in exprs:

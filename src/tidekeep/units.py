@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
 from .errors import InvalidInput
@@ -118,3 +118,14 @@ def format_duration(ms: int) -> str:
         if ms >= size and ms % size == 0:
             return f"{ms // size}{unit}"
     return f"{ms}ms"
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def iso_utc(ms: int | None) -> str | None:
+    """Milliseconds since the epoch as ISO-8601 UTC with milliseconds, e.g. 2024-05-01T12:00:00.123Z.
+    Built from a timedelta, not a float division, so every millisecond survives exactly."""
+    if ms is None:
+        return None
+    return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")

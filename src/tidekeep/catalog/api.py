@@ -106,7 +106,7 @@ class Catalog:
         return explain_record(self.client, record_id, now_ms=now_ms)
 
     def runs(self, limit: int = 20) -> list[Mapping[str, Any]]:
-        from .job import list_runs
+        from .runs import list_runs
 
         return list_runs(self.client, limit)
 

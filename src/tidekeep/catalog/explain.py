@@ -33,7 +33,7 @@ class Explanation:
 
 
 def explain_record(client: Client, record_id: int, now_ms: int | None = None) -> Explanation:
-    from ..cli.output import iso_utc
+    from ..units import iso_utc
     from .ages import cutoff_ms, retain_until_ms
     from .expressions import CompileContext, to_python
     from .holds import holds_matching, load_dictionaries, record_holds

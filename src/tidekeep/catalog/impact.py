@@ -78,7 +78,15 @@ def impact_summary(client: Client, rules: Any = None, now_ms: int | None = None)
 
     from .ages import cutoff_ms
     from .expressions import CompileContext
-    from .job import first_match_column, held_column, load_side_inputs, needed_columns
+    from .job import (
+        first_match_column,
+        held_column,
+        load_side_inputs,
+        needed_columns,
+        partition_count,
+        period_frame,
+        rules_that_matter,
+    )
     from .rules import active_rules
 
     now = client.clock.now_ms() if now_ms is None else now_ms
@@ -90,19 +98,15 @@ def impact_summary(client: Client, rules: Any = None, now_ms: int | None = None)
     holds, dictionaries = load_side_inputs(client)
     ctx = CompileContext(now, dictionaries)
     cutoffs = {r.rule_number: cutoff_ms(now, r.age) for r in expiring}
-    last_deleting = max(r.rule_number for r in expiring)
-    case_rules = [r for r in active if r.rule_number <= last_deleting]
+    case_rules = rules_that_matter(active, set(cutoffs))
     columns = sorted(set(needed_columns(case_rules, holds)) | {"feed", "type"})
     spark = client.spark()
     url = client.settings.metadata_url
     upper = max(cutoffs.values())
     with client.db.read() as conn:
         stats = source.scan_stats(conn, 0, upper, "UNLOCKED")
-    from .job import partition_count, period_frame
-
     ranges = source.plan_ranges(0, upper, stats, partition_count(
         client.settings["catalog.partitions"], spark.sparkContext.defaultParallelism, stats.rows))
-
     frame = period_frame(spark, url, source.check_columns(columns), ranges, 0, upper)
     cutoff = None
     for number, value in cutoffs.items():

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from ..faults import fault_point
-from ..store.schema_catalog import catalog_runs, catalog_trackers
+from ..store.schema_catalog import catalog_runs
 from . import source
+from .runs import end_run, start_run
 from .writeback import SUMMARY_DDL, DeleteSpec, delete_partition
 
 if TYPE_CHECKING:
@@ -190,31 +191,10 @@ def load_inputs(client: Client, now_ms: int, *, drop_stale_trackers: bool) -> Jo
 
     store = RulesStore(client)
     ruleset = store.load()
-    if not ruleset.version:
-        trackers: dict[str, int] = {}
-    elif drop_stale_trackers:
-        trackers = store.trackers(ruleset.version)
-    else:
-        trackers = read_trackers(client, ruleset.version)
+    trackers = store.trackers(ruleset.version, drop_stale=drop_stale_trackers) if ruleset.version else {}
     periods = tuple(process_periods(ruleset.rules, now_ms, trackers))
     holds, dictionaries = load_side_inputs(client)
     return JobInputs(now_ms, ruleset.version, active_rules(ruleset.rules), periods, holds, dictionaries)
-
-
-def read_trackers(client: Client, rules_version: str) -> dict[str, int]:
-    """The trackers of one rules version, without touching the table (for dry runs)."""
-    with client.db.read() as conn:
-        rows = conn.execute(sa.select(catalog_trackers.c.rule_age, catalog_trackers.c.last_run_ms)
-                            .where(catalog_trackers.c.rules_version == rules_version))
-        return {r.rule_age: r.last_run_ms for r in rows}
-
-
-def _start_run(client: Client, inputs: JobInputs, dry_run: bool) -> int:
-    with client.db.write() as conn:
-        return int(conn.execute(sa.insert(catalog_runs).values(
-            kind="retention", state="RUNNING", dry_run=dry_run, now_ms=inputs.now_ms,
-            started_ms=client.clock.now_ms(), rules_version=inputs.rules_version or None,
-            actor=client.streams.actor)).inserted_primary_key[0])
 
 
 def _finish_period(client: Client, report: RunReport, period: PeriodReport) -> None:
@@ -233,17 +213,6 @@ def _finish_period(client: Client, report: RunReport, period: PeriodReport) -> N
                  "rules": {str(k): asdict(v) for k, v in sorted(period.deleted.items())}, "bytes": period.bytes})
         conn.execute(sa.update(catalog_runs).where(catalog_runs.c.id == report.run_id)
                      .values(report=json.dumps(report.to_dict())))
-
-
-def _end_run(client: Client, report: RunReport) -> None:
-    with client.db.write() as conn:
-        conn.execute(sa.update(catalog_runs).where(catalog_runs.c.id == report.run_id).values(
-            state=report.state, finished_ms=client.clock.now_ms(), report=json.dumps(report.to_dict())))
-        if report.state == "SUCCEEDED" and not report.dry_run:
-            # runs killed before they could finish: this run has done their work
-            conn.execute(sa.update(catalog_runs).where(
-                catalog_runs.c.kind == "retention", catalog_runs.c.state == "RUNNING",
-                catalog_runs.c.dry_run.is_(False), catalog_runs.c.id < report.run_id).values(state="INTERRUPTED"))
 
 
 # ---- progress ------------------------------------------------------------------------------------------
@@ -288,17 +257,17 @@ def run_retention_job(client: Client, dry_run: bool = False, progress: Progress 
     if not inputs.periods:  # no active rules: nothing to do (Stroom's noRules)
         report.state = "SUCCEEDED"
         return report
-    report.run_id = _start_run(client, inputs, dry_run)
+    report.run_id = start_run(client, "retention", now, dry_run, inputs.rules_version)
     try:
         _process(client, inputs, report, progress)
     except BaseException:
         report.state = "FAILED"
         report.elapsed_s = time.monotonic() - started
-        _end_run(client, report)
+        end_run(client, "retention", report.run_id, report.state, dry_run, report.to_dict())
         raise
     report.state = "SUCCEEDED"
     report.elapsed_s = time.monotonic() - started
-    _end_run(client, report)
+    end_run(client, "retention", report.run_id, report.state, dry_run, report.to_dict())
     log.info("catalog retention run %s: %d record(s), %d bytes logically deleted%s", report.run_id, report.rows,
              report.bytes, " (dry run)" if dry_run else "")
     return report
@@ -321,21 +290,23 @@ def _process(client: Client, inputs: JobInputs, report: RunReport, progress: Pro
         period_started = time.monotonic()
         deleting = {a.rule_number for a in period.actions if a.delete}
         entry = PeriodReport(period.from_ms, period.to_ms, period.tracker_age,
-                             [{"rule": a.rule_number, "name": a.rule_name, "action": "DELETE" if a.delete else "RETAIN"}
+                             [{"rule": a.rule_number, "name": a.rule_name, "action": a.outcome}
                               for a in period.actions], candidates=period_stats.rows)
         if deleting and period_stats.rows:
+            def within_period(fraction: float, base: int = done, rows: int = period_stats.rows) -> None:
+                if progress is not None:
+                    progress(base + int(fraction * rows), total)
+
             spark = spark or client.spark()
-            counts = _run_period(spark, client, url, inputs, ctx, period, period_stats, deleting, report.dry_run,
-                                 lambda f, base=done, rows=period_stats.rows: progress(base + int(f * rows), total)
-                                 if progress else None)
-            entry.deleted = counts
+            entry.deleted = _run_period(spark, client, url, inputs, ctx, period, period_stats, deleting,
+                                        report.dry_run, within_period)
         entry.elapsed_s = time.monotonic() - period_started
         report.periods.append(entry)
         fault_point("catalog.before_tracker")
         _finish_period(client, report, entry)
         fault_point("catalog.after_period")
         done += period_stats.rows
-        if progress:
+        if progress is not None:
             progress(done, total)
 
 
@@ -395,10 +366,4 @@ def _run_period(spark: SparkSession, client: Client, url: str, inputs: JobInputs
     return counts
 
 
-def list_runs(client: Client, limit: int = 20) -> list[dict[str, Any]]:
-    with client.db.read() as conn:
-        rows = conn.execute(sa.select(catalog_runs).order_by(catalog_runs.c.id.desc()).limit(limit))
-        return [{**dict(r._mapping), "report": json.loads(r.report) if r.report else None} for r in rows]
-
-
-__all__ = ["PeriodReport", "RuleCount", "RunReport", "list_runs", "run_retention_job"]
+__all__ = ["PeriodReport", "RuleCount", "RunReport", "run_retention_job"]

@@ -13,7 +13,6 @@ counts as a failure; once failures exceed `catalog.purge_failure_threshold` the 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -25,9 +24,9 @@ from sqlalchemy.engine import Connection
 
 from ..faults import fault_point
 from ..store.schema_catalog import catalog_records as records_table
-from ..store.schema_catalog import catalog_runs as runs_table
 from . import purge_plan
 from .holds import HeldRecords, load_held_records
+from .runs import end_run, start_run
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -139,24 +138,6 @@ def _count(conn: Connection, where: Sequence[Any]) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def _start_run(client: Client, now_ms: int, dry_run: bool) -> int:
-    with client.db.write() as conn:
-        return int(conn.execute(sa.insert(runs_table).values(
-            kind="purge", state="RUNNING", dry_run=dry_run, now_ms=now_ms, started_ms=client.clock.now_ms(),
-            actor=client.streams.actor)).inserted_primary_key[0])
-
-
-def _finish_run(client: Client, report: PurgeReport, state: str) -> None:
-    with client.db.write() as conn:
-        conn.execute(sa.update(runs_table).where(runs_table.c.id == report.run_id).values(
-            state=state, finished_ms=client.clock.now_ms(), report=json.dumps(report.to_dict())))
-        if state == "SUCCEEDED" and not report.dry_run:
-            # purges killed before they could finish: this run has done their work (as job.py does)
-            conn.execute(sa.update(runs_table).where(
-                runs_table.c.kind == "purge", runs_table.c.state == "RUNNING", runs_table.c.dry_run.is_(False),
-                runs_table.c.id < report.run_id).values(state="INTERRUPTED"))
-
-
 def _delete_rows(client: Client, batch: Sequence[_Candidate], threshold_ms: int, run_id: int) -> tuple[int, int]:
     """Delete the rows of records whose data is gone, in one audited transaction; returns the rows
     and bytes actually deleted (a concurrent purge may have taken some already)."""
@@ -191,7 +172,7 @@ def purge_deleted(client: Client, progress: Progress | None = None, now_ms: int 
         report.eligible, eligible_bytes = _count(conn, _eligible(cursor.threshold_ms, held))
         report.held = _count(conn, [records_table.c.status == DELETED,
                                     records_table.c.status_time <= cursor.threshold_ms, held.condition])[0]
-    report.run_id = _start_run(client, now, dry_run)
+    report.run_id = start_run(client, "purge", now, dry_run)
     try:
         if dry_run:
             # nothing is deleted, so nothing can fail: the eligible records are exactly what a run would take
@@ -200,11 +181,12 @@ def purge_deleted(client: Client, progress: Progress | None = None, now_ms: int 
         else:
             _purge_batches(client, cursor, report, batch_size, failure_threshold, progress)
     except BaseException:
-        _finish_run(client, report, "FAILED")
+        end_run(client, "purge", report.run_id, "FAILED", report.dry_run, report.to_dict())
         raise
     if progress is not None:
         progress(report.purged, report.eligible)
-    _finish_run(client, report, "FAILED" if report.aborted else "SUCCEEDED")
+    end_run(client, "purge", report.run_id, "FAILED" if report.aborted else "SUCCEEDED", report.dry_run,
+            report.to_dict())
     return report
 
 

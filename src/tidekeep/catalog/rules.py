@@ -159,18 +159,28 @@ def _enabled(value: Any, where: str) -> bool:
     return value
 
 
-def _yaml_rule(obj: Any, index: int) -> RetentionRule:
+def _rule_header(obj: Any, index: int, expected: str, number_key: str, known: Any, required: tuple[str, ...],
+                 null_is_missing: bool) -> tuple[int, str]:
+    """The checks every rule form shares: a mapping, a valid rule number, no unknown keys, the
+    required keys present (Stroom's JSON writes absent values as null). Returns the number and the
+    place to name in errors ("rule N")."""
     where = f"rules[{index}]"
     if not isinstance(obj, Mapping):
-        raise InvalidInput(f"{where}: expected a mapping with number, name, expression and age, got {_kind(obj)}")
-    if "number" not in obj:
-        raise InvalidInput(f"{where}: number: missing")
-    number = _rule_number(obj["number"], where)
+        raise InvalidInput(f"{where}: expected {expected}, got {_kind(obj)}")
+    if number_key not in obj:
+        raise InvalidInput(f"{where}: {number_key}: missing")
+    number = _rule_number(obj[number_key], where)
     where = f"rule {number}"
-    _unknown_keys(obj, YAML_RULE_KEYS, where)
-    for key in ("name", "expression", "age"):
-        if key not in obj:
+    _unknown_keys(obj, known, where)
+    for key in required:
+        if key not in obj or (null_is_missing and obj[key] is None):
             raise InvalidInput(f"{where}: {key}: missing")
+    return number, where
+
+
+def _yaml_rule(obj: Any, index: int) -> RetentionRule:
+    number, where = _rule_header(obj, index, "a mapping with number, name, expression and age", "number",
+                                 YAML_RULE_KEYS, ("name", "expression", "age"), null_is_missing=False)
     age_value = obj["age"]
     if isinstance(age_value, bool) or age_value is None:
         raise InvalidInput(f"{where}: age: expected text like '30 days' or 'forever', got {age_value!r}")
@@ -179,17 +189,8 @@ def _yaml_rule(obj: Any, index: int) -> RetentionRule:
 
 
 def _stroom_rule(obj: Any, index: int) -> RetentionRule:
-    where = f"rules[{index}]"
-    if not isinstance(obj, Mapping):
-        raise InvalidInput(f"{where}: expected a DataRetentionRule object, got {_kind(obj)}")
-    if "ruleNumber" not in obj:
-        raise InvalidInput(f"{where}: ruleNumber: missing")
-    number = _rule_number(obj["ruleNumber"], where)
-    where = f"rule {number}"
-    _unknown_keys(obj, STROOM_RULE_KEYS, where)
-    for key in ("name", "expression"):
-        if key not in obj or obj[key] is None:
-            raise InvalidInput(f"{where}: {key}: missing")
+    number, where = _rule_header(obj, index, "a DataRetentionRule object", "ruleNumber", STROOM_RULE_KEYS,
+                                 ("name", "expression"), null_is_missing=True)
     forever = obj.get("forever", False)
     if not isinstance(forever, bool):
         raise InvalidInput(f"{where}: forever must be true or false, got {forever!r}")

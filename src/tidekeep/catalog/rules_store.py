@@ -160,10 +160,12 @@ class RulesStore:
                                    "(create it with `tidekeep catalog dict set`)")
 
     # ---- trackers ----------------------------------------------------------------------------------
-    def trackers(self, rules_version: str) -> dict[str, int]:
-        """The trackers of `rules_version` by rule age; those of every other version are deleted."""
-        with self.db.write() as conn:
-            conn.execute(sa.delete(catalog_trackers).where(catalog_trackers.c.rules_version != rules_version))
+    def trackers(self, rules_version: str, drop_stale: bool = True) -> dict[str, int]:
+        """The trackers of `rules_version` by rule age; those of every other version are deleted
+        (unless `drop_stale` is false: a dry run reads them and changes nothing)."""
+        with self.db.write() if drop_stale else self.db.read() as conn:
+            if drop_stale:
+                conn.execute(sa.delete(catalog_trackers).where(catalog_trackers.c.rules_version != rules_version))
             rows = conn.execute(sa.select(catalog_trackers.c.rule_age, catalog_trackers.c.last_run_ms)
                                 .where(catalog_trackers.c.rules_version == rules_version))
             return {r.rule_age: r.last_run_ms for r in rows}

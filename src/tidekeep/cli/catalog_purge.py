@@ -3,9 +3,7 @@ catalog.purge_age, then their rows (catalog/purge.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Callable, Iterator
 from typing import Annotated
 
 import typer
@@ -13,28 +11,10 @@ import typer
 from ..catalog.purge import PurgeReport
 from .context import open_client
 from .output import emit, emit_json, emit_table, format_bytes, iso_utc
+from .progress import progress_bar
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
 ABORTED_EXIT_CODE = 1
-
-
-@contextlib.contextmanager
-def _progress_bar(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar of purged records on stderr when it is a terminal (and not --json)."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn("purging"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("purging", total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
 
 
 def print_report(report: PurgeReport) -> None:
@@ -59,7 +39,7 @@ def register(app: typer.Typer) -> None:
         """Delete the data (at each record's location), then the rows, of records DELETED for longer
         than catalog.purge_age, in batches of catalog.purge_batch_size. Held records are left alone.
         Exits 1 if it stopped because failures exceeded catalog.purge_failure_threshold."""
-        with open_client(ctx) as client, _progress_bar(not json_output) as update:
+        with open_client(ctx) as client, progress_bar("purging", not json_output) as update:
             report = client.catalog.purge(progress=update, dry_run=dry_run)
             threshold = client.settings["catalog.purge_failure_threshold"]
         if json_output:

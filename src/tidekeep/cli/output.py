@@ -9,20 +9,10 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..streams.model import segment_name
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def iso_utc(ms: int | None) -> str | None:
-    """Milliseconds since the epoch as ISO-8601 UTC with milliseconds, e.g. 2024-05-01T12:00:00.123Z.
-    Built from a timedelta, not a float division, so every millisecond survives exactly."""
-    if ms is None:
-        return None
-    return (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+from ..units import iso_utc  # noqa: F401 - re-exported: every CLI module prints times with it
 
 
 def emit(text: str = "") -> None:

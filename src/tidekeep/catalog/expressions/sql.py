@@ -76,76 +76,26 @@ class _AttributeKey(sa.types.TypeDecorator[str]):
         return f'$."{value}"' if dialect.name == "sqlite" else value
 
 
-class _contains(FunctionElement[bool]):
-    type = sa.Boolean()
-    inherit_cache = True
-    name = "tk_contains"
+def _two_argument_sql(name: str, result: sa.types.TypeEngine[Any], postgres: str, sqlite: str) -> type:
+    """A SQL construct of two arguments, rendered per dialect from a template in which {0} and {1}
+    are the compiled arguments — the few operations SQLite and PostgreSQL spell differently."""
+    construct = type(name, (FunctionElement,), {"type": result, "inherit_cache": True, "name": name})
+
+    def renderer(template: str) -> Any:
+        def render(element: Any, compiler: Any, **kw: Any) -> str:
+            return template.format(*(compiler.process(argument, **kw) for argument in element.clauses))
+
+        return render
+
+    compiles(construct)(renderer(postgres))
+    compiles(construct, "sqlite")(renderer(sqlite))
+    return construct
 
 
-@compiles(_contains)
-def _contains_default(element: _contains, compiler: Any, **kw: Any) -> str:
-    text, part = list(element.clauses)
-    return f"(strpos({compiler.process(text, **kw)}, {compiler.process(part, **kw)}) > 0)"
-
-
-@compiles(_contains, "sqlite")
-def _contains_sqlite(element: _contains, compiler: Any, **kw: Any) -> str:
-    text, part = list(element.clauses)
-    return f"(instr({compiler.process(text, **kw)}, {compiler.process(part, **kw)}) > 0)"
-
-
-class _wildcard(FunctionElement[bool]):
-    type = sa.Boolean()
-    inherit_cache = True
-    name = "tk_wildcard"
-
-
-@compiles(_wildcard)
-def _wildcard_default(element: _wildcard, compiler: Any, **kw: Any) -> str:
-    text, pattern = list(element.clauses)
-    return f"({compiler.process(text, **kw)} LIKE {compiler.process(pattern, **kw)} ESCAPE '\\')"
-
-
-@compiles(_wildcard, "sqlite")
-def _wildcard_sqlite(element: _wildcard, compiler: Any, **kw: Any) -> str:
-    text, pattern = list(element.clauses)
-    return f"({compiler.process(text, **kw)} GLOB {compiler.process(pattern, **kw)})"
-
-
-class _regex_search(FunctionElement[bool]):
-    type = sa.Boolean()
-    inherit_cache = True
-    name = "tk_regex"
-
-
-@compiles(_regex_search)
-def _regex_default(element: _regex_search, compiler: Any, **kw: Any) -> str:
-    text, pattern = list(element.clauses)
-    return f"({compiler.process(text, **kw)} ~ {compiler.process(pattern, **kw)})"
-
-
-@compiles(_regex_search, "sqlite")
-def _regex_sqlite(element: _regex_search, compiler: Any, **kw: Any) -> str:
-    text, pattern = list(element.clauses)
-    return f"(regexp({compiler.process(pattern, **kw)}, {compiler.process(text, **kw)}) = 1)"
-
-
-class _attribute(FunctionElement[str]):
-    type = sa.String()
-    inherit_cache = True
-    name = "tk_attribute"
-
-
-@compiles(_attribute)
-def _attribute_default(element: _attribute, compiler: Any, **kw: Any) -> str:
-    column, key = list(element.clauses)
-    return f"(CAST({compiler.process(column, **kw)} AS JSON) ->> {compiler.process(key, **kw)})"
-
-
-@compiles(_attribute, "sqlite")
-def _attribute_sqlite(element: _attribute, compiler: Any, **kw: Any) -> str:
-    column, key = list(element.clauses)
-    return f"json_extract({compiler.process(column, **kw)}, {compiler.process(key, **kw)})"
+_contains = _two_argument_sql("tk_contains", sa.Boolean(), "(strpos({0}, {1}) > 0)", "(instr({0}, {1}) > 0)")
+_wildcard = _two_argument_sql("tk_wildcard", sa.Boolean(), "({0} LIKE {1} ESCAPE '\\')", "({0} GLOB {1})")
+_regex_search = _two_argument_sql("tk_regex", sa.Boolean(), "({0} ~ {1})", "(regexp({1}, {0}) = 1)")
+_attribute = _two_argument_sql("tk_attribute", sa.String(), "(CAST({0} AS JSON) ->> {1})", "json_extract({0}, {1})")
 
 
 # ---- SQLite functions -----------------------------------------------------------------------------
