@@ -58,7 +58,10 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
            "spark.master": "local[2]", "spark.app_name": "tk", "writer.batch_size": "64KiB", "writer.linger": "0",
            "sweep.grace": "10m", "retention.frequency": "1h", "log.level": "warning",
            "catalog.delete_batch_size": "500", "catalog.partitions": "4", "catalog.schedule": "30 2 * * *",
-           "catalog.purge_age": "3d", "catalog.purge_batch_size": "250", "catalog.purge_failure_threshold": "0"}
+           "catalog.purge_age": "3d", "catalog.purge_batch_size": "250", "catalog.purge_failure_threshold": "0",
+           "archive_output.retention_period": "43200", "results_cache.retention_period": "null",
+           "garbage_collector.sweep_interval.archive": "180", "garbage_collector.sweep_interval.search_result": "15",
+           "garbage_collector.logging_level": "debug", "search.max_runtime": "30m", "archives.target_size": "64MiB"}
     assert set(raw) == set(KEYS), "a new setting needs a case here"
     s = load_settings(tmp_path, env={env_name(k): v for k, v in raw.items()})
     assert env_name("writer.batch_size") == "TIDEKEEP_WRITER_BATCH_SIZE"
@@ -67,7 +70,11 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
         "spark.master": "local[2]", "spark.app_name": "tk", "writer.batch_size": 65536, "writer.linger": 0,
         "sweep.grace": 600_000, "retention.frequency": 3_600_000, "log.level": "WARNING",
         "catalog.delete_batch_size": 500, "catalog.partitions": 4, "catalog.schedule": "30 2 * * *",
-        "catalog.purge_age": 3 * 86_400_000, "catalog.purge_batch_size": 250, "catalog.purge_failure_threshold": 0}
+        "catalog.purge_age": 3 * 86_400_000, "catalog.purge_batch_size": 250, "catalog.purge_failure_threshold": 0,
+        "archive_output.retention_period": 43200, "results_cache.retention_period": None,
+        "garbage_collector.sweep_interval.archive": 180, "garbage_collector.sweep_interval.search_result": 15,
+        "garbage_collector.logging_level": "DEBUG", "search.max_runtime": 1_800_000,
+        "archives.target_size": 64 * 1024 * 1024}
     assert s.metadata_url == "postgresql+psycopg://u@h/db" and s.storage_uri == "/data/x"
 
 
@@ -231,3 +238,38 @@ def test_fuzz_config_file_gives_settings_or_config_error(tmp_path: Path, text: s
         assert "\n" not in str(exc)
         return
     assert set(values) <= set(KEYS)
+
+
+def test_clp_archive_keys_nested_as_in_clp_config(tmp_path: Path) -> None:
+    write_config(tmp_path, "archive_output:\n  retention_period: 43200\nresults_cache:\n  retention_period: 1440\n"
+                           "garbage_collector:\n  logging_level: INFO\n  sweep_interval:\n    archive: 180\n"
+                           "    search_result: 15\n")
+    s = load_settings(tmp_path, env={})
+    assert s["archive_output.retention_period"] == 43200 and s["results_cache.retention_period"] == 1440
+    assert s["garbage_collector.sweep_interval.archive"] == 180
+    assert s["garbage_collector.sweep_interval.search_result"] == 15
+
+
+def test_clp_archive_key_defaults(tmp_path: Path) -> None:
+    s = load_settings(tmp_path, env={})
+    assert s["archive_output.retention_period"] is None  # retention is off by default, as in CLP
+    assert s["results_cache.retention_period"] == 60
+    assert s["garbage_collector.sweep_interval.archive"] == 60
+    assert s["garbage_collector.sweep_interval.search_result"] == 30
+    assert s["search.max_runtime"] == 3_600_000
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("archive_output:\n  retention_period: 0\n", "archive_output.retention_period"),
+    ("archive_output:\n  retention_period: 1.5\n", "archive_output.retention_period"),
+    ("archive_output:\n  retention_period: true\n", "archive_output.retention_period"),
+    ("results_cache:\n  retention_period: -5\n", "results_cache.retention_period"),
+    ("garbage_collector:\n  sweep_interval:\n    archive: null\n", "garbage_collector.sweep_interval.archive"),
+    ("garbage_collector:\n  sweep_interval:\n    stream: 5\n", "garbage_collector.sweep_interval.stream"),
+    ("garbage_collector:\n  sweep_interval: 5\n", "garbage_collector.sweep_interval"),
+    ("archives:\n  target_size: 0\n", "archives.target_size"),
+])
+def test_clp_archive_keys_reject_bad_values_naming_the_key(tmp_path: Path, text: str, key: str) -> None:
+    write_config(tmp_path, text)
+    with pytest.raises(ConfigError, match=re.escape(repr(key))):
+        load_settings(tmp_path, env={})

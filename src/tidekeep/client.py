@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from .archives.api import Archives
 from .catalog.api import Catalog
 from .clock import SYSTEM_CLOCK, Clock
 from .config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT, Settings, load_settings
@@ -63,6 +64,7 @@ class Client:
         # size/time retention cycles: preview/run/history (streams/retention_store.py)
         self.retention = RetentionManager(self.streams, settings["retention.frequency"])
         self.catalog = Catalog(self)  # meta records, rules, the retention job, purge (catalog/)
+        self.archives = Archives(self)  # log archives, searches, the garbage collectors (archives/)
 
     # ---- scopes and streams --------------------------------------------------------------------
     def create_scope(self, scope: str) -> bool:

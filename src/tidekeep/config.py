@@ -72,6 +72,23 @@ def _non_negative(value: Any) -> int:
     return result
 
 
+def _minutes_or_null(value: Any) -> int | None:
+    """A retention period as CLP writes it: whole minutes above zero, or null to disable."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in {"", "null", "none"}):
+        return None
+    result = _count(value)
+    if result <= 0:
+        raise InvalidInput(f"must be a whole number of minutes above zero or null, got {value!r}")
+    return result
+
+
+def _minutes(value: Any) -> int:
+    result = _count(value)
+    if result <= 0:
+        raise InvalidInput(f"must be a whole number of minutes above zero, got {value!r}")
+    return result
+
+
 def _cron(value: Any) -> str:
     from .catalog.schedule import check_schedule  # on use: the settings module stays import-light
 
@@ -105,6 +122,21 @@ KEYS: dict[str, _Key] = {
                               "records DELETED for longer than this have their data purged"),
     "catalog.purge_batch_size": _Key(_positive(_count), 1000, "records purged per batch"),
     "catalog.purge_failure_threshold": _Key(_non_negative, 100, "the purge stops after more failures than this"),
+    # archives: the keys of CLP's etc/clp-config.yml, with CLP's units (minutes) and defaults
+    "archive_output.retention_period": _Key(_minutes_or_null, None,
+                                            "archive retention in minutes after the archive's newest log "
+                                            "timestamp; null keeps archives forever"),
+    "results_cache.retention_period": _Key(_minutes_or_null, 60,
+                                           "search results are deleted this many minutes after their search "
+                                           "ended; null keeps them forever"),
+    "garbage_collector.sweep_interval.archive": _Key(_minutes, 60, "minutes between archive collector sweeps"),
+    "garbage_collector.sweep_interval.search_result": _Key(_minutes, 30,
+                                                           "minutes between search-result collector sweeps"),
+    "garbage_collector.logging_level": _Key(_level, "INFO", "log level of the garbage collectors"),
+    "search.max_runtime": _Key(_positive(parse_duration_ms), 3_600_000,
+                               "a search RUNNING longer than this is marked KILLED by the archive collector"),
+    "archives.target_size": _Key(_positive(parse_size_bytes), 256 * 1000 * 1000,
+                                 "an archive file is closed once its stored (compressed) size reaches this"),
 }
 
 
@@ -134,7 +166,8 @@ class Settings:
         return uri or str((self.home / "data").resolve())
 
 
-_SECTIONS = {key.rsplit(".", 1)[0] for key in KEYS}
+# every proper prefix of a key is a section ("garbage_collector" and "garbage_collector.sweep_interval")
+_SECTIONS = {".".join(key.split(".")[:i]) for key in KEYS for i in range(1, key.count(".") + 1)}
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -231,4 +264,17 @@ catalog:
   delete_batch_size: 1000
   schedule: "0 0 * * *"      # the catalog retention job under `tidekeep serve` (cron, UTC)
   purge_age: 7d
+# archives (CLP's settings, in minutes): archive retention is off until you set it
+archive_output:
+  retention_period: null     # e.g. 43200 = 30 days after an archive's newest log timestamp
+results_cache:
+  retention_period: 60
+garbage_collector:
+  sweep_interval:
+    archive: 60
+    search_result: 30
+search:
+  max_runtime: 1h            # longer-running searches are marked KILLED so they cannot block collection
+archives:
+  target_size: 256MB
 """

@@ -110,6 +110,7 @@ sa.Index("ix_audit_target_time", audit.c.target, audit.c.time_ms)
 
 # the tables of later features live in modules of their own, on the same MetaData
 from . import (  # noqa: E402, F401
+    schema_archives,
     schema_catalog,
     schema_holds,
     schema_leases,

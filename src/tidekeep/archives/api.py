@@ -1,0 +1,82 @@
+"""`client.archives`: one object for every archives operation (ingest, search, results, the
+garbage collectors). Each method delegates to the module that owns the work, imported on first
+use so `import tidekeep` stays light."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from .model import Archive, SearchJob
+
+Progress = Callable[[int, int], None]  # (done, total) in the unit of the operation
+
+
+class Archives:
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    # ---- archives (store.py, ingest.py) -------------------------------------------------------
+    def ingest(self, dataset: str, paths: Sequence[str | Path], *, timezone: str = "UTC",
+               timestamp_format: str | None = None, progress: Progress | None = None) -> Any:
+        """Compress text logs (plain or gzip) into archives of `dataset` with a Spark job."""
+        from .ingest import ingest_logs
+
+        return ingest_logs(self.client, dataset, paths, timezone=timezone, timestamp_format=timestamp_format,
+                           progress=progress)
+
+    def list(self, dataset: str | None = None) -> list[Archive]:
+        from .store import ArchiveStore
+
+        return ArchiveStore(self.client).list(dataset)
+
+    def get(self, archive_id: str) -> Archive:
+        from .store import ArchiveStore
+
+        return ArchiveStore(self.client).get(archive_id)
+
+    def datasets(self) -> list[str]:
+        from .store import ArchiveStore
+
+        return ArchiveStore(self.client).datasets()
+
+    # ---- search (search.py, results.py) -------------------------------------------------------
+    def search(self, dataset: str, query: str, *, begin: int | str | None = None, end: int | str | None = None,
+               regex: bool = False, ignore_case: bool = False, progress: Progress | None = None) -> SearchJob:
+        """Run a search job to its end; returns the finished job (its results are in the cache)."""
+        from .search import run_search
+
+        return run_search(self.client, dataset, query, begin=begin, end=end, regex=regex, ignore_case=ignore_case,
+                          progress=progress)
+
+    def results(self, job_id: int, page: int = 1, page_size: int = 50) -> Any:
+        """One page of a job's results, newest timestamp first."""
+        from .results import read_results
+
+        return read_results(self.client, job_id, page=page, page_size=page_size)
+
+    def jobs(self, limit: int = 100, state: str | None = None) -> list[SearchJob]:
+        from .store import SearchJobStore
+
+        return SearchJobStore(self.client).list(limit, state)
+
+    def job(self, job_id: int) -> SearchJob:
+        from .store import SearchJobStore
+
+        return SearchJobStore(self.client).get(job_id)
+
+    def cancel(self, job_id: int) -> SearchJob:
+        from .store import SearchJobStore
+
+        return SearchJobStore(self.client).cancel(job_id)
+
+    # ---- garbage collectors (gc.py) -----------------------------------------------------------
+    def gc(self, dry_run: bool = False) -> Any:
+        """Run the archive collector and the search-result collector once (those whose retention
+        period is set); a dry run lists what would be deleted and why."""
+        from .gc import collect_all
+
+        return collect_all(self.client, dry_run=dry_run)
