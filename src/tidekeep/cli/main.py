@@ -18,6 +18,9 @@ import typer
 from ..errors import TidekeepError
 from . import (
     admin,
+    archives_gc,
+    archives_ingest,
+    archives_search,
     audit,
     catalog_job,
     catalog_purge,
@@ -51,6 +54,8 @@ retention_app = typer.Typer(help="Size and time retention: preview, run and hist
                             no_args_is_help=True)
 hold_app = typer.Typer(help="Legal holds: a held stream is never truncated; held catalog records are never deleted.",
                        no_args_is_help=True)
+archives_app = typer.Typer(help="Log archives: ingest logs with Spark, search them, expire archives and results.",
+                            no_args_is_help=True)
 catalog_app = typer.Typer(help="The catalog: meta records, retention rules, the retention job and purge.",
                           no_args_is_help=True)
 
@@ -68,6 +73,9 @@ catalog_records.register(catalog_app)
 catalog_rules.register(catalog_app)
 catalog_job.register(catalog_app)
 catalog_purge.register(catalog_app)
+archives_ingest.register(archives_app)
+archives_search.register(archives_app)
+archives_gc.register(archives_app)
 app.add_typer(stream_app, name="stream")
 app.add_typer(audit_app, name="audit")
 app.add_typer(db_app, name="db")
@@ -76,6 +84,7 @@ app.add_typer(rg_app, name="rg")
 app.add_typer(retention_app, name="retention")
 app.add_typer(hold_app, name="hold")
 app.add_typer(catalog_app, name="catalog")
+app.add_typer(archives_app, name="archives")
 
 
 @app.callback()
