@@ -1,0 +1,36 @@
+"""Archives for tests that need them without running the ingest job: a real archive file written
+with pyarrow in the archive format, registered through ArchiveStore like the ingest does."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tidekeep.archives.model import ARCHIVE_SCHEMA, Archive, archive_path
+from tidekeep.archives.store import ArchiveStore
+from tidekeep.client import Client
+
+
+def make_archive(client: Client, dataset: str, messages: Sequence[tuple[int | None, str]],
+                 source: str = "test.log") -> Archive:
+    """Write and register one archive holding `messages` [(timestamp ms or None, text)], sorted by
+    time as the ingest sorts them; returns it as registered."""
+    rows = sorted(messages, key=lambda m: (m[0] is None, m[0] or 0))
+    stamps = [m[0] for m in rows if m[0] is not None]
+    if stamps and len(stamps) != len(rows):
+        raise ValueError("an archive holds only messages with timestamps or only messages without")
+    archive_id = uuid.uuid4().hex
+    path = archive_path(dataset, archive_id)
+    table = pa.Table.from_pydict({"timestamp": [m[0] for m in rows], "message": [m[1] for m in rows],
+                                  "source": [source] * len(rows)}, schema=ARCHIVE_SCHEMA)
+    full = client.storage.full_path(path)
+    client.storage.fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
+    pq.write_table(table, full, filesystem=client.storage.fs, compression="zstd")
+    stored = client.storage.fs.get_file_info(full).size or 0
+    archive = Archive(archive_id, dataset, min(stamps) if stamps else None, max(stamps) if stamps else None,
+                      len(rows), sum(len(m[1].encode()) + 1 for m in rows), stored, path, client.clock.now_ms(),
+                      uuid.uuid4().hex)
+    return ArchiveStore(client).register([archive])[0]
