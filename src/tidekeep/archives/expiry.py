@@ -1,0 +1,117 @@
+"""The garbage collectors' decisions, as pure functions of values (no store, storage or Spark).
+
+Archive expiry (CLP, reference 2.3): with retention TTL (minutes), the *safe expiry* is
+`base − TTL`, where `base` is the creation time of the oldest RUNNING search job, or `now` when
+none runs. An archive expires iff it has timestamps and its newest one (`end_ts`) is before the
+safe expiry: `end_ts < expiry`, i.e. the seed's `T − archive.T > TTL`. A search created at `C`
+reads only archives with `end_ts ≥ C − TTL` (its lower bound, fixed at creation), so no archive a
+running search may read is ever a candidate. CLP works in whole seconds; we work in milliseconds,
+so with TTL 1 h an archive ending 16:00:00.000 is kept at 17:00:00.000 and expired at 17:00:00.001.
+
+Beyond CLP: a search RUNNING longer than `search.max_runtime` is KILLED first and then holds
+nothing back, so one hanging search cannot stop collection forever. Held archives (a hold on the
+archive or on its dataset) are never candidates; they are reported as held.
+
+Search results expire `retention` after their job's completion time (CLP PR #2509), for every
+final state (SUCCEEDED, FAILED, CANCELLED, KILLED); a RUNNING job's results never expire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .model import FINAL_STATES, Archive, JobState, SearchJob
+
+MINUTE_MS = 60_000
+
+
+def retention_ms(retention_minutes: int) -> int:
+    return retention_minutes * MINUTE_MS
+
+
+def safe_expiry_ms(now_ms: int, retention_minutes: int, oldest_running_created_ms: int | None) -> int:
+    """CLP's safe expiry: the oldest RUNNING search job's creation time replaces `now`. A job
+    created at or after `now` cannot hold anything back (its lower bound is later still)."""
+    base = now_ms if oldest_running_created_ms is None else min(now_ms, oldest_running_created_ms)
+    return base - retention_ms(retention_minutes)
+
+
+def is_expired(end_ts: int | None, expiry_ms: int) -> bool:
+    """Expired iff the archive has timestamps and its newest is strictly before the expiry; an
+    archive without timestamps never expires."""
+    return end_ts is not None and end_ts < expiry_ms
+
+
+def jobs_to_kill(jobs: Iterable[SearchJob], now_ms: int, max_runtime_ms: int) -> list[SearchJob]:
+    """RUNNING jobs that have run longer than `search.max_runtime` (created before now − max)."""
+    limit = now_ms - max_runtime_ms
+    return sorted((j for j in jobs if j.state is JobState.RUNNING and j.created_ms < limit), key=lambda j: j.id)
+
+
+def is_held(archive: Archive, held_datasets: Collection[str], held_archives: Collection[str]) -> bool:
+    return archive.dataset in held_datasets or archive.id in held_archives
+
+
+@dataclass(frozen=True)
+class ArchivePlan:
+    """One sweep's decision: which searches to kill, the expiry, what to delete and what is held."""
+
+    now_ms: int
+    retention_minutes: int
+    expiry_ms: int
+    held_back_by: SearchJob | None  # the oldest RUNNING job that moved expiry earlier than now − TTL
+    kill: list[SearchJob] = field(default_factory=list)
+    candidates: list[Archive] = field(default_factory=list)  # expired, not held: to delete
+    held: list[Archive] = field(default_factory=list)  # expired but held: kept
+
+
+def plan_archive_sweep(now_ms: int, retention_minutes: int, max_runtime_ms: int, archives: Iterable[Archive],
+                       jobs: Iterable[SearchJob], held_datasets: Collection[str],
+                       held_archives: Collection[str]) -> ArchivePlan:
+    """Kill overlong searches, compute the safe expiry from the searches still RUNNING (those
+    created before now, as CLP asks), and split the expired archives into candidates and held."""
+    jobs = list(jobs)
+    kill = jobs_to_kill(jobs, now_ms, max_runtime_ms)
+    killed = {j.id for j in kill}
+    running = [j for j in jobs if j.state is JobState.RUNNING and j.id not in killed and j.created_ms < now_ms]
+    oldest = min(running, key=lambda j: (j.created_ms, j.id), default=None)
+    expiry = safe_expiry_ms(now_ms, retention_minutes, None if oldest is None else oldest.created_ms)
+    held_back_by = oldest if oldest is not None and expiry < now_ms - retention_ms(retention_minutes) else None
+    candidates: list[Archive] = []
+    held: list[Archive] = []
+    for archive in sorted(archives, key=lambda a: (a.dataset, a.end_ts or 0, a.id)):
+        if not is_expired(archive.end_ts, expiry):
+            continue
+        (held if is_held(archive, held_datasets, held_archives) else candidates).append(archive)
+    return ArchivePlan(now_ms, retention_minutes, expiry, held_back_by, kill, candidates, held)
+
+
+def recheck_candidates(candidates: Sequence[Archive], expiry_ms: int, held_datasets: Collection[str],
+                       held_archives: Collection[str]) -> tuple[list[Archive], list[Archive]]:
+    """Inside the deleting transaction: (still to delete, now kept) — a hold or a new RUNNING
+    search (an earlier expiry) may have appeared since the candidates were chosen."""
+    delete: list[Archive] = []
+    keep: list[Archive] = []
+    for archive in candidates:
+        ok = is_expired(archive.end_ts, expiry_ms) and not is_held(archive, held_datasets, held_archives)
+        (delete if ok else keep).append(archive)
+    return delete, keep
+
+
+def completion_ms(job: SearchJob) -> int:
+    """When a job ended. Every final state records completed_ms; a row without one (written by
+    hand, say) falls back to its creation time rather than keeping its results forever."""
+    return job.completed_ms if job.completed_ms is not None else job.created_ms
+
+
+def results_to_expire(jobs: Iterable[SearchJob], now_ms: int, retention_minutes: int) -> list[SearchJob]:
+    """Ended jobs whose results are not yet expired and whose completion is older than the TTL:
+    `completion < now − TTL` (the seed's `T − search_result.T > TTL`)."""
+    limit = now_ms - retention_ms(retention_minutes)
+    return sorted((j for j in jobs if j.state in FINAL_STATES and j.results_expired_ms is None
+                   and completion_ms(j) < limit), key=lambda j: j.id)
+
+
+__all__ = ["ArchivePlan", "completion_ms", "is_expired", "is_held", "jobs_to_kill", "plan_archive_sweep",
+           "recheck_candidates", "results_to_expire", "retention_ms", "safe_expiry_ms"]

@@ -1,0 +1,163 @@
+"""The collectors' pure decisions (archives/expiry.py): the seed's worked example, CLP's safe
+expiry, and property tests against brute-force oracles — above all, no archive a RUNNING search
+may read is ever a candidate."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidekeep.archives.expiry import (
+    is_expired,
+    jobs_to_kill,
+    plan_archive_sweep,
+    recheck_candidates,
+    results_to_expire,
+    safe_expiry_ms,
+)
+from tidekeep.archives.model import Archive, JobState, SearchJob
+
+HOUR = 3_600_000
+
+
+def ms(*parts: int) -> int:
+    return int(datetime(*parts, tzinfo=UTC).timestamp() * 1000)
+
+
+def archive(archive_id: str, end_ts: int | None, dataset: str = "d") -> Archive:
+    return Archive(archive_id.rjust(32, "0"), dataset, end_ts, end_ts, 1, 1, 10, f"archives/{dataset}/{archive_id}",
+                   0, "i" * 32)
+
+
+def job(job_id: int, created_ms: int, state: JobState = JobState.RUNNING, completed_ms: int | None = None,
+        results_expired_ms: int | None = None) -> SearchJob:
+    return SearchJob(job_id, "d", "q", False, False, None, None, state, created_ms, completed_ms, None, 0, 0, None,
+                     results_expired_ms, None, "t")
+
+
+# ---- the seed's example: TTL 1 h, archive.T = 16:00 UTC ---------------------------------------
+def test_seed_example_kept_at_1700_expired_after() -> None:
+    end = ms(2024, 5, 1, 16, 0)
+    assert not is_expired(end, safe_expiry_ms(ms(2024, 5, 1, 16, 59), 60, None))
+    assert not is_expired(end, safe_expiry_ms(ms(2024, 5, 1, 17, 0), 60, None))  # T − archive.T = TTL: kept
+    assert is_expired(end, safe_expiry_ms(ms(2024, 5, 1, 17, 0) + 1, 60, None))  # one ms later: expired
+    assert is_expired(end, safe_expiry_ms(ms(2024, 5, 1, 18, 0), 60, None))
+
+
+def test_archives_without_timestamps_never_expire() -> None:
+    assert not is_expired(None, 10**15)
+    plan = plan_archive_sweep(10**13, 1, HOUR, [archive("a", None)], [], set(), set())
+    assert plan.candidates == [] and plan.held == []
+
+
+def test_safe_expiry_uses_the_oldest_running_search() -> None:
+    now = ms(2024, 5, 1, 17, 30)
+    created = ms(2024, 5, 1, 16, 45)
+    assert safe_expiry_ms(now, 60, None) == ms(2024, 5, 1, 16, 30)
+    assert safe_expiry_ms(now, 60, created) == ms(2024, 5, 1, 15, 45)
+    assert safe_expiry_ms(now, 60, now + 5) == ms(2024, 5, 1, 16, 30)  # created after now: holds nothing back
+    # an archive ending 16:00 is past now − TTL but a search created 16:45 may read it: kept
+    plan = plan_archive_sweep(now, 60, 10 * HOUR, [archive("a", ms(2024, 5, 1, 16, 0))],
+                              [job(7, created), job(8, created + 1), job(9, ms(2024, 5, 1, 15), JobState.SUCCEEDED)],
+                              set(), set())
+    assert plan.candidates == [] and plan.expiry_ms == ms(2024, 5, 1, 15, 45)
+    assert plan.held_back_by is not None and plan.held_back_by.id == 7
+
+
+def test_an_overlong_search_is_killed_and_holds_nothing_back() -> None:
+    now = ms(2024, 5, 1, 17, 30)
+    hanging = job(3, now - HOUR - 1)  # ran one ms longer than max_runtime = 1 h
+    on_time = job(4, now - HOUR)  # exactly max_runtime: not killed
+    assert jobs_to_kill([hanging, on_time], now, HOUR) == [hanging]
+    plan = plan_archive_sweep(now, 60, HOUR, [archive("a", now - 90 * 60_000)], [hanging], set(), set())
+    assert plan.kill == [hanging] and plan.held_back_by is None
+    assert [a.id for a in plan.candidates] == ["a".rjust(32, "0")]
+
+
+def test_held_archives_are_reported_not_deleted() -> None:
+    now = ms(2024, 5, 1, 20)
+    old = now - 5 * HOUR
+    archives = [archive("a", old, "d1"), archive("b", old, "d2"), archive("c", old, "d2"), archive("e", now, "d1")]
+    plan = plan_archive_sweep(now, 60, HOUR, archives, [], {"d1"}, {"c".rjust(32, "0")})
+    assert [a.id[-1] for a in plan.candidates] == ["b"]
+    assert sorted(a.id[-1] for a in plan.held) == ["a", "c"]
+
+
+def test_results_expire_from_completion_in_every_final_state() -> None:
+    now = ms(2024, 5, 1, 20)
+    jobs = [job(1, now - 5 * HOUR, JobState.SUCCEEDED, completed_ms=now - HOUR - 1),
+            job(2, now - 5 * HOUR, JobState.FAILED, completed_ms=now - 2 * HOUR),
+            job(3, now - 5 * HOUR, JobState.CANCELLED, completed_ms=now - 3 * HOUR),
+            job(4, now - 5 * HOUR, JobState.KILLED, completed_ms=now - 3 * HOUR),
+            job(5, now - 5 * HOUR, JobState.SUCCEEDED, completed_ms=now - HOUR),  # exactly TTL: kept
+            job(6, now - 5 * HOUR, JobState.RUNNING),
+            job(7, now - 5 * HOUR, JobState.SUCCEEDED, completed_ms=now - 3 * HOUR, results_expired_ms=now - 1)]
+    assert [j.id for j in results_to_expire(jobs, now, 60)] == [1, 2, 3, 4]
+
+
+# ---- properties against brute force -----------------------------------------------------------
+T0 = 1_700_000_000_000
+times = st.integers(T0 - 20 * HOUR, T0 + 20 * HOUR)
+archive_lists = st.lists(st.tuples(st.sampled_from(["d1", "d2", "d3"]), st.none() | times), max_size=12)
+job_lists = st.lists(st.tuples(times, st.sampled_from(list(JobState))), max_size=6)
+
+
+def build(archive_specs: list[tuple[str, int | None]], job_specs: list[tuple[int, JobState]]):
+    archives = [archive(f"{i:x}", end, dataset) for i, (dataset, end) in enumerate(archive_specs)]
+    jobs = [job(i + 1, created, state) for i, (created, state) in enumerate(job_specs)]
+    return archives, jobs
+
+
+@settings(max_examples=300, deadline=None)
+@given(archive_lists, job_lists, times, st.integers(1, 600), st.integers(1, 20 * HOUR),
+       st.sets(st.sampled_from(["d1", "d2", "d3"])), st.sets(st.integers(0, 11)))
+def test_plan_matches_brute_force(archive_specs, job_specs, now, retention, max_runtime, held_datasets,
+                                  held_indexes) -> None:
+    archives, jobs = build(archive_specs, job_specs)
+    held_ids = {f"{i:x}".rjust(32, "0") for i in held_indexes}
+    plan = plan_archive_sweep(now, retention, max_runtime, archives, jobs, held_datasets, held_ids)
+    ttl = retention * 60_000
+
+    killed = {j.id for j in jobs if j.state is JobState.RUNNING and now - j.created_ms > max_runtime}
+    assert {j.id for j in plan.kill} == killed
+    still_running = [j for j in jobs if j.state is JobState.RUNNING and j.id not in killed]
+    # the oracle: an archive may go iff it is below now − TTL and below every running search's lower bound
+    def may_go(a: Archive) -> bool:
+        return (a.end_ts is not None and now - a.end_ts > ttl
+                and all(a.end_ts < j.created_ms - ttl for j in still_running))
+
+    expected = {a.id for a in archives if may_go(a)}
+    held = {a.id for a in archives if a.dataset in held_datasets or a.id in held_ids}
+    assert {a.id for a in plan.candidates} == expected - held
+    assert {a.id for a in plan.held} == expected & held
+    # the invariant that matters: no running search's lower bound is above a candidate's end
+    for a in plan.candidates:
+        assert a.end_ts is not None
+        for j in still_running:
+            assert a.end_ts < j.created_ms - ttl
+    assert plan.expiry_ms <= now - ttl
+
+
+@settings(max_examples=200, deadline=None)
+@given(archive_lists, times, st.integers(1, 600), st.sets(st.sampled_from(["d1", "d2", "d3"])))
+def test_recheck_keeps_exactly_what_became_unexpired_or_held(archive_specs, expiry, _retention, held) -> None:
+    archives, _ = build(archive_specs, [])
+    delete, keep = recheck_candidates(archives, expiry, held, set())
+    assert {a.id for a in delete} == {a.id for a in archives
+                                      if a.end_ts is not None and a.end_ts < expiry and a.dataset not in held}
+    assert {a.id for a in delete} | {a.id for a in keep} == {a.id for a in archives}
+    assert not {a.id for a in delete} & {a.id for a in keep}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(times, st.sampled_from(list(JobState)), st.none() | times, st.booleans()), max_size=10),
+       times, st.integers(1, 600))
+def test_results_expiry_matches_brute_force(specs, now, retention) -> None:
+    jobs = [job(i + 1, created, state, None if state is JobState.RUNNING else done, T0 if expired else None)
+            for i, (created, state, done, expired) in enumerate(specs)]
+    chosen = {j.id for j in results_to_expire(jobs, now, retention)}
+    oracle = {j.id for j in jobs if j.state is not JobState.RUNNING and j.results_expired_ms is None
+              and now - (j.completed_ms if j.completed_ms is not None else j.created_ms) > retention * 60_000}
+    assert chosen == oracle
