@@ -23,3 +23,17 @@ def fault_error(name: str, error: type[Exception], message: str) -> None:
     armed = os.environ.get("TIDEKEEP_FAULT_RAISE")
     if armed and name in armed.split(","):
         raise error(f"{message} (fault point {name})")
+
+
+def pause_point(name: str) -> None:
+    """`TIDEKEEP_PAUSE=name=ms` (comma-separated for several) makes the process sleep `ms` at this
+    point, e.g. to keep a search running long enough for a test to cancel it midway."""
+    armed = os.environ.get("TIDEKEEP_PAUSE")
+    if not armed:
+        return
+    for item in armed.split(","):
+        point, _, ms = item.partition("=")
+        if point == name and ms.isdigit():
+            import time
+
+            time.sleep(int(ms) / 1000)

@@ -1,0 +1,110 @@
+"""Reading a search job's results from the results cache, a page at a time.
+
+The cache of job N is search-results/N/ with one Parquet file (RESULT_SCHEMA) per archive that had
+matches, named <archive id>.parquet; hidden files (a task's partial output) are ignored. Results
+are ordered by timestamp, newest first (messages without a timestamp last), then archive id, then
+position in the archive. Ordering needs only the timestamp column of every file; messages are read
+just for the files the page draws from. A RUNNING job shows what its finished tasks wrote so far.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidInput, NotFound
+from ..units import iso_utc
+from .model import SearchJob
+from .store import SearchJobStore
+
+if TYPE_CHECKING:
+    from ..client import Client
+
+MAX_PAGE_SIZE = 10_000
+_RESULT_FILE = re.compile(r"([0-9a-f]{32})\.parquet")
+
+
+@dataclass(frozen=True)
+class ResultsPage:
+    job: SearchJob
+    page: int
+    page_size: int
+    total: int  # results of the whole job (so far, for a RUNNING job)
+    rows: list[dict[str, Any]] = field(default_factory=list)  # {timestamp, message, archive_id}
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.page_size))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["job"] = self.job.to_dict()
+        d["pages"] = self.pages
+        return d
+
+
+def check_paging(page: object, page_size: object) -> tuple[int, int]:
+    if isinstance(page, bool) or not isinstance(page, int) or page < 1:
+        raise InvalidInput(f"invalid page {page!r}: expected a whole number from 1")
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise InvalidInput(f"invalid page size {page_size!r}: expected a whole number from 1 to {MAX_PAGE_SIZE}")
+    return page, page_size
+
+
+def result_files(client: Client, results_path: str) -> list[tuple[str, str]]:
+    """(archive id, full path) of the job's result files, by archive id."""
+    import pyarrow.fs as pafs
+
+    selector = pafs.FileSelector(client.storage.full_path(results_path), allow_not_found=True)
+    found = []
+    for info in client.storage.fs.get_file_info(selector):
+        match = _RESULT_FILE.fullmatch(posixpath.basename(info.path))
+        if info.type == pafs.FileType.File and match:
+            found.append((match.group(1), info.path))
+    return sorted(found)
+
+
+def read_results(client: Client, job_id: int, page: int = 1, page_size: int = 50) -> ResultsPage:
+    """One page of a job's results; NotFound for an unknown job or results already expired."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    page, page_size = check_paging(page, page_size)
+    job = SearchJobStore(client).get(job_id)
+    if job.results_expired_ms is not None:
+        raise NotFound(f"the results of search job {job.id} expired at {iso_utc(job.results_expired_ms)} "
+                       "(results_cache.retention_period)")
+    files = result_files(client, job.results_path) if job.results_path else []
+    fs = client.storage.fs
+    stamps, file_index, positions = [], [], []
+    for index, (_, path) in enumerate(files):
+        column = pq.read_table(path, columns=["timestamp"], filesystem=fs).column("timestamp")
+        stamps.append(column)
+        file_index.append(pa.array([index] * len(column), pa.int32()))
+        positions.append(pa.array(range(len(column)), pa.int64()))
+    if not files:
+        return ResultsPage(job, page, page_size, 0, [])
+    keys = pa.table({"timestamp": pa.chunked_array([c for s in stamps for c in s.chunks], pa.int64()),
+                     "file": pa.chunked_array(file_index), "position": pa.chunked_array(positions)})
+    total = keys.num_rows
+    order = pc.sort_indices(keys, sort_keys=[("timestamp", "descending", "at_end"), ("file", "ascending", "at_end"),
+                                             ("position", "ascending", "at_end")])
+    chosen = keys.take(order[(page - 1) * page_size:page * page_size])
+    wanted: dict[int, list[int]] = {}
+    for f, pos in zip(chosen.column("file").to_pylist(), chosen.column("position").to_pylist(), strict=True):
+        wanted.setdefault(f, []).append(pos)
+    messages: dict[tuple[int, int], str] = {}
+    for f, rows in wanted.items():
+        column = pq.read_table(files[f][1], columns=["message"], filesystem=fs).column("message")
+        for pos, text in zip(rows, column.take(pa.array(rows, pa.int64())).to_pylist(), strict=True):
+            messages[(f, pos)] = text
+    rows_out = [{"timestamp": ts, "message": messages[(f, pos)], "archive_id": files[f][0]}
+                for ts, f, pos in zip(chosen.column("timestamp").to_pylist(), chosen.column("file").to_pylist(),
+                                      chosen.column("position").to_pylist(), strict=True)]
+    return ResultsPage(job, page, page_size, total, rows_out)
+
+
+__all__ = ["MAX_PAGE_SIZE", "ResultsPage", "check_paging", "read_results", "result_files"]

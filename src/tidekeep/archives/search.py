@@ -1,0 +1,292 @@
+"""A search job: `tidekeep archives search DATASET QUERY` and `client.archives.search(...)`.
+
+1. Everything is checked before anything is written (the dataset exists, the query compiles, the
+   time range is valid), so bad input leaves no job row.
+2. The job row is created RUNNING; its lower bound (creation − archive_output.retention_period) is
+   fixed then (CLP's query scheduler, reference 2.4). Archives overlapping the time range whose end
+   timestamp is at or after that bound (or that have no timestamps, with no time range) are the
+   ones searched — an expired archive is never read, even while the collector has yet to delete it,
+   and the collector never deletes what this job may read while it is RUNNING.
+3. A Spark job runs one task per archive. A task reads the archive with pyarrow.fs (only the
+   timestamp and message columns; row groups whose timestamp statistics lie outside the range are
+   skipped), filters with pyarrow.compute and writes the matches to
+   search-results/<job id>/<archive id>.parquet (no file when an archive has no match).
+4. The job ends SUCCEEDED, FAILED (the first archive that could not be read, named, or the Spark
+   error) or — decided elsewhere — CANCELLED by `tidekeep archives cancel` or KILLED by the
+   collector past search.max_runtime. A watcher thread polls the job's state; once it is no longer
+   RUNNING the Spark job is cancelled, the counts so far are stored, and the job is returned as it
+   stands. Results written before a cancel stay and expire with the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import posixpath
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import NotFound
+from ..faults import pause_point
+from .model import JobState, SearchJob, check_dataset, results_dir
+from .query import Matcher, compile_query
+from .store import ArchiveStore, SearchJobStore
+from .timerange import TimeRange, parse_range
+
+if TYPE_CHECKING:
+    from ..client import Client
+
+Progress = Callable[[int, int], None]
+log = logging.getLogger("tidekeep.archives.search")
+
+POLL_INTERVAL_S = 0.25  # how often the watcher looks at the job's state and the progress
+READ_COLUMNS = ["timestamp", "message"]
+ERROR_SHOWN = 300  # characters of an underlying error kept in the job's error text
+
+
+@dataclass(frozen=True)
+class ArchiveTask:
+    """What one Spark task needs: the archive and where it and the results live (URIs)."""
+
+    archive_id: str
+    archive_uri: str
+    results_uri: str  # the job's results directory
+
+
+@dataclass(frozen=True)
+class ArchiveOutcome:
+    archive_id: str
+    matches: int
+    error: str | None = None
+
+
+# ---- the executor side: one archive ---------------------------------------------------------------
+
+
+def _filesystem(uri: str) -> tuple[Any, str]:
+    import pyarrow.fs as pafs
+
+    return pafs.FileSystem.from_uri(uri)
+
+
+def _row_group_may_match(meta: Any, group: int, time_range: TimeRange) -> bool:
+    """False when the timestamp statistics prove no row of the group is in range."""
+    if not time_range.bounded:
+        return True
+    column = meta.row_group(group).column(0)  # ARCHIVE_SCHEMA: timestamp first
+    stats = column.statistics
+    if stats is None:
+        return True
+    if stats.null_count is not None and stats.null_count == meta.row_group(group).num_rows:
+        return False  # no timestamps at all: never in a bounded range
+    if not stats.has_min_max:
+        return True
+    if time_range.begin_ms is not None and stats.max < time_range.begin_ms:
+        return False
+    return not (time_range.end_ms is not None and stats.min > time_range.end_ms)
+
+
+def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range: TimeRange) -> int:
+    """Search one archive file and write its matches; returns how many. Raises on an unreadable file."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from .model import RESULT_SCHEMA
+
+    fs, path = _filesystem(task.archive_uri)
+    results_fs, results_path = _filesystem(task.results_uri)
+    final = posixpath.join(results_path, f"{task.archive_id}.parquet")
+    partial = posixpath.join(results_path, f".{task.archive_id}.parquet.partial")
+    matches = 0
+    writer: Any = None
+    with fs.open_input_file(path) as handle:
+        parquet = pq.ParquetFile(handle)
+        meta = parquet.metadata
+        names = parquet.schema_arrow.names
+        if names[:1] != ["timestamp"] or "message" not in names:
+            raise ValueError(f"not an archive: columns {names}, expected timestamp, message, source")
+        try:
+            for group in range(meta.num_row_groups):
+                if not _row_group_may_match(meta, group, time_range):
+                    continue
+                table = parquet.read_row_group(group, columns=READ_COLUMNS)
+                if time_range.bounded:
+                    stamps = table.column("timestamp")
+                    in_range = pc.is_valid(stamps)
+                    if time_range.begin_ms is not None:
+                        in_range = pc.and_(in_range, pc.greater_equal(stamps, time_range.begin_ms))
+                    if time_range.end_ms is not None:
+                        in_range = pc.and_(in_range, pc.less_equal(stamps, time_range.end_ms))
+                    table = table.filter(in_range)
+                if table.num_rows == 0:
+                    continue
+                table = table.filter(matcher.mask(table.column("message")))
+                if table.num_rows == 0:
+                    continue
+                found = pa.table({
+                    "job_id": pa.array([job_id] * table.num_rows, pa.int64()),
+                    "timestamp": table.column("timestamp").cast(pa.int64()),
+                    "message": table.column("message").cast(pa.string()),
+                    "archive_id": pa.array([task.archive_id] * table.num_rows, pa.string()),
+                }, schema=RESULT_SCHEMA)
+                if writer is None:
+                    results_fs.create_dir(results_path, recursive=True)
+                    writer = pq.ParquetWriter(partial, RESULT_SCHEMA, filesystem=results_fs, compression="zstd")
+                writer.write_table(found)
+                matches += found.num_rows
+        finally:
+            if writer is not None:
+                writer.close()
+    if writer is not None:
+        # written under a hidden name, then moved: a task killed mid-write never leaves a half file
+        # where read_results looks
+        results_fs.move(partial, final)
+    return matches
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "the archive file is missing"
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:ERROR_SHOWN]}" if text else type(exc).__name__
+
+
+def _search_partition(job_id: int, matcher: Matcher, time_range: TimeRange, counters: tuple[Any, Any],
+                      tasks: Iterable[ArchiveTask]) -> Iterator[ArchiveOutcome]:
+    searched, found = counters
+    for task in tasks:
+        pause_point("search_archive")  # tests: a search slow enough to cancel midway (TIDEKEEP_PAUSE)
+        try:
+            matches = search_archive(task, job_id, matcher, time_range)
+        except Exception as exc:  # any unreadable archive: reported by the driver, naming it
+            yield ArchiveOutcome(task.archive_id, 0, f"archive {task.archive_id} ({task.archive_uri}): "
+                                 f"{_describe(exc)}")
+            continue
+        searched.add(1)
+        found.add(matches)
+        yield ArchiveOutcome(task.archive_id, matches)
+
+
+# ---- the driver side --------------------------------------------------------------------------------
+
+
+class _Watcher(threading.Thread):
+    """Polls the job's state and the tasks' counters: reports progress, and cancels the Spark job
+    once the job is no longer RUNNING (cancelled from elsewhere, or KILLED by the collector)."""
+
+    def __init__(self, jobs: SearchJobStore, job_id: int, cancel: Callable[[], None], counters: tuple[Any, Any],
+                 total: int, progress: Progress | None) -> None:
+        super().__init__(name=f"tidekeep-search-{job_id}-watcher", daemon=True)
+        self.jobs, self.job_id, self.cancel, self.counters = jobs, job_id, cancel, counters
+        self.total, self.progress = total, progress
+        self.finished = threading.Event()
+        self.ended_elsewhere = threading.Event()
+        self._reported = 0  # run_search reported (0, total) itself
+
+    def report(self) -> None:
+        done = int(self.counters[0].value)
+        if self.progress is not None and done != self._reported:
+            self._reported = done
+            self.progress(done, self.total)
+
+    def run(self) -> None:
+        while not self.finished.wait(POLL_INTERVAL_S):
+            try:
+                self.report()
+                if self.jobs.state(self.job_id) is not JobState.RUNNING:
+                    self.ended_elsewhere.set()
+                if self.ended_elsewhere.is_set():
+                    self.cancel()  # repeated each poll: a job submitted after the first call is caught too
+            except Exception:  # a failed poll must not end the watching; the next poll retries
+                log.warning("search job %s: watcher poll failed", self.job_id, exc_info=True)
+
+
+def _counts(outcomes: list[ArchiveOutcome]) -> tuple[int, int, str | None]:
+    """(archives searched, results, first error) of the finished tasks."""
+    good = [o for o in outcomes if o.error is None]
+    errors = sorted(o.error for o in outcomes if o.error is not None)
+    error = None
+    if errors:
+        error = errors[0] + (f" (and {len(errors) - 1} more unreadable archives)" if len(errors) > 1 else "")
+    return len(good), sum(o.matches for o in good), error
+
+
+def run_search(client: Client, dataset: str, query: str, *, begin: int | str | None = None,
+               end: int | str | None = None, regex: bool = False, ignore_case: bool = False,
+               progress: Progress | None = None) -> SearchJob:
+    """Run a search job to its end in this process and return it in its final state."""
+    dataset = check_dataset(dataset)
+    matcher = compile_query(query, regex=regex, ignore_case=ignore_case)
+    time_range = parse_range(begin, end)
+    archive_store, jobs = ArchiveStore(client), SearchJobStore(client)
+    if not archive_store.dataset_exists(dataset):
+        raise NotFound(f"dataset {dataset!r} does not exist")
+    job = jobs.create(dataset, query, regex=regex, ignore_case=ignore_case, begin_ts=time_range.begin_ms,
+                      end_ts=time_range.end_ms, retention_minutes=client.settings["archive_output.retention_period"])
+    try:
+        return _run(client, job, matcher, time_range, archive_store, jobs, progress)
+    except BaseException as exc:
+        # never leave a job RUNNING behind: it would hold the archive collector back until killed
+        state = JobState.CANCELLED if isinstance(exc, KeyboardInterrupt) else JobState.FAILED
+        with contextlib.suppress(Exception):
+            jobs.finish(job.id, state, archives_searched=0, results_count=0, error=_describe(exc))
+        raise
+
+
+def _run(client: Client, job: SearchJob, matcher: Matcher, time_range: TimeRange, archive_store: ArchiveStore,
+         jobs: SearchJobStore, progress: Progress | None) -> SearchJob:
+    path = results_dir(job.id)
+    jobs.set_results_path(job.id, path)
+    archives = archive_store.for_search(job.dataset, time_range.begin_ms, time_range.end_ms, job.lower_bound_ms)
+    total = len(archives)
+    if progress is not None:
+        progress(0, total)
+    if not archives:  # as CLP: nothing to search is a success with no results
+        jobs.finish(job.id, JobState.SUCCEEDED, archives_searched=0, results_count=0)
+        return jobs.get(job.id)
+
+    results_uri = client.storage.uri_of(path)
+    tasks = [ArchiveTask(a.id, client.storage.uri_of(a.path), results_uri) for a in archives]
+    sc = client.spark().sparkContext
+    counters = (sc.accumulator(0), sc.accumulator(0))  # archives searched, results: partial counts on cancel
+    tag = f"tidekeep-search-{job.id}-{uuid.uuid4().hex[:12]}"
+    watcher = _Watcher(jobs, job.id, lambda: sc.cancelJobsWithTag(tag), counters, total, progress)
+    job_id = job.id
+    rdd = sc.parallelize(tasks, len(tasks)).mapPartitions(  # one archive per task
+        lambda part: _search_partition(job_id, matcher, time_range, counters, part))
+    outcomes: list[ArchiveOutcome] | None = None
+    spark_error: BaseException | None = None
+    previous_interrupt = sc.getLocalProperty("spark.job.interruptOnCancel")
+    sc.addJobTag(tag)
+    sc.setInterruptOnCancel(True)
+    watcher.start()
+    try:
+        outcomes = rdd.collect()
+    except Exception as exc:  # Py4JJavaError: cancelled, or a task died
+        spark_error = exc
+    finally:
+        watcher.finished.set()
+        watcher.join()
+        sc.removeJobTag(tag)
+        sc.setLocalProperty("spark.job.interruptOnCancel", previous_interrupt or "false")
+
+    if outcomes is not None:
+        searched, found, error = _counts(outcomes)
+    else:
+        searched, found, error = int(counters[0].value), int(counters[1].value), None
+    if progress is not None:
+        progress(searched, total)
+    final = JobState.FAILED if (error is not None or spark_error is not None) else JobState.SUCCEEDED
+    if spark_error is not None and error is None:
+        error = f"the Spark job failed: {_describe(spark_error).splitlines()[0]}"
+    if not jobs.finish(job.id, final, archives_searched=searched, results_count=found, error=error):
+        # cancelled or KILLED meanwhile: that verdict stands; record how far the search got
+        jobs.update_counts(job.id, archives_searched=searched, results_count=found)
+    return jobs.get(job.id)
+
+
+__all__ = ["ArchiveOutcome", "ArchiveTask", "run_search", "search_archive"]
