@@ -153,9 +153,9 @@ def test_bad_input_is_refused_with_typed_errors_and_changes_nothing(held: tk.Cli
     existing = client.holds.add("stream", STREAM, "baseline")
     before = ([h.to_dict() for h in client.holds.list()], client.audit(limit=1000))
     bad: list[tuple[type[Exception], str, Any]] = [
-        (InvalidInput, "unknown hold kind 'archive': expected one of stream, records",
+        (InvalidInput, f"invalid archive id {STREAM!r}: expected 32 lowercase hex digits",
          lambda: client.holds.add("archive", STREAM, "r")),
-        (InvalidInput, "unknown hold kind 'Stream': expected one of stream, records",
+        (InvalidInput, "unknown hold kind 'Stream': expected one of stream, records, dataset, archive",
          lambda: client.holds.add("Stream", STREAM, "r")),
         (NotFound, "stream 'legal/missing' does not exist", lambda: client.holds.add("stream", "legal/missing", "r")),
         (NotFound, "scope 'nope' does not exist", lambda: client.holds.add("stream", "nope/x", "r")),
@@ -167,9 +167,9 @@ def test_bad_input_is_refused_with_typed_errors_and_changes_nothing(held: tk.Cli
         (InvalidInput, "invalid hold id 0: expected a positive integer", lambda: client.holds.remove(0)),
         (InvalidInput, "invalid hold id '1': expected a positive integer", lambda: client.holds.remove("1")),
         (InvalidInput, "invalid hold id True: expected a positive integer", lambda: client.holds.remove(True)),
-        (InvalidInput, "unknown hold kind 'record': expected one of stream, records",
+        (InvalidInput, "unknown hold kind 'record': expected one of stream, records, dataset, archive",
          lambda: client.holds.list("record")),
-        (InvalidInput, "unknown hold kind 'x': expected one of stream, records",
+        (InvalidInput, "unknown hold kind 'x': expected one of stream, records, dataset, archive",
          lambda: client.holds.active_for("x", STREAM)),
     ]
     for error, message, call in bad:
@@ -234,13 +234,14 @@ def test_hold_cli_end_to_end(tmp_path: Path, metadata_url: str) -> None:
 
     _fails(home, 10, f"stream {STREAM} is under legal hold {hold_id} (case 9); it cannot be truncated until the "
            "hold is removed", *flags, "stream", "truncate", STREAM, "tail")
-    _fails(home, 2, "unknown hold kind 'disk': expected one of stream, records",
+    _fails(home, 2, "unknown hold kind 'disk': expected one of stream, records, dataset, archive",
            *flags, "hold", "add", "disk", STREAM, "--reason", "x")
     _fails(home, 3, "stream 'legal/none' does not exist",
            *flags, "hold", "add", "stream", "legal/none", "--reason", "x")
     _fails(home, 2, "a hold needs a reason: got an empty one", *flags, "hold", "add", "stream", STREAM, "--reason", "")
     _fails(home, 3, "hold 999 does not exist", *flags, "hold", "remove", "999")
-    _fails(home, 2, "unknown hold kind 'k': expected one of stream, records", *flags, "hold", "list", "--kind", "k")
+    _fails(home, 2, "unknown hold kind 'k': expected one of stream, records, dataset, archive",
+           *flags, "hold", "list", "--kind", "k")
     assert len(json.loads(_ok(home, *flags, "hold", "list", "--json"))) == 2
 
     assert _ok(home, *flags, "hold", "remove", str(hold_id)) == f"hold {hold_id} removed from stream {STREAM}\n"

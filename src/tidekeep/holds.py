@@ -4,7 +4,10 @@ A hold names its target by kind and target. Kind "stream" (target "scope/stream"
 is never truncated, manually or by retention, because StreamController.truncate looks the holds up
 inside its own write transaction (`holds_on`) and refuses with HoldActive. Kind "records" (target:
 a catalog expression, stored in its canonical text form): every catalog record the expression
-matches is neither logically deleted nor purged (catalog/holds.py). Archives will be a further kind.
+matches is neither logically deleted nor purged (catalog/holds.py). Kind "dataset" (target: an
+archive dataset) and kind "archive" (target: an archive id): the archive collector never expires a
+held archive (archives/gc.py). Adding either locks the dataset's row, as the collector does, so a
+hold and a collection of one dataset serialise.
 
 Adding and removing a hold is audited (actions "hold_add" and "hold_remove"); the audit row's target
 is the held target, so `tidekeep audit list --stream S` shows a stream's holds next to its truncations.
@@ -26,7 +29,7 @@ from .store.schema_holds import holds as holds_table
 if TYPE_CHECKING:
     from .streams.controller import StreamController
 
-HOLD_KINDS: tuple[str, ...] = ("stream", "records")
+HOLD_KINDS: tuple[str, ...] = ("stream", "records", "dataset", "archive")
 MAX_TARGET_CHARS = 600  # the holds.target column
 
 
@@ -104,6 +107,8 @@ class HoldStore:
         reason = check_reason(reason)
         if kind == "records":
             return self._add_records_hold(check_record_expression(target), reason)
+        if kind in ("dataset", "archive"):
+            return self._add_archive_hold(kind, target, reason)
         split_stream_name(target)
         with self.streams.db.write() as conn:
             # lock the stream row as truncate does, so a hold and a truncation of one stream serialise
@@ -123,6 +128,27 @@ class HoldStore:
                 created_by=self.streams.actor)).inserted_primary_key[0]
             self.streams._audit(conn, "hold_add", expression, None, None, 0, reason,
                                 {"hold": hold_id, "kind": "records"})
+        return int(hold_id)
+
+    def _add_archive_hold(self, kind: str, target: str, reason: str) -> int:
+        from .archives.model import check_archive_id, check_dataset
+        from .archives.store import lock_dataset
+        from .store.schema_archives import archives as archives_table
+
+        target = check_dataset(target) if kind == "dataset" else check_archive_id(target)
+        with self.streams.db.write() as conn:
+            if kind == "dataset":
+                lock_dataset(conn, target)  # NotFound if there is no such dataset
+            else:
+                dataset = conn.execute(sa.select(archives_table.c.dataset)
+                                       .where(archives_table.c.id == target)).scalar_one_or_none()
+                if dataset is None:
+                    raise NotFound(f"archive {target} does not exist")
+                lock_dataset(conn, dataset)
+            hold_id = conn.execute(sa.insert(holds_table).values(
+                kind=kind, target=target, reason=reason, created_ms=self.streams.clock.now_ms(),
+                created_by=self.streams.actor)).inserted_primary_key[0]
+            self.streams._audit(conn, "hold_add", target, None, None, 0, reason, {"hold": hold_id, "kind": kind})
         return int(hold_id)
 
     def list(self, kind: str | None = None, target: str | None = None) -> builtins.list[Hold]:

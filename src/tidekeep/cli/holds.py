@@ -25,7 +25,8 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         kind: Annotated[str, typer.Argument(metavar="KIND", help=f"What is held: {KINDS}")],
         target: Annotated[str, typer.Argument(metavar="TARGET", help=(
-            "What to hold: a stream 'scope/stream', or for records a catalog expression like 'feed = \"X\"'"))],
+            "What to hold: a stream 'scope/stream', for records a catalog expression like 'feed = \"X\"', "
+            "an archive dataset name, or an archive id"))],
         reason: Annotated[str, typer.Option("--reason", metavar="TEXT", help="Why (required; audited)")],
         json_output: JsonFlag = False,
     ) -> None:

@@ -1,0 +1,376 @@
+"""The archive garbage collector (CLP's archive_garbage_collector, reference 2.3), and `collect_all`.
+
+One sweep, in crash-safe order (the decisions are in expiry.py):
+
+0. Replay the journal (`archive_gc_journal`): a journaled archive whose row is gone was deleted
+   from the metadata by a sweep that died before deleting its file — delete the file (a missing
+   file is fine) and then the journal row. A journaled archive whose row still exists was never
+   committed as deleted: drop the journal row and delete nothing (CLP would delete the file of a
+   live archive here, reference 2.3 "Edge case").
+1. Mark RUNNING searches older than `search.max_runtime` KILLED (audited "search_kill").
+2. Compute the safe expiry from the oldest RUNNING search (now − TTL when none runs).
+3. Choose the candidates: end_ts < expiry, not held.
+4. Journal the candidates and commit (fault point `archive_gc.after_journal`).
+5. One transaction: lock the datasets' rows, re-read holds and the oldest RUNNING search, re-check
+   every candidate, delete the survivors' archive rows and catalog records, make sure each has its
+   journal row (so a deleted row never lacks one, even if a concurrent replay dropped it), drop the
+   journal rows of candidates the re-check kept, audit "archive_expire" per dataset, commit
+   (fault point `archive_gc.after_metadata`).
+6. Delete the files one by one, each followed by removing its journal row (fault point
+   `archive_gc.mid_files` after the first file).
+7. Orphan sweep: files under archives/ that no archive row and no journal row names, older than
+   `sweep.grace` (left by a crashed ingest), are deleted.
+
+The journal lives in the metadata store rather than in a local file (CLP's choice) so a collector
+on another host that takes over the lease finds and finishes a crashed sweep. Every step is
+idempotent; a rerun after a crash anywhere finishes the work.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..faults import fault_point
+from ..store.schema_archives import archive_gc_journal as journal
+from ..store.schema_archives import archive_search_jobs as jobs_table
+from ..store.schema_archives import archives as archives_table
+from ..store.schema_catalog import catalog_records
+from ..store.schema_holds import holds as holds_table
+from ..units import iso_utc
+from .expiry import ArchivePlan, plan_archive_sweep, recheck_candidates, safe_expiry_ms
+from .model import ARCHIVES_DIR, Archive, JobState, SearchJob
+from .store import archive_from_row, job_from_row, lock_dataset, oldest_running_created_ms
+
+if TYPE_CHECKING:
+    from ..client import Client
+
+log = logging.getLogger("tidekeep.archives.gc")
+Progress = Callable[[int, int], None]  # (files done, files total)
+
+
+def configure_gc_logging(client: Client) -> None:
+    log.setLevel(logging.getLevelName(client.settings["garbage_collector.logging_level"]))
+
+
+@dataclass
+class ArchiveGcReport:
+    now_ms: int
+    dry_run: bool
+    enabled: bool
+    retention_minutes: int | None
+    expiry_ms: int | None = None
+    held_back_by_job: int | None = None  # the RUNNING search that moved the expiry earlier
+    held_back_by_created_ms: int | None = None
+    candidates: list[dict[str, Any]] = field(default_factory=list)  # deleted (dry run: would be), with why
+    held: list[dict[str, Any]] = field(default_factory=list)  # expired but held
+    killed_jobs: list[dict[str, Any]] = field(default_factory=list)  # (dry run: would be)
+    kept_by_recheck: list[str] = field(default_factory=list)  # candidates a new hold/search saved
+    deleted: int = 0
+    bytes_freed: int = 0
+    files_deleted: int = 0
+    replayed: int = 0  # files of a crashed sweep finished from the journal
+    journal_dropped: int = 0  # journal rows of archives that were never deleted
+    orphans: int = 0  # orphan files deleted (dry run: found)
+    orphan_bytes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        if not self.enabled:
+            text = "archive collector disabled (archive_output.retention_period is null)"
+            return text + (f"; finished {self.replayed} file deletion(s) from the journal" if self.replayed else "")
+        verb = "would delete" if self.dry_run else "deleted"
+        count = len(self.candidates) if self.dry_run else self.deleted
+        size = sum(c["bytes"] for c in self.candidates) if self.dry_run else self.bytes_freed
+        text = (f"archives: {verb} {count} ({size} bytes), expiry {iso_utc(self.expiry_ms)}; "
+                f"{len(self.held)} held; {len(self.killed_jobs)} search(es) {'to kill' if self.dry_run else 'killed'}")
+        if self.held_back_by_job is not None:
+            text += f"; expiry held back by running search {self.held_back_by_job}"
+        if self.replayed or self.journal_dropped:
+            text += f"; journal: {self.replayed} file(s) finished, {self.journal_dropped} row(s) dropped"
+        if self.kept_by_recheck:
+            text += f"; {len(self.kept_by_recheck)} kept by the re-check"
+        return text + f"; {self.orphans} orphan file(s){' found' if self.dry_run else ' deleted'}"
+
+
+@dataclass
+class GcReport:
+    """What `collect_all` did: the archive collector's report, then the search-result collector's."""
+
+    archives: ArchiveGcReport
+    results: Any  # gc_results.ResultGcReport
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"archives": self.archives.to_dict(), "results": self.results.to_dict()}
+
+    def summary(self) -> str:
+        return f"{self.archives.summary()}\n{self.results.summary()}"
+
+
+# ---- loading state ----------------------------------------------------------------------------
+def load_holds(conn: Connection) -> tuple[set[str], set[str]]:
+    """(held datasets, held archive ids), read on the caller's connection."""
+    rows = conn.execute(sa.select(holds_table.c.kind, holds_table.c.target)
+                        .where(holds_table.c.kind.in_(["dataset", "archive"]))).all()
+    return {r.target for r in rows if r.kind == "dataset"}, {r.target for r in rows if r.kind == "archive"}
+
+
+def _plan(client: Client, retention: int, now: int) -> tuple[ArchivePlan, dict[str, str]]:
+    # nothing ending at or after now − TTL can expire whatever searches run, so read only older ones
+    horizon = now - retention * 60_000
+    with client.db.read() as conn:
+        archives = [archive_from_row(r) for r in conn.execute(sa.select(archives_table).where(
+            archives_table.c.end_ts.is_not(None), archives_table.c.end_ts < horizon))]
+        running = [job_from_row(r) for r in conn.execute(sa.select(jobs_table).where(
+            jobs_table.c.state == str(JobState.RUNNING)))]
+        held_datasets, held_archives = load_holds(conn)
+    plan = plan_archive_sweep(now, retention, client.settings["search.max_runtime"], archives, running,
+                              held_datasets, held_archives)
+    return plan, held_reasons(plan.held, held_datasets, held_archives)
+
+
+def _why(archive: Archive, plan: ArchivePlan) -> str:
+    text = (f"end {iso_utc(archive.end_ts)} is before expiry {iso_utc(plan.expiry_ms)} "
+            f"(retention {plan.retention_minutes} min)")
+    if plan.held_back_by is not None:
+        text += f"; expiry held back by running search {plan.held_back_by.id}"
+    return text
+
+
+def _candidate_view(archive: Archive, plan: ArchivePlan, why: str) -> dict[str, Any]:
+    return {"archive_id": archive.id, "dataset": archive.dataset, "end_ts": archive.end_ts,
+            "age_ms": plan.now_ms - (archive.end_ts or 0), "bytes": archive.stored_bytes, "path": archive.path,
+            "why": why}
+
+
+def _job_view(job: SearchJob, now: int) -> dict[str, Any]:
+    return {"job_id": job.id, "dataset": job.dataset, "query": job.query, "created_ms": job.created_ms,
+            "runtime_ms": now - job.created_ms}
+
+
+# ---- storage ----------------------------------------------------------------------------------
+def delete_file(client: Client, rel_path: str) -> bool:
+    """Delete one file; False if it was already gone (which is fine: gone is gone)."""
+    try:
+        client.storage.fs.delete_file(client.storage.full_path(rel_path))
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def _drop_journal_row(client: Client, archive_id: str) -> None:
+    with client.db.write() as conn:
+        conn.execute(sa.delete(journal).where(journal.c.archive_id == archive_id))
+
+
+# ---- the steps --------------------------------------------------------------------------------
+def replay_journal(client: Client, report: ArchiveGcReport) -> None:
+    """Step 0: finish what a crashed sweep committed; forget what it never committed."""
+    with client.db.write() as conn:
+        rows = conn.execute(sa.select(journal).order_by(journal.c.archive_id)).all()
+        if not rows:
+            return
+        alive = set(conn.execute(sa.select(archives_table.c.id).where(
+            archives_table.c.id.in_([r.archive_id for r in rows]))).scalars())
+        never_deleted = [r.archive_id for r in rows if r.archive_id in alive]
+        if never_deleted:
+            conn.execute(sa.delete(journal).where(journal.c.archive_id.in_(never_deleted)))
+    report.journal_dropped += len(never_deleted)
+    for row in rows:
+        if row.archive_id in alive:
+            continue
+        delete_file(client, row.path)
+        _drop_journal_row(client, row.archive_id)
+        report.replayed += 1
+    log.info("journal replay: %d file deletion(s) finished, %d row(s) of archives never deleted dropped",
+             report.replayed, report.journal_dropped)
+
+
+def kill_overlong_searches(client: Client, jobs: Sequence[SearchJob], now: int) -> list[SearchJob]:
+    """Step 1: RUNNING → KILLED (only if still RUNNING), completion now, audited."""
+    max_runtime = client.settings["search.max_runtime"]
+    killed: list[SearchJob] = []
+    with client.db.write() as conn:
+        for job in jobs:
+            error = (f"ran longer than search.max_runtime ({max_runtime} ms): killed by the archive collector at "
+                     f"{iso_utc(now)}")
+            done = conn.execute(sa.update(jobs_table).where(
+                jobs_table.c.id == job.id, jobs_table.c.state == str(JobState.RUNNING)).values(
+                state=str(JobState.KILLED), completed_ms=now, error=error)).rowcount
+            if done:
+                client.streams._audit(conn, "search_kill", f"search/{job.id}", None, None, 0, error,
+                                      {"job": job.id, "dataset": job.dataset, "created_ms": job.created_ms,
+                                       "max_runtime_ms": max_runtime})
+                killed.append(job)
+    for job in killed:
+        log.info("killed search %d (created %s): ran longer than search.max_runtime", job.id, iso_utc(job.created_ms))
+    return killed
+
+
+def write_journal(client: Client, candidates: Sequence[Archive], now: int) -> None:
+    """Step 4: the write-ahead list, committed before any metadata is deleted."""
+    with client.db.write() as conn:
+        _ensure_journaled(conn, candidates, now)
+
+
+def _ensure_journaled(conn: Connection, candidates: Sequence[Archive], now: int) -> None:
+    if not candidates:
+        return
+    present = set(conn.execute(sa.select(journal.c.archive_id).where(
+        journal.c.archive_id.in_([a.id for a in candidates]))).scalars())
+    missing = [a for a in candidates if a.id not in present]
+    if missing:
+        conn.execute(sa.insert(journal), [{"archive_id": a.id, "dataset": a.dataset, "path": a.path,
+                                           "stored_bytes": a.stored_bytes, "end_ts": a.end_ts, "journaled_ms": now}
+                                          for a in missing])
+
+
+def delete_metadata(client: Client, plan: ArchivePlan, report: ArchiveGcReport) -> list[Archive]:
+    """Step 5: in one transaction, re-check and delete the rows (and catalog records) of the
+    candidates that are still expired and unheld; returns those deleted."""
+    retention = plan.retention_minutes
+    now = plan.now_ms
+    ids = [a.id for a in plan.candidates]
+    with client.db.write() as conn:
+        for dataset in sorted({a.dataset for a in plan.candidates}):
+            lock_dataset(conn, dataset)  # a hold on the dataset or one of its archives waits for us
+        held_datasets, held_archives = load_holds(conn)
+        expiry = safe_expiry_ms(now, retention, oldest_running_created_ms(conn, now))
+        current = [archive_from_row(r) for r in conn.execute(
+            sa.select(archives_table).where(archives_table.c.id.in_(ids)))]
+        survivors, kept = recheck_candidates(current, expiry, held_datasets, held_archives)
+        if kept:
+            # still alive and no longer to be deleted: forget their journal rows. Candidates whose
+            # row is already gone were deleted by a concurrent sweep: their journal rows stay for it
+            conn.execute(sa.delete(journal).where(journal.c.archive_id.in_([a.id for a in kept])))
+        if survivors:
+            _ensure_journaled(conn, survivors, now)
+            record_ids = [a.catalog_record_id for a in survivors if a.catalog_record_id is not None]
+            if record_ids:
+                conn.execute(sa.delete(catalog_records).where(catalog_records.c.id.in_(record_ids)))
+            conn.execute(sa.delete(archives_table).where(archives_table.c.id.in_([a.id for a in survivors])))
+            by_dataset: dict[str, list[Archive]] = {}
+            for archive in survivors:
+                by_dataset.setdefault(archive.dataset, []).append(archive)
+            for dataset, group in sorted(by_dataset.items()):
+                freed = sum(a.stored_bytes for a in group)
+                reason = (f"retention: {len(group)} archive(s) ending before the safe expiry {iso_utc(expiry)} "
+                          f"(archive_output.retention_period {retention} min")
+                reason += (f", held back by running search {plan.held_back_by.id})"
+                           if plan.held_back_by is not None and expiry == plan.expiry_ms else ")")
+                client.streams._audit(conn, "archive_expire", f"archives/{dataset}", None, None, freed, reason, {
+                    "archives": [a.id for a in group], "end_ts": [a.end_ts for a in group],
+                    "bytes": [a.stored_bytes for a in group], "expiry_ms": expiry, "retention_minutes": retention,
+                    "held_back_by_job": plan.held_back_by.id if plan.held_back_by is not None else None,
+                    "reason": "retention"})
+    report.kept_by_recheck = [a.id for a in kept]
+    report.deleted = len(survivors)
+    report.bytes_freed = sum(a.stored_bytes for a in survivors)
+    return survivors
+
+
+def delete_files(client: Client, archives: Sequence[Archive], report: ArchiveGcReport,
+                 progress: Progress | None = None) -> None:
+    """Step 6: each file, then its journal row; a missing file counts as deleted."""
+    total = len(archives)
+    for i, archive in enumerate(archives):
+        if delete_file(client, archive.path):
+            report.files_deleted += 1
+        if i == 0:
+            fault_point("archive_gc.mid_files")
+        _drop_journal_row(client, archive.id)
+        if progress is not None:
+            progress(i + 1, total)
+
+
+def sweep_orphans(client: Client, now: int, dry_run: bool, report: ArchiveGcReport) -> None:
+    """Step 7: archive files nothing names, older than sweep.grace (an ingest that died between
+    writing and registering). Files are listed before the rows are read, so a file registered
+    meanwhile is seen as named."""
+    files = client.storage.list_files(ARCHIVES_DIR)
+    if not files:
+        return
+    with client.db.read() as conn:
+        named = set(conn.execute(sa.select(archives_table.c.path)).scalars())
+        named |= set(conn.execute(sa.select(journal.c.path)).scalars())
+    cutoff = now - client.settings["sweep.grace"]
+    orphans = [f for f in files if f.path not in named and f.mtime_ms < cutoff]
+    for orphan in orphans:
+        if dry_run or delete_file(client, orphan.path):
+            report.orphans += 1
+            report.orphan_bytes += orphan.size
+    if orphans:
+        log.info("orphan archive files %s: %d (%d bytes)", "found" if dry_run else "deleted", report.orphans,
+                 report.orphan_bytes)
+
+
+# ---- the sweep --------------------------------------------------------------------------------
+def collect_archives(client: Client, dry_run: bool = False, progress: Progress | None = None) -> ArchiveGcReport:
+    """One sweep of the archive collector (see the module docstring); a dry run changes nothing."""
+    configure_gc_logging(client)
+    retention = client.settings["archive_output.retention_period"]
+    now = client.clock.now_ms()
+    report = ArchiveGcReport(now_ms=now, dry_run=dry_run, enabled=retention is not None, retention_minutes=retention)
+    if retention is None:
+        # nothing expires; still finish the file deletions a crashed sweep committed, so no
+        # deleted archive's data outlives it because retention was switched off afterwards
+        if not dry_run:
+            replay_journal(client, report)
+        log.info("archive sweep: %s", report.summary())
+        return report
+    if not dry_run:
+        replay_journal(client, report)
+    plan, why_held = _plan(client, retention, now)
+    report.expiry_ms = plan.expiry_ms
+    if plan.held_back_by is not None:
+        report.held_back_by_job = plan.held_back_by.id
+        report.held_back_by_created_ms = plan.held_back_by.created_ms
+    report.held = [_candidate_view(a, plan, f"expired but held ({why_held[a.id]})") for a in plan.held]
+    report.candidates = [_candidate_view(a, plan, _why(a, plan)) for a in plan.candidates]
+    if dry_run:
+        report.killed_jobs = [_job_view(j, now) for j in plan.kill]
+        sweep_orphans(client, now, True, report)
+        log.info("archive sweep (dry run): %s", report.summary())
+        return report
+    report.killed_jobs = [_job_view(j, now) for j in kill_overlong_searches(client, plan.kill, now)]
+    if plan.candidates:
+        write_journal(client, plan.candidates, now)
+        fault_point("archive_gc.after_journal")
+        deleted = delete_metadata(client, plan, report)
+        fault_point("archive_gc.after_metadata")
+        kept = set(report.kept_by_recheck)
+        report.candidates = [c for c in report.candidates if c["archive_id"] not in kept]
+        delete_files(client, deleted, report, progress)
+    sweep_orphans(client, now, False, report)
+    log.info("archive sweep: %s", report.summary())
+    return report
+
+
+def collect_all(client: Client, dry_run: bool = False, progress: Progress | None = None) -> GcReport:
+    """Both collectors once: the archive collector first, then the search-result collector."""
+    from .gc_results import collect_search_results
+
+    archives = collect_archives(client, dry_run=dry_run, progress=progress)
+    results = collect_search_results(client, dry_run=dry_run)
+    return GcReport(archives, results)
+
+
+def held_reasons(archives: Iterable[Archive], held_datasets: set[str], held_archives: set[str]) -> dict[str, str]:
+    """Why each held archive is held: its dataset's hold, its own, or both."""
+    reasons = {}
+    for a in archives:
+        parts = [p for p, on in (("dataset hold", a.dataset in held_datasets), ("archive hold", a.id in held_archives))
+                 if on]
+        reasons[a.id] = " and ".join(parts)
+    return reasons
+
+
+__all__ = ["ArchiveGcReport", "GcReport", "collect_all", "collect_archives", "delete_file", "load_holds",
+           "replay_journal"]

@@ -1,0 +1,246 @@
+"""The archive collector on real stores and real files (SQLite and PostgreSQL), time placed with a
+ManualClock: expiry, running searches holding it back, KILLED searches, the journal replay,
+the orphan sweep, the dry run and the audit."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+import tidekeep as tk
+from helpers.archives import make_archive
+from tidekeep.archives.gc import collect_all, collect_archives
+from tidekeep.archives.model import Archive, JobState
+from tidekeep.archives.store import ArchiveStore, SearchJobStore
+from tidekeep.store.schema_archives import archive_gc_journal, archives
+from tidekeep.store.schema_catalog import catalog_records
+
+MIN = 60_000
+HOUR = 60 * MIN
+T0 = 1_700_000_000_000  # the ManualClock's start
+
+
+@pytest.fixture
+def gc_client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
+                   clock=tk.ManualClock(T0), settings={"archive_output.retention_period": 60})
+    yield c
+    c.close()
+
+
+def clock_of(client: tk.Client) -> tk.ManualClock:
+    assert isinstance(client.clock, tk.ManualClock)
+    return client.clock
+
+
+def ending(client: tk.Client, dataset: str, end_ms: int | None) -> Archive:
+    """An archive whose newest message is at end_ms (None: no timestamps)."""
+    if end_ms is None:
+        return make_archive(client, dataset, [(None, "no time here"), (None, "nor here")])
+    return make_archive(client, dataset, [(end_ms - 5 * MIN, "first"), (end_ms, "last")])
+
+
+def file_exists(client: tk.Client, archive: Archive) -> bool:
+    return Path(client.storage.full_path(archive.path)).exists()
+
+
+def live_ids(client: tk.Client) -> set[str]:
+    with client.db.read() as conn:
+        return set(conn.execute(sa.select(archives.c.id)).scalars())
+
+
+def record_ids(client: tk.Client) -> set[int]:
+    with client.db.read() as conn:
+        return set(conn.execute(sa.select(catalog_records.c.id)).scalars())
+
+
+def journal_rows(client: tk.Client) -> list[str]:
+    with client.db.read() as conn:
+        return list(conn.execute(sa.select(archive_gc_journal.c.archive_id)).scalars())
+
+
+def test_seed_example_on_real_archives(gc_client: tk.Client) -> None:
+    """TTL 1 h, archive end 16:00 UTC: kept at 17:00:00.000, deleted at 17:00:00.001 — row,
+    catalog record and file together."""
+    clock = clock_of(gc_client)
+    sixteen = 1_700_064_000_000  # 2023-11-15T16:00:00Z, after the clock's start
+    clock.set(sixteen + 5 * MIN)
+    a = ending(gc_client, "web", sixteen)
+    clock.set(sixteen + HOUR)
+    report = collect_archives(gc_client)
+    assert report.deleted == 0 and a.id in live_ids(gc_client) and file_exists(gc_client, a)
+    clock.set(sixteen + HOUR + 1)
+    report = collect_archives(gc_client)
+    assert report.deleted == 1 and report.bytes_freed == a.stored_bytes
+    assert a.id not in live_ids(gc_client) and not file_exists(gc_client, a)
+    assert a.catalog_record_id not in record_ids(gc_client)
+    assert journal_rows(gc_client) == []
+
+
+def test_disabled_when_retention_is_null(client: tk.Client) -> None:
+    a = make_archive(client, "web", [(1, "very old")])
+    report = collect_archives(client)
+    assert not report.enabled and "disabled" in report.summary()
+    assert a.id in live_ids(client) and file_exists(client, a)
+
+
+def test_unexpired_and_untimestamped_archives_stay(gc_client: tk.Client) -> None:
+    clock = clock_of(gc_client)
+    old = ending(gc_client, "web", T0 - 3 * HOUR)
+    young = ending(gc_client, "web", T0 - 30 * MIN)
+    timeless = ending(gc_client, "web", None)
+    other = ending(gc_client, "db", T0 - 2 * HOUR)
+    clock.advance(10 * 24 * HOUR)  # the timeless archive is never expired, however late
+    report = collect_archives(gc_client)
+    assert live_ids(gc_client) == {timeless.id}
+    assert {c["archive_id"] for c in report.candidates} == {old.id, young.id, other.id}
+    assert file_exists(gc_client, timeless)
+    assert all(not file_exists(gc_client, a) for a in (old, young, other))
+
+
+def test_a_running_search_holds_back_what_it_may_read(gc_client: tk.Client) -> None:
+    clock = clock_of(gc_client)
+    kept = ending(gc_client, "web", T0 - 50 * MIN)  # ≥ C − TTL for a job created at C = T0
+    gone = ending(gc_client, "web", T0 - 61 * MIN)  # below the job's lower bound: may go
+    jobs = SearchJobStore(gc_client)
+    job = jobs.create("web", "x", regex=False, ignore_case=False, begin_ts=None, end_ts=None, retention_minutes=60)
+    clock.advance(30 * MIN)  # now − TTL = T0 − 30 min: `kept` is past it, but the job may read it
+    report = collect_archives(gc_client)
+    assert report.held_back_by_job == job.id and report.expiry_ms == T0 - HOUR
+    assert live_ids(gc_client) == {kept.id} and file_exists(gc_client, kept)
+    assert not file_exists(gc_client, gone)
+    # the job's own lower bound excludes exactly what was deleted
+    assert [a.id for a in ArchiveStore(gc_client).for_search("web", None, None, job.lower_bound_ms)] == [kept.id]
+    # the job ends: the next sweep deletes what it held back
+    assert jobs.finish(job.id, JobState.SUCCEEDED, archives_searched=1, results_count=0)
+    report = collect_archives(gc_client)
+    assert report.held_back_by_job is None and live_ids(gc_client) == set() and not file_exists(gc_client, kept)
+
+
+def test_cancelling_releases_the_hold_back(gc_client: tk.Client) -> None:
+    clock = clock_of(gc_client)
+    a = ending(gc_client, "web", T0 - 50 * MIN)
+    jobs = SearchJobStore(gc_client)
+    job = jobs.create("web", "x", regex=False, ignore_case=False, begin_ts=None, end_ts=None, retention_minutes=60)
+    clock.advance(30 * MIN)
+    collect_archives(gc_client)
+    assert a.id in live_ids(gc_client)
+    jobs.cancel(job.id)
+    collect_archives(gc_client)
+    assert a.id not in live_ids(gc_client)
+
+
+def test_an_overlong_search_is_killed_and_stops_holding(tmp_path: Path, metadata_url: str) -> None:
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
+                   clock=tk.ManualClock(T0), settings={"archive_output.retention_period": 60,
+                                                       "search.max_runtime": "2h"})
+    try:
+        a = ending(c, "web", T0 - 50 * MIN)
+        jobs = SearchJobStore(c)
+        job = jobs.create("web", "x", regex=False, ignore_case=False, begin_ts=None, end_ts=None, retention_minutes=60)
+        c.clock.advance(2 * HOUR)  # exactly max_runtime: still RUNNING, still holding
+        collect_archives(c)
+        assert jobs.get(job.id).state is JobState.RUNNING and a.id in live_ids(c)
+        c.clock.advance(1)
+        dry = collect_archives(c, dry_run=True)
+        assert [k["job_id"] for k in dry.killed_jobs] == [job.id] and jobs.get(job.id).state is JobState.RUNNING
+        assert [x["archive_id"] for x in dry.candidates] == [a.id]
+        report = collect_archives(c)
+        killed = jobs.get(job.id)
+        assert killed.state is JobState.KILLED and killed.completed_ms == T0 + 2 * HOUR + 1
+        assert killed.error is not None and "search.max_runtime" in killed.error
+        assert [k["job_id"] for k in report.killed_jobs] == [job.id] and a.id not in live_ids(c)
+        kills = [e for e in c.audit() if e["action"] == "search_kill"]
+        assert [e["target"] for e in kills] == [f"search/{job.id}"]
+        # the search's own process finishing later does not overwrite the verdict
+        assert not jobs.finish(job.id, JobState.SUCCEEDED, archives_searched=1, results_count=3)
+    finally:
+        c.close()
+
+
+def test_a_file_already_gone_is_fine(gc_client: tk.Client) -> None:
+    a = ending(gc_client, "web", T0 - 2 * HOUR)
+    os.remove(gc_client.storage.full_path(a.path))
+    report = collect_archives(gc_client)
+    assert report.deleted == 1 and report.files_deleted == 0 and live_ids(gc_client) == set()
+    assert journal_rows(gc_client) == []
+
+
+def test_audit_of_an_expiry(gc_client: tk.Client) -> None:
+    a = ending(gc_client, "web", T0 - 2 * HOUR)
+    b = ending(gc_client, "web", T0 - 3 * HOUR)
+    collect_archives(gc_client)
+    [entry] = [e for e in gc_client.audit() if e["action"] == "archive_expire"]
+    assert entry["target"] == "archives/web" and entry["bytes_freed"] == a.stored_bytes + b.stored_bytes
+    details = json.loads(entry["details"])
+    pairs = dict(zip(details["archives"], details["end_ts"], strict=True))
+    assert pairs == {a.id: a.end_ts, b.id: b.end_ts}
+    assert details["expiry_ms"] == T0 - HOUR and details["retention_minutes"] == 60
+    assert sorted(details["bytes"]) == sorted([a.stored_bytes, b.stored_bytes])
+
+
+def test_dry_run_changes_nothing_and_says_why(gc_client: tk.Client) -> None:
+    a = ending(gc_client, "web", T0 - 2 * HOUR)
+    held = ending(gc_client, "db", T0 - 2 * HOUR)
+    gc_client.holds.add("dataset", "db", "investigation")
+    report = collect_archives(gc_client, dry_run=True)
+    assert live_ids(gc_client) == {a.id, held.id} and file_exists(gc_client, a) and journal_rows(gc_client) == []
+    [candidate] = report.candidates
+    assert candidate["archive_id"] == a.id and candidate["dataset"] == "web" and candidate["end_ts"] == a.end_ts
+    assert candidate["age_ms"] == 2 * HOUR and candidate["bytes"] == a.stored_bytes
+    assert "before expiry" in candidate["why"]
+    assert [h["archive_id"] for h in report.held] == [held.id] and "dataset hold" in report.held[0]["why"]
+    assert report.dry_run and "would delete 1" in report.summary()
+    assert [e for e in gc_client.audit() if e["action"] == "archive_expire"] == []
+
+
+def test_journal_replay_finishes_committed_deletions_and_forgets_uncommitted(gc_client: tk.Client) -> None:
+    """A journal row whose archive row is gone: its file is deleted. One whose row still exists
+    (the crash came before the metadata commit, and the archive may now be searched): kept."""
+    gone = ending(gc_client, "web", T0 - 2 * HOUR)
+    alive = ending(gc_client, "web", T0 - 10 * MIN)  # not expired
+    with gc_client.db.write() as conn:
+        for a in (gone, alive):
+            conn.execute(sa.insert(archive_gc_journal).values(archive_id=a.id, dataset=a.dataset, path=a.path,
+                                                              stored_bytes=a.stored_bytes, end_ts=a.end_ts,
+                                                              journaled_ms=T0))
+        conn.execute(sa.delete(archives).where(archives.c.id == gone.id))
+    report = collect_archives(gc_client)
+    assert report.replayed == 1 and report.journal_dropped == 1
+    assert not file_exists(gc_client, gone) and file_exists(gc_client, alive) and alive.id in live_ids(gc_client)
+    assert journal_rows(gc_client) == []
+
+
+def test_orphan_files_older_than_the_grace_are_swept(tmp_path: Path, metadata_url: str) -> None:
+    import time
+
+    now = int(time.time() * 1000)
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
+                   clock=tk.ManualClock(now), settings={"archive_output.retention_period": 60, "sweep.grace": "1h"})
+    try:
+        registered = ending(c, "web", None)  # never expires: it must survive the orphan sweep
+        orphan = Path(c.storage.full_path("archives/web/" + "f" * 32 + ".parquet"))
+        orphan.write_bytes(b"half an ingest")
+        assert collect_archives(c).orphans == 0  # younger than the grace: an ingest may be registering it
+        c.clock.advance(HOUR + 60_000)
+        dry = collect_archives(c, dry_run=True)
+        assert dry.orphans == 1 and orphan.exists()
+        report = collect_archives(c)
+        assert report.orphans == 1 and report.orphan_bytes == len(b"half an ingest") and not orphan.exists()
+        assert file_exists(c, registered) and registered.id in live_ids(c)
+    finally:
+        c.close()
+
+
+def test_collect_all_runs_both(gc_client: tk.Client) -> None:
+    a = ending(gc_client, "web", T0 - 2 * HOUR)
+    report = collect_all(gc_client)
+    assert a.id not in live_ids(gc_client)
+    document = report.to_dict()
+    assert document["archives"]["deleted"] == 1 and document["results"]["enabled"]
+    assert gc_client.archives.gc(dry_run=True).archives.candidates == []
