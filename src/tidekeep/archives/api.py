@@ -74,9 +74,9 @@ class Archives:
         return SearchJobStore(self.client).cancel(job_id)
 
     # ---- garbage collectors (gc.py) -----------------------------------------------------------
-    def gc(self, dry_run: bool = False) -> Any:
+    def gc(self, dry_run: bool = False, progress: Progress | None = None) -> Any:
         """Run the archive collector and the search-result collector once (those whose retention
-        period is set); a dry run lists what would be deleted and why."""
+        period is set); a dry run lists what would be deleted and why. `progress` counts archive files."""
         from .gc import collect_all
 
-        return collect_all(self.client, dry_run=dry_run)
+        return collect_all(self.client, dry_run=dry_run, progress=progress)

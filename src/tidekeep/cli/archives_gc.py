@@ -1,9 +1,70 @@
-"""`tidekeep archives` commands (placeholder: filled in by the archives gc work)."""
+"""`tidekeep archives gc [--dry-run] [--json]`: run the archive collector, then the search-result
+collector, once (archives/gc.py, archives/gc_results.py)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from ..archives.gc import GcReport
+from ..units import format_duration
+from .context import open_client
+from .output import emit, emit_json, emit_table, format_bytes, iso_utc
+from .progress import progress_bar
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+
+
+def print_report(report: GcReport) -> None:
+    archives, results = report.archives, report.results
+    emit(archives.summary())
+    if archives.enabled and (archives.dry_run or archives.candidates):
+        rows = [[c["archive_id"], c["dataset"], iso_utc(c["end_ts"]), format_duration(c["age_ms"]), c["bytes"],
+                 c["why"]] for c in archives.candidates]
+        if rows:
+            emit("")
+            emit("deleted archives:" if not archives.dry_run else "archives that would be deleted:")
+            emit_table(["ARCHIVE", "DATASET", "END", "AGE", "BYTES", "WHY"], rows)
+    if archives.held:
+        emit("")
+        emit("expired but held (kept):")
+        emit_table(["ARCHIVE", "DATASET", "END", "AGE", "BYTES", "WHY"],
+                   [[h["archive_id"], h["dataset"], iso_utc(h["end_ts"]), format_duration(h["age_ms"]), h["bytes"],
+                     h["why"]] for h in archives.held])
+    if archives.killed_jobs:
+        emit("")
+        emit("searches that would be killed (ran longer than search.max_runtime):" if archives.dry_run
+             else "searches killed (ran longer than search.max_runtime):")
+        emit_table(["JOB", "DATASET", "CREATED", "RUNTIME", "QUERY"],
+                   [[k["job_id"], k["dataset"], iso_utc(k["created_ms"]), format_duration(k["runtime_ms"]), k["query"]]
+                    for k in archives.killed_jobs])
+    emit(results.summary())
+    if results.expired:
+        emit("")
+        emit("search results that would expire:" if results.dry_run else "search results expired:")
+        emit_table(["JOB", "DATASET", "STATE", "COMPLETED", "AGE", "BYTES"],
+                   [[e["job_id"], e["dataset"], e["state"], iso_utc(e["completed_ms"]), format_duration(e["age_ms"]),
+                     e["bytes"]] for e in results.expired])
+    if not archives.dry_run and archives.bytes_freed + results.bytes_freed:
+        emit(f"freed {format_bytes(archives.bytes_freed + results.bytes_freed)}")
 
 
 def register(app: typer.Typer) -> None:
-    del app
+    @app.command("gc")
+    def gc(
+        ctx: typer.Context,
+        dry_run: Annotated[bool, typer.Option(
+            "--dry-run", help="List what would be deleted and why (archive, end, age, bytes); change nothing")] = False,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Run the garbage collectors once: expire archives whose newest log timestamp is older than
+        archive_output.retention_period (never one a running search may read, never a held one), then
+        search results older than results_cache.retention_period after their job completed. A
+        collector whose retention period is null does nothing. Resumes a sweep that crashed."""
+        with open_client(ctx) as client, progress_bar("deleting archive files", not json_output) as update:
+            report = client.archives.gc(dry_run=dry_run, progress=update)
+        if json_output:
+            emit_json(report.to_dict())
+        else:
+            print_report(report)
