@@ -17,7 +17,7 @@ from helpers.archives import make_archive
 from tidekeep.archives.gc import collect_all, collect_archives
 from tidekeep.archives.model import Archive, JobState
 from tidekeep.archives.store import ArchiveStore, SearchJobStore
-from tidekeep.store.schema_archives import archive_gc_journal, archives
+from tidekeep.store.schema_archives import archive_gc_journal, archive_search_jobs, archives
 from tidekeep.store.schema_catalog import catalog_records
 
 MIN = 60_000
@@ -244,3 +244,31 @@ def test_collect_all_runs_both(gc_client: tk.Client) -> None:
     document = report.to_dict()
     assert document["archives"]["deleted"] == 1 and document["results"]["enabled"]
     assert gc_client.archives.gc(dry_run=True).archives.candidates == []
+
+
+def test_the_recheck_inside_the_delete_transaction_honours_new_holds_and_searches(gc_client: tk.Client) -> None:
+    """Between choosing candidates and deleting them a hold and a new search appear: the re-check
+    under the dataset lock keeps what they protect and forgets those journal rows."""
+    from tidekeep.archives.gc import ArchiveGcReport, _plan, delete_metadata, write_journal
+
+    clock = clock_of(gc_client)
+    held = ending(gc_client, "legal", T0 - 3 * HOUR)
+    searched = ending(gc_client, "web", T0 - 50 * MIN)
+    gone = ending(gc_client, "web", T0 - 5 * HOUR)
+    clock.advance(HOUR)
+    now = clock.now_ms()
+    plan, _ = _plan(gc_client, 60, now)
+    assert {a.id for a in plan.candidates} == {held.id, searched.id, gone.id}
+    write_journal(gc_client, plan.candidates, now)
+    gc_client.holds.add("dataset", "legal", "just in time")
+    # a search that started at T0 (before the candidates were chosen, but seen only now) may read `searched`
+    with gc_client.db.write() as conn:
+        conn.execute(sa.insert(archive_search_jobs).values(
+            dataset="web", query="q", regex=False, ignore_case=False, state="RUNNING", created_ms=T0,
+            lower_bound_ms=T0 - HOUR, archives_searched=0, results_count=0, actor="t"))
+    report = ArchiveGcReport(now_ms=now, dry_run=False, enabled=True, retention_minutes=60)
+    deleted = delete_metadata(gc_client, plan, report)
+    assert [a.id for a in deleted] == [gone.id]
+    assert set(report.kept_by_recheck) == {held.id, searched.id}
+    assert live_ids(gc_client) == {held.id, searched.id}
+    assert journal_rows(gc_client) == [gone.id]  # only the deleted archive's row remains for its file
