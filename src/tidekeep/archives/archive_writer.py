@@ -1,0 +1,180 @@
+"""Writing archive files: Parquet (zstd, ARCHIVE_SCHEMA) through any pyarrow.fs filesystem, rolled
+to a new archive once a file's stored size reaches the target size.
+
+Rows arrive sorted by timestamp (the ingest job sorts each range partition), so an archive's first
+timestamp is its begin and its last is its end. Rows are buffered into row groups of about
+`row_group_raw_bytes` of text; after each row group is written the file's size is checked, and at
+`target_size` or more the archive is closed. An archive is therefore at most `target_size` plus one
+row group (plus the footer). Timestamped and timestamp-less messages never share an archive: a
+writer is told which kind it writes and refuses the other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from .model import ARCHIVE_SCHEMA
+
+ZSTD_LEVEL = 3
+MAX_ROW_GROUP_RAW_BYTES = 64 << 20
+MIN_ROW_GROUP_RAW_BYTES = 4 << 10
+
+
+def row_group_raw_bytes(target_size: int) -> int:
+    """Text per row group: a quarter of the target (text compresses well, so a row group stores at
+    a fraction of that), between 4 KiB and 64 MiB — big enough for zstd, small enough that the
+    overshoot past the target stays small."""
+    return max(MIN_ROW_GROUP_RAW_BYTES, min(MAX_ROW_GROUP_RAW_BYTES, target_size // 4))
+
+
+@dataclass(frozen=True)
+class WrittenArchive:
+    id: str
+    file: str  # where the writer put it, relative to the storage root
+    begin_ts: int | None
+    end_ts: int | None
+    message_count: int
+    raw_bytes: int
+    stored_bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+WRITTEN_SCHEMA = pa.schema([
+    pa.field("id", pa.string()), pa.field("file", pa.string()), pa.field("begin_ts", pa.int64()),
+    pa.field("end_ts", pa.int64()), pa.field("message_count", pa.int64()), pa.field("raw_bytes", pa.int64()),
+    pa.field("stored_bytes", pa.int64()),
+])
+
+
+def open_storage(root_uri: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and root path of a storage URI (a local path works too)."""
+    if "://" in root_uri:
+        fs, root = pafs.FileSystem.from_uri(root_uri)
+    else:
+        fs, root = pafs.LocalFileSystem(), root_uri
+    return fs, root.rstrip("/")
+
+
+class ArchiveWriter:
+    def __init__(self, fs: pafs.FileSystem, root: str, directory: str, target_size: int,
+                 with_timestamps: bool) -> None:
+        self.fs = fs
+        self.root = root
+        self.directory = directory  # relative to root
+        self.target_size = target_size
+        self.group_bytes = row_group_raw_bytes(target_size)
+        self.with_timestamps = with_timestamps
+        self.written: list[WrittenArchive] = []
+        self._buffer: list[pa.Table] = []
+        self._buffered_raw = 0
+        self._sink: Any = None
+        self._writer: pq.ParquetWriter | None = None
+        self._id = ""
+        self._begin: int | None = None
+        self._end: int | None = None
+        self._count = 0
+        self._raw = 0
+
+    def write(self, table: pa.Table, raw_bytes: int) -> None:
+        """Append rows (ARCHIVE_SCHEMA, sorted after what came before) of `raw_bytes` text."""
+        if table.num_rows == 0:
+            return
+        nulls = table.column("timestamp").null_count
+        if (nulls != 0) if self.with_timestamps else (nulls != table.num_rows):
+            raise ValueError("an archive holds only messages with timestamps or only messages without")
+        self._buffer.append(table)
+        self._buffered_raw += raw_bytes
+        if self._buffered_raw >= self.group_bytes:
+            self._flush()
+
+    def close(self) -> list[WrittenArchive]:
+        self._flush()
+        self._close_file()
+        return self.written
+
+    def abort(self) -> None:
+        """Remove every file this writer created (a failed task leaves nothing behind)."""
+        if self._writer is not None:
+            try:
+                self._writer.close()
+                self._sink.close()
+            except Exception:  # the task is failing already; its files go below
+                pass
+            self._writer = None
+            self.written.append(WrittenArchive(self._id, self._path(self._id), None, None, 0, 0, 0))
+        for archive in self.written:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.delete_file(posixpath.join(self.root, archive.file))
+        self.written = []
+
+    def _path(self, archive_id: str) -> str:
+        return f"{self.directory}/{archive_id}.parquet"
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        table = pa.concat_tables(self._buffer)
+        raw = self._buffered_raw
+        self._buffer, self._buffered_raw = [], 0
+        if self._writer is None:
+            self._open_file()
+        assert self._writer is not None
+        self._writer.write_table(table, row_group_size=table.num_rows)
+        timestamps = table.column("timestamp")
+        if self.with_timestamps:
+            if self._begin is None:
+                self._begin = timestamps[0].as_py()
+            self._end = timestamps[-1].as_py()
+        self._count += table.num_rows
+        self._raw += raw
+        if self._sink.tell() >= self.target_size:
+            self._close_file()
+
+    def _open_file(self) -> None:
+        self._id = uuid.uuid4().hex
+        full = posixpath.join(self.root, self._path(self._id))
+        self.fs.create_dir(posixpath.dirname(full), recursive=True)
+        self._sink = self.fs.open_output_stream(full)
+        # messages are (nearly) all distinct: a dictionary attempt on them only costs time; sources
+        # repeat; sorted timestamps delta-encode to almost nothing; statistics only where search
+        # can use them (the time range of a row group)
+        self._writer = pq.ParquetWriter(
+            self._sink, ARCHIVE_SCHEMA, compression="zstd", compression_level=ZSTD_LEVEL,
+            use_dictionary=["source"], write_statistics=["timestamp"],
+            column_encoding={"timestamp": "DELTA_BINARY_PACKED"})
+        self._begin = self._end = None
+        self._count = self._raw = 0
+
+    def _close_file(self) -> None:
+        if self._writer is None:
+            return
+        self._writer.close()
+        self._sink.close()
+        self._writer = None
+        stored = self.fs.get_file_info(posixpath.join(self.root, self._path(self._id))).size
+        self.written.append(WrittenArchive(self._id, self._path(self._id), self._begin, self._end, self._count,
+                                           self._raw, int(stored)))
+
+
+def written_table(archives: list[WrittenArchive]) -> pa.Table:
+    return pa.Table.from_pylist([a.to_dict() for a in archives], schema=WRITTEN_SCHEMA)
+
+
+__all__ = [
+    "WRITTEN_SCHEMA",
+    "ArchiveWriter",
+    "WrittenArchive",
+    "open_storage",
+    "row_group_raw_bytes",
+    "written_table",
+]

@@ -1,0 +1,341 @@
+"""Ingest: compress text logs into archives of a dataset with a Spark job
+(`client.archives.ingest`, `tidekeep archives ingest`).
+
+1. Everything is validated first (dataset name, zone, timestamp format, paths); bad input is a
+   typed error and nothing is written.
+2. Parse: one Spark task per input file reads it with Python (plain or gzip, told apart by the
+   gzip magic bytes, not the name) in blocks and turns its lines into messages (messages.py,
+   timestamps.py), handed to Spark as Arrow batches. A truncated or corrupt gzip fails the job
+   with CorruptLogFile naming the file.
+3. Timestamped messages are range-partitioned by timestamp and sorted within each partition;
+   messages without a timestamp get keys below every timestamp (in file order), so they land in
+   their own archives. The shuffle means every input is fully parsed before any archive is
+   written: a bad file fails the job before any archive file exists.
+4. Write: each partition's task writes archive files with pyarrow (archive_writer.py) into a
+   staging directory of this ingest and returns their metadata.
+5. The driver moves the files to `archives/<dataset>/<id>.parquet` and registers every archive,
+   with its catalog record and the audit entry, in ONE transaction (ArchiveStore.register). If
+   anything fails before that commit, the files written so far are deleted, so a failed ingest
+   leaves nothing behind (a process killed outright can leave unregistered files, never
+   registered archives without files).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import logging
+import math
+import os
+import posixpath
+import re
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import InvalidInput, NotFound
+from ..faults import fault_point
+from .archive_writer import ArchiveWriter, open_storage, written_table
+from .messages import BLOCK_BYTES, read_messages
+from .model import ARCHIVE_SCHEMA, ARCHIVES_DIR, Archive, archive_path, check_dataset
+from .timestamps import TimestampRules, make_rules
+
+if TYPE_CHECKING:
+    from ..client import Client
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+
+GZIP_MAGIC = b"\x1f\x8b"
+ERROR_MARK = "tidekeep-ingest-error:"  # how an executor's input error reaches the driver through Spark
+NO_TIMESTAMP_KEY_BASE = -(1 << 62)  # keys of timestamp-less messages: below every timestamp, in file order
+FILE_KEY_SHIFT = 40  # up to 2**40 messages per file, 2**21 files per ingest
+ASSUMED_COMPRESSION = 8  # text logs: raw bytes per stored byte, to size the range partitions
+BIG_INPUT_PER_CORE = 64 << 20
+
+# the parse tasks' output, as Arrow and as Spark sees it
+PARSED_SCHEMA = pa.schema([
+    pa.field("file", pa.int32()), pa.field("seq", pa.int64()), pa.field("key", pa.int64()),
+    pa.field("timestamp", pa.int64()), pa.field("message", pa.string()), pa.field("raw_bytes", pa.int64()),
+])
+PARSED_DDL = "file INT, seq BIGINT, key BIGINT, timestamp BIGINT, message STRING, raw_bytes BIGINT"
+WRITTEN_DDL = ("id STRING, file STRING, begin_ts BIGINT, end_ts BIGINT, message_count BIGINT, raw_bytes BIGINT, "
+               "stored_bytes BIGINT")
+
+
+class CorruptLogFile(InvalidInput):
+    """A log file that cannot be read to its end (a truncated or corrupt gzip)."""
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    ingest_id: str
+    dataset: str
+    files: int
+    messages: int
+    messages_without_timestamp: int
+    raw_bytes: int
+    stored_bytes: int
+    archives: list[Archive] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ingest_id": self.ingest_id, "dataset": self.dataset, "files": self.files,
+                "messages": self.messages, "messages_without_timestamp": self.messages_without_timestamp,
+                "raw_bytes": self.raw_bytes, "stored_bytes": self.stored_bytes,
+                "archives": [a.to_dict() for a in self.archives], "elapsed_s": self.elapsed_s}
+
+
+# ---- inputs ---------------------------------------------------------------------------------------
+
+
+def expand_paths(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The files to ingest: each path is a file, or a directory whose regular files (at any depth)
+    are taken in sorted order. A file named twice is read once."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    if not paths:
+        raise InvalidInput("ingest: no input paths given")
+    files: list[Path] = []
+    seen: set[Path] = set()
+    for given in paths:
+        path = Path(given)
+        if not path.exists():
+            raise NotFound(f"input path {str(given)!r} does not exist")
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file())
+        elif path.is_file():
+            found = [path]
+        else:
+            raise InvalidInput(f"input path {str(given)!r} is neither a regular file nor a directory")
+        for file in found:
+            resolved = file.resolve()
+            if resolved not in seen:
+                seen.add(resolved)
+                files.append(resolved)
+    return files
+
+
+def estimated_raw_size(path: Path) -> int:
+    """Uncompressed size of a file: its size, or for gzip at least the trailer's ISIZE (mod 2**32)."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        if handle.read(2) != GZIP_MAGIC or size < 18:
+            return size
+        handle.seek(-4, os.SEEK_END)
+        isize = int.from_bytes(handle.read(4), "little")
+    return max(isize, size * 3)
+
+
+@contextlib.contextmanager
+def open_log(path: str) -> Iterator[BinaryIO]:
+    """A binary stream of the log's text: gunzipped when the file starts with the gzip magic
+    (concatenated gzip members are read one after the other, as gunzip does)."""
+    with open(path, "rb") as handle:
+        if handle.read(2) != GZIP_MAGIC:
+            handle.seek(0)
+            yield handle
+            return
+        handle.seek(0)
+        with gzip.GzipFile(fileobj=handle, mode="rb") as unzipped:
+            yield unzipped  # type: ignore[misc]
+
+
+def range_partitions(raw_bytes: int, target_size: int, parallelism: int) -> int:
+    """How many range partitions (hence write tasks) an ingest uses. Each partition rolls its own
+    archives at the target size and ends with one smaller archive, so more partitions than
+    ceil(expected stored size / target) only make small archives; the stored size is estimated
+    at 1/8 of the text. A big input (≥ 64 MiB of text per core) still uses every core, because
+    writing (zstd) is then the slow part and archives of a quarter of the target are fine."""
+    expected = math.ceil(raw_bytes / ASSUMED_COMPRESSION / target_size) if raw_bytes else 1
+    count = max(1, expected)
+    if raw_bytes >= BIG_INPUT_PER_CORE * parallelism:
+        count = max(count, parallelism)
+    return count
+
+
+# ---- executor side --------------------------------------------------------------------------------
+
+
+def _input_error(path: str, exc: BaseException) -> RuntimeError:
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, EOFError):
+        reason = f"truncated gzip ({reason})"
+    elif isinstance(exc, (gzip.BadGzipFile, zlib.error)):
+        reason = f"corrupt gzip ({reason})"
+    return RuntimeError(f"{ERROR_MARK} {path}: cannot read the log file: {reason}")
+
+
+def parse_files(files: list[str], rules: TimestampRules, block_bytes: int,
+                batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: for each file index in the input rows, the file's messages (PARSED_SCHEMA)."""
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            path = files[index]
+            try:
+                with open_log(path) as stream:
+                    for messages in read_messages(stream, rules, block_bytes):
+                        timestamps = messages.column("timestamp")
+                        seq = messages.column("seq")
+                        no_ts_key = pc.add(seq, NO_TIMESTAMP_KEY_BASE + (index << FILE_KEY_SHIFT))
+                        key = pc.coalesce(timestamps, no_ts_key)
+                        yield pa.RecordBatch.from_arrays(
+                            [pa.array([index] * messages.num_rows, pa.int32()), seq, key, timestamps,
+                             messages.column("message"), messages.column("raw_bytes")], schema=PARSED_SCHEMA)
+            except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+                raise _input_error(path, exc) from None
+
+
+def write_partition(storage_uri: str, staging: str, files: list[str], target_size: int,
+                    batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: write one sorted range partition into archives; yields their metadata.
+    Keys of timestamp-less messages sort first, so the partition is at most one run of those
+    followed by one run of timestamped messages; each run gets its own writer."""
+    fs, root = open_storage(storage_uri)
+    sources = pa.array(files, pa.string())
+    writers: dict[bool, ArchiveWriter] = {}
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            timestamps = batch.column("timestamp")
+            source = pc.take(sources, batch.column("file"))
+            has_ts = pc.is_valid(timestamps)
+            for with_ts in (False, True):
+                part = batch.filter(has_ts if with_ts else pc.invert(has_ts))
+                if part.num_rows == 0:
+                    continue
+                part_source = source.filter(has_ts if with_ts else pc.invert(has_ts))
+                table = pa.Table.from_arrays([part.column("timestamp"), part.column("message"), part_source],
+                                             schema=ARCHIVE_SCHEMA)
+                if with_ts and False in writers:
+                    writers[False].close()  # all timestamp-less rows of the partition came first
+                writer = writers.get(with_ts)
+                if writer is None:
+                    writer = writers[with_ts] = ArchiveWriter(fs, root, staging, target_size, with_ts)
+                writer.write(table, int(pc.sum(part.column("raw_bytes")).as_py() or 0))
+        written = [a for w in writers.values() for a in w.close()]
+    except BaseException:
+        for writer in writers.values():
+            writer.abort()
+        raise
+    if written:
+        yield written_table(written).to_batches()[0]
+
+
+# ---- driver side ----------------------------------------------------------------------------------
+
+
+def _spark_input_error(exc: BaseException) -> CorruptLogFile | None:
+    match = re.search(re.escape(ERROR_MARK) + r" ([^\n]*)", str(exc))
+    return CorruptLogFile(match.group(1).strip()) if match else None
+
+
+def _delete_quietly(fs: Any, full_path: str, directory: bool = False) -> None:
+    try:
+        if directory:
+            fs.delete_dir(full_path)
+        else:
+            fs.delete_file(full_path)
+    except (FileNotFoundError, OSError):
+        pass
+
+
+def _run_job(client: Client, files: list[str], rules: TimestampRules, storage_uri: str, staging: str,
+             partitions: int, target_size: int, on_fraction: Callable[[float], None]) -> list[dict[str, Any]]:
+    from ..catalog.job import track_tasks
+
+    spark = client.spark()
+    block_bytes = BLOCK_BYTES
+    file_ids = spark.range(0, len(files), 1, len(files)).selectExpr("CAST(id AS INT) AS file")
+    parsed = file_ids.mapInArrow(lambda it: parse_files(files, rules, block_bytes, it), PARSED_DDL)
+    # a round-robin shuffle first: the range exchange samples its input to find the bounds, and
+    # would otherwise parse every file twice (once to sample, once to shuffle); now it samples the
+    # parsed rows from the first shuffle's output
+    spread = parsed.repartition(max(partitions, min(len(files), spark.sparkContext.defaultParallelism)))
+    ordered = spread.repartitionByRange(partitions, "key").sortWithinPartitions("key", "file", "seq")
+    written = ordered.mapInArrow(
+        lambda it: write_partition(storage_uri, staging, files, target_size, it), WRITTEN_DDL)
+    with track_tasks(spark, f"tidekeep-ingest-{posixpath.basename(staging)}", on_fraction):
+        rows = written.collect()
+    return [row.asDict() for row in rows]
+
+
+def ingest_logs(client: Client, dataset: str, paths: Sequence[str | os.PathLike[str]], *, timezone: str = "UTC",
+                timestamp_format: str | None = None, progress: Progress | None = None) -> IngestReport:
+    """Compress the log files at `paths` into archives of `dataset` (see the module docstring)."""
+    began = time.perf_counter()
+    dataset = check_dataset(dataset)
+    now = client.clock.now_ms()
+    rules = make_rules(timezone, timestamp_format, now)
+    inputs = expand_paths(paths)
+    ingest_id = uuid.uuid4().hex
+    client.db.ensure_schema()
+    files = [str(p) for p in inputs]
+    raw_estimate = sum(estimated_raw_size(p) for p in inputs)
+    if not files:
+        return IngestReport(ingest_id, dataset, 0, 0, 0, 0, 0, [], time.perf_counter() - began)
+
+    from ..catalog.job import monotonic
+
+    report_progress = monotonic(progress) if progress is not None else None
+    if report_progress is not None:
+        report_progress(0, raw_estimate)
+
+    def on_fraction(fraction: float) -> None:
+        if report_progress is not None:
+            report_progress(int(fraction * raw_estimate), raw_estimate)
+
+    target_size = int(client.settings["archives.target_size"])
+    spark = client.spark()
+    partitions = range_partitions(raw_estimate, target_size, spark.sparkContext.defaultParallelism)
+    storage_uri = client.storage.uri_of("")
+    staging = f"{ARCHIVES_DIR}/{dataset}/_ingest-{ingest_id}"
+    fs = client.storage.fs
+    moved: list[str] = []
+    try:
+        try:
+            written = _run_job(client, files, rules, storage_uri, staging, partitions, target_size, on_fraction)
+        except Exception as exc:
+            typed = _spark_input_error(exc)
+            if typed is not None:
+                raise typed from None
+            raise
+        fault_point("archive_ingest_after_write")
+        archives: list[Archive] = []
+        for row in sorted(written, key=lambda r: (r["begin_ts"] is not None, r["begin_ts"] or 0, r["id"])):
+            final = archive_path(dataset, row["id"])
+            fs.move(client.storage.full_path(row["file"]), client.storage.full_path(final))
+            moved.append(final)
+            archives.append(Archive(row["id"], dataset, row["begin_ts"], row["end_ts"], row["message_count"],
+                                    row["raw_bytes"], row["stored_bytes"], final, now, ingest_id))
+        fault_point("archive_ingest_before_register")
+        from .store import ArchiveStore
+
+        registered = ArchiveStore(client).register(archives, audit_reason=f"ingest {ingest_id}")
+    except BaseException:
+        for final in moved:
+            _delete_quietly(fs, client.storage.full_path(final))
+        raise
+    finally:
+        _delete_quietly(fs, client.storage.full_path(staging), directory=True)
+    if report_progress is not None:
+        report_progress(raw_estimate, raw_estimate)
+    without_ts = sum(a.message_count for a in registered if a.end_ts is None)
+    report = IngestReport(ingest_id, dataset, len(files), sum(a.message_count for a in registered), without_ts,
+                          sum(a.raw_bytes for a in registered), sum(a.stored_bytes for a in registered), registered,
+                          time.perf_counter() - began)
+    log.info("ingest %s into %s: %d file(s), %d message(s), %d archive(s), %d -> %d bytes", ingest_id, dataset,
+             report.files, report.messages, len(registered), report.raw_bytes, report.stored_bytes)
+    return report
+
+
+__all__ = ["CorruptLogFile", "IngestReport", "expand_paths", "ingest_logs", "open_log", "range_partitions"]
