@@ -40,9 +40,13 @@ def register(app: typer.Typer) -> None:
         json_logs: Annotated[bool, typer.Option("--json-logs", help="Log JSON lines instead of text")] = False,
         no_catalog: Annotated[bool, typer.Option(
             "--no-catalog", help="Do not run the catalog job and purge on catalog.schedule")] = False,
+        no_archives: Annotated[bool, typer.Option(
+            "--no-archives", help="Do not run the archive and search-result garbage collectors")] = False,
     ) -> None:
         """Run the controller service: retention cycles for every stream with a policy, the sweep,
-        and the catalog job then the purge on catalog.schedule (cron, UTC; default daily at 00:00).
+        the catalog job then the purge on catalog.schedule (cron, UTC; default daily at 00:00), and
+        the archive and search-result garbage collectors on garbage_collector.sweep_interval (those
+        whose retention period is set).
 
         Several processes on one PostgreSQL store divide the streams through leases. SIGTERM or
         SIGINT finishes the current stream, releases the leases and exits 0. Logs go to stderr.
@@ -53,7 +57,7 @@ def register(app: typer.Typer) -> None:
             frequency_ms=_duration("--frequency", frequency, settings["retention.frequency"]),
             lease_ttl_ms=_duration("--lease-ttl", lease_ttl, 30_000),
             sweep_every_ms=_duration("--sweep-every", sweep_every, 3_600_000),
-            once=once, json_logs=json_logs, catalog=not no_catalog)
+            once=once, json_logs=json_logs, catalog=not no_catalog, archives=not no_archives)
         configure_service_logging(settings["log.level"], json_logs)
         client = Client(settings)
         try:

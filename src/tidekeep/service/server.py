@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import errors
+from ..archives.gc_schedule import CollectorTask, collector_tasks
 from ..catalog.schedule import CatalogTask, parse_cron
 from ..client import Client
 from .leases import LeaseStore, new_owner_id
@@ -37,6 +38,7 @@ class ServeOptions:
     json_logs: bool = False
     retry_base_ms: int = 1_000
     catalog: bool = True  # run the catalog job and purge on catalog.schedule
+    archives: bool = True  # run the archive and search-result collectors (archives/gc_schedule.py)
 
 
 class JsonFormatter(logging.Formatter):
@@ -95,6 +97,11 @@ def catalog_task(client: Client, options: ServeOptions) -> CatalogTask:
                        purge=lambda: client.catalog.purge(), retry_base_ms=max(options.retry_base_ms, 1_000))
 
 
+def archive_tasks(client: Client, options: ServeOptions) -> list[CollectorTask]:
+    """The garbage collectors whose retention period is set, each on its sweep interval under its lease."""
+    return collector_tasks(client) if options.archives else []
+
+
 def build_service(client: Client, options: ServeOptions, owner: str | None = None) -> RetentionService:
     retention = client.retention
     return RetentionService(
@@ -104,7 +111,7 @@ def build_service(client: Client, options: ServeOptions, owner: str | None = Non
         sweep=lambda: maintain(client),
         frequency_ms=options.frequency_ms, ttl_ms=options.lease_ttl_ms, sweep_every_ms=options.sweep_every_ms,
         retry_base_ms=options.retry_base_ms, skip_errors=skip_errors(), describe=describe_decision,
-        periodic=[catalog_task(client, options)] if options.catalog else [])
+        periodic=([catalog_task(client, options)] if options.catalog else []) + archive_tasks(client, options))
 
 
 @contextmanager
