@@ -175,6 +175,10 @@ class SearchJobStore:
 
     def list(self, limit: int = 100, state: str | None = None) -> builtins.list[SearchJob]:
         """Jobs, newest first."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput(f"invalid job limit {limit!r}: expected a whole number from 1")
+        if state is not None and (not isinstance(state, str) or state.upper() not in JobState.__members__):
+            raise InvalidInput(f"invalid job state {state!r}: expected one of {', '.join(JobState)}")
         query = sa.select(archive_search_jobs).order_by(archive_search_jobs.c.id.desc()).limit(limit)
         if state is not None:
             query = query.where(archive_search_jobs.c.state == str(JobState(state.upper())))

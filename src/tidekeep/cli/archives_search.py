@@ -1,9 +1,169 @@
-"""`tidekeep archives` commands (placeholder: filled in by the archives search work)."""
+"""`tidekeep archives search|results|jobs|job|cancel`: search jobs and their results cache
+(archives/search.py, archives/results.py).
+
+`search` runs the job in this process (a Spark job, with a progress bar on a terminal) and prints
+the job and the first page of results. It exits 0 when the job SUCCEEDED and 1 otherwise (FAILED,
+or CANCELLED/KILLED from elsewhere while it ran), with one line on stderr saying why; --json
+output is printed either way.
+"""
 
 from __future__ import annotations
 
+import sys
+from typing import Annotated
+
 import typer
+
+from ..archives.model import JobState, SearchJob
+from ..archives.results import MAX_PAGE_SIZE, ResultsPage
+from .context import open_client
+from .output import emit, emit_json, emit_table, fields, iso_utc
+from .progress import progress_bar
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+JobArg = Annotated[str, typer.Argument(metavar="JOB", help="Search job id")]
+PageOption = Annotated[int, typer.Option("--page", metavar="N", help="Page number, from 1")]
+PageSizeOption = Annotated[int, typer.Option("--page-size", metavar="N",
+                                             help=f"Results per page, 1 to {MAX_PAGE_SIZE}")]
+UNFINISHED_EXIT_CODE = 1  # FAILED, CANCELLED or KILLED: the results are missing or incomplete
+
+
+def _shown(message: str) -> str:
+    # one result per line: a multi-line message shows its line breaks as \n
+    return message.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
+
+
+def print_job_line(job: SearchJob) -> None:
+    when = f"completed {iso_utc(job.completed_ms)}" if job.completed_ms is not None else "running"
+    emit(f"search job {job.id} {job.state}: {job.archives_searched} archive(s) searched, "
+         f"{job.results_count} result(s); created {iso_utc(job.created_ms)}, {when}")
+    if job.error:
+        emit(f"error: {job.error}")
+
+
+def print_page(page: ResultsPage) -> None:
+    if not page.rows:
+        emit("no results" if page.total == 0 else f"page {page.page} is past the last page ({page.pages})")
+        return
+    emit_table(["TIMESTAMP", "ARCHIVE", "MESSAGE"],
+               [[iso_utc(r["timestamp"]) or "-", r["archive_id"], _shown(r["message"])] for r in page.rows])
+    first = (page.page - 1) * page.page_size + 1
+    emit(f"results {first}-{first + len(page.rows) - 1} of {page.total} (page {page.page} of {page.pages})")
+    if page.page < page.pages:
+        emit(f"next: tidekeep archives results {page.job.id} --page {page.page + 1} --page-size {page.page_size}")
+
+
+def job_fields(job: SearchJob) -> list[tuple[str, object]]:
+    time_range = "-" if job.begin_ts is None and job.end_ts is None else \
+        f"[{iso_utc(job.begin_ts) or '-'}, {iso_utc(job.end_ts) or '-'}] (inclusive)"
+    flags = ", ".join(f for f, on in (("regex", job.regex), ("ignore case", job.ignore_case)) if on) or "-"
+    return [("id", job.id), ("dataset", job.dataset), ("query", job.query), ("options", flags),
+            ("time range", time_range), ("state", job.state), ("created", iso_utc(job.created_ms)),
+            ("completed", iso_utc(job.completed_ms) or "-"),
+            ("lower bound", iso_utc(job.lower_bound_ms) or "- (archive_output.retention_period not set)"),
+            ("archives searched", job.archives_searched), ("results", job.results_count),
+            ("results path", job.results_path or "-"),
+            ("results expired", iso_utc(job.results_expired_ms) or "-"), ("error", job.error or "-"),
+            ("actor", job.actor)]
+
+
+def _fail_unless_succeeded(job: SearchJob) -> None:
+    if job.state is JobState.SUCCEEDED:
+        return
+    sys.stdout.flush()
+    why = {JobState.FAILED: f"failed: {job.error}", JobState.CANCELLED: "was cancelled",
+           JobState.KILLED: "was killed (it ran longer than search.max_runtime)"}.get(job.state, str(job.state))
+    sys.stderr.write(f"error: search job {job.id} {' '.join(why.split())}\n")
+    raise typer.Exit(UNFINISHED_EXIT_CODE)
 
 
 def register(app: typer.Typer) -> None:
-    del app
+    @app.command("search")
+    def search(
+        ctx: typer.Context,
+        dataset: Annotated[str, typer.Argument(help="Dataset to search")],
+        query: Annotated[str, typer.Argument(
+            help="Wildcard query (* any run, ? one character, \\ escapes), matched anywhere in a message; "
+                 "a regex with --regex")],
+        begin: Annotated[str | None, typer.Option(
+            "--begin", metavar="T", help="Earliest timestamp, inclusive: ISO-8601 (no zone = UTC) or epoch ms")] = None,
+        end: Annotated[str | None, typer.Option(
+            "--end", metavar="T", help="Latest timestamp, inclusive: ISO-8601 (no zone = UTC) or epoch ms")] = None,
+        regex: Annotated[bool, typer.Option("--regex", help="QUERY is an RE2 regex (search semantics)")] = False,
+        ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i", help="Match case-insensitively")] = False,
+        page_size: PageSizeOption = 50,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Run a search job over DATASET's archives (those overlapping the time range and not expired)
+        and print the job and the first page of results. Exits 1 unless the job SUCCEEDED."""
+        with open_client(ctx) as client, progress_bar("searching archives", not json_output) as update:
+            from ..archives.results import check_paging
+
+            check_paging(1, page_size)  # before the job: bad input creates nothing
+            job = client.archives.search(dataset, query, begin=begin, end=end, regex=regex, ignore_case=ignore_case,
+                                         progress=update)
+            page = client.archives.results(job.id, page=1, page_size=page_size)
+        if json_output:
+            emit_json(page.to_dict())
+        else:
+            print_job_line(page.job)
+            emit("")
+            print_page(page)
+        _fail_unless_succeeded(page.job)
+
+    @app.command("results")
+    def results(ctx: typer.Context, job_id: JobArg, page: PageOption = 1, page_size: PageSizeOption = 50,
+                json_output: JsonFlag = False) -> None:
+        """One page of a search job's results, newest timestamp first (messages without a timestamp
+        last), then by archive id and position. Results that have expired are not found (exit 3)."""
+        with open_client(ctx) as client:
+            shown = client.archives.results(job_id, page=page, page_size=page_size)  # type: ignore[arg-type]
+        if json_output:
+            emit_json(shown.to_dict())
+            return
+        print_job_line(shown.job)
+        emit("")
+        print_page(shown)
+
+    @app.command("jobs")
+    def jobs(
+        ctx: typer.Context,
+        state: Annotated[str | None, typer.Option(
+            "--state", metavar="S", help=f"Only jobs in this state ({', '.join(JobState)})")] = None,
+        limit: Annotated[int, typer.Option("--limit", metavar="N", help="At most N jobs, newest first")] = 100,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Search jobs, newest first."""
+        with open_client(ctx) as client:
+            found = client.archives.jobs(limit=limit, state=state)
+        if json_output:
+            emit_json([j.to_dict() for j in found])
+            return
+        if not found:
+            emit("no search jobs")
+            return
+        emit_table(["ID", "STATE", "DATASET", "QUERY", "CREATED", "COMPLETED", "ARCHIVES", "RESULTS"],
+                   [[j.id, j.state, j.dataset, _shown(j.query) + (" (regex)" if j.regex else ""),
+                     iso_utc(j.created_ms), iso_utc(j.completed_ms) or "-", j.archives_searched, j.results_count]
+                    for j in found])
+
+    @app.command("job")
+    def job(ctx: typer.Context, job_id: JobArg, json_output: JsonFlag = False) -> None:
+        """One search job: its query, range, state, lower bound, counts and results location."""
+        with open_client(ctx) as client:
+            found = client.archives.job(job_id)  # type: ignore[arg-type]
+        if json_output:
+            emit_json(found.to_dict())
+        else:
+            fields(job_fields(found))
+
+    @app.command("cancel")
+    def cancel(ctx: typer.Context, job_id: JobArg, json_output: JsonFlag = False) -> None:
+        """Cancel a RUNNING search job. The process running it stops its Spark job within a moment
+        and stores how far it got; results written so far stay until they expire."""
+        with open_client(ctx) as client:
+            cancelled = client.archives.cancel(job_id)  # type: ignore[arg-type]
+        if json_output:
+            emit_json(cancelled.to_dict())
+        else:
+            emit(f"search job {cancelled.id} {cancelled.state} at {iso_utc(cancelled.completed_ms)}")
