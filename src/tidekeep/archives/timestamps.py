@@ -36,6 +36,8 @@ continuation of the message before it, never an error.
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 import re
 import zoneinfo
 from dataclasses import dataclass
@@ -231,23 +233,35 @@ def _zone_offset_ms(zone_text: pa.Array, present: np.ndarray) -> np.ndarray:
 def wall_to_utc_ms(wall_ms: np.ndarray, valid: np.ndarray, timezone: str) -> np.ndarray:
     """UTC ms of wall-clock times (as ms since 1970-01-01 on the wall) in `timezone`, with fold=0:
     an ambiguous time takes the earlier instant, a time in a DST gap the offset before the gap.
-    Arrow's "earliest" gives, for a gap, the last instant before it; that instant's offset is the
-    offset before the gap, so `wall - offset(earliest)` is fold=0 for every row."""
-    if timezone == "UTC":
+
+    The offset is looked up with zoneinfo once per distinct wall-clock minute (zone changes happen
+    on minute boundaries, and a log spans few distinct minutes per block). Not Arrow's
+    assume_timezone: its zone database stops applying DST rules after 2037."""
+    if timezone == "UTC" or not valid.any():
         return wall_ms
-    # keep rows Arrow's calendar handles (the result is range-checked afterwards anyway)
-    ok = valid & (wall_ms >= -2 * DAY_MS) & (wall_ms <= MAX_MS + 2 * DAY_MS)
-    naive = pa.array(np.where(ok, wall_ms, 0), type=pa.int64()).cast(pa.timestamp("ms"))
-    earliest = pc.assume_timezone(naive, timezone=timezone, ambiguous="earliest", nonexistent="earliest")
-    back = pc.local_timestamp(earliest)
-    instant = np.asarray(earliest.cast(pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
-    local = np.asarray(back.cast(pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
-    return np.where(ok, wall_ms - (local - instant), wall_ms)
+    minutes = wall_ms[valid] // 60_000
+    distinct, inverse = np.unique(minutes, return_inverse=True)
+    offsets = np.fromiter((_offset_ms(timezone, int(m)) for m in distinct), dtype=np.int64, count=len(distinct))
+    out = wall_ms.copy()
+    out[valid] = wall_ms[valid] - offsets[inverse.reshape(-1)]
+    return out
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _offset_ms(timezone: str, wall_minute: int) -> int:
+    """The zone's UTC offset (fold=0) at a wall-clock minute; 0 outside datetime's years."""
+    try:
+        wall = _EPOCH + dt.timedelta(minutes=wall_minute)
+    except OverflowError:
+        return 0
+    offset = wall.replace(tzinfo=zoneinfo.ZoneInfo(timezone)).utcoffset()
+    return 0 if offset is None else int(offset.total_seconds() * 1000)
 
 
 def year_of(now_ms: int, timezone: str) -> int:
-    import datetime as dt
-
     return dt.datetime.fromtimestamp(now_ms / 1000, zoneinfo.ZoneInfo(timezone)).year
 
 
