@@ -272,3 +272,10 @@ def test_the_recheck_inside_the_delete_transaction_honours_new_holds_and_searche
     assert set(report.kept_by_recheck) == {held.id, searched.id}
     assert live_ids(gc_client) == {held.id, searched.id}
     assert journal_rows(gc_client) == [gone.id]  # only the deleted archive's row remains for its file
+
+
+def test_cli_ages_are_readable() -> None:
+    from tidekeep.cli.archives_gc import format_age
+
+    assert [format_age(v) for v in (5, 42_000, 2 * HOUR, 2 * HOUR + 5 * MIN + 7_000, 1107 * 24 * HOUR + 6 * HOUR)] == \
+        ["5ms", "42s", "2h", "2h 5m", "1107d 6h"]

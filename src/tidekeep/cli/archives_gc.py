@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from ..archives.gc import GcReport
-from ..units import format_duration
 from .context import open_client
 from .output import emit, emit_json, emit_table, format_bytes, iso_utc
 from .progress import progress_bar
@@ -16,11 +15,24 @@ from .progress import progress_bar
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
 
 
+def format_age(ms: int) -> str:
+    """An age for people: its two largest units ("3d 4h", "2h 5m", "42s"); exact values are in --json."""
+    if ms < 1000:
+        return f"{ms}ms"
+    parts = []
+    rest = ms // 1000
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return " ".join(parts[:2])
+
+
 def print_report(report: GcReport) -> None:
     archives, results = report.archives, report.results
     emit(archives.summary())
     if archives.enabled and (archives.dry_run or archives.candidates):
-        rows = [[c["archive_id"], c["dataset"], iso_utc(c["end_ts"]), format_duration(c["age_ms"]), c["bytes"],
+        rows = [[c["archive_id"], c["dataset"], iso_utc(c["end_ts"]), format_age(c["age_ms"]), c["bytes"],
                  c["why"]] for c in archives.candidates]
         if rows:
             emit("")
@@ -30,21 +42,21 @@ def print_report(report: GcReport) -> None:
         emit("")
         emit("expired but held (kept):")
         emit_table(["ARCHIVE", "DATASET", "END", "AGE", "BYTES", "WHY"],
-                   [[h["archive_id"], h["dataset"], iso_utc(h["end_ts"]), format_duration(h["age_ms"]), h["bytes"],
+                   [[h["archive_id"], h["dataset"], iso_utc(h["end_ts"]), format_age(h["age_ms"]), h["bytes"],
                      h["why"]] for h in archives.held])
     if archives.killed_jobs:
         emit("")
         emit("searches that would be killed (ran longer than search.max_runtime):" if archives.dry_run
              else "searches killed (ran longer than search.max_runtime):")
         emit_table(["JOB", "DATASET", "CREATED", "RUNTIME", "QUERY"],
-                   [[k["job_id"], k["dataset"], iso_utc(k["created_ms"]), format_duration(k["runtime_ms"]), k["query"]]
+                   [[k["job_id"], k["dataset"], iso_utc(k["created_ms"]), format_age(k["runtime_ms"]), k["query"]]
                     for k in archives.killed_jobs])
     emit(results.summary())
     if results.expired:
         emit("")
         emit("search results that would expire:" if results.dry_run else "search results expired:")
         emit_table(["JOB", "DATASET", "STATE", "COMPLETED", "AGE", "BYTES"],
-                   [[e["job_id"], e["dataset"], e["state"], iso_utc(e["completed_ms"]), format_duration(e["age_ms"]),
+                   [[e["job_id"], e["dataset"], e["state"], iso_utc(e["completed_ms"]), format_age(e["age_ms"]),
                      e["bytes"]] for e in results.expired])
     if not archives.dry_run and archives.bytes_freed + results.bytes_freed:
         emit(f"freed {format_bytes(archives.bytes_freed + results.bytes_freed)}")
