@@ -279,3 +279,19 @@ def test_cli_ages_are_readable() -> None:
 
     assert [format_age(v) for v in (5, 42_000, 2 * HOUR, 2 * HOUR + 5 * MIN + 7_000, 1107 * 24 * HOUR + 6 * HOUR)] == \
         ["5ms", "42s", "2h", "2h 5m", "1107d 6h"]
+
+
+def test_a_backlog_is_collected_in_rounds(gc_client: tk.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tidekeep.archives.gc as gc_module
+
+    monkeypatch.setattr(gc_module, "GC_BATCH_SIZE", 2)
+    old = [ending(gc_client, "web" if i % 2 else "db", T0 - (2 + i) * HOUR) for i in range(5)]
+    young = ending(gc_client, "web", T0)
+    progress: list[tuple[int, int]] = []
+    report = collect_archives(gc_client, progress=lambda done, total: progress.append((done, total)))
+    assert report.deleted == 5 and report.files_deleted == 5 and live_ids(gc_client) == {young.id}
+    assert not any(file_exists(gc_client, a) for a in old) and journal_rows(gc_client) == []
+    assert progress == [(i, 5) for i in range(1, 6)]
+    # dataset by dataset (db ×3, web ×2): rounds {db, db}, {db, web}, {web}; one audit per dataset per round
+    targets = [e["target"] for e in reversed(gc_client.audit()) if e["action"] == "archive_expire"]
+    assert targets == ["archives/db", "archives/db", "archives/web", "archives/web"]

@@ -21,6 +21,8 @@ One sweep, in crash-safe order (the decisions are in expiry.py):
 7. Orphan sweep: files under archives/ that no archive row and no journal row names, older than
    `sweep.grace` (left by a crashed ingest), are deleted.
 
+Steps 4–6 go in rounds of GC_BATCH_SIZE candidates, so a long backlog keeps each transaction small.
+
 The journal lives in the metadata store rather than in a local file (CLP's choice) so a collector
 on another host that takes over the lease finds and finishes a crashed sweep. Every step is
 idempotent; a rerun after a crash anywhere finishes the work.
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tidekeep.archives.gc")
 Progress = Callable[[int, int], None]  # (files done, files total)
+GC_BATCH_SIZE = 1000  # candidates journaled, deleted from the metadata and from storage per round
 
 
 def configure_gc_logging(client: Client) -> None:
@@ -232,14 +235,16 @@ def _ensure_journaled(conn: Connection, candidates: Sequence[Archive], now: int)
                                           for a in missing])
 
 
-def delete_metadata(client: Client, plan: ArchivePlan, report: ArchiveGcReport) -> list[Archive]:
+def delete_metadata(client: Client, plan: ArchivePlan, report: ArchiveGcReport,
+                    batch: Sequence[Archive] | None = None) -> list[Archive]:
     """Step 5: in one transaction, re-check and delete the rows (and catalog records) of the
-    candidates that are still expired and unheld; returns those deleted."""
+    candidates (of `batch`, default all) that are still expired and unheld; returns those deleted."""
     retention = plan.retention_minutes
     now = plan.now_ms
-    ids = [a.id for a in plan.candidates]
+    candidates = plan.candidates if batch is None else batch
+    ids = [a.id for a in candidates]
     with client.db.write() as conn:
-        for dataset in sorted({a.dataset for a in plan.candidates}):
+        for dataset in sorted({a.dataset for a in candidates}):
             lock_dataset(conn, dataset)  # a hold on the dataset or one of its archives waits for us
         held_datasets, held_archives = load_holds(conn)
         expiry = safe_expiry_ms(now, retention, oldest_running_created_ms(conn, now))
@@ -270,9 +275,9 @@ def delete_metadata(client: Client, plan: ArchivePlan, report: ArchiveGcReport) 
                     "bytes": [a.stored_bytes for a in group], "expiry_ms": expiry, "retention_minutes": retention,
                     "held_back_by_job": plan.held_back_by.id if plan.held_back_by is not None else None,
                     "reason": "retention"})
-    report.kept_by_recheck = [a.id for a in kept]
-    report.deleted = len(survivors)
-    report.bytes_freed = sum(a.stored_bytes for a in survivors)
+    report.kept_by_recheck += [a.id for a in kept]
+    report.deleted += len(survivors)
+    report.bytes_freed += sum(a.stored_bytes for a in survivors)
     return survivors
 
 
@@ -340,14 +345,18 @@ def collect_archives(client: Client, dry_run: bool = False, progress: Progress |
         log.info("archive sweep (dry run): %s", report.summary())
         return report
     report.killed_jobs = [_job_view(j, now) for j in kill_overlong_searches(client, plan.kill, now)]
-    if plan.candidates:
-        write_journal(client, plan.candidates, now)
+    # in batches, so one sweep over a long backlog keeps its transactions and IN lists bounded
+    total = len(plan.candidates)
+    for start in range(0, total, GC_BATCH_SIZE):
+        batch = plan.candidates[start:start + GC_BATCH_SIZE]
+        write_journal(client, batch, now)
         fault_point("archive_gc.after_journal")
-        deleted = delete_metadata(client, plan, report)
+        deleted = delete_metadata(client, plan, report, batch)
         fault_point("archive_gc.after_metadata")
-        kept = set(report.kept_by_recheck)
-        report.candidates = [c for c in report.candidates if c["archive_id"] not in kept]
-        delete_files(client, deleted, report, progress)
+        delete_files(client, deleted, report, None if progress is None else
+                     lambda done, _total, base=start: progress(base + done, total))
+    kept = set(report.kept_by_recheck)
+    report.candidates = [c for c in report.candidates if c["archive_id"] not in kept]
     sweep_orphans(client, now, False, report)
     log.info("archive sweep: %s", report.summary())
     return report
