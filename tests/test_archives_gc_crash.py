@@ -177,3 +177,24 @@ def test_result_collector_killed_between_marking_and_deleting(metadata_url: str,
         assert len([e for e in client.audit(limit=1000) if e["action"] == "search_results_expire"]) == 3
     finally:
         client.close()
+
+
+def test_two_collectors_at_once_delete_each_archive_exactly_once(metadata_url: str, tmp_path: Path) -> None:
+    """`tidekeep archives gc` started beside another (say, serve's): both finish, every expired
+    archive is deleted once (one audit entry names it), every survivor is intact."""
+    env = gc_env(tmp_path, metadata_url)
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
+    try:
+        corpus = Corpus(client, expired_count=30)
+        procs = [subprocess.Popen([*GC, "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        outputs = [p.communicate(timeout=180) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], [err for _, err in outputs]
+        corpus.check_finished(client)
+        deleted = [json.loads(out)["archives"]["deleted"] for out, _ in outputs]
+        assert sum(deleted) == 30
+        expires = [e for e in client.audit(limit=1000) if e["action"] == "archive_expire"]
+        named = [i for e in expires for i in json.loads(e["details"])["archives"]]
+        assert sorted(named) == sorted(a.id for a in corpus.expired)
+    finally:
+        client.close()

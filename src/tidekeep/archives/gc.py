@@ -184,7 +184,9 @@ def replay_journal(client: Client, report: ArchiveGcReport) -> None:
             archives_table.c.id.in_([r.archive_id for r in rows]))).scalars())
         never_deleted = [r.archive_id for r in rows if r.archive_id in alive]
         if never_deleted:
-            conn.execute(sa.delete(journal).where(journal.c.archive_id.in_(never_deleted)))
+            # re-tested in the statement itself: a concurrent sweep may have just committed their deletion
+            still_alive = sa.exists().where(archives_table.c.id == journal.c.archive_id)
+            conn.execute(sa.delete(journal).where(journal.c.archive_id.in_(never_deleted), still_alive))
     report.journal_dropped += len(never_deleted)
     for row in rows:
         if row.archive_id in alive:
