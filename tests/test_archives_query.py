@@ -12,12 +12,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tidekeep.archives.query import Kind, compile_query, tokenize
+from tidekeep.archives.query import Kind, Matcher, compile_query, tokenize
 from tidekeep.errors import InvalidInput
 
-# literals chosen to exercise LIKE's own metacharacters (% _ \), regex metacharacters, line
+# literals chosen to exercise LIKE's metacharacters (% _ \), RE2's metacharacters, NUL, line
 # breaks, and non-ASCII case folding: K/k/KELVIN SIGN, s/S/LONG S, ß/CAPITAL SHARP S, é/É
-ALPHABET = "abAB%_\\*?.\n kK\u212asS\u017f\u00df\u1e9e\u00e9\u00c9\u65e5"
+ALPHABET = "abAB%_\\*?.()|[]{}^$+\x00\n kK\u212asS\u017f\u00df\u1e9e\u00e9\u00c9\u65e5"
 STAR, ONE = "STAR", "ONE"
 
 
@@ -129,16 +129,15 @@ def test_regex_has_search_semantics(pattern: str, texts: list[str], ignore_case:
     assert apply(pattern, texts, regex=True, ignore_case=ignore_case) == expected
 
 
-def test_kinds_pick_the_cheapest_kernel() -> None:
-    assert compile_query("error").kind is Kind.SUBSTRING
-    assert compile_query("a\\*b").pattern == "a*b" and compile_query("a\\*b").kind is Kind.SUBSTRING
-    assert compile_query("***").kind is Kind.ALL
-    assert compile_query("a*b").kind is Kind.LIKE
-    assert compile_query("a*b").pattern == "%a%b%"
-    assert compile_query("50%_?").pattern == "%50\\%\\__%"
-    assert compile_query("a\\\\?").pattern == "%a\\\\_%"
-    assert compile_query("a**b").pattern == "%a%b%"
-    assert compile_query("^GET", regex=True).kind is Kind.REGEX
+def test_wildcards_compile_to_re2() -> None:
+    assert compile_query("error") == Matcher(Kind.WILDCARD, "(?s)error", False)
+    assert compile_query("a\\*b").pattern == "(?s)a\\*b"
+    assert compile_query("***").kind is Kind.ALL and compile_query("*", ignore_case=True).kind is Kind.ALL
+    assert compile_query("*a**b*?").pattern == "(?s)a.*b.*."
+    assert compile_query("50%_?").pattern == "(?s)50%_."
+    assert compile_query("a\\\\?").pattern == "(?s)a\\\\."
+    assert compile_query("(x|y)[1]{2}^$+.").pattern == "(?s)\\(x\\|y\\)\\[1\\]\\{2\\}\\^\\$\\+\\."
+    assert compile_query("^GET", regex=True) == Matcher(Kind.REGEX, "^GET", False)
 
 
 def test_worked_examples() -> None:

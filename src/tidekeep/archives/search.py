@@ -128,10 +128,10 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
                 if table.num_rows == 0:
                     continue
                 found = pa.table({
-                    "job_id": pa.array([job_id] * table.num_rows, pa.int64()),
+                    "job_id": pa.repeat(pa.scalar(job_id, pa.int64()), table.num_rows),
                     "timestamp": table.column("timestamp").cast(pa.int64()),
                     "message": table.column("message").cast(pa.string()),
-                    "archive_id": pa.array([task.archive_id] * table.num_rows, pa.string()),
+                    "archive_id": pa.repeat(pa.scalar(task.archive_id, pa.string()), table.num_rows),
                 }, schema=RESULT_SCHEMA)
                 if writer is None:
                     results_fs.create_dir(results_path, recursive=True)
