@@ -88,7 +88,12 @@ def test_mixed_formats_in_one_file_are_each_converted_and_sorted(tmp_path: Path,
         "<13>Jul  1 12:00:00 host syslog": ms("2024-07-01T12:00:00"),
         "2024-07-01T12:00:05.999999Z micro": ms("2024-07-01T12:00:05.999"),
     }
-    report = client.archives.ingest("mixed", [write(tmp_path / "mixed.log", "\n".join(lines) + "\n")])
+    calls: list[tuple[int, int]] = []
+    report = client.archives.ingest("mixed", [write(tmp_path / "mixed.log", "\n".join(lines) + "\n")],
+                                    progress=lambda done, total: calls.append((done, total)))
+    size = len(("\n".join(lines) + "\n").encode())
+    assert calls[0] == (0, size) and calls[-1] == (size, size)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls) and {t for _, t in calls} == {size}
     [archive] = report.archives
     rows = rows_of(client, archive)
     assert [(r["message"], r["timestamp"]) for r in rows] == sorted(lines.items(), key=lambda kv: kv[1])

@@ -41,7 +41,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidInput, NotFound
-from ..faults import fault_point
 from .archive_writer import ArchiveWriter, open_storage, written_table
 from .messages import BLOCK_BYTES, read_messages
 from .model import ARCHIVE_SCHEMA, ARCHIVES_DIR, Archive, archive_path, check_dataset
@@ -309,7 +308,6 @@ def ingest_logs(client: Client, dataset: str, paths: Sequence[str | os.PathLike[
             if typed is not None:
                 raise typed from None
             raise
-        fault_point("archive_ingest_after_write")
         archives: list[Archive] = []
         for row in sorted(written, key=lambda r: (r["begin_ts"] is not None, r["begin_ts"] or 0, r["id"])):
             final = archive_path(dataset, row["id"])
@@ -317,7 +315,6 @@ def ingest_logs(client: Client, dataset: str, paths: Sequence[str | os.PathLike[
             moved.append(final)
             archives.append(Archive(row["id"], dataset, row["begin_ts"], row["end_ts"], row["message_count"],
                                     row["raw_bytes"], row["stored_bytes"], final, now, ingest_id))
-        fault_point("archive_ingest_before_register")
         from .store import ArchiveStore
 
         registered = ArchiveStore(client).register(archives, audit_reason=f"ingest {ingest_id}")
