@@ -225,10 +225,13 @@ def run_search(client: Client, dataset: str, query: str, *, begin: int | str | N
     archive_store, jobs = ArchiveStore(client), SearchJobStore(client)
     if not archive_store.dataset_exists(dataset):
         raise NotFound(f"dataset {dataset!r} does not exist")
+    # Spark starts before the job exists: a RUNNING job holds the archive collector back, and
+    # the job's duration should be the search, not the JVM's start-up
+    spark = client.spark()
     job = jobs.create(dataset, query, regex=regex, ignore_case=ignore_case, begin_ts=time_range.begin_ms,
                       end_ts=time_range.end_ms, retention_minutes=client.settings["archive_output.retention_period"])
     try:
-        return _run(client, job, matcher, time_range, archive_store, jobs, progress)
+        return _run(client, spark.sparkContext, job, matcher, time_range, archive_store, jobs, progress)
     except BaseException as exc:
         # never leave a job RUNNING behind: it would hold the archive collector back until killed
         state = JobState.CANCELLED if isinstance(exc, KeyboardInterrupt) else JobState.FAILED
@@ -237,7 +240,7 @@ def run_search(client: Client, dataset: str, query: str, *, begin: int | str | N
         raise
 
 
-def _run(client: Client, job: SearchJob, matcher: Matcher, time_range: TimeRange, archive_store: ArchiveStore,
+def _run(client: Client, sc: Any, job: SearchJob, matcher: Matcher, time_range: TimeRange, archive_store: ArchiveStore,
          jobs: SearchJobStore, progress: Progress | None) -> SearchJob:
     path = results_dir(job.id)
     jobs.set_results_path(job.id, path)
@@ -251,7 +254,6 @@ def _run(client: Client, job: SearchJob, matcher: Matcher, time_range: TimeRange
 
     results_uri = client.storage.uri_of(path)
     tasks = [ArchiveTask(a.id, client.storage.uri_of(a.path), results_uri) for a in archives]
-    sc = client.spark().sparkContext
     counters = (sc.accumulator(0), sc.accumulator(0))  # archives searched, results: partial counts on cancel
     tag = f"tidekeep-search-{job.id}-{uuid.uuid4().hex[:12]}"
     watcher = _Watcher(jobs, job.id, lambda: sc.cancelJobsWithTag(tag), counters, total, progress)
