@@ -252,3 +252,30 @@ def test_range_partitions_follow_input_size_target_and_parallelism() -> None:
     assert range_partitions(80_000_000, 1_000_000, 2) == 10  # 80 MB of text stores ~10 MB: ten 1 MB archives
     assert range_partitions(1 << 30, 256_000_000, 2) == 2  # big input: every core writes
     assert range_partitions(1 << 30, 256_000_000, 1) == 1
+
+
+def test_the_seeds_utc_minus_4_log_expires_at_the_right_instant(tmp_path: Path, metadata_url: str, spark) -> None:
+    """The seed's caution: a log written at 16:00 in UTC-4 with zone-less timestamps, TTL 1 hour.
+    Ingested with --timezone America/New_York it is kept until 17:00 local (21:00 UTC) and expired
+    just after; read as UTC (what CLP does) the same file would already be expired at 16:30 local."""
+    clock = tk.ManualClock(ms("2024-07-01T20:00:00"))
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
+                        clock=clock, settings={"archive_output.retention_period": 60})
+    try:
+        log = write(tmp_path / "est.log", "2024-07-01 15:00:00 starting\n2024-07-01 16:00:00 last line\n")
+        [local] = client.archives.ingest("local", [log], timezone="America/New_York").archives
+        [as_utc] = client.archives.ingest("naive", [log]).archives
+        assert local.end_ts == ms("2024-07-01T20:00:00") and as_utc.end_ts == ms("2024-07-01T16:00:00")
+
+        clock.set(ms("2024-07-01T20:30:00"))  # 16:30 in New York
+        client.archives.gc()
+        assert [a.id for a in client.archives.list()] == [local.id]  # the UTC reading lost its archive early
+        clock.set(ms("2024-07-01T21:00:00"))  # 17:00 in New York: exactly one hour, not more
+        client.archives.gc()
+        assert [a.id for a in client.archives.list()] == [local.id]
+        clock.set(ms("2024-07-01T21:00:00") + 1)
+        client.archives.gc()
+        assert client.archives.list() == []
+        assert archive_files(client) == []
+    finally:
+        client.close()
