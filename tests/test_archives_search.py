@@ -132,8 +132,11 @@ def test_expired_archives_are_never_searched_even_before_they_are_deleted(retent
 
 def test_no_retention_means_no_lower_bound(client: tk.Client) -> None:
     old = make_archive(client, "app", [(5, "ancient hit")])
-    job = client.archives.search("app", "hit")
+    make_archive(client, "app", [(6, "another")])
+    seen: list[tuple[int, int]] = []
+    job = client.archives.search("app", "hit", progress=lambda done, total: seen.append((done, total)))
     assert job.lower_bound_ms is None
+    assert seen[0] == (0, 2) and seen[-1] == (2, 2)  # archives searched out of archives chosen
     assert all_rows(client, job.id) == [(5, "ancient hit", old.id)]
 
 
@@ -292,3 +295,21 @@ def test_bad_input_creates_no_job(client: tk.Client, dataset: str, query: str, k
     assert message in str(info.value)
     assert client.archives.jobs() == []
     assert client.storage.list_files("search-results") == []
+
+
+@pytest.mark.parametrize(("interruption", "state"), [(KeyboardInterrupt, JobState.CANCELLED),
+                                                     (RuntimeError, JobState.FAILED)])
+def test_a_search_interrupted_in_its_process_never_stays_running(sqlite_client: tk.Client, interruption: type,
+                                                                  state: JobState) -> None:
+    """Ctrl-C (or any error) in the searching process ends the job, so it cannot hold the archive
+    collector back until search.max_runtime."""
+    make_archive(sqlite_client, "app", [(1, "hit")])
+
+    def interrupt(done: int, total: int) -> None:
+        raise interruption("stop right there")
+
+    with pytest.raises(interruption):
+        sqlite_client.archives.search("app", "hit", progress=interrupt)
+    [job] = sqlite_client.archives.jobs()
+    assert job.state is state and job.completed_ms is not None
+    assert job.error == f"{interruption.__name__}: stop right there"
