@@ -313,3 +313,23 @@ def test_a_search_interrupted_in_its_process_never_stays_running(sqlite_client: 
     [job] = sqlite_client.archives.jobs()
     assert job.state is state and job.completed_ms is not None
     assert job.error == f"{interruption.__name__}: stop right there"
+
+
+def test_results_of_a_real_search_expire_with_the_collector(retention_client: tk.Client,
+                                                            clock: tk.ManualClock) -> None:
+    """End to end with the search-result collector: results_cache.retention_period (default 60
+    minutes) after the job's completion its directory is gone and results are NotFound."""
+    client = retention_client
+    make_archive(client, "app", [(clock.now_ms() - MINUTE, "hit")])
+    job = client.archives.search("app", "hit")
+    assert job.completed_ms is not None and client.archives.results(job.id).total == 1
+    clock.set(job.completed_ms + 60 * MINUTE)
+    client.archives.gc()
+    assert client.archives.results(job.id).total == 1  # exactly at the TTL: kept
+    clock.advance(1)
+    client.archives.gc()
+    expired_at = client.archives.job(job.id).results_expired_ms
+    assert expired_at == job.completed_ms + 60 * MINUTE + 1
+    with pytest.raises(NotFound, match=f"the results of search job {job.id} expired at "):
+        client.archives.results(job.id)
+    assert client.storage.list_files(f"search-results/{job.id}") == []
