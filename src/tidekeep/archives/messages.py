@@ -63,6 +63,7 @@ class MessageAssembler:
     def __init__(self, rules: TimestampRules) -> None:
         self.rules = rules
         self.partial = b""  # bytes after the last newline seen
+        self.pending: list[bytes] = []  # blocks without a newline, after `partial`
         self.seen_timestamp = False
         self.open_parts: list[pa.Array] = []  # lines of the message still open (first one timestamped)
         self.open_ts: int | None = None
@@ -70,17 +71,24 @@ class MessageAssembler:
         self.seq = 0
 
     def feed(self, block: bytes) -> pa.RecordBatch | None:
+        if b"\n" not in block:
+            # no line ends here: keep the pieces and join them once (a huge line costs linear time)
+            self.pending.append(block)
+            return None
+        if self.pending:
+            block = b"".join([*self.pending, block])
+            self.pending = []
         data = self.partial + block if self.partial else block
         cut = data.rfind(b"\n")
-        if cut < 0:
-            self.partial = data
-            return None
         self.partial = data[cut + 1:]
         return self._lines(data[:cut + 1].decode("utf-8", "replace"))
 
     def finish(self) -> pa.RecordBatch | None:
         """The messages still held: the last line without a terminator and the open message."""
         batches = []
+        if self.pending:
+            self.partial = b"".join([self.partial, *self.pending])
+            self.pending = []
         if self.partial:
             text = self.partial.decode("utf-8", "replace")
             self.partial = b""

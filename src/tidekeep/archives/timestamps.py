@@ -227,7 +227,12 @@ def _zone_offset_ms(zone_text: pa.Array, present: np.ndarray) -> np.ndarray:
     sign = np.where(np.asarray(pc.starts_with(text, "-").to_numpy(zero_copy_only=False), dtype=bool), -1, 1)
     hours = np.asarray(pc.cast(pc.utf8_slice_codeunits(text, 1, 3), pa.int64()).to_numpy(zero_copy_only=False))
     minutes = np.asarray(pc.cast(pc.utf8_slice_codeunits(text, 3, 5), pa.int64()).to_numpy(zero_copy_only=False))
-    return sign * (hours * 3_600_000 + minutes * 60_000)
+    # an offset of a day or more, or minute 60+, is no offset at all: the timestamp is impossible
+    impossible = (hours > 23) | (minutes > 59)
+    return np.where(impossible, _BAD_OFFSET, sign * (hours * 3_600_000 + minutes * 60_000))
+
+
+_BAD_OFFSET = np.int64(1) << 62  # marks an impossible offset; _to_utc rejects the row
 
 
 def wall_to_utc_ms(wall_ms: np.ndarray, valid: np.ndarray, timezone: str) -> np.ndarray:
@@ -296,7 +301,8 @@ def _to_utc(f: _Fields, rules: TimestampRules) -> tuple[np.ndarray, np.ndarray]:
         days = days + np.where(uses_doy, f.day_of_year - 1, 0)
         wall = days * DAY_MS + f.hour * 3_600_000 + f.minute * 60_000 + f.second * 1000 + f.millis
         zoned = wall_to_utc_ms(wall, valid & ~f.has_zone, rules.timezone)
-        return np.where(f.has_zone, wall - f.offset_ms, zoned), valid
+        valid &= ~f.has_zone | (f.offset_ms != _BAD_OFFSET)
+        return np.where(f.has_zone, wall - np.where(valid, f.offset_ms, 0), zoned), valid
 
     if f.has_year.all():
         utc, valid = with_year(f.year)
