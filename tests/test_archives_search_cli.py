@@ -5,6 +5,7 @@ process cancelled midway by `tidekeep archives cancel` from another process."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -30,10 +31,17 @@ class Workspace:
         self.client = tk.connect(home=self.home, storage=str(self.data))
 
     def run(self, *args: str) -> tuple[int, str, str]:
-        """(exit code, stdout, stderr) of `tidekeep --home ... --storage ... ARGS` in this process."""
+        """(exit code, stdout, stderr) of `tidekeep --home ... --storage ... ARGS` in this process;
+        the logging set-up and excepthook the CLI changes are put back after."""
         self.capsys.readouterr()
-        with pytest.raises(SystemExit) as done:
-            main(["--home", str(self.home), "--storage", str(self.data), *args])
+        logger, hook = logging.getLogger("tidekeep"), sys.excepthook
+        saved = (logger.handlers[:], logger.level, logger.propagate)
+        try:
+            with pytest.raises(SystemExit) as done:
+                main(["--home", str(self.home), "--storage", str(self.data), *args])
+        finally:
+            logger.handlers[:], logger.level, logger.propagate = saved
+            sys.excepthook = hook
         out, err = self.capsys.readouterr()
         return int(done.value.code or 0), out, err
 
