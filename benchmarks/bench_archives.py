@@ -204,6 +204,10 @@ def run(args: argparse.Namespace, corpus: Path, scratch: Path) -> dict:
 
     client = None
     if not args.no_tidekeep:
+        import tidekeep
+
+        results["tidekeep_package"] = str(Path(tidekeep.__file__).parent)  # which tree was measured
+        log(f"tidekeep: {results['tidekeep_package']}")
         client = tidekeep_client(scratch / "workspace", args.spark_master, manifest["end_ms"])
         client.spark()  # the session starts before timing
         log("tidekeep: ingesting")
