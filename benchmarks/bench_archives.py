@@ -17,7 +17,9 @@ one file per day, the gateway's and auth's rotated days gzip-compressed (see gen
              task per archive, results written to the results cache) against `zgrep -c` over the
              gzip -6 files and `zstdgrep -c` over the zstd -3 files with the equivalent grep pattern,
              and plain `grep -c` over the uncompressed files for reference. MB/s = raw corpus bytes /
-             wall time. grep runs with LC_ALL=C (byte matching; the corpus is ASCII).
+             wall time. grep runs with LC_ALL=C (byte matching; the corpus is ASCII). "one day":
+             the same search with --begin/--end on one UTC day (tidekeep reads only the archives and
+             row groups overlapping it), grep over that day's files; MB/s counts that day's bytes.
 
 Match counts are compared: tidekeep counts messages (a multi-line message once), grep counts
 lines; the queries are chosen so that every match is on one line of a one-line message, and a
@@ -57,6 +59,7 @@ class Query:
     ignore_case: bool
     grep: list[str]  # grep options and pattern with the same meaning on one line
     why: str
+    day: int | None = None  # search one UTC day of the corpus (--begin/--end); grep gets that day's files
 
 
 QUERIES = [
@@ -68,6 +71,8 @@ QUERIES = [
           ["-i", "-F", "failed password for invalid user"], "ssh brute force (syslog), ~1 % of messages"),
     Query("regex", r'latency_ms":[0-9]{3,}', True, False,
           ["-E", r'latency_ms":[0-9]{3,}'], "slow orders, >= 100 ms (JSON lines), ~6 % of them"),
+    Query("one day", "failed password for invalid user", False, True,
+          ["-i", "-F", "failed password for invalid user"], "the ignore-case query over one day (the 3rd)", day=2),
 ]
 
 
@@ -166,9 +171,18 @@ def tidekeep_ingest(client, corpus: Path) -> tuple[object, float]:
     return report, time.perf_counter() - started
 
 
-def tidekeep_search(client, query: Query) -> tuple[int, float, str]:
+def day_range(query: Query, start_ms: int) -> tuple[int | None, int | None]:
+    if query.day is None:
+        return None, None
+    begin = start_ms + query.day * DAY_MS
+    return begin, begin + DAY_MS - 1  # both ends inclusive
+
+
+def tidekeep_search(client, query: Query, start_ms: int) -> tuple[int, float, str]:
+    begin, end = day_range(query, start_ms)
     started = time.perf_counter()
-    job = client.archives.search(DATASET, query.text, regex=query.regex, ignore_case=query.ignore_case)
+    job = client.archives.search(DATASET, query.text, begin=begin, end=end, regex=query.regex,
+                                 ignore_case=query.ignore_case)
     seconds = time.perf_counter() - started
     return job.results_count, seconds, str(job.state)
 
@@ -225,16 +239,22 @@ def run(args: argparse.Namespace, corpus: Path, scratch: Path) -> dict:
                                     "stored_bytes": c.stored_bytes, "ratio": raw / c.stored_bytes})
 
     for query in QUERIES:
+        begin, end = day_range(query, manifest["start_ms"])
+        # a day's search: grep gets the files of that day (as one would pick them by name)
+        chosen = [i for i, f in enumerate(manifest["files"])
+                  if begin is None or (f["first_ts"] is not None and begin <= f["first_ts"] <= end)]
+        scanned = sum(manifest["files"][i]["raw_bytes"] for i in chosen)
         row: dict = {"name": query.name, "query": query.text, "regex": query.regex, "ignore_case": query.ignore_case,
-                     "grep": query.grep}
+                     "grep": query.grep, "begin": begin, "end": end, "raw_bytes": scanned}
         for tool, files in (("grep", plain), ("zgrep", gz_files), ("zstdgrep", zst_files)):
-            count, seconds = best([grep_count(tool, query, files) for _ in range(args.repeat)])
-            row[tool] = {"count": count, "seconds": seconds, "mb_per_s": raw / 1e6 / seconds}
+            picked = [files[i] for i in chosen]
+            count, seconds = best([grep_count(tool, query, picked) for _ in range(args.repeat)])
+            row[tool] = {"count": count, "seconds": seconds, "mb_per_s": scanned / 1e6 / seconds}
         if client is not None:
-            runs = [tidekeep_search(client, query) for _ in range(args.repeat)]
+            runs = [tidekeep_search(client, query, manifest["start_ms"]) for _ in range(args.repeat)]
             states = {state for *_, state in runs}
             count, seconds = best([(n, s) for n, s, _ in runs])
-            row["tidekeep"] = {"count": count, "seconds": seconds, "mb_per_s": raw / 1e6 / seconds,
+            row["tidekeep"] = {"count": count, "seconds": seconds, "mb_per_s": scanned / 1e6 / seconds,
                                "states": sorted(states)}
             if states != {"SUCCEEDED"}:
                 log(f"WARNING: search {query.name!r} ended {sorted(states)}")
@@ -287,12 +307,12 @@ def print_table(results: dict, out) -> None:
                if has_tk else "")
         print(f"{c['name']:<16} {c['seconds']:>8.1f} {c['mb_per_s']:>8.1f} {c['ratio']:>7.2f}   {rel}", file=out)
     tools = (["tidekeep"] if has_tk else []) + ["zgrep", "zstdgrep", "grep"]
-    header = f"\n{'search':<12} {'matches':>9}" + "".join(f" {t + ' s':>11} {'MB/s':>7}" for t in tools)
+    header = f"\n{'search':<12} {'raw MB':>7} {'matches':>9}" + "".join(f" {t + ' s':>11} {'MB/s':>7}" for t in tools)
     if has_tk:
         header += f" {'x zgrep':>8} {'x zstdgrep':>10}"
     print(header, file=out)
     for s in results["search"]:
-        line = f"{s['name']:<12} {s['zgrep']['count']:>9,}"
+        line = f"{s['name']:<12} {s['raw_bytes'] / 1e6:>7,.0f} {s['zgrep']['count']:>9,}"
         line += "".join(f" {s[t]['seconds']:>11.2f} {s[t]['mb_per_s']:>7.1f}" for t in tools)
         if has_tk:
             line += f" {s['tidekeep']['mb_per_s'] / s['zgrep']['mb_per_s']:>8.2f}"
