@@ -213,8 +213,9 @@ def write_partition(storage_uri: str, staging: str, files: list[str], target_siz
                 if part.num_rows == 0:
                     continue
                 part_source = source.filter(has_ts if with_ts else pc.invert(has_ts))
-                table = pa.Table.from_arrays([part.column("timestamp"), part.column("message"), part_source],
-                                             schema=ARCHIVE_SCHEMA)
+                # Spark may hand strings over as large_string (spark.sql.execution.arrow.useLargeVarTypes)
+                table = pa.Table.from_arrays([part.column("timestamp"), part.column("message").cast(pa.string()),
+                                              part_source], schema=ARCHIVE_SCHEMA)
                 if with_ts and False in writers:
                     writers[False].close()  # all timestamp-less rows of the partition came first
                 writer = writers.get(with_ts)
