@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import itertools
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -277,5 +279,40 @@ def test_the_seeds_utc_minus_4_log_expires_at_the_right_instant(tmp_path: Path, 
         client.archives.gc()
         assert client.archives.list() == []
         assert archive_files(client) == []
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("fault", ["archive_ingest.before_register", "archive_ingest.after_register"])
+def test_a_killed_ingest_never_leaves_a_registered_archive_without_its_file(fault: str, tmp_path: Path,
+                                                                           spark) -> None:
+    """A real `tidekeep archives ingest` process dies (exit 77, like kill -9) just before or just
+    after the one registering transaction: either nothing is registered (the written files are
+    unregistered leftovers, never searched) or everything is, each archive with its file."""
+    from helpers.procs import worker_env
+    from tidekeep.faults import FAULT_EXIT_CODE
+
+    url = f"sqlite:///{tmp_path / 'metadata.db'}"
+    env = worker_env(url, tmp_path / "data", tmp_path / "ws", fault=fault)
+    env["TIDEKEEP_SPARK_MASTER"] = "local[1]"
+    log = write(tmp_path / "app.log", STACK)
+    done = subprocess.run([sys.executable, "-m", "tidekeep.cli.main", "archives", "ingest", "app", str(log)],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == FAULT_EXIT_CODE, done.stderr[-2000:]
+    client = tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"))
+    try:
+        registered = client.archives.list()
+        on_disk = {p.name for p in archive_files(client)}
+        if fault == "archive_ingest.before_register":
+            assert registered == [] and client.archives.datasets() == [] and catalog_rows(client) == []
+            assert len(on_disk) == 1  # the moved file: an unregistered leftover
+        else:
+            [archive] = registered
+            assert archive.message_count == 2 and on_disk == {f"{archive.id}.parquet"}
+            assert [r["location"] for r in catalog_rows(client)] == [archive.path]
+        rerun = client.archives.ingest("app", [log])
+        assert {a.id for a in client.archives.list()} == {a.id for a in registered} | {a.id for a in rerun.archives}
+        for archive in client.archives.list():
+            assert Path(client.storage.full_path(archive.path)).is_file()
     finally:
         client.close()

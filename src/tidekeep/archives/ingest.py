@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidInput, NotFound
+from ..faults import fault_point
 from .archive_writer import ArchiveWriter, open_storage, written_table
 from .messages import BLOCK_BYTES, read_messages
 from .model import ARCHIVE_SCHEMA, ARCHIVES_DIR, Archive, archive_path, check_dataset
@@ -318,7 +319,9 @@ def ingest_logs(client: Client, dataset: str, paths: Sequence[str | os.PathLike[
                                     row["raw_bytes"], row["stored_bytes"], final, now, ingest_id))
         from .store import ArchiveStore
 
+        fault_point("archive_ingest.before_register")  # crash tests: files in place, nothing registered
         registered = ArchiveStore(client).register(archives, audit_reason=f"ingest {ingest_id}")
+        fault_point("archive_ingest.after_register")
     except BaseException:
         for final in moved:
             _delete_quietly(fs, client.storage.full_path(final))
