@@ -4,6 +4,7 @@ for the commands that run the job, in a subprocess for help and errors (no Spark
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -22,11 +23,19 @@ LOG = ("2024-07-01 12:00:00,000 INFO start\n"
 
 
 def run(capsys: pytest.CaptureFixture[str], flags: list[str], *args: str) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of the command in this process; the logging set-up and
+    excepthook the CLI changes are put back after, so later tests never log to a closed capture."""
+    capsys.readouterr()
+    logger, hook = logging.getLogger("tidekeep"), sys.excepthook
+    saved = (logger.handlers[:], logger.level, logger.propagate)
     try:
         main([*flags, *args])
         code = 0
     except SystemExit as exc:
         code = int(exc.code or 0)
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+        sys.excepthook = hook
     out, err = capsys.readouterr()
     return code, out, err
 
