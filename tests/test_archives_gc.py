@@ -295,3 +295,23 @@ def test_a_backlog_is_collected_in_rounds(gc_client: tk.Client, monkeypatch: pyt
     # dataset by dataset (db ×3, web ×2): rounds {db, db}, {db, web}, {web}; one audit per dataset per round
     targets = [e["target"] for e in reversed(gc_client.audit()) if e["action"] == "archive_expire"]
     assert targets == ["archives/db", "archives/db", "archives/web", "archives/web"]
+
+
+def test_a_sweep_that_chose_the_same_candidates_late_leaves_no_journal_rows(gc_client: tk.Client) -> None:
+    """Two collectors chose the same candidates; A finishes first (rows, files, journal rows gone).
+    B's journal step then must not bring journal rows back for archives that are already deleted."""
+    from tidekeep.archives.gc import ArchiveGcReport, _plan, delete_files, delete_metadata, write_journal
+
+    old = [ending(gc_client, "web", T0 - 2 * HOUR) for _ in range(3)]
+    now = gc_client.clock.now_ms()
+    plan_a, _ = _plan(gc_client, 60, now)
+    plan_b, _ = _plan(gc_client, 60, now)
+    report_a = ArchiveGcReport(now_ms=now, dry_run=False, enabled=True, retention_minutes=60)
+    write_journal(gc_client, plan_a.candidates, now)
+    delete_files(gc_client, delete_metadata(gc_client, plan_a, report_a), report_a)
+    assert report_a.deleted == 3 and journal_rows(gc_client) == []
+    report_b = ArchiveGcReport(now_ms=now, dry_run=False, enabled=True, retention_minutes=60)
+    write_journal(gc_client, plan_b.candidates, now)
+    assert journal_rows(gc_client) == []
+    assert delete_metadata(gc_client, plan_b, report_b) == [] and report_b.deleted == 0
+    assert journal_rows(gc_client) == [] and not any(file_exists(gc_client, a) for a in old)

@@ -220,9 +220,17 @@ def kill_overlong_searches(client: Client, jobs: Sequence[SearchJob], now: int) 
 
 
 def write_journal(client: Client, candidates: Sequence[Archive], now: int) -> None:
-    """Step 4: the write-ahead list, committed before any metadata is deleted."""
+    """Step 4: the write-ahead list, committed before any metadata is deleted. Under the datasets'
+    locks and only for archives still alive: a concurrent sweep that has meanwhile deleted some of
+    them (and their journal rows, with their files) must not get journal rows back from us."""
+    if not candidates:
+        return
     with client.db.write() as conn:
-        _ensure_journaled(conn, candidates, now)
+        for dataset in sorted({a.dataset for a in candidates}):
+            lock_dataset(conn, dataset)
+        alive = set(conn.execute(sa.select(archives_table.c.id).where(
+            archives_table.c.id.in_([a.id for a in candidates]))).scalars())
+        _ensure_journaled(conn, [a for a in candidates if a.id in alive], now)
 
 
 def _ensure_journaled(conn: Connection, candidates: Sequence[Archive], now: int) -> None:
