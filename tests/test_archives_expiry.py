@@ -161,3 +161,52 @@ def test_results_expiry_matches_brute_force(specs, now, retention) -> None:
     oracle = {j.id for j in jobs if j.state is not JobState.RUNNING and j.results_expired_ms is None
               and now - (j.completed_ms if j.completed_ms is not None else j.created_ms) > retention * 60_000}
     assert chosen == oracle
+
+
+# ---- the orphan sweep -------------------------------------------------------------------------
+def test_a_running_ingest_protects_its_dataset() -> None:
+    from tidekeep.archives.expiry import StoredEntry, plan_orphans
+
+    cutoff = 1000
+    entries = [StoredEntry("archives/web/_ingest-1", 2000, 0, True),  # touched by a move a moment ago
+               StoredEntry("archives/web/" + "a" * 32 + ".parquet", 10, 5, False),  # moved in, not yet registered
+               StoredEntry("archives/db/_ingest-2", 10, 0, True),  # a crashed ingest, long ago
+               StoredEntry("archives/db/_ingest-2/part-0.parquet", 10, 7, False),
+               StoredEntry("archives/db/" + "b" * 32 + ".parquet", 10, 9, False),  # registered
+               StoredEntry("archives/db/" + "c" * 32 + ".parquet", 999, 3, False),  # unnamed, old
+               StoredEntry("archives/db/" + "d" * 32 + ".parquet", 1000, 3, False)]  # unnamed, within the grace
+    plan = plan_orphans(entries, {"archives/db/" + "b" * 32 + ".parquet"}, cutoff)
+    assert [e.path for e in plan.files] == ["archives/db/_ingest-2/part-0.parquet",
+                                            "archives/db/" + "c" * 32 + ".parquet"]
+    assert plan.staging_dirs == ["archives/db/_ingest-2"] and plan.busy_datasets == ["web"]
+
+
+entry_specs = st.lists(st.tuples(st.sampled_from(["d1", "d2"]), st.sampled_from([None, "_ingest-1", "_ingest-2"]),
+                                 st.integers(0, 5), st.none() | st.integers(0, 20), st.booleans()), max_size=15)
+
+
+@settings(max_examples=300, deadline=None)
+@given(entry_specs, st.integers(0, 20), st.sets(st.integers(0, 5)))
+def test_orphans_match_brute_force(specs, cutoff, named_numbers) -> None:
+    from tidekeep.archives.expiry import StoredEntry, plan_orphans
+
+    entries, seen = [], set()
+    for dataset, staging, number, mtime, is_dir in specs:
+        base = f"archives/{dataset}" + (f"/{staging}" if staging else "")
+        path = base if is_dir and staging else f"{base}/{number}.parquet"
+        if path in seen or (is_dir and not staging):
+            continue
+        seen.add(path)
+        entries.append(StoredEntry(path, mtime, 1, is_dir and bool(staging)))
+    named = {f"archives/{d}/{n}.parquet" for d in ("d1", "d2") for n in named_numbers}
+    plan = plan_orphans(entries, named, cutoff)
+
+    def busy(dataset: str) -> bool:
+        return any(e.path.startswith(f"archives/{dataset}/_ingest-") and e.mtime_ms is not None
+                   and e.mtime_ms >= cutoff for e in entries)
+
+    expected = {e.path for e in entries if not e.is_dir and e.path not in named and e.mtime_ms is not None
+                and e.mtime_ms < cutoff and not busy(e.path.split("/")[1])}
+    assert {e.path for e in plan.files} == expected
+    for directory in plan.staging_dirs:
+        assert not busy(directory.split("/")[1])

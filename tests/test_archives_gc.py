@@ -315,3 +315,31 @@ def test_a_sweep_that_chose_the_same_candidates_late_leaves_no_journal_rows(gc_c
     assert journal_rows(gc_client) == []
     assert delete_metadata(gc_client, plan_b, report_b) == [] and report_b.deleted == 0
     assert journal_rows(gc_client) == [] and not any(file_exists(gc_client, a) for a in old)
+
+
+def test_the_orphan_sweep_leaves_a_dataset_alone_while_an_ingest_runs(tmp_path: Path, metadata_url: str) -> None:
+    """An ingest longer than the grace: its staging files and a file it has just moved into place
+    (a move keeps the file's old mtime) are not orphans while its staging directory is fresh."""
+    import time
+
+    now = int(time.time() * 1000)
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
+                   clock=tk.ManualClock(now), settings={"archive_output.retention_period": 60, "sweep.grace": "1h"})
+    try:
+        root = Path(c.storage.full_path("archives/web"))
+        staging = root / "_ingest-0123"
+        staging.mkdir(parents=True)
+        part = staging / "part-1.parquet"
+        part.write_bytes(b"still being written")
+        moved = root / ("e" * 32 + ".parquet")
+        moved.write_bytes(b"moved into place")
+        two_hours_ago = (now - 2 * HOUR) / 1000
+        os.utime(moved, (two_hours_ago, two_hours_ago))
+        os.utime(part, (two_hours_ago, two_hours_ago))  # staging itself was touched just now
+        report = collect_archives(c)
+        assert report.orphans == 0 and moved.exists() and part.exists()
+        os.utime(staging, (two_hours_ago, two_hours_ago))  # the ingest died two hours ago
+        report = collect_archives(c)
+        assert report.orphans == 2 and not moved.exists() and not part.exists() and not staging.exists()
+    finally:
+        c.close()

@@ -113,5 +113,55 @@ def results_to_expire(jobs: Iterable[SearchJob], now_ms: int, retention_minutes:
                    and completion_ms(j) < limit), key=lambda j: j.id)
 
 
-__all__ = ["ArchivePlan", "completion_ms", "is_expired", "is_held", "jobs_to_kill", "plan_archive_sweep",
-           "recheck_candidates", "results_to_expire", "retention_ms", "safe_expiry_ms"]
+# ---- the orphan sweep --------------------------------------------------------------------------
+STAGING_PREFIX = "_ingest-"  # an ingest writes under archives/<dataset>/_ingest-<id>/ before moving files in place
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    path: str  # relative to the storage root, e.g. archives/web/<id>.parquet
+    mtime_ms: int | None  # None: the filesystem does not say (object-store "directories")
+    size: int
+    is_dir: bool
+
+
+@dataclass(frozen=True)
+class OrphanPlan:
+    files: list[StoredEntry]  # unnamed archive files older than the grace, in no dataset with an active ingest
+    staging_dirs: list[str]  # staging directories of ingests that are over (removed after their files)
+    busy_datasets: list[str]  # datasets skipped this time: an ingest there changed something within the grace
+
+
+def _dataset_and_staging(path: str) -> tuple[str | None, str | None]:
+    parts = path.split("/")
+    if len(parts) < 3:
+        return None, None
+    staging = "/".join(parts[:3]) if parts[2].startswith(STAGING_PREFIX) else None
+    return parts[1], staging
+
+
+def plan_orphans(entries: Iterable[StoredEntry], named: Collection[str], cutoff_ms: int) -> OrphanPlan:
+    """Files under archives/ that no archive row or journal row names and that are older than the
+    grace (`cutoff_ms = now − sweep.grace`) are left by a crashed ingest. A running ingest shows as a
+    staging directory that changed within the grace (a file written, or a file moved out of it
+    into place — a move keeps the file's own mtime but touches the directory); its dataset is left
+    alone until the ingest has registered its archives and removed its staging directory."""
+    entries = list(entries)
+    busy: set[str] = set()
+    staging_dirs: set[str] = set()
+    for entry in entries:
+        dataset, staging = _dataset_and_staging(entry.path)
+        if dataset is None or staging is None:
+            continue
+        staging_dirs.add(staging)
+        if entry.mtime_ms is not None and entry.mtime_ms >= cutoff_ms:
+            busy.add(dataset)
+    files = [e for e in entries if not e.is_dir and e.path not in named and e.mtime_ms is not None
+             and e.mtime_ms < cutoff_ms and _dataset_and_staging(e.path)[0] not in busy]
+    stale = [d for d in staging_dirs if _dataset_and_staging(d)[0] not in busy]
+    return OrphanPlan(sorted(files, key=lambda e: e.path), sorted(stale), sorted(busy))
+
+
+__all__ = ["ArchivePlan", "OrphanPlan", "StoredEntry", "completion_ms", "is_expired", "is_held", "jobs_to_kill",
+           "plan_archive_sweep", "plan_orphans", "recheck_candidates", "results_to_expire", "retention_ms",
+           "safe_expiry_ms"]

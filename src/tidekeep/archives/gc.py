@@ -19,7 +19,8 @@ One sweep, in crash-safe order (the decisions are in expiry.py):
 6. Delete the files one by one, each followed by removing its journal row (fault point
    `archive_gc.mid_files` after the first file).
 7. Orphan sweep: files under archives/ that no archive row and no journal row names, older than
-   `sweep.grace` (left by a crashed ingest), are deleted.
+   `sweep.grace` (left by a crashed ingest), are deleted — except in a dataset where an ingest's
+   staging directory changed within the grace (an ingest is running there).
 
 Steps 4–6 go in rounds of GC_BATCH_SIZE candidates, so a long backlog keeps each transaction small.
 
@@ -31,6 +32,7 @@ idempotent; a rerun after a crash anywhere finishes the work.
 from __future__ import annotations
 
 import logging
+import posixpath
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -45,7 +47,7 @@ from ..store.schema_archives import archives as archives_table
 from ..store.schema_catalog import catalog_records
 from ..store.schema_holds import holds as holds_table
 from ..units import iso_utc
-from .expiry import ArchivePlan, plan_archive_sweep, recheck_candidates, safe_expiry_ms
+from .expiry import ArchivePlan, StoredEntry, plan_archive_sweep, plan_orphans, recheck_candidates, safe_expiry_ms
 from .model import ARCHIVES_DIR, Archive, JobState, SearchJob
 from .store import archive_from_row, job_from_row, lock_dataset, oldest_running_created_ms
 
@@ -305,25 +307,44 @@ def delete_files(client: Client, archives: Sequence[Archive], report: ArchiveGcR
             progress(i + 1, total)
 
 
+def list_archive_storage(client: Client) -> list[StoredEntry]:
+    """Every file and directory under archives/, with mtimes (directories too: see plan_orphans)."""
+    import pyarrow.fs as pafs
+
+    selector = pafs.FileSelector(client.storage.full_path(ARCHIVES_DIR), recursive=True, allow_not_found=True)
+    entries = []
+    for info in client.storage.fs.get_file_info(selector):
+        if info.type not in (pafs.FileType.File, pafs.FileType.Directory):
+            continue
+        mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else None
+        entries.append(StoredEntry(posixpath.relpath(info.path, client.storage.root), mtime, info.size or 0,
+                                   info.type == pafs.FileType.Directory))
+    return entries
+
+
 def sweep_orphans(client: Client, now: int, dry_run: bool, report: ArchiveGcReport) -> None:
-    """Step 7: archive files nothing names, older than sweep.grace (an ingest that died between
-    writing and registering). Files are listed before the rows are read, so a file registered
-    meanwhile is seen as named."""
-    files = client.storage.list_files(ARCHIVES_DIR)
-    if not files:
+    """Step 7: archive files nothing names, older than sweep.grace, in datasets where no ingest is
+    running (an ingest that died between writing and registering). Storage is listed before the
+    rows are read, so a file registered meanwhile is seen as named."""
+    entries = list_archive_storage(client)
+    if not entries:
         return
     with client.db.read() as conn:
         named = set(conn.execute(sa.select(archives_table.c.path)).scalars())
         named |= set(conn.execute(sa.select(journal.c.path)).scalars())
-    cutoff = now - client.settings["sweep.grace"]
-    orphans = [f for f in files if f.path not in named and f.mtime_ms < cutoff]
-    for orphan in orphans:
+    plan = plan_orphans(entries, named, now - client.settings["sweep.grace"])
+    for orphan in plan.files:
         if dry_run or delete_file(client, orphan.path):
             report.orphans += 1
             report.orphan_bytes += orphan.size
-    if orphans:
+    if not dry_run:
+        for directory in plan.staging_dirs:
+            client.storage.delete_dir(directory)
+    if plan.files:
         log.info("orphan archive files %s: %d (%d bytes)", "found" if dry_run else "deleted", report.orphans,
                  report.orphan_bytes)
+    if plan.busy_datasets:
+        log.info("orphan sweep skipped datasets with an ingest in progress: %s", ", ".join(plan.busy_datasets))
 
 
 # ---- the sweep --------------------------------------------------------------------------------
