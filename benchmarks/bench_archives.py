@@ -27,6 +27,10 @@ warning is printed when the counts differ. The input files are read once before 
 every side starts with them in the page cache. Search figures are the best of --repeat runs.
 The table goes to stdout (stderr with --json, when stdout gets the figures as JSON); progress to
 stderr. Timing never fails anything; wrong counts are reported, not raised.
+
+To measure a committed tree while the working tree has other edits in progress:
+    git archive HEAD src | tar -x -C /tmp/tree && PYTHONPATH=/tmp/tree/src .venv/bin/python benchmarks/bench_archives.py
+(Spark's Python workers inherit PYTHONPATH; the JSON records which tidekeep package was measured.)
 """
 
 from __future__ import annotations
