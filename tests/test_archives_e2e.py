@@ -1,0 +1,77 @@
+"""The archives family end to end, across real processes: a real `tidekeep archives search` that is
+still reading holds the real archive collector back (reference 2.3/2.4), and what the collector
+may delete meanwhile is exactly what that search can never read."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import tidekeep as tk
+from helpers.archives import make_archive
+from helpers.procs import worker_env
+from tidekeep.archives.model import JobState
+
+CLI = [sys.executable, "-m", "tidekeep.cli.main"]
+TTL_MINUTES = 1
+MINUTE = 60_000
+
+
+def test_a_running_search_process_holds_back_the_collector(tmp_path: Path, metadata_url: str) -> None:
+    env = {**worker_env(metadata_url, tmp_path / "data", tmp_path / "ws"),
+           "TIDEKEEP_ARCHIVE_OUTPUT_RETENTION_PERIOD": str(TTL_MINUTES)}
+    assert subprocess.run([*CLI, "init"], env=env, capture_output=True, timeout=120).returncode == 0
+    setup_ms = int(time.time() * 1000)
+    writer = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
+    # `readable` ends 30 s before set-up: a search created within the next 30 s may read it (its end is
+    # at or after creation - 1 min); `stale` ended long before: expired for any search created now
+    readable = make_archive(writer, "app", [(setup_ms - 40_000, "login ok"), (setup_ms - 30_000, "login failed")])
+    stale = make_archive(writer, "app", [(setup_ms - 20 * MINUTE, "login failed long ago")])
+    writer.close()
+
+    # the search pauses 6 s in its archive task, so it is RUNNING and reading while the collector sweeps
+    search = subprocess.Popen([*CLI, "archives", "search", "app", "login", "--json"],
+                              env={**env, "TIDEKEEP_PAUSE": "search_archive=6000"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    clock = tk.ManualClock(setup_ms)
+    collector = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
+                           clock=clock, settings={"archive_output.retention_period": TTL_MINUTES})
+    try:
+        deadline = time.monotonic() + 120
+        while not collector.archives.jobs() and time.monotonic() < deadline and search.poll() is None:
+            time.sleep(0.1)
+        job = collector.archives.jobs()[0]
+        assert job.state is JobState.RUNNING and job.created_ms < setup_ms + 30_000
+        # ten minutes later by the collector's clock: by now - TTL both archives have expired, but
+        # the running search was created when `readable` was not expired and may still be reading it
+        clock.advance(10 * MINUTE + (job.created_ms - setup_ms))
+        report = collector.archives.gc()
+        assert report.archives.expiry_ms == job.created_ms - TTL_MINUTES * MINUTE
+        assert report.archives.held_back_by_job == job.id
+        assert [c["archive_id"] for c in report.archives.candidates] == [stale.id]
+        ids = {a.id for a in collector.archives.list("app")}
+        assert ids == {readable.id}
+        assert collector.storage.fs.get_file_info(collector.storage.full_path(readable.path)).size > 0
+        assert collector.archives.job(job.id).state is JobState.RUNNING  # the sweep ran mid-search
+
+        out, err = search.communicate(timeout=180)
+        assert search.returncode == 0, err
+        finished = collector.archives.job(job.id)
+        # it read `readable` whole (nothing vanished under it) and never `stale`
+        assert finished.state is JobState.SUCCEEDED and finished.archives_searched == 1
+        assert finished.results_count == 2
+        assert json.loads(out)["job"]["results_count"] == 2
+
+        # with the search over, the next sweep deletes `readable` too, file and all
+        clock.advance(MINUTE)
+        report = collector.archives.gc()
+        assert [c["archive_id"] for c in report.archives.candidates] == [readable.id]
+        assert collector.archives.list("app") == []
+        assert collector.storage.list_files("archives/app") == []
+    finally:
+        if search.poll() is None:
+            search.kill()
+        collector.close()
