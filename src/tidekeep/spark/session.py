@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from ..config import Settings
 
 _lock = threading.Lock()
+_LOG4J = Path(__file__).with_name("log4j2.properties").as_uri()
 
 
 def build_spark(master: str = "local[*]", app_name: str = "tidekeep") -> SparkSession:
@@ -30,7 +32,7 @@ def build_spark(master: str = "local[*]", app_name: str = "tidekeep") -> SparkSe
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")  # tidekeep shows its own progress bars
             .config("spark.sql.shuffle.partitions", "8")
-            .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+            .config("spark.driver.extraJavaOptions", f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J}")
             .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
             .getOrCreate()
         )
@@ -43,6 +45,10 @@ def get_spark(settings: Settings) -> SparkSession:
 
 
 def register_data_sources(spark: SparkSession) -> None:
+    # once per session: every get_spark() returns the same session, and registering again makes
+    # Spark log a "replaced a previously registered data source" warning on every command
+    if getattr(spark, "_tidekeep_sources_registered", False):
+        return
     try:
         from .datasource import TidekeepDataSource
     except ImportError:  # pragma: no cover - the data source module is part of the package
@@ -51,3 +57,4 @@ def register_data_sources(spark: SparkSession) -> None:
     from ..catalog.source import CatalogDataSource
 
     spark.dataSource.register(CatalogDataSource)
+    spark._tidekeep_sources_registered = True  # type: ignore[attr-defined]
