@@ -75,3 +75,18 @@ def test_a_running_search_process_holds_back_the_collector(tmp_path: Path, metad
         if search.poll() is None:
             search.kill()
         collector.close()
+
+
+def test_archives_gc_prints_its_report_once(tmp_path: Path, metadata_url: str) -> None:
+    """The collectors log at garbage_collector.logging_level (INFO) for `serve`; on the command line
+    the report goes to stdout and stderr stays quiet unless --verbose asks for the log lines."""
+    env = {**worker_env(metadata_url, tmp_path / "data", tmp_path / "ws"),
+           "TIDEKEEP_ARCHIVE_OUTPUT_RETENTION_PERIOD": "60"}
+    assert subprocess.run([*CLI, "init"], env=env, capture_output=True, timeout=120).returncode == 0
+    quiet = subprocess.run([*CLI, "archives", "gc", "--dry-run"], env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    assert quiet.stdout.startswith("archives: would delete 0")
+    verbose = subprocess.run([*CLI, "-v", "archives", "gc", "--dry-run"], env=env, capture_output=True, text=True,
+                             timeout=120)
+    assert verbose.returncode == 0 and "INFO tidekeep.archives.gc: archive sweep (dry run)" in verbose.stderr

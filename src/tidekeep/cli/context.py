@@ -75,6 +75,9 @@ def configure_logging(settings: Settings, verbose: bool) -> None:
     level = logging.getLevelName(settings["log.level"]) if verbose else logging.WARNING
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    # on the handler too: a module logger with a level of its own (the garbage collectors'
+    # garbage_collector.logging_level) must not print INFO lines next to a command's own output
+    handler.setLevel(level)
     logger = logging.getLogger("tidekeep")
     logger.handlers[:] = [handler]
     logger.setLevel(level)
