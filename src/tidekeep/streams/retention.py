@@ -53,6 +53,24 @@ class RetentionRecord:
 
 
 @dataclass(frozen=True)
+class SubscriberView:
+    """What the decision needs to know of one subscriber of the stream (loaded by the shell)."""
+
+    reader_group: str
+    generation: int
+    positions: dict[int, int] = field(hash=False)  # the effective cut: acknowledged, else the group's start cut
+    acknowledged: bool  # False: nothing acknowledged yet, `positions` is the group's start cut
+    updated_ms: int | None  # when the acknowledged cut was published
+    unconsumed_bytes: int  # from the effective cut to the tail
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reader_group": self.reader_group, "generation": self.generation,
+                "positions": {segment_name(s): o for s, o in sorted(self.positions.items())},
+                "acknowledged": self.acknowledged, "updated_ms": self.updated_ms,
+                "unconsumed_bytes": self.unconsumed_bytes}
+
+
+@dataclass(frozen=True)
 class RetainedRecord:
     record: RetentionRecord
     retained: int  # bytes (SIZE) or ms (TIME) left if truncated here
@@ -241,6 +259,7 @@ __all__ = [
     "RetainedRecord",
     "RetentionDecision",
     "RetentionRecord",
+    "SubscriberView",
     "candidates",
     "decide",
     "prune",
