@@ -24,6 +24,7 @@ from .streams.model import Segment, segment_id
 from .streams.reader import Event, iter_batches, iter_events
 from .streams.readergroup import ReaderGroup, ReaderGroupConfig
 from .streams.retention_store import RetentionManager
+from .streams.subscriber_store import Subscriber
 from .streams.txn import TransactionalWriter
 from .streams.txn_store import TransactionInfo, TransactionStore
 from .streams.writer import Writer
@@ -204,6 +205,12 @@ class Client:
         from .streams.rg_store import ReaderGroupStore
 
         ReaderGroupStore(self.streams).delete(name)
+
+    def subscribers(self, stream: str) -> list[Subscriber]:
+        """The stream's subscriber reader groups with their acknowledged cuts (consumption-based retention)."""
+        from .streams.subscriber_store import SubscriberStore
+
+        return SubscriberStore(self.streams).list(stream)
 
     # ---- maintenance ---------------------------------------------------------------------------
     def sweep(self, grace: int | str | None = None) -> SweepResult:

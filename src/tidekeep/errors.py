@@ -60,6 +60,10 @@ class ConflictError(TidekeepError):
     exit_code = 7
 
 
+class StaleGeneration(ConflictError):
+    """The reader group was reset (or re-created) since this handle loaded it: its update is refused."""
+
+
 class ChunkError(TidekeepError):
     """A committed chunk file is missing or corrupt. Never silently skipped."""
 

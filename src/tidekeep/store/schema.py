@@ -116,5 +116,6 @@ from . import (  # noqa: E402, F401
     schema_leases,
     schema_readergroups,
     schema_retention,
+    schema_subscribers,
     schema_transactions,
 )

@@ -28,6 +28,7 @@ from .cuts import CutOrder, StreamCut, compare_cuts, size_between
 from .model import EVENT_HEADER_BYTES, Segment, segment_name
 from .reader import read_task
 from .rg_store import GroupRow, ReaderGroupStore
+from .subscriber_store import SubscriberStore
 
 log = logging.getLogger("tidekeep.readergroups")
 
@@ -175,7 +176,10 @@ class ReaderGroup:
         self.controller = controller
         self.store = ReaderGroupStore(controller)
         self.name = name
-        self.store.load(name)  # NotFound for an unknown group
+        self.subscribers = SubscriberStore(controller)
+        # what this handle knows of the group: an update from an older generation (someone reset the
+        # group since) or of an earlier incarnation (deleted and re-created) is refused as stale
+        self.known_generation, self._subscriber_uid = self.subscribers.identity(name)  # NotFound if unknown
 
     # ---- lifecycle -----------------------------------------------------------------------------
     @staticmethod
@@ -208,8 +212,17 @@ class ReaderGroup:
         now = self.controller.clock.now_ms()
         row = self.store.update(self.name, lambda r, topo: core.initial_state(starts, ends, topo, now, r.state.readers),
                                 new_config=resolved, bump_generation=True)
+        self.known_generation, self._subscriber_uid = row.generation, row.subscriber_uid
         log.info("reset reader group %s to generation %d", self.name, row.generation)
         return row.generation
+
+    # ---- consumption-based retention -----------------------------------------------------------
+    def update_retention_stream_cut(self, cuts: Mapping[str, StreamCut | str]) -> dict[str, StreamCut]:
+        """Acknowledge consumption (MANUAL_RELEASE_AT_USER_STREAMCUT groups only): for each stream,
+        data before its cut is no longer needed by this group. All streams or none are updated; a
+        cut must be valid, complete, of that stream and at or after the previous acknowledgement,
+        and the group must not have been reset since this handle loaded it (StaleGeneration)."""
+        return self.subscribers.publish(self.name, self._subscriber_uid, self.known_generation, cuts)
 
     # ---- readers -------------------------------------------------------------------------------
     def reader(self, reader_id: str, sync_every_events: int = 1000, sync_interval_ms: int = 100) -> Reader:
@@ -265,6 +278,7 @@ class ReaderGroup:
     def describe(self) -> dict[str, Any]:
         row = self.row()
         state = row.state
+        subscriptions = self.subscribers.for_group(self.name)
         streams = {}
         for name, slot in state.streams.items():
             sstate = self.controller.state(name)
@@ -274,7 +288,8 @@ class ReaderGroup:
                 unread = size_between(front, end, sstate.segments)
             except TidekeepError:
                 unread = None
-            streams[name] = {"position": str(sstate.cut(front)), "unread_bytes": unread}
+            streams[name] = {"position": str(sstate.cut(front)), "unread_bytes": unread,
+                             "subscriber": _subscription(subscriptions.get(name))}
         segments = [{"stream": name, "segment": segment_name(seg), "offset": g.offset, "end": g.end,
                      "owner": g.owner, "status": g.status}
                     for name, slot in sorted(state.streams.items()) for seg, g in sorted(slot.segments.items())]
@@ -287,6 +302,14 @@ class ReaderGroup:
             "pending_checkpoints": [c.name for c in state.pending],
             "last_checkpoint": state.completed[-1].name if state.completed else None,
         }
+
+
+def _subscription(sub: Any) -> dict[str, Any] | None:
+    """What describe shows of the group's hold on one stream (None: not a subscriber)."""
+    if sub is None:
+        return None
+    d = sub.to_dict()
+    return {k: d[k] for k in ("acknowledged", "acknowledged_ms", "effective", "unconsumed_bytes")}
 
 
 def _check_positions(

@@ -8,6 +8,7 @@ never makes a transition wrong, only a little late.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -22,6 +23,7 @@ from ..store import schema_readergroups as rgt
 from .controller import StreamController
 from .model import Segment
 from .rg_state import GroupState
+from .subscriber_store import AUTOMATIC, publish_checkpoint, register_group, unregister_group
 
 MAX_ATTEMPTS = 200  # a lost race costs one reload; this many in a row means something is wrong
 
@@ -36,6 +38,7 @@ class GroupRow:
     state: GroupState
     created_ms: int
     updated_ms: int
+    subscriber_uid: str | None = None  # set by create and reset: the group's subscriber uid (None: NONE)
 
 
 class ReaderGroupStore:
@@ -58,9 +61,11 @@ class ReaderGroupStore:
                 conn.execute(sa.insert(rgt.reader_groups).values(
                     name=name, config=json.dumps(config), generation=0, version=0,
                     state=json.dumps(state.to_dict()), created_ms=now, updated_ms=now))
+                # a subscribing group holds its streams from this very transaction on
+                uid = register_group(conn, self.controller, name, config, 0, created=True)
         except sa.exc.IntegrityError:
             raise AlreadyExists(f"reader group {name!r} already exists") from None
-        return self.load(name)
+        return dataclasses.replace(self.load(name), subscriber_uid=uid)
 
     def load(self, name: str) -> GroupRow:
         check_name(name, "reader group name")
@@ -79,6 +84,8 @@ class ReaderGroupStore:
         check_name(name, "reader group name")
         with self.db.write() as conn:
             gone = conn.execute(sa.delete(rgt.reader_groups).where(rgt.reader_groups.c.name == name)).rowcount
+            if gone:
+                unregister_group(conn, name)
         if not gone:
             raise NotFound(f"reader group {name!r} does not exist")
 
@@ -98,12 +105,27 @@ class ReaderGroupStore:
                 values["config"] = json.dumps(config)
             if bump_generation:
                 values["generation"] = row.generation + 1
+            generation = values.get("generation", row.generation)
+            uid = None
             with self.db.write() as conn:
                 won = conn.execute(sa.update(rgt.reader_groups).where(
                     rgt.reader_groups.c.id == row.id, rgt.reader_groups.c.version == row.version,
                 ).values(**values)).rowcount
+                if won and bump_generation:
+                    uid = register_group(conn, self.controller, name, config, generation, created=False)
+                elif won and config["retention_type"] == AUTOMATIC:
+                    self._publish_completed(conn, row, state, now)
             if won:
-                return GroupRow(row.id, row.name, config, values.get("generation", row.generation), row.version + 1,
-                                state, row.created_ms, now)
+                return GroupRow(row.id, row.name, config, generation, row.version + 1, state, row.created_ms, now,
+                                uid)
             time.sleep(min(0.001 * (attempt + 1), 0.02))  # back off a little: another reader just wrote
         raise ConflictError(f"reader group {name!r}: gave up after {MAX_ATTEMPTS} concurrent updates in a row")
+
+    def _publish_completed(self, conn: Any, before: GroupRow, after: GroupState, now: int) -> None:
+        """The transition just completed checkpoints (they are in `after` but not in `before`): the
+        latest of them is the group's acknowledgement, published in this same transaction, so a
+        checkpoint is published exactly once and never after a later one."""
+        known = {c.name for c in before.state.completed}
+        fresh = [c for c in after.completed if c.name not in known]
+        if fresh:
+            publish_checkpoint(conn, self.controller, before.name, before.generation, fresh[-1].cuts, now)
