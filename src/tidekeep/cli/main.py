@@ -31,6 +31,7 @@ from . import (
     serve,
     stream_data,
     streams,
+    subscribers,
     txn,
 )
 from . import retention as retention_cli
@@ -63,6 +64,7 @@ streams.register(stream_app)
 stream_data.register(stream_app)
 retention_cli.register_policy(stream_app)
 retention_cli.register(retention_app)
+subscribers.register(retention_app)
 audit.register(audit_app)
 admin.register(app, db_app)
 txn.register(txn_app)

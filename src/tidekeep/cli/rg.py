@@ -1,8 +1,11 @@
-"""`tidekeep rg create|list|describe|delete|checkpoint|read`: reader groups from the command line.
+"""`tidekeep rg create|list|describe|delete|checkpoint|read|retention-cut`: reader groups from the command line.
 
 `read` joins the group as a reader for the length of the command: it returns at most --limit
 events (stopping early when nothing arrives within --timeout), then leaves the group, releasing
 its segments at its position, so the next `rg read` goes on where this one stopped.
+
+`retention-cut` publishes a MANUAL_RELEASE_AT_USER_STREAMCUT group's acknowledgements: each cut names
+its stream, and all of them are stored or none.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import InvalidInput
+from ..streams.cuts import StreamCut
 from ..streams.model import segment_name
 from ..streams.readergroup import EventRead, ReaderGroupConfig, RetentionType
 from .context import open_client
@@ -90,6 +94,11 @@ def register(app: typer.Typer) -> None:
         emit(f"reader group {d['name']}  generation {d['generation']}  retention {d['config']['retention_type']}")
         emit_table(["STREAM", "POSITION", "UNREAD BYTES"],
                    [[s, v["position"], v["unread_bytes"]] for s, v in sorted(d["streams"].items())])
+        subscribed = {s: v["subscriber"] for s, v in sorted(d["streams"].items()) if v.get("subscriber")}
+        if subscribed:
+            emit_table(["STREAM", "ACKNOWLEDGED CUT", "ACKNOWLEDGED AT", "UNCONSUMED BYTES"],
+                       [[s, v["acknowledged"] or f"- (holds at {v['effective']})",
+                         iso_utc(v["acknowledged_ms"]) or "-", v["unconsumed_bytes"]] for s, v in subscribed.items()])
         emit_table(["READER", "LAST SEEN", "SEGMENTS"],
                    [[r["reader"], iso_utc(r["last_seen_ms"]), " ".join(r["segments"]) or "-"] for r in d["readers"]])
         emit_table(["STREAM", "SEGMENT", "OFFSET", "OWNER", "STATUS"],
@@ -127,6 +136,29 @@ def register(app: typer.Typer) -> None:
             emit(f"checkpoint {done.name} completed")
             for cut in cuts.values():
                 emit(cut)
+
+    @app.command("retention-cut")
+    def retention_cut(
+        ctx: typer.Context,
+        name: GroupName,
+        cuts: Annotated[list[str], typer.Argument(
+            metavar="STREAM_CUT...", help="Acknowledged cuts, compact ('scope/stream:0.0=120,0.1=40') or JSON")],
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Acknowledge consumption (MANUAL_RELEASE_AT_USER_STREAMCUT groups): data before each cut may go."""
+        by_stream: dict[str, StreamCut] = {}
+        for text in cuts:
+            cut = StreamCut.parse(text)
+            if cut.stream in by_stream:
+                raise InvalidInput(f"two cuts given for stream {cut.stream}: give one per stream")
+            by_stream[cut.stream] = cut
+        with open_client(ctx) as client:
+            stored = client.reader_group(name).update_retention_stream_cut(by_stream)
+        if json_output:
+            emit_json({"reader_group": name, "acknowledged": {s: str(c) for s, c in sorted(stored.items())}})
+        else:
+            for cut in stored.values():
+                emit(f"reader group {name} acknowledged {cut}")
 
     @app.command("read")
     def read(

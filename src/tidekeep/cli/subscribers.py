@@ -1,0 +1,59 @@
+"""`tidekeep retention subscribers STREAM`: the reader groups that hold a stream back
+(consumption-based retention), with their acknowledged cuts, the age of each and the bytes each has
+not consumed yet. A subscriber that has acknowledged nothing holds the stream at its start cut."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from ..streams.subscriber_store import Subscriber
+from .context import open_client
+from .output import emit, emit_json, emit_table, format_bytes, iso_utc
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+
+
+def age_ms(sub: Subscriber, now_ms: int) -> int | None:
+    return None if sub.updated_ms is None else max(now_ms - sub.updated_ms, 0)
+
+
+def age_text(ms: int | None) -> str:
+    """Display only: the largest two units, e.g. "3m 12s"; "-" for nothing acknowledged."""
+    if ms is None:
+        return "-"
+    parts = []
+    rest = ms
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return " ".join(parts[:2]) if parts else f"{ms}ms"
+
+
+def subscriber_json(sub: Subscriber, now_ms: int) -> dict[str, Any]:
+    return dict(sub.to_dict(), acknowledged_at=iso_utc(sub.updated_ms), age_ms=age_ms(sub, now_ms))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("subscribers")
+    def subscribers(
+        ctx: typer.Context,
+        stream: Annotated[str, typer.Argument(metavar="SCOPE/STREAM", help="The stream")],
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Subscriber reader groups of a stream: acknowledged cut, its age, unconsumed bytes."""
+        with open_client(ctx) as client:
+            found = client.subscribers(stream)
+            now = client.clock.now_ms()
+        if json_output:
+            emit_json([subscriber_json(s, now) for s in found])
+            return
+        if not found:
+            emit(f"{stream} has no subscribers: size/time retention applies unchanged")
+            return
+        emit_table(["READER GROUP", "TYPE", "GEN", "ACKNOWLEDGED CUT", "AGE", "UNCONSUMED"],
+                   [[s.reader_group, s.retention_type, s.generation,
+                     s.to_dict()["acknowledged"] or f"- (holds at its start {s.to_dict()['start']})",
+                     age_text(age_ms(s, now)), format_bytes(s.unconsumed_bytes)] for s in found])
