@@ -37,18 +37,7 @@ from ..store.schema_subscribers import stream_subscribers as subs
 from .controller import StreamController, StreamState
 from .cuts import CutOrder, StreamCut, compare_cuts, ranges_between
 from .model import Segment
-
-try:
-    from .retention import SubscriberView
-except ImportError:  # until part P lands SubscriberView in streams/retention.py: the same frozen value
-    @dataclass(frozen=True)
-    class SubscriberView:  # type: ignore[no-redef]
-        reader_group: str
-        generation: int
-        positions: dict[int, int]
-        acknowledged: bool
-        updated_ms: int | None
-        unconsumed_bytes: int
+from .retention import SubscriberView
 
 log = logging.getLogger("tidekeep.subscribers")
 
