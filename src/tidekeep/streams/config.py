@@ -21,15 +21,19 @@ class RetentionKind(enum.Enum):
 
 @dataclass(frozen=True)
 class RetentionPolicy:
-    """Keep at least `min` and at most `max` (None: no max) of a stream, by time (ms) or size (bytes)."""
+    """Keep at least `min` and at most `max` (None: no max) of a stream, by time (ms) or size (bytes).
+
+    min may be 0: with subscribers the stream then acts as a message queue that keeps only what some
+    subscriber has not consumed (DESIGN §5); without subscribers min 0 lets size/time retention
+    truncate up to the newest recorded cut (Cmin is the newest record, which retains 0 or more)."""
 
     kind: RetentionKind
     min: int
     max: int | None = None
 
     def __post_init__(self) -> None:
-        if self.min <= 0:
-            raise InvalidInput(f"invalid retention policy: min must be greater than zero, got {self.min}")
+        if self.min < 0:
+            raise InvalidInput(f"invalid retention policy: min must not be negative, got {self.min}")
         if self.max is not None and self.max < self.min:
             raise InvalidInput(f"invalid retention policy: max {self.max} is less than min {self.min}")
 

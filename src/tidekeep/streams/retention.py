@@ -15,7 +15,7 @@ taken (truncation is monotonic, so a manual truncation ahead of the chosen cut w
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,15 @@ ABOVE_MAX = "above-max"
 BETWEEN_LIMITS = "between-limits"
 BEHIND_HEAD = "behind-head"
 HELD = "held"  # only in previews: a legal hold blocks the truncation the rules chose
-RULES = (NO_POLICY, EMPTY_SET, BELOW_MIN, NO_CMIN, NO_MAX, ABOVE_MAX, BETWEEN_LIMITS, BEHIND_HEAD)
+# consumption-based retention (DESIGN §5 cases i-v), used when the decision gets a subscriber lower bound
+CBR_WITHIN_LIMITS = "cbr-within-limits"  # (i)
+CBR_BELOW_MIN = "cbr-below-min"  # (ii)
+CBR_ABOVE_MAX = "cbr-above-max"  # (iii)
+CBR_OVERLAPS_MIN = "cbr-overlaps-min"  # (iv)
+CBR_OVERLAPS_MAX = "cbr-overlaps-max"  # (v)
+CBR_NO_TRUNCATION = "cbr-no-truncation"  # a case that chooses no cut
+CBR_RULES = (CBR_WITHIN_LIMITS, CBR_BELOW_MIN, CBR_ABOVE_MAX, CBR_OVERLAPS_MIN, CBR_OVERLAPS_MAX, CBR_NO_TRUNCATION)
+RULES = (NO_POLICY, EMPTY_SET, BELOW_MIN, NO_CMIN, NO_MAX, ABOVE_MAX, BETWEEN_LIMITS, BEHIND_HEAD, *CBR_RULES)
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,9 @@ class RetentionDecision:
     chosen: RetentionRecord | None = None  # the record picked by the rules, even if then discarded
     stream_amount: int | None = None  # the stream's current amount as the rules saw it (bytes or ms)
     recorded: RetentionRecord | None = None  # the tail record this cycle added (or would add: preview)
+    lower_bound: dict[int, int] | None = None  # the subscribers' lower bound LB (None: no subscriber)
+    case: str | None = None  # DESIGN §5 consumption case "i".."v" that applied, if any
+    subscribers: tuple[SubscriberView, ...] = ()
 
     @property
     def truncates(self) -> bool:
@@ -116,6 +127,10 @@ class RetentionDecision:
             "freed_bytes": self.freed_bytes,
             "stream_amount": self.stream_amount,
             "recorded": rec(self.recorded),
+            "lower_bound": None if self.lower_bound is None else {
+                segment_name(s): o for s, o in sorted(self.lower_bound.items())},
+            "case": self.case,
+            "subscribers": [v.to_dict() for v in self.subscribers],
             "records": [dict(r.record.to_dict(), retained=r.retained,
                              age_ms=self.now_ms - r.record.recording_time_ms) for r in self.records],
         }
@@ -177,17 +192,23 @@ def decide(
     *,
     stream: str = "",
     recorded: RetentionRecord | None = None,
+    lower_bound: Mapping[int, int] | None = None,
+    subscribers: Sequence[SubscriberView] = (),
 ) -> RetentionDecision:
     """The cut to truncate at (or none) and why. `segments` are all segments of the stream (sealed
     ones with their final length), `tail_size` the absolute size of the current tail, `records` the
-    retention set in recording order (including a tail record this cycle adds)."""
+    retention set in recording order (including a tail record this cycle adds). With a subscriber
+    `lower_bound` (subscribers.lower_bound of `subscribers`' effective cuts) the consumption cases
+    of DESIGN §5 replace the size/time rules once the stream holds at least min and a Cmin exists."""
     ordered = sorted(records, key=lambda r: r.recording_time_ms)
+    bound = None if lower_bound is None else dict(lower_bound)
 
     def result(rule: str, reason: str, **kw: Any) -> RetentionDecision:
         values: dict[str, Any] = dict(cut=None, cmin=None, cmax=None, retained=None, freed_bytes=0, records=(),
-                                      chosen=None, stream_amount=None)
+                                      chosen=None, stream_amount=None, case=None)
         values.update(kw)
-        return RetentionDecision(stream, now_ms, policy, rule, reason, recorded=recorded, **values)
+        return RetentionDecision(stream, now_ms, policy, rule, reason, recorded=recorded, lower_bound=bound,
+                                 subscribers=tuple(subscribers), **values)
 
     if policy is None:
         return result(NO_POLICY, "the stream has no retention policy")
@@ -202,8 +223,12 @@ def decide(
     minimum = _fmt(kind, policy.min)
     if amount < policy.min:
         return result(BELOW_MIN, f"the stream holds {_fmt(kind, amount)}, less than the minimum {minimum}", **common)
-    if cmin is None:
+    if cmin is None and not (bound is not None and kind is RetentionKind.SIZE):
         return result(NO_CMIN, f"no recorded cut keeps at least the minimum {minimum}", **common)
+    if bound is not None:
+        choice = consumption_choice(segments, bound, tail_size, retained, cmin, cmax, policy, amount)
+        return _apply(choice, segments, head_positions, result, common)
+    assert cmin is not None
     if policy.max is None:
         chosen, rule = cmin, NO_MAX
         reason = f"no maximum: truncate as far as possible while keeping at least {minimum} (Cmin)"
@@ -231,6 +256,165 @@ def decide(
                   chosen=chosen.record, **common)
 
 
+# ---- consumption-based retention (DESIGN §5) -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConsumptionChoice:
+    """What the consumption cases pick, before the head check."""
+
+    case: str  # "i".."v"
+    rule: str
+    reason: str
+    positions: dict[int, int] | None  # None: the case chooses no cut
+    record: RetainedRecord | None  # the retention-set record chosen (None: LB itself, or nothing)
+    retained: int | None  # bytes or ms left at the chosen cut (None: TIME at LB, whose age is not recorded)
+
+
+def cut_text(positions: Mapping[int, int]) -> str:
+    return "{" + ", ".join(f"{segment_name(s)}={o}" for s, o in sorted(positions.items())) + "}"
+
+
+def consumption_choice(
+    segments: Mapping[int, Segment], lb: Mapping[int, int], tail_size: int, retained: Sequence[RetainedRecord],
+    cmin: RetainedRecord | None, cmax: RetainedRecord | None, policy: RetentionPolicy, amount: int,
+) -> ConsumptionChoice:
+    """DESIGN §5's cases for a stream that holds at least min. `retained` is the retention set in
+    recording order with each record's retained amount. TIME needs a Cmin (the caller stops without
+    one); SIZE knows exactly what LB keeps, so (i) and a LB above max need no recorded cut, and only the
+    cases that need Cmin choose nothing without it (reference B3 cases 1 and 2).
+
+    SIZE places LB exactly (bytes from LB to the tail); TIME places it by its stream-cut order with
+    Cmin and Cmax (a recorded cut at or after LB keeps at most as much time as LB, one at or before it
+    at least as much). The max side is examined first: the max overrides the subscribers, and for TIME
+    LB can overlap both Cmin and Cmax, where only (v) keeps the stream within max. Where no record
+    keeps within the limits, the max forces Cmin instead of Cmax (as in the size/time rules).
+
+    Beyond the literal cases, so that the limits hold whenever a recorded cut can meet them (priority:
+    min, then max, then the subscribers): (iv) only takes records that keep at most max when a Cmax
+    exists, and falls back to Cmax when none of them is at or before LB and the stream holds more than
+    max; (v) only takes records within the limits, and falls back to Cmin when none is at or after LB."""
+    kind = policy.kind
+    ranges = _ranges(segments)
+    lb = dict(lb)
+    shown_lb = cut_text(lb)
+    minimum = _fmt(kind, policy.min)
+    maximum = None if policy.max is None else _fmt(kind, policy.max)
+    target_name = "Cmax" if cmax is not None else "Cmin (no recorded cut keeps within the limits)"
+    keeps_min = [r for r in retained if r.retained >= policy.min]
+    within = [r for r in keeps_min if cmax is None or r.retained <= policy.max]  # type: ignore[operator]
+
+    def order(a: Mapping[int, int], b: Mapping[int, int]) -> CutOrder:
+        return compare_cuts(a, b, ranges)
+
+    def at_record(case: str, rule: str, record: RetainedRecord, why: str) -> ConsumptionChoice:
+        return ConsumptionChoice(case, rule, f"case ({case}): {why} {cut_text(record.record.positions)}",
+                                 dict(record.record.positions), record, record.retained)
+
+    lb_retained: int | None = None
+    if kind is RetentionKind.SIZE:
+        lb_retained = tail_size - size_between(initial_cut(segments.values()), lb, segments)
+
+    def at_lb(case: str, rule: str, why: str) -> ConsumptionChoice:
+        return ConsumptionChoice(case, rule, f"case ({case}): {why}: truncate at LB {shown_lb}", lb, None, lb_retained)
+
+    def overlaps_max() -> ConsumptionChoice:  # (v); only with a Cmin
+        assert cmin is not None
+        options = within if cmax is not None else [cmin]
+        later = [r for r in options if order(r.record.positions, lb) in (CutOrder.AFTER, CutOrder.EQUAL)]
+        if later:
+            return at_record("v", CBR_OVERLAPS_MAX, later[0], f"LB {shown_lb} keeps more than the maximum {maximum} "
+                             f"and overlaps {target_name}: truncate at the earliest recorded cut at or after LB "
+                             "that keeps within the limits")
+        return at_record("v", CBR_OVERLAPS_MAX, cmin, f"LB {shown_lb} keeps more than the maximum {maximum} and "
+                         f"overlaps {target_name}; no recorded cut at or after LB keeps at least {minimum}: "
+                         "truncate at Cmin")
+
+    def overlaps_min() -> ConsumptionChoice:  # (iv)
+        earlier = [r for r in within if order(r.record.positions, lb) in (CutOrder.BEFORE, CutOrder.EQUAL)]
+        if earlier:
+            return at_record("iv", CBR_OVERLAPS_MIN, earlier[-1], f"LB {shown_lb} keeps less than the minimum "
+                             f"{minimum} and overlaps Cmin: truncate at the latest recorded cut at or before LB")
+        if cmax is not None and amount > policy.max:  # type: ignore[operator]
+            return at_record("iv", CBR_OVERLAPS_MIN, cmax, f"LB {shown_lb} keeps less than the minimum {minimum} "
+                             "and overlaps Cmin, no recorded cut within the limits is at or before it, and the "
+                             f"stream holds more than the maximum {maximum}: the maximum forces Cmax")
+        return ConsumptionChoice("iv", CBR_NO_TRUNCATION, f"case (iv): LB {shown_lb} keeps less than the minimum "
+                                 f"{minimum} and overlaps Cmin, and no recorded cut keeping at least the minimum "
+                                 "is at or before it: nothing is truncated", None, None, None)
+
+    if kind is RetentionKind.SIZE:
+        assert lb_retained is not None
+        keeps = _fmt(kind, lb_retained)
+        if policy.max is not None and lb_retained > policy.max:
+            if cmax is not None:
+                where = order(lb, cmax.record.positions)
+                if where is CutOrder.OVERLAPS:
+                    return overlaps_max()
+                if where is not CutOrder.AFTER:
+                    return at_record("iii", CBR_ABOVE_MAX, cmax, f"LB {shown_lb} keeps {keeps}, more than the maximum "
+                                     f"{maximum}, and lies at or before Cmax: the maximum overrides the subscribers; "
+                                     "truncate at Cmax")
+            # no recorded cut keeps within the limits, so the max cannot be met: Cmin comes closest, unless
+            # LB keeps no more than Cmin (then LB is as close and spares the subscribers)
+            if cmin is None or lb_retained <= cmin.retained:
+                case = "v" if cmin is not None and order(lb, cmin.record.positions) is CutOrder.OVERLAPS else "iii"
+                return at_lb(case, CBR_ABOVE_MAX if case == "iii" else CBR_OVERLAPS_MAX,
+                             f"LB keeps {keeps}, more than the maximum {maximum}, but no recorded cut keeps within "
+                             "the limits and none keeps at least the minimum with less than LB")
+            if order(lb, cmin.record.positions) in (CutOrder.BEFORE, CutOrder.EQUAL):
+                return at_record("iii", CBR_ABOVE_MAX, cmin, f"LB {shown_lb} keeps {keeps}, more than the maximum "
+                                 f"{maximum}, and lies before Cmin, the cut closest to the maximum (none keeps "
+                                 "within the limits): the maximum overrides the subscribers; truncate at Cmin")
+            return at_record("v", CBR_OVERLAPS_MAX, cmin, f"LB {shown_lb} keeps {keeps}, more than the maximum "
+                             f"{maximum}, and overlaps Cmin, the cut closest to the maximum (none keeps within the "
+                             "limits): the maximum overrides the subscribers; truncate at Cmin")
+        if lb_retained < policy.min:
+            if cmin is None:
+                return ConsumptionChoice("ii", CBR_NO_TRUNCATION, f"case (ii): LB {shown_lb} keeps {keeps}, less "
+                                         f"than the minimum {minimum}, and no recorded cut keeps at least the "
+                                         "minimum: nothing is truncated", None, None, None)
+            if order(cmin.record.positions, lb) in (CutOrder.BEFORE, CutOrder.EQUAL):
+                return at_record("ii", CBR_BELOW_MIN, cmin, f"LB {shown_lb} keeps {keeps}, less than the minimum "
+                                 f"{minimum}, and Cmin is at or before it: truncate at Cmin")
+            return overlaps_min()
+        return at_lb("i", CBR_WITHIN_LIMITS, f"LB keeps {keeps}, within the limits")
+
+    # TIME: place LB among the recorded cuts
+    assert cmin is not None
+    target = cmax if cmax is not None else cmin  # where the max forces the stream
+    if policy.max is not None:
+        where = order(lb, target.record.positions)
+        if where is CutOrder.BEFORE or (where is CutOrder.EQUAL and cmax is None):
+            return at_record("iii", CBR_ABOVE_MAX, target, f"LB {shown_lb} lies before {target_name}, so it keeps "
+                             f"more than the maximum {maximum}: the maximum overrides the subscribers; truncate at it")
+        if where is CutOrder.OVERLAPS:
+            return overlaps_max()
+    where = order(lb, cmin.record.positions)
+    if where is CutOrder.AFTER:
+        return at_record("ii", CBR_BELOW_MIN, cmin, f"LB {shown_lb} lies after Cmin, so it keeps less than the "
+                         f"minimum {minimum}: truncate at Cmin")
+    if where is CutOrder.OVERLAPS:
+        return overlaps_min()
+    between = "at or before Cmin" if cmax is None else "between Cmax and Cmin"
+    return at_lb("i", CBR_WITHIN_LIMITS, f"LB lies {between}, so it keeps between the limits")
+
+
+def _apply(choice: ConsumptionChoice, segments: Mapping[int, Segment], head_positions: Mapping[int, int],
+           result: Callable[..., RetentionDecision], common: dict[str, Any]) -> RetentionDecision:
+    chosen = None if choice.record is None else choice.record.record
+    if choice.positions is None:
+        return result(choice.rule, choice.reason, case=choice.case, **common)
+    order = compare_cuts(choice.positions, head_positions, _ranges(segments))
+    if order is not CutOrder.AFTER:
+        where = {CutOrder.EQUAL: "at", CutOrder.BEFORE: "behind", CutOrder.OVERLAPS: "partly behind"}[order]
+        return result(BEHIND_HEAD, f"{choice.reason}; but that cut is {where} the current head, so nothing is "
+                                   "truncated", chosen=chosen, case=choice.case, **common)
+    freed = size_between(head_positions, choice.positions, segments)
+    return result(choice.rule, choice.reason, cut=dict(choice.positions), retained=choice.retained,
+                  freed_bytes=freed, chosen=chosen, case=choice.case, **common)
+
+
 def prune(
     records: Iterable[RetentionRecord], truncation_positions: Mapping[int, int],
     ranges: Mapping[int, tuple[float, float]],
@@ -255,12 +439,16 @@ def should_record(records: Iterable[RetentionRecord], now_ms: int, frequency_ms:
 
 
 __all__ = [
+    "CBR_RULES",
     "RULES",
+    "ConsumptionChoice",
     "RetainedRecord",
     "RetentionDecision",
     "RetentionRecord",
     "SubscriberView",
     "candidates",
+    "consumption_choice",
+    "cut_text",
     "decide",
     "prune",
     "retained_amount",
