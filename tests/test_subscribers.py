@@ -5,6 +5,8 @@ views the retention cycle reads (effective cut, unconsumed bytes) across a split
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 import tidekeep as tk
+from helpers.procs import worker_env
 from tidekeep.errors import InvalidInput, InvalidStreamCut, NotFound, StaleGeneration
 from tidekeep.store.schema_subscribers import stream_subscribers
 from tidekeep.streams.cuts import size_between
@@ -219,6 +222,30 @@ def test_an_update_from_a_handle_older_than_a_reset_is_stale(client: tk.Client, 
     theirs.update_retention_stream_cut({STREAM: first})  # the resetting handle knows the new generation
     assert client.reader_group("g").known_generation == 1
     assert one(client, STREAM, "g").positions == dict(first.positions)
+
+
+def test_a_reset_between_the_checks_and_the_write_makes_another_process_update_stale(
+        tmp_path: Path, metadata_url: str, client: tk.Client, two_streams) -> None:
+    first, _ = two_streams
+    client.create_reader_group("g", tk.ReaderGroupConfig(streams=[STREAM], retention_type=MANUAL))
+    env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
+    env["TIDEKEEP_PAUSE"] = "subscribers.publish.before_write=3000"
+    proc = subprocess.Popen([sys.executable, "-m", "tidekeep.cli.main", "-v", "--set", "log.level=DEBUG",
+                             "rg", "retention-cut", "g", str(first)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # the other process has loaded its handle and passed every check
+        seen.append(line)
+        if "acknowledgements checked" in line:
+            break
+    else:
+        raise AssertionError(f"the publishing process never reached its write: {''.join(seen)}")
+    client.reader_group("g").reset(tk.ReaderGroupConfig(streams=[STREAM], retention_type=MANUAL))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == StaleGeneration.exit_code, err
+    assert "error: reader group 'g' is at generation 1, this handle knows generation 0" in err
+    assert one(client, STREAM, "g").positions is None and rows(client) == [("g", 1, None)]
 
 
 # ---- automatic acknowledgements ---------------------------------------------------------------------

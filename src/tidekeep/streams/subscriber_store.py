@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..errors import InvalidInput, InvalidStreamCut, NotFound, StaleGeneration
+from ..faults import pause_point
 from ..names import check_name
 from ..store.schema_readergroups import reader_groups
 from ..store.schema_subscribers import stream_subscribers as subs
@@ -158,11 +159,15 @@ def publish_checkpoint(conn: Connection, controller: StreamController, group: st
     (which a completed checkpoint of the current generation never is) is left out. Returns the
     streams published."""
     published = []
-    for stream, positions in sorted(cuts.items()):
+    states = []
+    for stream in cuts:
         try:
-            state = controller._state(conn, stream)
+            states.append(controller._state(conn, stream))
         except NotFound:
             continue  # deleted meanwhile: its rows went with it
+    # rows are locked in ascending stream id, the order every writer of them uses (no deadlock on PostgreSQL)
+    for state in sorted(states, key=lambda st: st.stream_id):
+        stream, positions = state.name, cuts[state.name]
         row = conn.execute(sa.select(subs).where(subs.c.stream_id == state.stream_id,
                                                  subs.c.reader_group == group).with_for_update()).one_or_none()
         if row is None or row.generation != generation or not _all_known(state, positions):
@@ -274,6 +279,9 @@ class SubscriberStore:
                 state = self.controller._state(conn, stream)
                 self._check_row(conn, state, group, known_uid, known_generation, lock=False)
             checked[stream] = (state, self.controller.to_positions(state, cuts[stream]))
+        log.debug("reader group %s: acknowledgements checked, storing them", group)
+        # everything checked above is checked again under the row locks: a reset may land in between
+        pause_point("subscribers.publish.before_write")
         now = self.controller.clock.now_ms()
         result = {}
         with self.db.write() as conn:
