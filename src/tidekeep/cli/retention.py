@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -10,7 +11,7 @@ import typer
 from ..errors import InvalidInput
 from ..streams.config import RetentionKind, RetentionPolicy, StreamConfig
 from ..streams.model import segment_name
-from ..streams.retention import RetentionDecision, RetentionRecord
+from ..streams.retention import RetentionDecision, RetentionRecord, SubscriberView
 from ..units import format_duration, format_size, parse_duration_ms
 from .context import open_client
 from .output import emit, emit_json, emit_table, fields, format_bytes, head_positions_to_cut, iso_utc
@@ -90,6 +91,23 @@ def _label(record: RetentionRecord, decision: RetentionDecision) -> str:
     return ",".join(marks)
 
 
+def subscriber_cut_text(stream: str, view: SubscriberView) -> str:
+    if not view.acknowledged:
+        return f"start cut (nothing acknowledged): {_cut_text(stream, view.positions)}"
+    return _cut_text(stream, view.positions)
+
+
+def emit_subscribers(decision: RetentionDecision) -> None:
+    """Consumption-based retention: every subscriber, their lower bound and the case that applied."""
+    emit("subscribers:")
+    emit_table(["READER GROUP", "GEN", "ACKNOWLEDGED CUT", "AGE", "UNCONSUMED"],
+               [[v.reader_group, str(v.generation), subscriber_cut_text(decision.stream, v),
+                 "-" if v.updated_ms is None else age_text(decision.now_ms - v.updated_ms),
+                 format_bytes(v.unconsumed_bytes)] for v in decision.subscribers], indent="  ")
+    fields([("lower bound", _cut_text(decision.stream, decision.lower_bound)),
+            ("case", "-" if decision.case is None else f"({decision.case})")])
+
+
 def emit_decision(decision: RetentionDecision, json_output: bool, dry_run: bool) -> None:
     if json_output:
         emit_json(dict(decision.to_dict(), dry_run=dry_run))
@@ -104,6 +122,8 @@ def emit_decision(decision: RetentionDecision, json_output: bool, dry_run: bool)
                      format_size(r.record.recording_size), _amount(decision, r.retained),
                      _cut_text(decision.stream, r.record.positions), _label(r.record, decision)]
                     for r in decision.records], indent="  ")
+    if decision.subscribers:
+        emit_subscribers(decision)
     verb = "would truncate" if dry_run else "truncated"
     fields([("Cmin", _cut_text(decision.stream, None if decision.cmin is None else decision.cmin.positions)),
             ("Cmax", _cut_text(decision.stream, None if decision.cmax is None else decision.cmax.positions)),
@@ -114,10 +134,21 @@ def emit_decision(decision: RetentionDecision, json_output: bool, dry_run: bool)
 
 
 def history_record(entry: dict[str, Any]) -> dict[str, Any]:
+    details = json.loads(entry["details"]) if entry.get("details") else {}
     return {"time": iso_utc(entry["time_ms"]), "time_ms": entry["time_ms"],
             "old_head": head_positions_to_cut(entry["target"], entry["old_head"]),
             "new_head": head_positions_to_cut(entry["target"], entry["new_head"]),
-            "bytes_freed": entry["bytes_freed"], "reason": entry["reason"], "actor": entry["actor"]}
+            "bytes_freed": entry["bytes_freed"], "reason": entry["reason"], "actor": entry["actor"],
+            # consumption-based truncations: the case, the lower bound and the subscribers (audit details)
+            "consumption": details.get("consumption")}
+
+
+def _history_case(record: dict[str, Any]) -> str:
+    consumption = record["consumption"]
+    if consumption is None:
+        return "-"
+    groups = ",".join(s["reader_group"] for s in consumption["subscribers"] if s["allowed"]) or "none"
+    return f"({consumption['case']}) allowed by {groups}"
 
 
 def register(app: typer.Typer) -> None:
@@ -158,8 +189,9 @@ def register(app: typer.Typer) -> None:
         elif not entries:
             emit(f"no truncations of {stream}")
         else:
-            emit_table(["TIME", "FREED", "NEW HEAD", "REASON"],
-                       [[e["time"], format_bytes(e["bytes_freed"]), e["new_head"], e["reason"]] for e in entries])
+            emit_table(["TIME", "FREED", "NEW HEAD", "CONSUMPTION", "REASON"],
+                       [[e["time"], format_bytes(e["bytes_freed"]), e["new_head"], _history_case(e), e["reason"]]
+                        for e in entries])
 
 
 def register_policy(stream_app: typer.Typer) -> None:

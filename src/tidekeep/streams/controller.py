@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -394,9 +394,13 @@ class StreamController:
 
     # ---- truncation --------------------------------------------------------------------------
     def truncate(self, name: str, cut: StreamCut | str, reason: str = "manual truncation",
-                 actor: str | None = None) -> TruncateResult:
+                 actor: str | None = None, details: dict[str, Any] | None = None,
+                 guard: Callable[[Connection, StreamState], None] | None = None) -> TruncateResult:
         """Move the head to `cut` (valid, at or after the current head). The head and the chunk rows
-        wholly below it change in one transaction; files are deleted after the commit."""
+        wholly below it change in one transaction; files are deleted after the commit. `details` are
+        added to the audit entry's details (retention: the subscribers that allowed the truncation);
+        `guard` runs under the stream lock before anything changes and may raise to refuse (retention:
+        the subscribers changed since the decision)."""
         checked = self.state(name)
         positions = self.to_positions(checked, cut)  # reads chunk files: outside the write transaction
         with self.db.write() as conn:
@@ -409,6 +413,8 @@ class StreamController:
             if held:
                 raise HoldActive(f"stream {state.info.name} is under legal hold {held[0].id} ({held[0].reason}); "
                                  f"it cannot be truncated until the hold is removed", held[0].id, held[0].reason)
+            if guard is not None:
+                guard(conn, state)
             order = compare_cuts(state.head, positions, state.ranges())
             if order is CutOrder.AFTER:
                 raise InvalidStreamCut(f"cannot truncate {name} at {state.cut(positions)}: it is behind the head "
@@ -434,7 +440,8 @@ class StreamController:
             conn.execute(sa.update(t.streams).where(t.streams.c.id == state.stream_id).values(
                 head=json.dumps(_str_keys(positions)), truncated_bytes=state.truncated_bytes + freed))
             self._audit(conn, "truncate", name, json.dumps(_str_keys(state.head)),
-                        json.dumps(_str_keys(positions)), freed, reason, {"chunks": len(doomed)}, actor)
+                        json.dumps(_str_keys(positions)), freed, reason,
+                        {"chunks": len(doomed), **(details or {})}, actor)
         fault_point("truncate.after_commit")
         self.storage.delete(doomed)
         result = TruncateResult(name, old_head, state.cut(positions), freed, len(doomed))

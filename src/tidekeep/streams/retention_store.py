@@ -3,6 +3,10 @@
 A cycle: record the tail cut if due (reference A2), decide (pure), truncate through the stream
 controller (so the truncation is audited with the rule and honours legal holds), prune the set
 (reference A5). `preview` runs the same decision without changing anything.
+
+Consumption-based retention (DESIGN §5): the subscribers' views are loaded in the same transaction as
+the head, the tail and the retention set; with at least one subscriber the decision also gets their
+lower bound LB, and a truncation it causes is audited with the subscribers, LB and the case.
 """
 
 from __future__ import annotations
@@ -10,19 +14,32 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..errors import InvalidInput, InvalidStreamCut
+from ..errors import ConflictError, InvalidInput, InvalidStreamCut
 from ..faults import fault_point
 from ..holds import holds_on
 from ..store import schema as t
 from ..store.schema_retention import retention_set
 from .controller import StreamController, StreamState
 from .cuts import CutOrder, compare_cuts, initial_cut, size_between
-from .retention import BEHIND_HEAD, HELD, RetentionDecision, RetentionRecord, decide, prune, should_record
+from .model import segment_name
+from .retention import (
+    BEHIND_HEAD,
+    HELD,
+    RetentionDecision,
+    RetentionRecord,
+    SubscriberView,
+    decide,
+    prune,
+    should_record,
+)
+from .subscriber_store import SubscriberStore
+from .subscribers import lower_bound
 
 log = logging.getLogger("tidekeep.retention")
 
@@ -43,6 +60,7 @@ class RetentionManager:
     def __init__(self, controller: StreamController, settings_frequency_ms: int) -> None:
         self.controller = controller
         self.frequency_ms = settings_frequency_ms
+        self.subscribers = SubscriberStore(controller)
 
     # ---- storage -------------------------------------------------------------------------------
     @staticmethod
@@ -73,12 +91,13 @@ class RetentionManager:
             state = self.controller._state(conn, stream)
             records = self._load(conn, state.stream_id)
             holds = holds_on(conn, "stream", stream)
+            views = self.subscribers.views(conn, state)
         policy = state.info.config.retention
         recorded = None
         if policy is not None and self._due(records, now_ms, self.frequency_ms):
             recorded = tail_record(state, now_ms)
             records.append(recorded)
-        decision = self._decide(state, records, now_ms, recorded)
+        decision = self._decide(state, records, now_ms, recorded, views)
         if decision.truncates and holds:
             # a run would be refused (HoldActive): the preview says so instead of promising bytes
             hold = holds[0]
@@ -92,32 +111,31 @@ class RetentionManager:
         """One retention cycle at `now` (default: the client's clock)."""
         _check_now(now)
         now_ms = self.controller.clock.now_ms() if now is None else now
-        with self.controller.db.write() as conn:
-            # the stream row lock serialises cycles of one stream (and orders them with truncations)
-            state = self.controller._state(conn, stream, lock=True)
-            policy = state.info.config.retention
-            records = self._load(conn, state.stream_id)
-            recorded = None
-            if policy is not None and self._due(records, now_ms, self.frequency_ms):
-                recorded = tail_record(state, now_ms)
-                conn.execute(sa.insert(retention_set).values(
-                    stream_id=state.stream_id, recording_time_ms=recorded.recording_time_ms,
-                    recording_size=recorded.recording_size, positions=_positions_json(recorded.positions)))
-                records.append(recorded)
-        decision = self._decide(state, records, now_ms, recorded)
-        if decision.cut is not None:
+        recorded: RetentionRecord | None = None
+        for attempt in range(1, SUBSCRIBER_ATTEMPTS + 1):
+            state, records, views, added = self._load_for_cycle(stream, now_ms)
+            recorded = added or recorded  # a retried cycle keeps reporting the record its first attempt added
+            decision = self._decide(state, records, now_ms, recorded, views)
+            if decision.cut is None:
+                break
             refused: InvalidStreamCut | None = None
             try:
                 result = self.controller.truncate(stream, state.cut(decision.cut),
-                                                  reason=f"retention {decision.rule}: {decision.reason}", actor=actor)
+                                                  reason=f"retention {decision.rule}: {decision.reason}", actor=actor,
+                                                  details=consumption_details(decision, state),
+                                                  guard=subscribers_unchanged(stream, views, self.subscribers))
                 moved = result.new_head != result.old_head
+            except SubscribersChanged:
+                if attempt == SUBSCRIBER_ATTEMPTS:
+                    raise
+                continue  # decide again with the subscribers as they are now
             except InvalidStreamCut as exc:
                 moved, refused = False, exc  # normally: the head is already past the chosen cut
             if not moved:
                 # another truncation (manual, or a concurrent cycle) reached or passed the chosen cut since
                 # we read the head: it wins; decide again against the new head, which reports it
                 state = self.controller.state(stream)
-                decision = self._decide(state, records, now_ms, recorded)
+                decision = self._decide(state, records, now_ms, recorded, views)
                 if decision.cut is not None:
                     raise refused or InvalidStreamCut(f"retention of {stream}: the chosen cut could not be applied")
             else:
@@ -126,6 +144,7 @@ class RetentionManager:
                 # a crash here leaves the set unpruned: the next cycle finds the chosen cut at the head
                 # (behind-head) and prunes then, so no truncation is repeated or lost
                 fault_point("retention.after_truncate")
+            break
         if decision.chosen is not None:
             head_order = compare_cuts(decision.chosen.positions, state.head, state.ranges())
             if decision.cut is not None or (decision.rule == BEHIND_HEAD and head_order in
@@ -134,6 +153,25 @@ class RetentionManager:
                 # it can never be chosen again (reference A5)
                 self._prune(stream, state, decision.chosen.positions)
         return decision
+
+    def _load_for_cycle(self, stream: str, now_ms: int) -> tuple[
+            StreamState, list[RetentionRecord], list[SubscriberView], RetentionRecord | None]:
+        """The stream, its retention set (with the tail recorded if due) and its subscribers, read in one
+        transaction. Returns the record added, if any."""
+        with self.controller.db.write() as conn:
+            # the stream row lock serialises cycles of one stream (and orders them with truncations)
+            state = self.controller._state(conn, stream, lock=True)
+            policy = state.info.config.retention
+            records = self._load(conn, state.stream_id)
+            views = self.subscribers.views(conn, state)
+            recorded = None
+            if policy is not None and self._due(records, now_ms, self.frequency_ms):
+                recorded = tail_record(state, now_ms)
+                conn.execute(sa.insert(retention_set).values(
+                    stream_id=state.stream_id, recording_time_ms=recorded.recording_time_ms,
+                    recording_size=recorded.recording_size, positions=_positions_json(recorded.positions)))
+                records.append(recorded)
+        return state, records, views, recorded
 
     def _prune(self, stream: str, state: StreamState, positions: dict[int, int]) -> None:
         with self.controller.db.write() as conn:
@@ -148,10 +186,14 @@ class RetentionManager:
                                                             retention_set.c.recording_time_ms.in_(doomed)))
 
     def _decide(self, state: StreamState, records: list[RetentionRecord], now_ms: int,
-                recorded: RetentionRecord | None) -> RetentionDecision:
+                recorded: RetentionRecord | None, views: list[SubscriberView]) -> RetentionDecision:
         tail_size = size_between(initial_cut(state.segments.values()), state.tail(), state.segments)
+        if not views:  # no subscriber: plain size/time retention, exactly as before
+            return decide(state.segments, state.head, tail_size, records, state.info.config.retention, now_ms,
+                          stream=state.name, recorded=recorded)
+        bound = lower_bound([v.positions for v in views], state.segments)
         return decide(state.segments, state.head, tail_size, records, state.info.config.retention, now_ms,
-                      stream=state.name, recorded=recorded)
+                      stream=state.name, recorded=recorded, lower_bound=bound, subscribers=tuple(views))
 
     def history(self, stream: str, limit: int = 50) -> list[dict[str, Any]]:
         """Past truncations of the stream (retention and manual), newest first, from the audit table."""
@@ -167,8 +209,58 @@ class RetentionManager:
         return [s.name for s in self.controller.list_streams() if s.config.retention is not None]
 
 
+SUBSCRIBER_ATTEMPTS = 3  # decisions made again when subscribers change between a decision and its truncation
+
+
+class SubscribersChanged(ConflictError):
+    """A subscriber appeared, was reset or re-created between a retention decision and its truncation."""
+
+
+def subscribers_unchanged(stream: str, seen: list[SubscriberView],
+                           store: SubscriberStore) -> Callable[[Connection, StreamState], None]:
+    """A truncation guard: every current subscriber must be one the decision saw (same group, same
+    generation) with a cut at or after the one it saw. Acknowledgements only move forward, so they
+    never refuse; a new subscriber, a reset or a re-created group starting earlier does (its data
+    might be what the decision is about to truncate)."""
+    known = {(v.reader_group, v.generation): v.positions for v in seen}
+
+    def guard(conn: Connection, state: StreamState) -> None:
+        ranges = state.ranges()
+        for view in store.views(conn, state):
+            before = known.get((view.reader_group, view.generation))
+            if before is None or compare_cuts(view.positions, before, ranges) not in (CutOrder.EQUAL,
+                                                                                      CutOrder.AFTER):
+                raise SubscribersChanged(f"retention of {stream}: subscriber {view.reader_group} changed since "
+                                         "the decision; deciding again")
+
+    return guard
+
+
+def consumption_details(decision: RetentionDecision, state: StreamState) -> dict[str, Any] | None:
+    """The audit details of a truncation the subscribers' lower bound shaped (None for plain size/time
+    retention): the case, LB, and every subscriber with its cut, whether that cut allowed the truncation
+    (the chosen cut is at or before it) or the maximum overrode it (cases iii and v), and what it had
+    not consumed."""
+    if decision.case is None or decision.cut is None:
+        return None
+    ranges = state.ranges()
+    subscribers = []
+    for view in decision.subscribers:
+        order = compare_cuts(decision.cut, view.positions, ranges)
+        subscribers.append({
+            "reader_group": view.reader_group, "generation": view.generation,
+            "cut": {segment_name(s): o for s, o in sorted(view.positions.items())},
+            "acknowledged": view.acknowledged, "updated_ms": view.updated_ms,
+            "unconsumed_bytes": view.unconsumed_bytes,
+            "allowed": order in (CutOrder.BEFORE, CutOrder.EQUAL)})
+    lb = decision.lower_bound or {}
+    return {"consumption": {"case": decision.case, "rule": decision.rule,
+                            "lower_bound": {segment_name(s): o for s, o in sorted(lb.items())},
+                            "subscribers": subscribers}}
+
+
 def _positions_json(positions: dict[int, int]) -> str:
     return json.dumps({str(k): v for k, v in sorted(positions.items())})
 
 
-__all__ = ["RetentionManager", "tail_record"]
+__all__ = ["RetentionManager", "SubscribersChanged", "consumption_details", "subscribers_unchanged", "tail_record"]
