@@ -79,8 +79,8 @@ def wait_for(condition: Callable[[], bool], what: str, readers: Readers) -> None
 
 
 @pytest.fixture
-def setup(tmp_path: Path) -> Iterator[tuple[tk.Client, Readers]]:
-    url = f"sqlite:///{tmp_path / 'metadata.db'}"
+def setup(tmp_path: Path, metadata_url: str) -> Iterator[tuple[tk.Client, Readers]]:
+    url = metadata_url  # SQLite and PostgreSQL
     client = tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"),
                         settings={"writer.linger": 0, "retention.frequency": "1ms"})
     client.db.ensure_schema()
