@@ -13,14 +13,16 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given, settings
 
 import tidekeep as tk
 from helpers.procs import worker_env
+from strategies import ScaledStream, position_in, streams_with_cuts
 from tidekeep.errors import InvalidInput, InvalidStreamCut, NotFound, StaleGeneration
 from tidekeep.store.schema_subscribers import stream_subscribers
 from tidekeep.streams.cuts import size_between
 from tidekeep.streams.model import segment_id
-from tidekeep.streams.subscriber_store import Subscriber, SubscriberStore
+from tidekeep.streams.subscriber_store import Subscriber, SubscriberStore, unconsumed_bytes
 
 STREAM, OTHER = "cbr/events", "cbr/other"
 MANUAL = tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT
@@ -362,3 +364,27 @@ def test_views_across_a_split_and_a_truncation_past_the_cut(client: tk.Client) -
     assert v["slow"].positions == dict(early.positions)  # its acknowledgement is what it is
     assert v["slow"].unconsumed_bytes == v["idle"].unconsumed_bytes == 30 * 28
     assert one(client, STREAM, "slow").unconsumed_bytes == 30 * 28
+
+
+# ---- unconsumed bytes (pure) ------------------------------------------------------------------------
+
+
+def brute_unconsumed(stream: ScaledStream, cut: dict[int, int], head: dict[int, int]) -> int:
+    """Count byte by byte: a byte is unconsumed when it still exists (at or after the head) and lies
+    at or after the subscriber's cut, each position judged key cell by key cell (strategies.position_in)."""
+    count = 0
+    for seg, segment in stream.segments.items():
+        since = max(position_in(stream, cut, seg), position_in(stream, head, seg))
+        count += sum(1 for offset in range(segment.tail) if offset >= since)
+    return count
+
+
+@settings(max_examples=150, deadline=None)
+@given(streams_with_cuts(count=2))
+def test_unconsumed_bytes_counts_what_is_after_both_the_cut_and_the_head(drawn) -> None:
+    stream, (cut, head) = drawn
+    tail = {s: stream.segments[s].tail for s in stream.active}
+    got = unconsumed_bytes(cut, head, tail, stream.segments)
+    assert got == brute_unconsumed(stream, cut, head)
+    assert got <= size_between(head, tail, stream.segments)
+    assert got <= size_between(cut, tail, stream.segments)
