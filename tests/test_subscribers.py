@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from hypothesis import given, settings
 
 import tidekeep as tk
 from helpers.procs import worker_env
 from strategies import ScaledStream, position_in, streams_with_cuts
 from tidekeep.errors import InvalidInput, InvalidStreamCut, NotFound, StaleGeneration
+from tidekeep.store.database import _alembic_config
 from tidekeep.store.schema_subscribers import stream_subscribers
 from tidekeep.streams.cuts import size_between
 from tidekeep.streams.model import segment_id
@@ -140,6 +142,27 @@ def test_a_recreated_group_is_a_new_subscriber_and_an_old_handle_is_stale(client
     with pytest.raises(StaleGeneration, match="re-created"):
         old.update_retention_stream_cut({STREAM: first})
     assert one(client, STREAM, "g").positions is None
+
+
+def test_upgrading_registers_subscribing_groups_created_before_subscribers_existed(
+        client: tk.Client, two_streams) -> None:
+    first, _ = two_streams
+    client.create_reader_group("old", tk.ReaderGroupConfig(streams=[STREAM, OTHER], retention_type=MANUAL))
+    client.reader_group("old").reset(tk.ReaderGroupConfig(streams=[STREAM, OTHER], retention_type=MANUAL))
+    client.create_reader_group("plain", tk.ReaderGroupConfig(streams=[STREAM]))
+    with client.db.engine.connect() as conn:  # back to the schema before subscribers
+        config = _alembic_config()
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0008")
+        conn.commit()
+        assert "stream_subscribers" not in sa.inspect(conn).get_table_names()
+    client.db.upgrade()
+    subs = client.subscribers(STREAM)
+    assert [(s.reader_group, s.generation, s.positions) for s in subs] == [("old", 1, None)]
+    assert subs[0].start_positions == dict(client.head_cut(STREAM).positions)
+    assert [s.reader_group for s in client.subscribers(OTHER)] == ["old"]
+    client.reader_group("old").update_retention_stream_cut({STREAM: first})
+    assert one(client, STREAM, "old").positions == dict(first.positions)
 
 
 # ---- manual acknowledgements ------------------------------------------------------------------------
