@@ -268,4 +268,78 @@ echo "datasets with archives left: $LEFT (expected: audit web)"
 [[ "$LEFT" == "audit web" ]]
 tk audit list --limit 3
 
-step "Done: streams, size retention, legal holds, the catalog's retention job and purge, and log archives, on embedded defaults"
+# ---- issue 7: consumption-based retention ------------------------------------------------------------
+# Two subscriber reader groups consume demo/orders at different speeds; retention truncates only what
+# both have acknowledged (their checkpoints), except that the maximum bounds what a laggard can hold.
+QSTREAM="demo/orders"
+AUTO="AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT"
+queue_round() { generate "$1" 400 | "$TK" stream write "$QSTREAM" --key-field 1 > /dev/null; }
+# one retention cycle; prints its decision as "case rule freed" and keeps the JSON in $WORK/cycle.json
+queue_cycle() {
+    sleep 1.1
+    "$TK" "${FAST[@]}" retention run "$QSTREAM" --json > "$WORK/cycle.json"
+    "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["case"], d["rule"], d["freed_bytes"])' \
+        "$WORK/cycle.json"
+}
+# the effective cut (acknowledged, else start) of GROUP as the last cycle saw it, in compact form
+cycle_view() {
+    "$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print(next(",".join(f"{k}={v}" for k, v in s["positions"].items()) for s in d["subscribers"] if s["reader_group"] == sys.argv[2]))' \
+        "$WORK/cycle.json" "$1"
+}
+cycle_cut() { "$PY" -c 'import json, sys; c = json.load(open(sys.argv[1]))["cut"]; print(",".join(f"{k}={v}" for k, v in (c or {}).items()) or "none")' "$WORK/cycle.json"; }
+
+step "Consumption-based retention: demo/orders keeps at most 40 KB and no minimum (a message queue)"
+tk stream create "$QSTREAM" --segments 2 --retention-size 0:40KB
+
+step "Two subscriber groups: billing and analytics release data at their last checkpoint"
+tk rg create billing --stream "$QSTREAM" --retention-type "$AUTO"
+tk rg create analytics --stream "$QSTREAM" --retention-type "$AUTO"
+
+step "Write 400 orders (16.8 KB); nobody has acknowledged anything, so a cycle truncates nothing"
+queue_round 0
+queue_cycle
+tk retention subscribers "$QSTREAM"
+[[ "$(cycle_cut)" == "none" ]]
+
+step "billing reads all 400 and checkpoints; analytics, slower, reads 100 and checkpoints"
+"$TK" rg read billing --reader b1 --limit 400 > /dev/null
+tk rg checkpoint billing billing-1
+"$TK" rg read analytics --reader a1 --limit 100 > /dev/null
+tk rg checkpoint analytics analytics-1
+tk retention subscribers "$QSTREAM"
+
+step "Preview: the lower bound is analytics' acknowledged cut; case (i) truncates exactly there"
+sleep 1.1
+tk "${FAST[@]}" retention preview "$QSTREAM"
+echo "cycle: $(queue_cycle)"
+SLOW_CUT="$(cycle_view analytics)"
+echo "truncated at $(cycle_cut); analytics acknowledged $SLOW_CUT"
+[[ "$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["case"])' "$WORK/cycle.json")" == "i" ]]
+[[ "$(cycle_cut)" == "$SLOW_CUT" ]]
+
+step "analytics stops reading; billing keeps up with three more rounds: the data analytics has not read stays until the stream passes 40 KB, then the maximum wins"
+for round in 1 2 3; do
+    queue_round $((round * 400))
+    "$TK" rg read billing --reader b1 --limit 400 > /dev/null
+    "$TK" rg checkpoint billing "billing-$((round + 1))" > /dev/null
+    echo "round $round: cycle $(queue_cycle); stream holds $(size_of "$QSTREAM") bytes"
+done
+CASE="$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["case"])' "$WORK/cycle.json")"
+SIZE="$(size_of "$QSTREAM")"
+echo "last case: ($CASE); size $SIZE bytes (maximum 40000)"
+[[ "$CASE" == "iii" || "$CASE" == "v" ]]
+(( SIZE <= 40000 ))
+
+step "History: consumption truncations name their case and the subscribers that allowed them"
+tk retention history "$QSTREAM"
+
+step "analytics is deleted: it no longer holds anything, and the next cycle follows billing to the tail"
+tk rg delete analytics
+echo "cycle: $(queue_cycle)"
+SIZE="$(size_of "$QSTREAM")"
+echo "size: $SIZE bytes (billing has read everything)"
+(( SIZE == 0 ))
+
+step "Done: streams, size retention, legal holds, the catalog's retention job and purge, log archives, and consumption-based retention, on embedded defaults"
