@@ -15,12 +15,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import tidekeep as tk
+from helpers.procs import worker_env
 from tidekeep.errors import HoldActive
 from tidekeep.streams.retention_store import SubscribersChanged, subscribers_unchanged
 
@@ -222,3 +224,32 @@ def test_a_truncation_is_refused_when_a_subscriber_appears_after_the_decision(
         streams=[STREAM], retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
     ran = cclient.retention.run(STREAM)
     assert ran.lower_bound == {0: 5_000} and ran.cut is None and head_offset(cclient) == 5_000
+
+
+def test_a_cycle_decides_again_when_a_subscriber_appears_before_its_truncation(
+        cclient: tk.Client, clock: tk.ManualClock, tmp_path: Path, metadata_url: str) -> None:
+    group = build(cclient, clock, "size")
+    assert group is not None
+    cclient.update_stream(STREAM, tk.StreamConfig(segments=1, retention=tk.RetentionPolicy.by_size(0, 100_000)))
+    acknowledge(group, 5_000)
+    assert cclient.retention.preview(STREAM).cut == {0: 5_000}
+    recorded = len(cclient.retention.records(STREAM))
+    env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
+    env["TIDEKEEP_PAUSE"] = "retention.before_truncate=2500"
+    cycle = subprocess.Popen([sys.executable, "-m", "tidekeep.cli.main", "--set", "retention.frequency=1ms",
+                              "retention", "run", STREAM, "--json"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    # the cycle's first transaction records the tail; its decision (truncate at 5,000) follows at once
+    deadline = time.monotonic() + 60
+    while len(cclient.retention.records(STREAM)) == recorded:
+        assert cycle.poll() is None and time.monotonic() < deadline, cycle.communicate()
+        time.sleep(0.02)
+    cclient.create_reader_group("newcomer", tk.ReaderGroupConfig(
+        streams=[STREAM], retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
+    out, err = cycle.communicate(timeout=60)
+    assert cycle.returncode == 0, err
+    decided = json.loads(out)
+    # the truncation refused the stale decision; deciding again, the newcomer holds the stream at 0
+    assert decided["lower_bound"] == {SEG: 0} and decided["cut"] is None
+    assert sorted(s["reader_group"] for s in decided["subscribers"]) == ["billing", "newcomer"]
+    assert head_offset(cclient) == 0 and cclient.retention.history(STREAM) == []

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..errors import ConflictError, InvalidInput, InvalidStreamCut
-from ..faults import fault_point
+from ..faults import fault_point, pause_point
 from ..holds import holds_on
 from ..store import schema as t
 from ..store.schema_retention import retention_set
@@ -119,6 +119,7 @@ class RetentionManager:
             if decision.cut is None:
                 break
             refused: InvalidStreamCut | None = None
+            pause_point("retention.before_truncate")  # tests: a subscriber appears between decision and truncation
             try:
                 result = self.controller.truncate(stream, state.cut(decision.cut),
                                                   reason=f"retention {decision.rule}: {decision.reason}", actor=actor,
