@@ -197,6 +197,15 @@ def test_cli_preview_shows_subscribers_lower_bound_and_case(tmp_path: Path) -> N
     assert f"start cut (nothing acknowledged): {STREAM}:{SEG}=4000" in late and "5,000 bytes" in late
     assert any(line.startswith("lower bound") and line.endswith(f"{STREAM}:{SEG}=4000") for line in lines)
     assert any(line.startswith("case") and line.endswith("(i)") for line in lines)
+    ran = cli(home, "retention", "run", STREAM, "--json")
+    assert ran.returncode == 0 and json.loads(ran.stdout)["cut"] == {SEG: 4000}, ran.stderr
+    history = json.loads(cli(home, "retention", "history", STREAM, "--json").stdout)
+    consumption = history[0]["consumption"]
+    assert consumption["case"] == "i" and consumption["lower_bound"] == {SEG: 4000}
+    assert [(s["reader_group"], s["allowed"]) for s in consumption["subscribers"]] == [
+        ("billing", True), ("late", True)]
+    table = cli(home, "retention", "history", STREAM).stdout
+    assert "(i) allowed by billing,late" in table.splitlines()[1]
 
 
 def test_a_truncation_is_refused_when_a_subscriber_appears_after_the_decision(
