@@ -186,8 +186,8 @@ def test_cli_preview_shows_subscribers_lower_bound_and_case(tmp_path: Path) -> N
     shown = json.loads(done.stdout)
     assert shown["dry_run"] and shown["case"] == "i" and shown["lower_bound"] == {SEG: 4000}
     assert shown["cut"] == {SEG: 4000} and shown["freed_bytes"] == 4000
-    assert sorted((s["reader_group"], s["acknowledged"]) for s in shown["subscribers"]) == [
-        ("billing", True), ("late", False)]
+    assert sorted((s["reader_group"], s["acknowledged"], s["age_ms"], s["unconsumed_bytes"])
+                  for s in shown["subscribers"]) == [("billing", True, 0, 4000), ("late", False, None, 5000)]
     text = cli(home, "retention", "preview", STREAM, "--at", str(now))
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()

@@ -110,7 +110,10 @@ def emit_subscribers(decision: RetentionDecision) -> None:
 
 def emit_decision(decision: RetentionDecision, json_output: bool, dry_run: bool) -> None:
     if json_output:
-        emit_json(dict(decision.to_dict(), dry_run=dry_run))
+        shown = decision.to_dict()
+        for view in shown.get("subscribers", []):  # the age the text shows, as of the decision's time
+            view["age_ms"] = None if view["updated_ms"] is None else decision.now_ms - view["updated_ms"]
+        emit_json(dict(shown, dry_run=dry_run))
         return
     policy = "none" if decision.policy is None else decision.policy.describe()
     fields([("stream", decision.stream), ("policy", policy), ("at", iso_utc(decision.now_ms)),
