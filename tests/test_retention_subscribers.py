@@ -262,3 +262,26 @@ def test_a_cycle_decides_again_when_a_subscriber_appears_before_its_truncation(
     assert decided["lower_bound"] == {SEG: 0} and decided["cut"] is None
     assert sorted(s["reader_group"] for s in decided["subscribers"]) == ["billing", "newcomer"]
     assert head_offset(cclient) == 0 and cclient.retention.history(STREAM) == []
+
+
+def test_after_the_maximum_overrode_a_stopped_subscriber_cycles_keep_the_maximum(
+        cclient: tk.Client, clock: tk.ManualClock) -> None:
+    """The bound behind the head counts nothing already truncated: with no new writes, nothing more goes."""
+    cclient.create_stream(STREAM, tk.StreamConfig(segments=1, retention=tk.RetentionPolicy.by_size(0, 6_000)))
+    group = cclient.create_reader_group("stopped", tk.ReaderGroupConfig(
+        streams=[STREAM], retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
+    w = cclient.writer(STREAM, "w")
+    for round_ in range(9):
+        w.write_many([b"e" * 92] * 10)
+        w.flush()
+        if round_ == 0:
+            acknowledge(group, 1_000)  # and never again
+        clock.advance(11 * MINUTE)
+        cclient.retention.run(STREAM)
+    w.close()
+    assert head_offset(cclient) == 3_000 and cclient.describe_stream(STREAM)["size_bytes"] == 6_000  # max forced
+    for _ in range(3):
+        clock.advance(11 * MINUTE)
+        quiet = cclient.retention.run(STREAM)
+        assert quiet.cut is None and quiet.lower_bound == {0: 3_000}, quiet.reason
+    assert head_offset(cclient) == 3_000 and cclient.describe_stream(STREAM)["size_bytes"] == 6_000

@@ -192,7 +192,7 @@ class RetentionManager:
         if not views:  # no subscriber: plain size/time retention, exactly as before
             return decide(state.segments, state.head, tail_size, records, state.info.config.retention, now_ms,
                           stream=state.name, recorded=recorded)
-        bound = lower_bound([v.positions for v in views], state.segments)
+        bound = clamp_to_head(lower_bound([v.positions for v in views], state.segments), state)
         return decide(state.segments, state.head, tail_size, records, state.info.config.retention, now_ms,
                       stream=state.name, recorded=recorded, lower_bound=bound, subscribers=tuple(views))
 
@@ -237,6 +237,21 @@ def subscribers_unchanged(stream: str, seen: list[SubscriberView],
     return guard
 
 
+def clamp_to_head(bound: dict[int, int], state: StreamState) -> dict[int, int]:
+    """The lower bound as the decision must see it. Once the maximum has forced a truncation past a
+    subscriber that stopped acknowledging, LB lies behind the head; measured from LB, what it "keeps"
+    would count bytes already gone, and every later cycle would truncate again (case iii) although
+    the stream holds no more than the maximum. Data behind the head is gone for every subscriber, so
+    the bound is the head then (or, partly behind it on the same segments, the later of the two per
+    segment). Across a scale between the two cuts an overlapping bound is left as it is."""
+    order = compare_cuts(bound, state.head, state.ranges())
+    if order in (CutOrder.BEFORE, CutOrder.EQUAL):
+        return dict(state.head)
+    if order is CutOrder.OVERLAPS and set(bound) == set(state.head):
+        return {s: max(o, state.head[s]) for s, o in bound.items()}
+    return bound
+
+
 def consumption_details(decision: RetentionDecision, state: StreamState) -> dict[str, Any] | None:
     """The audit details of a truncation the subscribers' lower bound shaped (None for plain size/time
     retention): the case, LB, and every subscriber with its cut, whether that cut allowed the truncation
@@ -264,4 +279,5 @@ def _positions_json(positions: dict[int, int]) -> str:
     return json.dumps({str(k): v for k, v in sorted(positions.items())})
 
 
-__all__ = ["RetentionManager", "SubscribersChanged", "consumption_details", "subscribers_unchanged", "tail_record"]
+__all__ = ["RetentionManager", "SubscribersChanged", "clamp_to_head", "consumption_details", "subscribers_unchanged",
+           "tail_record"]
