@@ -285,3 +285,17 @@ def test_after_the_maximum_overrode_a_stopped_subscriber_cycles_keep_the_maximum
         quiet = cclient.retention.run(STREAM)
         assert quiet.cut is None and quiet.lower_bound == {0: 3_000}, quiet.reason
     assert head_offset(cclient) == 3_000 and cclient.describe_stream(STREAM)["size_bytes"] == 6_000
+
+
+def test_a_truncation_at_the_lower_bound_prunes_the_records_it_passed(cclient: tk.Client,
+                                                                      clock: tk.ManualClock) -> None:
+    """LB is no retention-set record, so the set is pruned by the truncation cut itself: every record
+    at or before it goes (reference A5); otherwise a queue always truncated at LB would never prune."""
+    group = build(cclient, clock, "size")
+    assert group is not None
+    before = [r.recording_size for r in cclient.retention.records(STREAM)]
+    acknowledge(group, 5_000)
+    ran = cclient.retention.run(STREAM)
+    assert (ran.case, ran.cut, ran.chosen) == ("i", {0: 5_000}, None)
+    after = [r.recording_size for r in cclient.retention.records(STREAM)]
+    assert after == [size for size in before if size > 5_000] and len(after) < len(before)

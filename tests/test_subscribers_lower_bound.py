@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from strategies import GRID, ScaledStream, cell_of, streams_with_cuts, valid_cut_frontiers
 from tidekeep.streams.cuts import CutOrder, check_cut, compare_cuts
 from tidekeep.streams.model import Segment, segment_id
-from tidekeep.streams.subscribers import lower_bound
+from tidekeep.streams.subscribers import lower_bound, upper_bound
 
 # ---- the oracle: positions per grid cell, ordered by (segment id, offset) -----------------------------
 
@@ -158,3 +158,34 @@ def test_cuts_that_are_not_cuts_of_the_stream_are_rejected() -> None:
         lower_bound([{a: 1}], segments)
     with pytest.raises(ValueError, match=r"names segment 0\.7"):
         lower_bound([{a: 1, sid(0, 7): 0}], segments)
+
+
+# ---- upper_bound: the mirror image, used to move a lower bound behind the head up to the head ----------
+
+
+@settings(max_examples=250, deadline=None)
+@given(cut_lists)
+def test_upper_bound_is_the_pointwise_latest_position_and_a_valid_cut(case) -> None:
+    stream, cuts = case
+    ub = upper_bound(cuts, stream.segments)
+    check_cut(ub, stream.segments, "s/x")
+    assert frozenset(ub) in valid_cut_frontiers(stream)
+    for cell in range(GRID):  # the latest input position at every key: by the order, the least upper bound
+        assert position(stream, ub, cell) == max(position(stream, x, cell) for x in cuts)
+    for cut in cuts:
+        assert compare_cuts(cut, ub, stream.ranges) in (CutOrder.BEFORE, CutOrder.EQUAL)
+
+
+@settings(max_examples=150, deadline=None)
+@given(streams_with_cuts(count=2))
+def test_upper_and_lower_bound_of_two_cuts_bracket_both(case) -> None:
+    stream, (a, b) = case
+    lb, ub = lower_bound([a, b], stream.segments), upper_bound([a, b], stream.segments)
+    assert at_or_before(stream, lb, a) and at_or_before(stream, a, ub)
+    assert at_or_before(stream, lb, b) and at_or_before(stream, b, ub)
+    assert upper_bound([a], stream.segments) == a
+
+
+def test_no_cuts_has_no_upper_bound() -> None:
+    with pytest.raises(ValueError, match="at least one cut"):
+        upper_bound([], {})

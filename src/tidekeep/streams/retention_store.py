@@ -39,7 +39,7 @@ from .retention import (
     should_record,
 )
 from .subscriber_store import SubscriberStore
-from .subscribers import lower_bound
+from .subscribers import lower_bound, upper_bound
 
 log = logging.getLogger("tidekeep.retention")
 
@@ -146,13 +146,15 @@ class RetentionManager:
                 # (behind-head) and prunes then, so no truncation is repeated or lost
                 fault_point("retention.after_truncate")
             break
-        if decision.chosen is not None:
-            head_order = compare_cuts(decision.chosen.positions, state.head, state.ranges())
-            if decision.cut is not None or (decision.rule == BEHIND_HEAD and head_order in
-                                            (CutOrder.BEFORE, CutOrder.EQUAL)):
-                # after a truncation at (or a head already past) the chosen cut, every record at or before
-                # it can never be chosen again (reference A5)
-                self._prune(stream, state, decision.chosen.positions)
+        # after a truncation at (or a head already past) the chosen cut, every record at or before it can
+        # never be chosen again (reference A5). A truncation at the subscribers' lower bound prunes by
+        # the cut itself: LB is no record, and a queue that always truncates at LB would otherwise
+        # never prune its retention set
+        if decision.cut is not None:
+            self._prune(stream, state, decision.cut)
+        elif decision.chosen is not None and decision.rule == BEHIND_HEAD and compare_cuts(
+                decision.chosen.positions, state.head, state.ranges()) in (CutOrder.BEFORE, CutOrder.EQUAL):
+            self._prune(stream, state, decision.chosen.positions)
         return decision
 
     def _load_for_cycle(self, stream: str, now_ms: int) -> tuple[
@@ -242,14 +244,9 @@ def clamp_to_head(bound: dict[int, int], state: StreamState) -> dict[int, int]:
     subscriber that stopped acknowledging, LB lies behind the head; measured from LB, what it "keeps"
     would count bytes already gone, and every later cycle would truncate again (case iii) although
     the stream holds no more than the maximum. Data behind the head is gone for every subscriber, so
-    the bound is the head then (or, partly behind it on the same segments, the later of the two per
-    segment). Across a scale between the two cuts an overlapping bound is left as it is."""
-    order = compare_cuts(bound, state.head, state.ranges())
-    if order in (CutOrder.BEFORE, CutOrder.EQUAL):
-        return dict(state.head)
-    if order is CutOrder.OVERLAPS and set(bound) == set(state.head):
-        return {s: max(o, state.head[s]) for s, o in bound.items()}
-    return bound
+    the bound is the head where LB lies behind it: the later of the two at every routing key
+    (`upper_bound`, also across a scale between the two cuts)."""
+    return upper_bound([bound, state.head], state.segments)
 
 
 def consumption_details(decision: RetentionDecision, state: StreamState) -> dict[str, Any] | None:

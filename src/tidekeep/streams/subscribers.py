@@ -23,7 +23,7 @@ interval each input cut has a single segment, so one representative key per inte
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .model import Segment, segment_name
 
@@ -34,6 +34,21 @@ def lower_bound(cuts: Sequence[Mapping[int, int]], segments: Mapping[int, Segmen
     empty list, and on cuts that do not tile the key space consistently (invalid input)."""
     if not cuts:
         raise ValueError("lower_bound needs at least one subscriber cut")
+    return _pointwise(cuts, segments, min)
+
+
+def upper_bound(cuts: Sequence[Mapping[int, int]], segments: Mapping[int, Segment]) -> dict[int, int]:
+    """The earliest complete valid cut at or after every cut in `cuts`: the pointwise maximum, by the
+    mirror image of the argument above (a segment that is the latest position at one key is the
+    latest, at the same offset, across its range). The retention cycle uses it to move a lower bound
+    that lies (partly) behind the head up to the head, key by key, also across a scale."""
+    if not cuts:
+        raise ValueError("upper_bound needs at least one cut")
+    return _pointwise(cuts, segments, max)
+
+
+def _pointwise(cuts: Sequence[Mapping[int, int]], segments: Mapping[int, Segment],
+               pick: Callable[[Iterable[tuple[int, int]]], tuple[int, int]]) -> dict[int, int]:
     for cut in cuts:
         for seg in cut:
             if seg not in segments:
@@ -42,16 +57,10 @@ def lower_bound(cuts: Sequence[Mapping[int, int]], segments: Mapping[int, Segmen
     boundaries = sorted(edges | {0.0, 1.0})
     result: dict[int, int] = {}
     for key in boundaries[:-1]:
-        # the earliest position at this key: lowest segment id, then lowest offset
-        earliest: tuple[int, int] | None = None
-        for cut in cuts:
-            position = _position_at(cut, key, segments)
-            if earliest is None or position < earliest:
-                earliest = position
-        assert earliest is not None  # cuts is not empty
-        seg, offset = earliest
+        # the earliest (or latest) position at this key, ordered by segment id, then offset
+        seg, offset = pick(_position_at(cut, key, segments) for cut in cuts)
         if result.setdefault(seg, offset) != offset:
-            raise ValueError(f"segment {segment_name(seg)} is the earliest position at two keys with different "
+            raise ValueError(f"segment {segment_name(seg)} is the chosen position at two keys with different "
                              "offsets: the cuts are not valid cuts of one stream")
     return result
 
@@ -68,4 +77,4 @@ def _show(cut: Mapping[int, int]) -> str:
     return "{" + ", ".join(f"{segment_name(s)}: {o}" for s, o in sorted(cut.items())) + "}"
 
 
-__all__ = ["lower_bound"]
+__all__ = ["lower_bound", "upper_bound"]
