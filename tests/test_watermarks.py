@@ -339,3 +339,42 @@ def test_previous_watermark_of_another_stream() -> None:
     with pytest.raises(InvalidStreamCut) as err:
         next_watermark([WriterMark("w", 2, {0: 1}, 0)], previous, one_segment_stream(), 0, 10)
     assert str(err.value) == "invalid stream cut for the previous watermark: segment 1.7 does not exist"
+
+
+@settings(max_examples=100, deadline=None)
+@given(scenarios(rounds=4), st.data())
+def test_reader_window_only_moves_forward_and_brackets_the_position(scenario: Scenario, data: st.DataObject) -> None:
+    """Watermarks from a run of cycles; a reader moving forward through ordered valid cuts. The lower
+    bound comes from a mark the reader is at or past, the upper from a mark it has not passed, and
+    neither moves backwards (upper may become None near the tail)."""
+    stream = scenario.stream
+    marks: list[WriterMark] = []
+    emitted: list[Watermark] = []
+    previous: Watermark | None = None
+    for rnd in range(4):
+        for i, chain in enumerate(scenario.chains):
+            marks.append(WriterMark(f"w{i}", 10 * rnd + i, chain[rnd], rnd))
+        wm = next_watermark(marks, previous, stream.segments, rnd, 0)
+        if wm is not None:
+            emitted.append(wm)
+            previous = wm
+    frontiers = sorted(valid_cut_frontiers(stream).items(), key=lambda item: sorted(item[0]))
+    tracker = WindowTracker(emitted, stream.segments)
+    cut: dict[int, int] = {}
+    done: frozenset[int] | None = None
+    seen: list[TimeWindow] = []
+    for _ in range(5):
+        later = [item for item in frontiers if done is None or done <= item[1]]
+        segs, done = data.draw(st.sampled_from(later))
+        cut = draw_offsets(data.draw, stream, segs, {s: o for s, o in cut.items() if s in segs})
+        window = tracker.advance_to(cut)
+        if window.lower_ms is not None:
+            passed = [w for w in emitted if w.lower_time_ms == window.lower_ms]
+            assert passed and compare(cut, passed[0].cut, stream.segments) == 1
+        if window.upper_ms is not None:
+            assert any(compare(cut, w.cut, stream.segments) <= 0 for w in emitted if w.upper_time_ms == window.upper_ms)
+        if seen:
+            last = seen[-1]
+            assert last.lower_ms is None or (window.lower_ms is not None and window.lower_ms >= last.lower_ms)
+            assert last.upper_ms is None or window.upper_ms is None or window.upper_ms >= last.upper_ms
+        seen.append(window)
