@@ -6,27 +6,21 @@ Spark instead of starting a JVM per command."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tidekeep as tk
+from helpers.cli import run_cli
 from test_cli import InProcess
 
 T0 = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 
 
 def cli(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items()
-                   if not k.startswith("TIDEKEEP_") or k.startswith("TIDEKEEP_TEST_")}
-    environment["TIDEKEEP_HOME"] = str(home)
-    environment.update(env or {})
-    return subprocess.run([sys.executable, "-m", "tidekeep.cli.main", *args], capture_output=True, text=True,
-                          env=environment, timeout=300, check=False)
+    return run_cli(home, *args, env=env, timeout=300)  # imports start Spark
 
 
 def ok(home: Path, *args: str, clean_stderr: bool = True) -> str:

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.two_segments import S0, S1, rec, two_segments
 from strategies import position_in, streams_with_cuts
 from tidekeep.streams.config import RetentionKind, RetentionPolicy
-from tidekeep.streams.model import Segment, segment_id
 from tidekeep.streams.retention import (
     ABOVE_MAX,
     BEHIND_HEAD,
@@ -27,18 +27,8 @@ from tidekeep.streams.retention import (
     should_record,
 )
 
-S0, S1 = segment_id(0, 0), segment_id(0, 1)
 T0 = 1_700_000_000_000
 MIN = 60_000
-
-
-def two_segments(tail0: int, tail1: int) -> dict[int, Segment]:
-    return {S0: Segment(S0, 0.0, 0.5, 0, tail0), S1: Segment(S1, 0.5, 1.0, 0, tail1)}
-
-
-def rec(time_ms: int, a: int, b: int) -> RetentionRecord:
-    """A record of the two-segment stream: its absolute size is simply a + b (nothing sealed)."""
-    return RetentionRecord(time_ms, a + b, {S0: a, S1: b})
 
 
 # ---- the brute-force oracle: the DESIGN §5 rules applied literally, per segment --------------------------

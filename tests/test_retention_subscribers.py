@@ -12,7 +12,6 @@ subscriber acknowledges a cut, and the decision follows.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import tidekeep as tk
+from helpers.cli import run_cli as cli
 from helpers.procs import worker_env
 from tidekeep.errors import HoldActive
 from tidekeep.streams.retention_store import SubscribersChanged, subscribers_unchanged
@@ -159,13 +159,6 @@ def test_a_legal_hold_still_wins(cclient: tk.Client, clock: tk.ManualClock) -> N
     assert head_offset(cclient) == 0 and cclient.retention.history(STREAM) == []
     cclient.holds.remove(hold_id)
     assert cclient.retention.run(STREAM).cut == {0: 5_000}
-
-
-def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIDEKEEP_") or k.startswith("TIDEKEEP_TEST_")}
-    env["TIDEKEEP_HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "tidekeep.cli.main", *args], capture_output=True, text=True,
-                          env=env, timeout=120, check=False)
 
 
 def test_cli_preview_shows_subscribers_lower_bound_and_case(tmp_path: Path) -> None:

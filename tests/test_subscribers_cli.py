@@ -3,32 +3,17 @@ against a SQLite workspace; data is written through the library."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tidekeep as tk
+from helpers.cli import ok_json
+from helpers.cli import run_cli as cli
 
 STREAM = "cbr/cli"
 MANUAL = "MANUAL_RELEASE_AT_USER_STREAMCUT"
-
-
-def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIDEKEEP_") or k.startswith("TIDEKEEP_TEST_")}
-    env["TIDEKEEP_HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "tidekeep.cli.main", *args], capture_output=True, text=True,
-                          env=env, timeout=120, check=False)
-
-
-def ok_json(home: Path, *args: str) -> Any:
-    done = cli(home, *args, "--json")
-    assert done.returncode == 0 and done.stderr == "", done.stderr
-    return json.loads(done.stdout)
 
 
 def fails(home: Path, code: int, message: str, *args: str) -> None:

@@ -252,7 +252,7 @@ def _delete_quietly(fs: Any, full_path: str, directory: bool = False) -> None:
 
 def _run_job(client: Client, files: list[str], rules: TimestampRules, storage_uri: str, staging: str,
              partitions: int, target_size: int, on_fraction: Callable[[float], None]) -> list[dict[str, Any]]:
-    from ..catalog.job import track_tasks
+    from ..spark.progress import track_tasks
 
     spark = client.spark()
     block_bytes = BLOCK_BYTES
@@ -286,7 +286,7 @@ def ingest_logs(client: Client, dataset: str, paths: Sequence[str | os.PathLike[
     if not files:
         return IngestReport(ingest_id, dataset, 0, 0, 0, 0, 0, [], time.perf_counter() - began)
 
-    from ..catalog.job import monotonic
+    from ..spark.progress import monotonic
 
     report_progress = monotonic(progress) if progress is not None else None
     if report_progress is not None:

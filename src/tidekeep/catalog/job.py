@@ -21,16 +21,15 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from ..faults import fault_point
+from ..spark.progress import monotonic, track_tasks
 from ..store.schema_catalog import catalog_runs
 from . import source
 from .runs import end_run, start_run
@@ -215,38 +214,6 @@ def _finish_period(client: Client, report: RunReport, period: PeriodReport) -> N
                      .values(report=json.dumps(report.to_dict())))
 
 
-# ---- progress ------------------------------------------------------------------------------------------
-@contextmanager
-def track_tasks(spark: SparkSession, group: str, on_fraction: Callable[[float], None]) -> Iterator[None]:
-    """Report the fraction of finished tasks of the Spark jobs in `group` every half second."""
-    sc = spark.sparkContext
-    sc.setJobGroup(group, group)
-    done = threading.Event()
-
-    def poll() -> None:
-        tracker = sc.statusTracker()
-        while not done.wait(0.5):
-            total = finished = 0
-            for job_id in tracker.getJobIdsForGroup(group):
-                job = tracker.getJobInfo(job_id)
-                for stage_id in job.stageIds if job else ():
-                    stage = tracker.getStageInfo(stage_id)
-                    if stage:
-                        total += stage.numTasks
-                        finished += stage.numCompletedTasks
-            if total:
-                on_fraction(finished / total)
-
-    thread = threading.Thread(target=poll, name="catalog-progress", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
-        sc.setLocalProperty("spark.jobGroup.id", None)
-
-
 # ---- the run --------------------------------------------------------------------------------------------
 def run_retention_job(client: Client, dry_run: bool = False, progress: Progress | None = None,
                       now_ms: int | None = None) -> RunReport:
@@ -319,17 +286,6 @@ def partition_count(configured: int, parallelism: int, rows: int) -> int:
     if configured:
         return configured
     return max(1, min(parallelism, -(-rows // ROWS_PER_SMALL_PARTITION)))
-
-
-def monotonic(progress: Progress) -> Progress:
-    """Progress that never goes back (Spark's task counts can grow as stages appear)."""
-    best = [0]
-
-    def report(done: int, total: int) -> None:
-        best[0] = max(best[0], done)
-        progress(best[0], total)
-
-    return report
 
 
 def _run_period(spark: SparkSession, client: Client, url: str, inputs: JobInputs, ctx: Any, period: Any,
