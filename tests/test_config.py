@@ -61,7 +61,8 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
            "catalog.purge_age": "3d", "catalog.purge_batch_size": "250", "catalog.purge_failure_threshold": "0",
            "archive_output.retention_period": "43200", "results_cache.retention_period": "null",
            "garbage_collector.sweep_interval.archive": "180", "garbage_collector.sweep_interval.search_result": "15",
-           "garbage_collector.logging_level": "debug", "search.max_runtime": "30m", "archives.target_size": "64MiB"}
+           "garbage_collector.logging_level": "debug", "search.max_runtime": "30m", "archives.target_size": "64MiB",
+           "watermark.frequency": "250ms"}
     assert set(raw) == set(KEYS), "a new setting needs a case here"
     s = load_settings(tmp_path, env={env_name(k): v for k, v in raw.items()})
     assert env_name("writer.batch_size") == "TIDEKEEP_WRITER_BATCH_SIZE"
@@ -74,7 +75,7 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
         "archive_output.retention_period": 43200, "results_cache.retention_period": None,
         "garbage_collector.sweep_interval.archive": 180, "garbage_collector.sweep_interval.search_result": 15,
         "garbage_collector.logging_level": "DEBUG", "search.max_runtime": 1_800_000,
-        "archives.target_size": 64 * 1024 * 1024}
+        "archives.target_size": 64 * 1024 * 1024, "watermark.frequency": 250}
     assert s.metadata_url == "postgresql+psycopg://u@h/db" and s.storage_uri == "/data/x"
 
 

@@ -31,6 +31,7 @@ from .streams.readergroup import (
     EventRead,
     Position,
     ReaderGroup,
+    ReaderConfig,
     ReaderGroupConfig,
     RetentionType,
 )
@@ -39,6 +40,9 @@ from .streams.retention_store import RetentionManager
 from .streams.rg_state import TooManyCheckpoints
 from .streams.txn import Transaction, TransactionalWriter
 from .streams.txn_store import TransactionInfo, TxnCommitResult, TxnState
+from .streams.watermark_store import WatermarkStore, WriterStatus
+from .streams.watermarks import TimeWindow, Watermark, WriterMark
+from .streams.writer import Writer, WriterConfig
 
 __version__ = "0.1.0"
 
@@ -46,10 +50,11 @@ __all__ = [
     "AlreadyExists", "Checkpoint", "CheckpointTimeout", "ChunkError", "ChunkMissing", "Client", "Clock",
     "ConfigError", "ConflictError", "CorruptChunk", "CutOrder", "Event", "EventRead", "EventTooLarge",
     "Hold", "HoldActive", "HoldStore",
-    "InvalidInput", "InvalidName", "InvalidStreamCut", "ManualClock", "NotFound", "Position", "ReaderGroup",
+    "InvalidInput", "InvalidName", "InvalidStreamCut", "ManualClock", "NotFound", "Position", "ReaderConfig", "ReaderGroup",
     "ReaderGroupConfig", "RetentionDecision", "RetentionKind", "RetentionManager", "RetentionPolicy",
     "RetentionRecord", "RetentionType", "StreamConfig", "StreamCut",
     "StreamSealed", "SystemClock", "TidekeepError", "TooManyCheckpoints", "Transaction", "TransactionClosed",
-    "TransactionExpired", "TransactionInfo", "TransactionalWriter", "TruncatedData", "TxnCommitResult", "TxnState",
-    "connect", "init_workspace",
+    "TimeWindow", "TransactionExpired", "TransactionInfo", "TransactionalWriter", "TruncatedData",
+    "TxnCommitResult", "TxnState", "Watermark", "WatermarkStore", "Writer", "WriterConfig", "WriterMark",
+    "WriterStatus", "connect", "init_workspace",
 ]

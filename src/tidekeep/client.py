@@ -27,7 +27,8 @@ from .streams.retention_store import RetentionManager
 from .streams.subscriber_store import Subscriber
 from .streams.txn import TransactionalWriter
 from .streams.txn_store import TransactionInfo, TransactionStore
-from .streams.writer import Writer
+from .streams.watermark_store import WatermarkStore
+from .streams.writer import Writer, WriterConfig
 from .units import parse_duration_ms, parse_size_bytes
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ class Client:
         self.holds = HoldStore(self.streams)  # legal holds: add/list/remove/active_for
         # size/time retention cycles: preview/run/history (streams/retention_store.py)
         self.retention = RetentionManager(self.streams, settings["retention.frequency"])
+        # writer marks and watermarks: note/list/tail/writers/compute (streams/watermark_store.py)
+        self.watermarks = WatermarkStore(self.streams)
         self.catalog = Catalog(self)  # meta records, rules, the retention job, purge (catalog/)
         self.archives = Archives(self)  # log archives, searches, the garbage collectors (archives/)
 
@@ -149,12 +152,12 @@ class Client:
 
     # ---- data ----------------------------------------------------------------------------------
     def writer(self, stream: str, writer_id: str, batch_size: int | str | None = None,
-               linger: int | str | None = None) -> Writer:
+               linger: int | str | None = None, config: WriterConfig | None = None) -> Writer:
         size = self.settings["writer.batch_size"] if batch_size is None else parse_size_bytes(batch_size)
         if size <= 0:
             raise InvalidInput(f"invalid batch size {batch_size!r}: must be greater than zero")
         linger_ms = self.settings["writer.linger"] if linger is None else parse_duration_ms(linger)
-        return Writer(self.streams, stream, writer_id, size, linger_ms, self.clock)
+        return Writer(self.streams, stream, writer_id, size, linger_ms, self.clock, config)
 
     def read(self, stream: str, start: StreamCut | str | None = None,
              end: StreamCut | str | None = None) -> Iterator[Event]:

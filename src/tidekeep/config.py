@@ -113,6 +113,8 @@ KEYS: dict[str, _Key] = {
     "sweep.grace": _Key(parse_duration_ms, 3_600_000,
                         "uncommitted chunk files younger than this are never swept"),
     "retention.frequency": _Key(_positive(parse_duration_ms), 30 * 60_000, "retention cycle spacing"),
+    "watermark.frequency": _Key(_positive(parse_duration_ms), 1_000,
+                                "how often `tidekeep serve` computes the watermarks of streams with recent marks"),
     "log.level": _Key(_level, "INFO", "log level"),
     "catalog.delete_batch_size": _Key(_positive(_count), 1000,
                                       "records logically deleted per UPDATE (create-time slices)"),
@@ -260,6 +262,8 @@ sweep:
   grace: 1h
 retention:
   frequency: 30m
+watermark:
+  frequency: 1s              # watermarks of streams whose writers note time, under `tidekeep serve`
 catalog:
   delete_batch_size: 1000
   schedule: "0 0 * * *"      # the catalog retention job under `tidekeep serve` (cron, UTC)

@@ -42,11 +42,18 @@ def register(app: typer.Typer) -> None:
             "--no-catalog", help="Do not run the catalog job and purge on catalog.schedule")] = False,
         no_archives: Annotated[bool, typer.Option(
             "--no-archives", help="Do not run the archive and search-result garbage collectors")] = False,
+        watermark_frequency: Annotated[str | None, typer.Option(
+            "--watermark-frequency", metavar="D",
+            help="Compute the watermarks of streams with recent writer marks this often "
+                 "[default: watermark.frequency]")] = None,
+        no_watermarks: Annotated[bool, typer.Option(
+            "--no-watermarks", help="Do not compute watermarks")] = False,
     ) -> None:
         """Run the controller service: retention cycles for every stream with a policy, the sweep,
         the catalog job then the purge on catalog.schedule (cron, UTC; default daily at 00:00), and
         the archive and search-result garbage collectors on garbage_collector.sweep_interval (those
-        whose retention period is set).
+        whose retention period is set), and the watermarks of streams whose writers note time, every
+        watermark.frequency (default 1s) by the owner of the stream's lease.
 
         Several processes on one PostgreSQL store divide the streams through leases. SIGTERM or
         SIGINT finishes the current stream, releases the leases and exits 0. Logs go to stderr.
@@ -57,7 +64,9 @@ def register(app: typer.Typer) -> None:
             frequency_ms=_duration("--frequency", frequency, settings["retention.frequency"]),
             lease_ttl_ms=_duration("--lease-ttl", lease_ttl, 30_000),
             sweep_every_ms=_duration("--sweep-every", sweep_every, 3_600_000),
-            once=once, json_logs=json_logs, catalog=not no_catalog, archives=not no_archives)
+            once=once, json_logs=json_logs, catalog=not no_catalog, archives=not no_archives,
+            watermark_every_ms=None if no_watermarks else _duration(
+                "--watermark-frequency", watermark_frequency, settings["watermark.frequency"]))
         configure_service_logging(settings["log.level"], json_logs)
         client = Client(settings)
         try:

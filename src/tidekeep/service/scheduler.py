@@ -122,7 +122,9 @@ class RetentionService:
                  cycle: CycleFn, sweep: SweepFn, frequency_ms: int, ttl_ms: int, sweep_every_ms: int,
                  retry_base_ms: int = 1_000, skip_errors: tuple[type[BaseException], ...] = (),
                  describe: Callable[[str, Any], str] | None = None,
-                 periodic: Sequence[Callable[[RetentionService], Any]] = ()) -> None:
+                 periodic: Sequence[Callable[[RetentionService], Any]] = (),
+                 watermark_streams: Callable[[], list[str]] | None = None,
+                 watermark: Callable[[str], Any] | None = None, watermark_every_ms: int = 1_000) -> None:
         self.leases = leases
         self.clock = clock
         self.owner = owner
@@ -138,6 +140,14 @@ class RetentionService:
         self.describe = describe or (lambda stream, decision: f"ran {stream}: {decision!r}")
         # further scheduled work, looked at once per pass after the sweep (the catalog job: catalog/schedule.py)
         self.periodic = list(periodic)
+        # watermarks (issue 8): streams with recent writer marks are leased like retention streams (the
+        # same "retention:<stream>" lease), and their owner computes a watermark every watermark_every_ms
+        self.list_watermark_streams = watermark_streams
+        self.watermark = watermark
+        self.watermark_every_ms = watermark_every_ms
+        self._watermark_owned: list[str] = []
+        self._watermark_last: dict[str, int] = {}
+        self._watermark_lock = threading.Lock()
         self.tracks: dict[str, StreamTrack] = {}
         self.held: dict[str, int] = {}  # resource → lease version we hold
         self._held_lock = threading.Lock()
@@ -189,7 +199,10 @@ class RetentionService:
         self.leases.purge(MEMBER_PREFIX, now - self.ttl_ms)
         rows = self.leases.list()
         members = sum(1 for r in rows if r.resource.startswith(MEMBER_PREFIX) and r.held_at(now))
-        streams = self.list_streams()
+        policy_streams = self.list_streams()
+        watermark_streams = self.list_watermark_streams() if self.watermark is not None and \
+            self.list_watermark_streams is not None else []
+        streams = sorted(set(policy_streams) | set(watermark_streams))
         mine = [r.resource[len(RETENTION_PREFIX):] for r in rows
                 if r.resource.startswith(RETENTION_PREFIX) and r.owner == self.owner]
         others = [r.resource[len(RETENTION_PREFIX):] for r in rows
@@ -201,7 +214,11 @@ class RetentionService:
         owned += [s for s in plan.acquire if self._take(stream_resource(s))]
         shared_ends = {r.resource[len(RETENTION_PREFIX):]: r.work_done_ms for r in rows
                        if r.resource.startswith(RETENTION_PREFIX)}
-        for stream in due_streams(owned, self.tracks, shared_ends, self.clock.now_ms(), self.frequency_ms):
+        with self._watermark_lock:
+            self._watermark_owned = sorted(set(owned) & set(watermark_streams))
+        self.run_watermarks()
+        policy_owned = sorted(set(owned) & set(policy_streams))
+        for stream in due_streams(policy_owned, self.tracks, shared_ends, self.clock.now_ms(), self.frequency_ms):
             if self.stop.is_set():
                 break  # shutting down: the stream in hand is finished, no new one is started
             self._run_stream(stream, report)
@@ -212,6 +229,37 @@ class RetentionService:
                 break
             task(self)
         return report
+
+    def run_watermarks(self) -> list[str]:
+        """Compute the watermark of every owned stream with recent marks whose last computation is
+        `watermark_every_ms` old; called by each pass and by the server's watermark thread (so a long
+        retention cycle or catalog job does not stall watermarks). Returns the streams computed."""
+        if self.watermark is None:
+            return []
+        computed = []
+        with self._watermark_lock:
+            for stream in self._watermark_owned:
+                if self.stop.is_set():
+                    break
+                now = self.clock.now_ms()
+                last = self._watermark_last.get(stream)
+                if last is not None and now < last + self.watermark_every_ms:
+                    continue
+                if not self.holds(stream_resource(stream)):  # lost to another process since the pass
+                    continue
+                self._watermark_last[stream] = now
+                try:
+                    result = self.watermark(stream)
+                except self.skip_errors as exc:
+                    log.debug("watermark of %s skipped: %s", stream, exc)
+                    continue
+                except Exception as exc:  # logged; tried again at the next interval
+                    log.warning("watermark of %s failed: %s: %s", stream, type(exc).__name__, exc)
+                    continue
+                computed.append(stream)
+                if result is not None:
+                    log.debug("watermark of %s: %r", stream, result)
+        return computed
 
     def _run_stream(self, stream: str, report: PassReport) -> None:
         resource = stream_resource(stream)

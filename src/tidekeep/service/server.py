@@ -39,6 +39,7 @@ class ServeOptions:
     retry_base_ms: int = 1_000
     catalog: bool = True  # run the catalog job and purge on catalog.schedule
     archives: bool = True  # run the archive and search-result collectors (archives/gc_schedule.py)
+    watermark_every_ms: int | None = 1_000  # compute watermarks this often; None: not at all
 
 
 class JsonFormatter(logging.Formatter):
@@ -104,14 +105,32 @@ def archive_tasks(client: Client, options: ServeOptions) -> list[CollectorTask]:
 
 def build_service(client: Client, options: ServeOptions, owner: str | None = None) -> RetentionService:
     retention = client.retention
+    owner = owner or new_owner_id()
     return RetentionService(
-        LeaseStore(client.db, client.clock), client.clock, owner or new_owner_id(),
+        LeaseStore(client.db, client.clock), client.clock, owner,
         streams=retention.streams_with_policy,
         cycle=lambda stream: retention.run(stream),
         sweep=lambda: maintain(client),
         frequency_ms=options.frequency_ms, ttl_ms=options.lease_ttl_ms, sweep_every_ms=options.sweep_every_ms,
         retry_base_ms=options.retry_base_ms, skip_errors=skip_errors(), describe=describe_decision,
-        periodic=([catalog_task(client, options)] if options.catalog else []) + archive_tasks(client, options))
+        periodic=([catalog_task(client, options)] if options.catalog else []) + archive_tasks(client, options),
+        **watermark_work(client, options, owner))
+
+
+def watermark_work(client: Client, options: ServeOptions, owner: str | None) -> dict[str, Any]:
+    """The watermark computation under the per-stream leases (streams/watermark_store.py)."""
+    if options.watermark_every_ms is None:
+        return {}
+    store = client.watermarks
+
+    def compute(stream: str) -> Any:
+        watermark = store.compute(stream, owner)
+        if watermark is not None:
+            log.info("watermark %s revision %d: lower=%d upper=%d", stream, watermark.revision,
+                     watermark.lower_time_ms, watermark.upper_time_ms)
+        return watermark
+
+    return dict(watermark_streams=store.streams_due, watermark=compute, watermark_every_ms=options.watermark_every_ms)
 
 
 @contextmanager
@@ -136,18 +155,35 @@ def _heartbeat(service: RetentionService, done: threading.Event, interval_s: flo
             log.warning("lease renewal failed: %s: %s", type(exc).__name__, exc)
 
 
+def _watermark_loop(service: RetentionService, done: threading.Event, interval_s: float) -> None:
+    while not done.wait(interval_s):
+        try:
+            service.run_watermarks()
+        except Exception as exc:  # the next interval tries again
+            log.warning("watermarks failed: %s: %s", type(exc).__name__, exc)
+
+
 def serve(client: Client, options: ServeOptions, owner: str | None = None) -> int:
     """Run the service until stopped (or one pass with `once`); returns the exit code."""
     service = build_service(client, options, owner)
     beat_s = options.lease_ttl_ms / 3000
     # passes come often enough to notice takeovers and new streams well within one TTL
     pass_interval_s = max(0.05, min(options.lease_ttl_ms / 3, options.frequency_ms) / 1000)
+    if options.watermark_every_ms is not None:
+        # and new streams with marks within a few watermark intervals
+        pass_interval_s = max(0.05, min(pass_interval_s, 3 * options.watermark_every_ms / 1000))
     log.info("serve started: owner=%s frequency=%dms lease_ttl=%dms sweep_every=%dms%s", service.owner,
              options.frequency_ms, options.lease_ttl_ms, options.sweep_every_ms, " (once)" if options.once else "")
     beat_done = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(service, beat_done, beat_s), name="lease-heartbeat", daemon=True)
+    marks = None
+    if options.watermark_every_ms is not None and not options.once:
+        marks = threading.Thread(target=_watermark_loop, args=(service, beat_done, options.watermark_every_ms / 1000),
+                                 name="watermarks", daemon=True)
     with _stop_on_signals(service.stop):
         beat.start()
+        if marks is not None:
+            marks.start()
         try:
             while not service.stop.is_set():
                 try:
@@ -162,6 +198,8 @@ def serve(client: Client, options: ServeOptions, owner: str | None = None) -> in
         finally:
             beat_done.set()
             beat.join()
+            if marks is not None:
+                marks.join()
             released = service.release_all()
             log.info("serve stopped: owner=%s released %d leases", service.owner, len(released))
     return 0

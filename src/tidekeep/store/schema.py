@@ -90,6 +90,8 @@ writers = sa.Table(
     # the highest batch sequence committed: a replayed batch at or below it is a duplicate
     sa.Column("last_sequence", sa.BigInteger, nullable=False),
     sa.Column("updated_ms", sa.BigInteger, nullable=False),
+    # JSON {segment id: offset after the writer's last committed event}: the position a note records
+    sa.Column("positions", sa.Text, nullable=True),
 )
 
 audit = sa.Table(
@@ -118,4 +120,5 @@ from . import (  # noqa: E402, F401
     schema_retention,
     schema_subscribers,
     schema_transactions,
+    schema_watermarks,
 )

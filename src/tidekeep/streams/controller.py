@@ -465,7 +465,7 @@ class StreamController:
             row = self._stream_row(conn, name)
             if row.uid != uid:
                 raise NotFound(f"stream {name!r} was deleted")
-            writer = conn.execute(sa.select(t.writers.c.last_sequence).where(
+            writer = conn.execute(sa.select(t.writers.c.last_sequence, t.writers.c.positions).where(
                 t.writers.c.stream_id == row.id, t.writers.c.writer_id == writer_id).with_for_update()).first()
             if writer is not None and sequence <= writer.last_sequence:
                 return CommitResult(True, {}, now)
@@ -489,13 +489,15 @@ class StreamController:
             for seg, tail in tails.items():
                 conn.execute(sa.update(t.segments).where(
                     t.segments.c.stream_id == row.id, t.segments.c.segment_id == seg).values(tail=tail))
+            # the writer's position (what a note records): the offset after its last event, per segment
+            positions = merge_positions(None if writer is None else writer.positions, tails)
             if writer is None:
                 conn.execute(sa.insert(t.writers).values(stream_id=row.id, writer_id=writer_id,
-                                                         last_sequence=sequence, updated_ms=now))
+                                                         last_sequence=sequence, updated_ms=now, positions=positions))
             else:
                 conn.execute(sa.update(t.writers).where(
                     t.writers.c.stream_id == row.id, t.writers.c.writer_id == writer_id
-                ).values(last_sequence=sequence, updated_ms=now))
+                ).values(last_sequence=sequence, updated_ms=now, positions=positions))
         fault_error("commit.lost_ack", ConflictError, "connection lost after the commit")
         return CommitResult(False, bases, now)
 
@@ -586,6 +588,14 @@ class StreamController:
             if target is not None:
                 query = query.where(t.audit.c.target == target)
             return [dict(r._mapping) for r in conn.execute(query)]
+
+
+def merge_positions(stored: str | None, ends: Mapping[int, int]) -> str:
+    """A writer's stored positions (JSON) moved to `ends` in the segments it just appended to."""
+    positions = {int(k): v for k, v in json.loads(stored).items()} if stored else {}
+    for seg, end in ends.items():
+        positions[seg] = max(end, positions.get(seg, 0))
+    return json.dumps({str(s): o for s, o in sorted(positions.items())})
 
 
 def _str_keys(positions: Mapping[int, int]) -> dict[str, int]:

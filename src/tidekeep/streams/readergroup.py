@@ -27,8 +27,11 @@ from .controller import ReadTask, StreamController, _chunk_ref
 from .cuts import CutOrder, StreamCut, compare_cuts, size_between
 from .model import EVENT_HEADER_BYTES, Segment, segment_name
 from .reader import read_task
+from .reader_window import StreamWindow
 from .rg_store import GroupRow, ReaderGroupStore
 from .subscriber_store import SubscriberStore
+from .watermark_store import WatermarkStore
+from .watermarks import TimeWindow
 
 log = logging.getLogger("tidekeep.readergroups")
 
@@ -225,11 +228,14 @@ class ReaderGroup:
         return self.subscribers.publish(self.name, self._subscriber_uid, self.known_generation, cuts)
 
     # ---- readers -------------------------------------------------------------------------------
-    def reader(self, reader_id: str, sync_every_events: int = 1000, sync_interval_ms: int = 100) -> Reader:
+    def reader(self, reader_id: str, sync_every_events: int = 1000, sync_interval_ms: int = 100,
+               config: ReaderConfig | None = None) -> Reader:
         check_name(reader_id, "reader id")
+        if config is not None and not isinstance(config, ReaderConfig):
+            raise InvalidInput(f"invalid reader config {config!r}: use ReaderConfig(...)")
         now = self.controller.clock.now_ms()
         row = self.store.update(self.name, lambda r, _topo: core.join(r.state, reader_id, now))
-        return Reader(self, reader_id, row, sync_every_events, sync_interval_ms)
+        return Reader(self, reader_id, row, sync_every_events, sync_interval_ms, config or ReaderConfig())
 
     def reader_offline(self, reader_id: str,
                        last_position: Mapping[str, Mapping[int, int]] | Sequence[EventRead] | None = None) -> None:
@@ -358,12 +364,26 @@ class CheckpointHandle:
             time.sleep(0.01)
 
 
+@dataclass(frozen=True)
+class ReaderConfig:
+    """`disable_time_windows`: time_window() returns TimeWindow(None, None) without reading watermarks."""
+
+    disable_time_windows: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.disable_time_windows, bool):
+            raise InvalidInput(f"invalid disable_time_windows {self.disable_time_windows!r}: must be a bool")
+
+
 class Reader:
     """One member of a reader group. Not thread-safe: one thread reads through it."""
 
     def __init__(self, group: ReaderGroup, reader_id: str, row: GroupRow, sync_every_events: int,
-                 sync_interval_ms: int) -> None:
+                 sync_interval_ms: int, config: ReaderConfig | None = None) -> None:
         self.group = group
+        self.config = config or ReaderConfig()
+        self._group_state = row.state  # the group's state as of this reader's last sync
+        self._windows: dict[str, StreamWindow] = {}
         self.reader_id = reader_id
         self.controller = group.controller
         self.clock = self.controller.clock
@@ -390,6 +410,28 @@ class Reader:
     def segments(self) -> list[tuple[str, int]]:
         return sorted(self._cursors)
 
+    # ---- watermarks ----------------------------------------------------------------------------
+    def time_window(self, stream: str) -> TimeWindow:
+        """The range of writer time this reader is reading in `stream` (reference D6): lower from the
+        last watermark the group's position has passed, upper from the next one ahead; either is None
+        near the head or the tail. Only moves forward as the group reads."""
+        if self._closed:
+            raise InvalidInput(f"reader {self.reader_id!r} is closed")
+        slot = self._group_state.streams.get(stream)
+        if slot is None:
+            raise InvalidInput(f"reader group {self.group.name!r} does not read stream {stream!r}")
+        if self.config.disable_time_windows:
+            return TimeWindow(None, None)
+        topology = self.controller.state(stream).segments
+        position = {seg: entry[0] for seg, entry in core.frontier(slot, topology).items()}
+        for (name, seg), cursor in self._cursors.items():
+            if name == stream:
+                position[seg] = max(cursor.offset, position.get(seg, 0))
+        window = self._windows.get(stream)
+        if window is None:
+            window = self._windows[stream] = StreamWindow(WatermarkStore(self.controller), stream)
+        return window.window(self._generation, position, topology)
+
     # ---- the shared state ----------------------------------------------------------------------
     def _transition(self, step: Any) -> None:
         row = self.group.store.update(self.group.name, step)
@@ -397,6 +439,7 @@ class Reader:
 
     def _apply(self, row: GroupRow) -> None:
         state = row.state
+        self._group_state = state
         if row.generation != self._generation:  # the group was reset: forget local positions
             self._cursors.clear()
             self._generation = row.generation

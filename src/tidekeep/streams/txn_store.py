@@ -30,6 +30,7 @@ from ..store import schema as t
 from ..store import schema_transactions as tx
 from .controller import SEALED, PendingChunk, SegmentsSealed, StreamController, StreamState
 from .model import segment_name
+from .watermark_store import record_mark
 
 log = logging.getLogger("tidekeep.txn")
 
@@ -104,7 +105,7 @@ def check_txn_id(txn_id: object) -> str:
 def check_commit_timestamp(timestamp: object) -> int | None:
     if timestamp is None:
         return None
-    if not isinstance(timestamp, int) or isinstance(timestamp, bool) or timestamp < 0:
+    if not isinstance(timestamp, int) or isinstance(timestamp, bool) or not 0 <= timestamp < 2**63:
         raise InvalidInput(f"invalid commit timestamp {timestamp!r}: expected milliseconds since the epoch, >= 0")
     return timestamp
 
@@ -356,6 +357,14 @@ class TransactionStore:
             conn.execute(sa.update(tx.transactions).where(tx.transactions.c.id == txn_id).values(
                 state=TxnState.COMMITTED.value, commit_timestamp=timestamp, committed_ms=now, ended_ms=now,
                 end_reason=REASON_COMMITTED, positions=json.dumps({str(s): e for s, e in sorted(positions.items())})))
+            if timestamp is not None:
+                # the writer's mark at the offsets where the transaction landed, with the data (a time
+                # below the writer's last mark is refused here, leaving the transaction open)
+                state = self.controller._state(conn, f"{row.scope}/{row.stream_name}")
+                try:
+                    record_mark(conn, state, row.writer_id, timestamp, positions, "txn", now, merge_previous=True)
+                except InvalidInput as exc:
+                    raise InvalidInput(f"cannot commit transaction {txn_id} with timestamp {timestamp}: {exc}") from None
         return TxnCommitResult(txn_id, timestamp, now, positions, row.events)
 
 

@@ -3,7 +3,8 @@
 Nothing here touches a store or a clock: `now_ms` is an argument, marks and watermarks are values.
 
 **Writer marks.** A `WriterMark` says "writer W had reached time T when its committed events ended at
-these offsets" (only the segments W wrote to; offsets are after its last committed event, never -1).
+these offsets" (only the segments W wrote to; offsets are after its last committed event, never -1;
+empty for a writer that has committed nothing yet: it then bounds the time only).
 A list of marks may hold a writer's history in the order noted; its last mark counts. Time or an
 offset going backwards within one writer's marks is refused (reference D2).
 
@@ -114,8 +115,6 @@ def latest_marks(marks: Iterable[WriterMark], segments: Mapping[int, Segment]) -
     """Each writer's last mark, after checking the marks against the stream and one another."""
     latest: dict[str, WriterMark] = {}
     for mark in marks:
-        if not mark.positions:
-            raise InvalidInput(f"writer {mark.writer_id}: mark at time {mark.time_ms} names no segments")
         for seg, offset in mark.positions.items():
             if seg not in segments:
                 raise InvalidStreamCut(
@@ -292,6 +291,12 @@ class WindowTracker:
             self._passed.lower_time_ms if self._passed else None,
             self._inflight[-1].upper_time_ms if self._inflight else None,
         )
+
+    def add(self, watermarks: Iterable[Watermark]) -> None:
+        """Append watermarks stored since (oldest first), forgetting the ones already consumed, so a
+        long-lived tracker keeps only the in-flight marks and those not yet looked at."""
+        self.watermarks = [*self.watermarks[self._next:], *watermarks]
+        self._next = 0
 
     def advance_to(self, position: Mapping[int, int]) -> TimeWindow:
         for seg in position:

@@ -9,6 +9,12 @@ after a restart with the same writer id (`write_batch(..., sequence=n)`), never 
 Events are kept in write order and routed column-wise when a batch is cut (one hash per distinct
 key); grouping by segment keeps each segment's events in write order, so each routing key's
 events are read in the order they were written.
+
+Watermarks: `note_time(t)` flushes, then records (writer, t, the offsets after this writer's last
+committed event) — see watermark_store.py. With `WriterConfig(automatically_note_time=True)` a
+background thread notes the clock's time every `note_time_interval` (after flushing) and a manual
+`note_time` is refused. `close()` takes the writer out of watermark aggregation, so a closed writer
+never holds watermarks back (Pravega's #7387).
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import timedelta
 
 import numpy as np
 import pyarrow as pa
@@ -30,14 +37,37 @@ from ..errors import ConflictError, EventTooLarge, InvalidInput, TidekeepError
 from ..faults import fault_point
 from ..names import check_name
 from ..store.chunks import build_chunk_table
+from ..units import parse_duration_ms
 from .controller import CommitResult, PendingChunk, SegmentsSealed, StreamController
 from .model import EVENT_HEADER_BYTES, Router, routing_key_position, segment_name
+from .watermark_store import WatermarkStore, check_time
 
 log = logging.getLogger("tidekeep.writer")
 
 _COMMIT_RETRIES = 5
 _PAYLOAD_TYPES = {bytes, bytearray, memoryview}
 _KEY_TYPES = {str, type(None)}
+
+
+@dataclass(frozen=True)
+class WriterConfig:
+    """How a writer takes part in watermarks. `automatically_note_time` notes the clock's time (ms since
+    the epoch) every `note_time_interval` (default 1 s) instead of the application calling note_time."""
+
+    automatically_note_time: bool = False
+    note_time_interval: int | str | timedelta = field(default=1_000)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.automatically_note_time, bool):
+            raise InvalidInput(f"invalid automatically_note_time {self.automatically_note_time!r}: must be a bool")
+        interval = parse_duration_ms(self.note_time_interval)
+        if interval <= 0:
+            raise InvalidInput(f"invalid note_time_interval {self.note_time_interval!r}: must be greater than zero")
+        object.__setattr__(self, "note_time_interval", interval)
+
+    @property
+    def note_time_interval_ms(self) -> int:
+        return int(self.note_time_interval)  # normalised to ms in __post_init__
 
 
 @dataclass(frozen=True)
@@ -52,8 +82,13 @@ class Writer:
     """Appends events to one stream. Use as a context manager, or call close()."""
 
     def __init__(self, controller: StreamController, stream: str, writer_id: str, batch_size: int,
-                 linger_ms: int, clock: Clock) -> None:
+                 linger_ms: int, clock: Clock, config: WriterConfig | None = None) -> None:
         check_name(writer_id, "writer id")
+        if config is not None and not isinstance(config, WriterConfig):
+            raise InvalidInput(f"invalid writer config {config!r}: use WriterConfig(...)")
+        self.config = config or WriterConfig()
+        self._marks = WatermarkStore(controller)
+        self._noted = False  # whether this writer recorded a mark (close then removes it)
         self._controller = controller
         self.stream = stream
         self.writer_id = writer_id
@@ -78,6 +113,11 @@ class Writer:
             self._linger_thread = threading.Thread(target=self._linger_loop, name=f"tidekeep-linger-{writer_id}",
                                                    daemon=True)
             self._linger_thread.start()
+        self._note_thread: threading.Thread | None = None
+        if self.config.automatically_note_time:
+            self._note_thread = threading.Thread(target=self._note_loop, name=f"tidekeep-note-time-{writer_id}",
+                                                 daemon=True)
+            self._note_thread.start()
 
     # ---- public --------------------------------------------------------------------------------
     @property
@@ -145,18 +185,32 @@ class Writer:
             self._check_usable()
             self._flush_locked()
 
+    def note_time(self, time_ms: int) -> None:
+        """Flush, then record that this writer has reached `time_ms` (ms; application-defined, never
+        below the previous note) at the end of its committed events. Readers see it in their time
+        window once the controller folds it into a watermark."""
+        if self.config.automatically_note_time:
+            raise InvalidInput(f"writer {self.writer_id} notes time automatically: note_time is not allowed")
+        check_time(time_ms)
+        with self._lock:
+            self._check_usable()
+            self._note_locked(time_ms, "note")
+
     def close(self) -> None:
+        """Flush, stop the background threads and leave watermark aggregation."""
         if self._closed:
             return
         self._stop.set()
-        if self._linger_thread is not None:
-            self._linger_thread.join()
+        for thread in (self._linger_thread, self._note_thread):
+            if thread is not None:
+                thread.join()
         with self._lock:
             try:
                 if self._background_error is None:
                     self._flush_locked()
             finally:
                 self._closed = True
+                self._leave_watermarks()
         if self._background_error is not None:
             raise self._background_error
 
@@ -179,6 +233,37 @@ class Writer:
         if self._background_error is not None:
             error, self._background_error = self._background_error, None
             raise error
+
+    def _note_locked(self, time_ms: int, source: str) -> None:
+        self._flush_locked()  # the mark's position covers every event written before the note
+        self._marks.note(self.stream, self.writer_id, time_ms, source=source)
+        self._noted = True
+
+    def _leave_watermarks(self) -> None:
+        if not self._noted:
+            return
+        try:
+            self._marks.remove_writer(self.stream, self.writer_id)
+        except TidekeepError as exc:  # the stream is gone or the store unreachable: the timeout drops it
+            log.warning("writer %s: could not leave watermark aggregation: %s", self.writer_id, exc)
+
+    def _note_loop(self) -> None:
+        interval_s = self.config.note_time_interval_ms / 1000
+        last = None
+        while not self._stop.wait(interval_s):
+            with self._lock:
+                if self._closed or self._background_error is not None:
+                    return
+                # a wall clock stepped back must not make the note fail: time never goes backwards
+                now = self._clock.now_ms() if last is None else max(last, self._clock.now_ms())
+                try:
+                    self._note_locked(now, "auto")
+                    last = now
+                except ConflictError as exc:  # the store was busy: the next interval notes again
+                    log.warning("writer %s: automatic note skipped: %s", self.writer_id, exc)
+                except BaseException as exc:  # surfaced on the next call
+                    self._background_error = exc
+                    return
 
     def _linger_loop(self) -> None:
         while not self._stop.wait(max(self._linger_s / 2, 0.001)):
