@@ -364,7 +364,8 @@ class TransactionStore:
                 try:
                     record_mark(conn, state, row.writer_id, timestamp, positions, "txn", now, merge_previous=True)
                 except InvalidInput as exc:
-                    raise InvalidInput(f"cannot commit transaction {txn_id} with timestamp {timestamp}: {exc}") from None
+                    raise InvalidInput(
+                        f"cannot commit transaction {txn_id} with timestamp {timestamp}: {exc}") from None
         return TxnCommitResult(txn_id, timestamp, now, positions, row.events)
 
 
