@@ -35,6 +35,7 @@ from . import (
     txn,
 )
 from . import retention as retention_cli
+from . import watermarks as watermarks_cli
 from .context import GlobalOptions, parse_set_options
 
 app = typer.Typer(
@@ -57,6 +58,8 @@ hold_app = typer.Typer(help="Legal holds: a held stream is never truncated; held
                        no_args_is_help=True)
 archives_app = typer.Typer(help="Log archives: ingest logs with Spark, search them, expire archives and results.",
                             no_args_is_help=True)
+watermark_app = typer.Typer(help="Watermarks: writers' time marks and the watermarks readers' time windows come from.",
+                            no_args_is_help=True)
 catalog_app = typer.Typer(help="The catalog: meta records, retention rules, the retention job and purge.",
                           no_args_is_help=True)
 
@@ -78,6 +81,7 @@ catalog_purge.register(catalog_app)
 archives_ingest.register(archives_app)
 archives_search.register(archives_app)
 archives_gc.register(archives_app)
+watermarks_cli.register(watermark_app)
 app.add_typer(stream_app, name="stream")
 app.add_typer(audit_app, name="audit")
 app.add_typer(db_app, name="db")
@@ -87,6 +91,7 @@ app.add_typer(retention_app, name="retention")
 app.add_typer(hold_app, name="hold")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(archives_app, name="archives")
+app.add_typer(watermark_app, name="watermark")
 
 
 @app.callback()

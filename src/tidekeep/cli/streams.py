@@ -103,12 +103,17 @@ def register(app: typer.Typer) -> None:
             "--retention-size", metavar="MIN[:MAX]", help="Size retention policy, e.g. 20GB:100GB")] = None,
         retention_time: Annotated[str | None, typer.Option(
             "--retention-time", metavar="MIN[:MAX]", help="Time retention policy, e.g. 7d:30d")] = None,
+        aggregation_timeout: Annotated[str, typer.Option(
+            "--timestamp-aggregation-timeout", metavar="D",
+            help="A writer that has not noted past the last watermark for this long stops holding "
+                 "watermarks back")] = "60s",
         json_output: JsonFlag = False,
     ) -> None:
         """Create a stream (and its scope, if new) with N segments splitting the key space evenly."""
         from .retention import policy_from_options
 
-        config = StreamConfig(segments=segments, retention=policy_from_options(retention_size, retention_time))
+        config = StreamConfig(segments=segments, retention=policy_from_options(retention_size, retention_time),
+                              timestamp_aggregation_timeout=aggregation_timeout)
         with open_client(ctx) as client:
             info = client.create_stream(name, config)
             described = client.describe_stream(name)

@@ -1,0 +1,129 @@
+"""`tidekeep watermark list|writers|compute|note`: a stream's watermarks and the writer marks behind them.
+
+Times are the writers' own (application-defined milliseconds, shown as given); `noted` and `created`
+are wall-clock times of the store.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from ..streams.model import segment_name
+from ..streams.watermark_store import WriterStatus
+from ..streams.watermarks import Watermark
+from .context import open_client
+from .output import emit, emit_json, emit_table, iso_utc
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+StreamArg = Annotated[str, typer.Argument(metavar="SCOPE/STREAM", help="The stream")]
+
+
+def cut_text(cut: dict[int, int]) -> str:
+    return ",".join(f"{segment_name(s)}={o}" for s, o in sorted(cut.items())) or "-"
+
+
+def writer_state(status: WriterStatus) -> str:
+    if status.participating:
+        return "participating"
+    return "lagging: holds watermarks back" if status.active else "inactive: timed out, rejoins on its next note"
+
+
+def writer_json(status: WriterStatus) -> dict[str, Any]:
+    return dict(status.to_dict(), noted_at=iso_utc(status.mark.noted_ms), state=writer_state(status))
+
+
+def watermark_rows(marks: list[Watermark]) -> list[list[Any]]:
+    return [[m.revision, m.lower_time_ms, m.upper_time_ms, cut_text(m.cut)] for m in marks]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("list")
+    def list_watermarks(
+        ctx: typer.Context,
+        stream: StreamArg,
+        limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, help="Show the newest N")] = 20,
+        all_: Annotated[bool, typer.Option("--all", help="Show every watermark, oldest first")] = False,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """A stream's watermarks, oldest first: revision, lower and upper time, cut.
+
+        Up to each watermark's cut, every active writer had reached at least its lower time."""
+        with open_client(ctx) as client:
+            marks = client.watermarks.list(stream) if all_ else client.watermarks.tail(stream, limit)
+        if json_output:
+            emit_json([m.to_dict() for m in marks])
+        elif not marks:
+            emit(f"{stream} has no watermarks yet (no writer has noted time, or `tidekeep serve` has not run)")
+        else:
+            emit_table(["REVISION", "LOWER", "UPPER", "CUT"], watermark_rows(marks))
+
+    @app.command("writers")
+    def writers(ctx: typer.Context, stream: StreamArg, json_output: JsonFlag = False) -> None:
+        """Each writer's last mark and whether it holds watermarks back.
+
+        States: participating (noted past the last watermark), lagging (holds watermarks back until the
+        stream's timestamp aggregation timeout) or inactive (timed out; rejoins on its next note)."""
+        with open_client(ctx) as client:
+            statuses = client.watermarks.writers(stream)
+        if json_output:
+            emit_json([writer_json(s) for s in statuses])
+        elif not statuses:
+            emit(f"{stream} has no writer marks (closed writers are removed)")
+        else:
+            emit_table(["WRITER", "TIME", "POSITION", "SOURCE", "NOTED", "ACTIVE", "STATE"],
+                       [[s.mark.writer_id, s.mark.time_ms, cut_text(s.mark.positions), s.source,
+                         iso_utc(s.mark.noted_ms), "yes" if s.active else "no", writer_state(s)] for s in statuses])
+
+    @app.command("compute")
+    def compute(ctx: typer.Context, stream: StreamArg, json_output: JsonFlag = False) -> None:
+        """Compute and append the stream's next watermark now.
+
+        `tidekeep serve` does this every watermark.frequency. The append is conditional: nothing is
+        appended if another process appended first."""
+        with open_client(ctx) as client:
+            mark = client.watermarks.compute(stream, owner="cli")
+            statuses = [] if mark is not None else client.watermarks.writers(stream)
+        if json_output:
+            emit_json({"emitted": mark is not None, "watermark": None if mark is None else mark.to_dict(),
+                       "writers": [writer_json(s) for s in statuses]})
+            return
+        if mark is not None:
+            emit(f"appended watermark {mark.revision} of {stream}: lower {mark.lower_time_ms}, "
+                 f"upper {mark.upper_time_ms}, cut {cut_text(mark.cut)}")
+            return
+        emit(f"no new watermark for {stream}: {why_none(statuses)}")
+
+    @app.command("note")
+    def note(
+        ctx: typer.Context,
+        stream: StreamArg,
+        time_ms: Annotated[int, typer.Argument(metavar="TIME_MS", help="The writer's time (ms)")],
+        writer: Annotated[str, typer.Option("--writer", metavar="ID", help="The writer id")],
+        position: Annotated[str | None, typer.Option(
+            "--position", metavar="CUT", help="The writer's position, e.g. 's/x:0.0=120,0.1=0' "
+            "[default: after the writer's last committed event]")] = None,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Record a writer mark (for writers outside this client).
+
+        E.g. a batch job that has finished a time range. Time and offsets never go backwards for one
+        writer."""
+        with open_client(ctx) as client:
+            mark = client.watermarks.note(stream, writer, time_ms, position)
+        if json_output:
+            emit_json(mark.to_dict())
+        else:
+            emit(f"noted {writer} at time {mark.time_ms}, position {cut_text(mark.positions)}")
+
+
+def why_none(statuses: list[WriterStatus]) -> str:
+    if not statuses:
+        return "no writer has a mark"
+    lagging = [s.mark.writer_id for s in statuses if s.active and not s.participating]
+    if lagging:
+        return f"waiting for {', '.join(lagging)} to note past the last watermark or time out"
+    if not any(s.active for s in statuses):
+        return "every writer is inactive (timed out)"
+    return "the lowest writer time has not advanced past the last watermark, or another process appended first"
