@@ -20,6 +20,7 @@ from tidekeep.streams.watermarks import (
     active_writers,
     advance,
     compare,
+    last_passed,
     next_watermark,
     time_window,
 )
@@ -378,3 +379,33 @@ def test_reader_window_only_moves_forward_and_brackets_the_position(scenario: Sc
             assert last.lower_ms is None or (window.lower_ms is not None and window.lower_ms >= last.lower_ms)
             assert last.upper_ms is None or window.upper_ms is None or window.upper_ms >= last.upper_ms
         seen.append(window)
+
+
+@settings(max_examples=100, deadline=None)
+@given(scenarios(rounds=4), st.data())
+def test_reader_starting_at_the_last_passed_watermark_sees_the_window_of_a_full_scan(
+        scenario: Scenario, data: st.DataObject) -> None:
+    """A reader's first window is found by binary search for the last watermark its position has passed
+    (reader_window.py) instead of reading every watermark since revision 0: the window must be exactly
+    the full scan's, and the search must agree with a linear scan (the passed marks form a prefix)."""
+    stream = scenario.stream
+    marks: list[WriterMark] = []
+    emitted: list[Watermark] = []
+    previous: Watermark | None = None
+    for rnd in range(4):
+        for i, chain in enumerate(scenario.chains):
+            marks.append(WriterMark(f"w{i}", 10 * rnd + i, chain[rnd], rnd))
+        wm = next_watermark(marks, previous, stream.segments, rnd, 0)
+        if wm is not None:
+            emitted.append(wm)
+            previous = wm
+    frontiers = sorted(valid_cut_frontiers(stream).items(), key=lambda item: sorted(item[0]))
+    segs, _ = data.draw(st.sampled_from(frontiers))
+    position = draw_offsets(data.draw, stream, segs, {})
+    passed_flags = [compare(position, w.cut, stream.segments) > 0 for w in emitted]
+    assert passed_flags == sorted(passed_flags, reverse=True), "the passed watermarks are not a prefix"
+    linear = max((i for i, p in enumerate(passed_flags) if p), default=None)
+    found = last_passed(position, 0, len(emitted) - 1, lambda r: emitted[r], stream.segments) if emitted else None
+    assert found == linear
+    start = 0 if found is None else found
+    assert time_window(position, emitted[start:], stream.segments) == time_window(position, emitted, stream.segments)

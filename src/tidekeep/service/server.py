@@ -85,11 +85,13 @@ def skip_errors() -> tuple[type[BaseException], ...]:
 
 def maintain(client: Client) -> str:
     """The periodic housekeeping under the sweep lease: abort transactions whose lease ran out
-    (their staged files go with them), then sweep orphan chunk files."""
+    (their staged files go with them), prune watermarks wholly before the streams' heads, then sweep
+    orphan chunk files."""
     expired = client.expire_transactions()
     if expired:
         log.info("aborted %d expired transaction(s): %s", len(expired), ", ".join(expired))
-    return f"{client.sweep()}; expired transactions: {len(expired)}"
+    pruned = client.watermarks.prune_all()
+    return f"{client.sweep()}; expired transactions: {len(expired)}; watermarks pruned: {pruned}"
 
 
 def catalog_task(client: Client, options: ServeOptions) -> CatalogTask:

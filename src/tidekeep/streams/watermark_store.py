@@ -32,7 +32,7 @@ from ..store.schema_watermarks import writer_marks
 from .controller import StreamController, StreamState
 from .cuts import StreamCut
 from .model import Segment, segment_name
-from .watermarks import Watermark, WriterMark, active_writers, latest_marks, next_watermark
+from .watermarks import Watermark, WriterMark, active_writers, compare, latest_marks, next_watermark
 
 MARK_SOURCES = ("note", "auto", "txn")
 _TIME_MIN, _TIME_MAX = -(2**63), 2**63 - 1
@@ -223,6 +223,48 @@ class WatermarkStore:
                 query = query.where(wm_table.c.revision > after_revision)
             rows = conn.execute(query.order_by(wm_table.c.revision).limit(limit)).all()
         return [_watermark(r) for r in rows]
+
+    def get(self, stream: str, revision: int) -> Watermark | None:
+        with self.db.read() as conn:
+            state = self.controller._state(conn, stream)
+            row = conn.execute(sa.select(wm_table).where(wm_table.c.stream_id == state.stream_id,
+                                                         wm_table.c.revision == revision)).first()
+        return None if row is None else _watermark(row)
+
+    def revision_bounds(self, stream: str) -> tuple[int, int] | None:
+        """The oldest and newest stored revisions (older ones may have been pruned), or None."""
+        with self.db.read() as conn:
+            state = self.controller._state(conn, stream)
+            low, high = conn.execute(sa.select(sa.func.min(wm_table.c.revision), sa.func.max(wm_table.c.revision))
+                                     .where(wm_table.c.stream_id == state.stream_id)).one()
+        return None if low is None else (low, high)
+
+    def prune(self, stream: str) -> int:
+        """Delete the watermarks no reader can need: those before the newest one whose cut is at or
+        before the stream's head (a reader is never before the head, so it has passed that one, and
+        that one alone gives its lower bound). Returns how many were deleted."""
+        with self.db.write() as conn:
+            state = self.controller._state(conn, stream)
+            rows = conn.execute(sa.select(wm_table.c.revision, wm_table.c.cut)
+                                .where(wm_table.c.stream_id == state.stream_id)
+                                .order_by(wm_table.c.revision)).all()
+            keep_from = None
+            for row in rows:  # cuts never go backwards: the ones at or before the head form a prefix
+                if compare(state.head, _load_positions(row.cut), state.segments) <= 0:
+                    break
+                keep_from = row.revision
+            if keep_from is None:
+                return 0
+            return conn.execute(sa.delete(wm_table).where(wm_table.c.stream_id == state.stream_id,
+                                                          wm_table.c.revision < keep_from)).rowcount
+
+    def prune_all(self) -> int:
+        """prune() every stream with watermarks (the service's hourly sweep)."""
+        with self.db.read() as conn:
+            names = [f"{r.scope}/{r.name}" for r in conn.execute(
+                sa.select(t.streams.c.scope, t.streams.c.name).where(
+                    t.streams.c.id.in_(sa.select(wm_table.c.stream_id).distinct())))]
+        return sum(self.prune(name) for name in names)
 
     def tail(self, stream: str, limit: int) -> list[Watermark]:
         """The newest `limit` watermarks, oldest first."""

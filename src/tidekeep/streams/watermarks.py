@@ -58,7 +58,7 @@ else every overlapping mark segment (ids compared); being exactly at a mark coun
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -292,6 +292,11 @@ class WindowTracker:
             self._inflight[-1].upper_time_ms if self._inflight else None,
         )
 
+    @property
+    def consumed_all(self) -> bool:
+        """Every watermark handed to the tracker has been looked at: it may need the next ones."""
+        return self._next >= len(self.watermarks)
+
     def add(self, watermarks: Iterable[Watermark]) -> None:
         """Append watermarks stored since (oldest first), forgetting the ones already consumed, so a
         long-lived tracker keeps only the in-flight marks and those not yet looked at."""
@@ -318,6 +323,25 @@ class WindowTracker:
         return self.window
 
 
+def last_passed(position: Mapping[int, int], low: int, high: int, get: Callable[[int], Watermark | None],
+                segments: Mapping[int, Segment]) -> int | None:
+    """The highest revision in [low, high] whose watermark `position` has passed (compare > 0), found
+    with O(log n) calls of `get`: watermark cuts never go backwards, so the passed ones form a prefix.
+    None if it has passed none, or if `get` returns None (a revision pruned meanwhile) or a cut naming
+    a segment `segments` does not know: the caller then reads from the oldest."""
+    passed = None
+    while low <= high:
+        middle = (low + high) // 2
+        mark = get(middle)
+        if mark is None or any(seg not in segments for seg in mark.cut):
+            return None
+        if compare(position, mark.cut, segments) > 0:
+            passed, low = middle, middle + 1
+        else:
+            high = middle - 1
+    return passed
+
+
 def time_window(
     reader_positions: Mapping[int, int], watermarks: Sequence[Watermark], segments: Mapping[int, Segment]
 ) -> TimeWindow:
@@ -338,5 +362,5 @@ def advance(previous: TimeWindow, new: TimeWindow) -> TimeWindow:
 
 __all__ = [
     "TimeWindow", "Watermark", "WindowTracker", "WriterMark", "active_writers", "advance", "compare",
-    "latest_marks", "next_watermark", "time_window", "watermark_cut",
+    "last_passed", "latest_marks", "next_watermark", "time_window", "watermark_cut",
 ]
