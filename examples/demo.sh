@@ -342,4 +342,48 @@ SIZE="$(size_of "$QSTREAM")"
 echo "size: $SIZE bytes (billing has read everything)"
 (( SIZE == 0 ))
 
-step "Done: streams, size retention, legal holds, the catalog's retention job and purge, log archives, and consumption-based retention, on embedded defaults"
+
+# ---- issue 8: watermarks -------------------------------------------------------------------------------
+# Two gateways write clicks and note the event time they have reached; the controller folds the notes into
+# watermarks (what `tidekeep serve` does every second); a reader learns the window of time it is reading.
+WSTREAM="demo/clicks"
+T0=1714564800000   # 2024-05-01T12:00:00Z, the gateways' event time
+clicks() { generate "$1" 100 | "$TK" stream write "$WSTREAM" --key-field 1 --writer-id "$2" > /dev/null; }
+wm_count() { "$TK" watermark list "$WSTREAM" --all --json | "$PY" -c 'import json, sys; print(len(json.load(sys.stdin)))'; }
+
+step "Watermarks: demo/clicks, 2 segments; a gateway that stops noting is waited for at most 10 s"
+tk stream create "$WSTREAM" --segments 2 --timestamp-aggregation-timeout 10s
+
+step "gw-1 and gw-2 write 100 clicks each, then note the event time they have reached"
+clicks 0 gw-1
+clicks 100 gw-2
+tk watermark note "$WSTREAM" $((T0 + 60000)) --writer gw-1
+tk watermark note "$WSTREAM" $((T0 + 61000)) --writer gw-2
+tk watermark compute "$WSTREAM"
+
+step "A second round: the watermark's lower time is the slower gateway's, its cut is past both"
+clicks 200 gw-1
+clicks 300 gw-2
+tk watermark note "$WSTREAM" $((T0 + 125000)) --writer gw-1
+tk watermark note "$WSTREAM" $((T0 + 120000)) --writer gw-2
+tk watermark compute "$WSTREAM"
+
+step "gw-2 goes quiet; gw-1 notes on: no watermark while gw-2 may still write events older than gw-1's"
+clicks 400 gw-1
+tk watermark note "$WSTREAM" $((T0 + 180000)) --writer gw-1
+tk watermark compute "$WSTREAM"
+tk watermark writers "$WSTREAM"
+[[ "$(wm_count)" == "2" ]]
+
+step "Once gw-2's last note is 10 s old (the aggregation timeout) it no longer holds watermarks back"
+sleep 10
+tk watermark compute "$WSTREAM"
+tk watermark list "$WSTREAM"
+[[ "$(wm_count)" == "3" ]]
+
+step "A reader group reads the first 200 clicks, then the rest: its time window moves forward with it"
+tk rg create dashboards --stream "$WSTREAM"
+"$TK" rg read dashboards --reader d1 --limit 200 --time-window | tail -n 1
+"$TK" rg read dashboards --reader d1 --time-window | tail -n 1
+
+step "Done: streams, size retention, legal holds, the catalog's retention job and purge, log archives, consumption-based retention and watermarks, on embedded defaults"

@@ -168,6 +168,9 @@ def register(app: typer.Typer) -> None:
         limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="At most N events")] = None,
         timeout: Annotated[int, typer.Option("--timeout", metavar="MS",
                                              help="Stop when nothing arrives for this long")] = 1000,
+        time_window: Annotated[bool, typer.Option(
+            "--time-window", help="Show the reader's time window (watermarks): with --json on every event, "
+            "else per stream at the end")] = False,
         json_output: JsonFlag = False,
     ) -> None:
         """Read events as a member of the group, then leave it at the position reached."""
@@ -184,11 +187,23 @@ def register(app: typer.Typer) -> None:
                     if event.is_empty:
                         break
                     if json_output:
-                        emit_json_line(event_json(event))
+                        line = event_json(event)
+                        if time_window and event.position is not None:
+                            line["time_window"] = reader.time_window(event.position.stream).to_dict()
+                        emit_json_line(line)
                     elif event.checkpoint_name is not None:
                         emit(f"# checkpoint {event.checkpoint_name}")
                     else:
                         emit(event_json(event).get("payload", "<binary>"))
                     count += event.is_event
+                if time_window and not json_output:
+                    for stream in sorted(reader.group.config["streams"]):
+                        window = reader.time_window(stream)
+                        emit(f"# time window of {stream}: lower {_or_dash(window.lower_ms)}, "
+                             f"upper {_or_dash(window.upper_ms)}")
             finally:
                 reader.close()
+
+
+def _or_dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
