@@ -155,7 +155,8 @@ class WatermarkStore:
         elif isinstance(position, Mapping):
             positions = {}
             for seg, offset in position.items():
-                if not isinstance(seg, int) or not isinstance(offset, int) or isinstance(offset, bool):
+                # bools are ints, but True would be stored as segment "True" and break every later read
+                if any(not isinstance(v, int) or isinstance(v, bool) for v in (seg, offset)):
                     raise InvalidStreamCut(f"invalid position entry {seg!r}: {offset!r}: expected segment id -> offset")
                 positions[seg] = offset
         else:
