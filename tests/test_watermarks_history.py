@@ -1,0 +1,131 @@
+"""A stream's watermark history: pruning before the head, a reader that starts after a long history
+(binary-searched start, paged reads), and `rg read --time-window`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import tidekeep as tk
+from helpers.cli import run_cli
+from tidekeep.streams import reader_window
+from tidekeep.streams.watermarks import time_window
+
+STREAM = "wm/history"
+
+
+def write_and_note(client: tk.Client, writer: tk.Writer, rounds: int, start: int = 0) -> None:
+    """Each round: one event per segment key, a note at time 10 * round, a watermark computed."""
+    for rnd in range(start, start + rounds):
+        writer.write(f"a{rnd}".encode(), routing_key="a")
+        writer.write(f"b{rnd}".encode(), routing_key="b")
+        writer.note_time(10 * (rnd + 1))
+        assert client.watermarks.compute(STREAM) is not None
+
+
+def read_all(reader: tk.streams.readergroup.Reader) -> list[tk.EventRead]:
+    events = []
+    while True:
+        event = reader.read_next_event(timeout_ms=50)
+        if event.is_empty:
+            return events
+        if event.is_event:
+            events.append(event)
+
+
+def test_prune_keeps_the_newest_watermark_at_or_before_the_head(client: tk.Client) -> None:
+    client.create_stream(STREAM, tk.StreamConfig(segments=2))
+    writer = client.writer(STREAM, "w")
+    write_and_note(client, writer, 6)
+    marks = client.watermarks.list(STREAM)
+    assert [m.revision for m in marks] == list(range(6))
+    assert client.watermarks.prune(STREAM) == 0  # the head is at the start: every watermark may be needed
+    client.truncate(STREAM, client.resolve_cut(STREAM, tk.StreamCut(STREAM, marks[3].cut)))
+    assert client.watermarks.prune(STREAM) == 3
+    assert [m.revision for m in client.watermarks.list(STREAM)] == [3, 4, 5]
+    assert client.watermarks.prune(STREAM) == 0  # idempotent
+    # a reader at the head has passed revision 3, which alone gives its lower bound
+    reader = client.create_reader_group("g", tk.ReaderGroupConfig(streams=[STREAM])).reader("r")
+    assert reader.time_window(STREAM) == tk.TimeWindow(marks[3].lower_time_ms, marks[4].upper_time_ms)
+    read_all(reader)
+    assert reader.time_window(STREAM) == tk.TimeWindow(marks[5].lower_time_ms, None)
+    # pruning everything the head has passed works through prune_all (the service's sweep)
+    client.truncate(STREAM, client.tail_cut(STREAM))
+    assert client.watermarks.prune_all() == 2
+    assert [m.revision for m in client.watermarks.list(STREAM)] == [5]
+
+
+def test_a_reader_after_a_long_history_sees_the_full_scan_window(
+        client: tk.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More watermarks than a page: the reader's window at every step equals the window computed from
+    the whole history, and its first call does not read the history from revision 0."""
+    monkeypatch.setattr(reader_window, "PAGE", 4)
+    client.create_stream(STREAM, tk.StreamConfig(segments=2))
+    writer = client.writer(STREAM, "w")
+    write_and_note(client, writer, 30)
+    segments = client.stream_state(STREAM).segments
+    history = client.watermarks.list(STREAM)
+    # a group starting at watermark 20's cut
+    middle = client.resolve_cut(STREAM, tk.StreamCut(STREAM, history[20].cut))
+    group = client.create_reader_group("g", tk.ReaderGroupConfig(streams={STREAM: (middle, None)}))
+
+    fetched: list[int | None] = []  # after_revision of every page the reader fetched
+    real_list = tk.WatermarkStore.list
+
+    def spying_list(self: tk.WatermarkStore, stream: str, after_revision: int | None = None,
+                    limit: int | None = None) -> list[tk.Watermark]:
+        fetched.append(after_revision)
+        return real_list(self, stream, after_revision, limit)
+
+    monkeypatch.setattr(tk.WatermarkStore, "list", spying_list)
+    reader = group.reader("r")
+    expected = time_window(history[20].cut, history, segments)
+    assert expected.lower_ms == history[20].lower_time_ms
+    assert reader.time_window(STREAM) == expected
+    assert fetched and None not in fetched and min(fetched) >= 19, fetched  # started at the passed one
+
+    seen = [expected]
+    for event in read_all_steps(reader):
+        window = reader.time_window(STREAM)
+        position = dict(event)
+        full = time_window(position, history, segments)
+        # one reader holds both segments, so the group's position is its own: exactly the full scan's window
+        assert window == full, (position, window, full)
+        assert window.lower_ms is None or seen[-1].lower_ms is None or window.lower_ms >= seen[-1].lower_ms
+        seen.append(window)
+    assert seen[-1] == tk.TimeWindow(history[-1].lower_time_ms, None)
+
+
+def read_all_steps(reader: tk.streams.readergroup.Reader) -> Iterator[dict[int, int]]:
+    """Read to the end, yielding after each event the reader's own position in STREAM (next offsets)."""
+    while True:
+        event = reader.read_next_event(timeout_ms=50)
+        if event.is_empty:
+            return
+        if event.is_event:
+            yield dict(reader.positions().get(STREAM, {}))
+
+
+def test_rg_read_shows_the_time_window(tmp_path: Path) -> None:
+    home = tmp_path / "ws"
+    assert run_cli(home, "init").returncode == 0
+    client = tk.connect(home=home, settings={"writer.linger": 0})
+    try:
+        client.create_stream(STREAM, tk.StreamConfig(segments=1))
+        with client.writer(STREAM, "w") as writer:
+            for rnd in range(3):
+                writer.write(b"x")
+                writer.note_time(100 * (rnd + 1))
+                client.watermarks.compute(STREAM)
+            writer.write(b"after the last note")
+            writer.flush()
+        client.create_reader_group("g", tk.ReaderGroupConfig(streams=[STREAM]))
+    finally:
+        client.close()
+    done = run_cli(home, "rg", "read", "g", "--reader", "r", "--time-window")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"# time window of {STREAM}: lower 300, upper -"
+    again = run_cli(home, "rg", "read", "g", "--reader", "r2", "--time-window", "--json")
+    assert again.returncode == 0 and again.stdout == "", again.stderr  # nothing left to read
