@@ -195,6 +195,7 @@ class WatermarkStore:
             state = self.controller._state(conn, stream)
             rows = self._mark_rows(conn, state)
             previous = self._latest(conn, state)
+            state = self.controller._state(conn, stream)  # after the marks: see compute()
         marks = [_mark(r) for r in rows]
         active = {m.writer_id for m in active_writers(marks, previous, now, state.info.config
                                                       .timestamp_aggregation_timeout_ms, state.segments)}
@@ -285,6 +286,12 @@ class WatermarkStore:
             state = self.controller._state(conn, stream)
             marks = [_mark(r) for r in self._mark_rows(conn, state)]
             previous = self._latest(conn, state)
+            # PostgreSQL reads at READ COMMITTED: each statement sees what was committed before it ran,
+            # so a mark read above may stand at offsets (or in segments) committed after the first
+            # state read — a writer's commit and note, or a transaction's commit, landing in between
+            # made the marks look "beyond the tail" (InvalidStreamCut). Tails and segments only grow
+            # and a mark is committed with or after its data, so the state read last covers them.
+            state = self.controller._state(conn, stream)
         watermark = next_watermark(marks, previous, state.segments, now,
                                    state.info.config.timestamp_aggregation_timeout_ms)
         if watermark is None:
