@@ -23,7 +23,7 @@ S0, S1 = segment_id(0, 0), segment_id(0, 1)
 PAYLOAD = b"x" * 12  # 20 bytes per event
 EVENTS_PER_SEGMENT = 4
 TAIL = EVENTS_PER_SEGMENT * (EVENT_HEADER_BYTES + len(PAYLOAD))
-BAD_TIMES = [1.5, True, False, "1000", None, 2**63, -(2**63) - 1, 10**30]
+BAD_TIMES = [1.5, True, False, "1000", None, 2**63, -(2**63) - 1, 10**30, -1]
 
 
 @pytest.fixture
@@ -102,9 +102,10 @@ def test_a_transaction_committing_a_time_below_its_writers_mark_is_refused_and_s
 
 
 def test_a_position_offset_going_backwards_is_refused(client: tk.Client, stream: str) -> None:
-    refused(client, InvalidInput, r"writer w: position in segment 0\.0 went backwards from 20 to 19",
-            lambda: client.watermarks.note(stream, "w", 2_000, position={S0: 19}))
-    refused(client, InvalidInput, r"went backwards from 20 to 0",
+    client.watermarks.note(stream, "w", 1_500, position={S0: 40})
+    refused(client, InvalidInput, r"writer w: position in segment 0\.0 went backwards from 40 to 20",
+            lambda: client.watermarks.note(stream, "w", 2_000, position={S0: 20}))
+    refused(client, InvalidInput, r"went backwards from 40 to 0",
             lambda: client.watermarks.note(stream, "w", 2_000, position=f"{stream}:0.0=0,0.1=0"))
 
 
@@ -131,6 +132,9 @@ def test_positions_of_another_stream_or_outside_this_one_are_refused(client: tk.
     for entry in ({True: 3}, {False: 3}, {S1: True}, {"0.1": 3}, {1.0: 3}):
         refused(client, InvalidStreamCut, r"invalid position entry .*: expected segment id -> offset",
                 lambda entry=entry: note(stream, "w", 2_000, position=entry))  # type: ignore[misc]
+    # an offset inside an event: watermark cuts are used as stream cuts, so only event boundaries
+    refused(client, InvalidStreamCut, rf"offset 19 in segment 0\.0 of {stream} is not at an event boundary",
+            lambda: note(stream, "w", 2_000, position={S0: 19}))
     # a new writer too: nothing to go backwards from, the stream alone refuses it
     refused(client, InvalidStreamCut, r"outside", lambda: note(stream, "fresh", 1, position={S0: TAIL + 20}))
 
@@ -162,7 +166,8 @@ def test_note_time_on_an_automatically_noting_writer_is_refused(client: tk.Clien
 
 @pytest.mark.parametrize("value", BAD_TIMES, ids=repr)
 def test_times_that_are_not_64_bit_integers_are_refused(client: tk.Client, stream: str, value: object) -> None:
-    expected = r"invalid time .*(must be an integer number of milliseconds|outside the 64-bit range)"
+    expected = (r"invalid time .*(must be an integer number of milliseconds|outside the 64-bit range"
+                r"|must not be negative)")
     refused(client, InvalidInput, expected, lambda: client.watermarks.note(stream, "w", value))  # type: ignore[arg-type]
     writer = client.writer(stream, "w")
     refused(client, InvalidInput, expected, lambda: writer.note_time(value))  # type: ignore[arg-type]

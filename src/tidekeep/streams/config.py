@@ -75,8 +75,11 @@ class StreamConfig:
             raise InvalidInput(f"invalid segment count {self.segments}: at most 10000")
         if self.retention is not None and not isinstance(self.retention, RetentionPolicy):
             raise InvalidInput(f"invalid retention {self.retention!r}: use RetentionPolicy.by_time/by_size")
-        object.__setattr__(self, "timestamp_aggregation_timeout",
-                           parse_duration_ms(self.timestamp_aggregation_timeout))
+        try:
+            timeout = parse_duration_ms(self.timestamp_aggregation_timeout)
+        except InvalidInput as exc:
+            raise InvalidInput(f"invalid timestamp_aggregation_timeout: {exc}") from None
+        object.__setattr__(self, "timestamp_aggregation_timeout", timeout)
 
     @property
     def timestamp_aggregation_timeout_ms(self) -> int:

@@ -35,14 +35,17 @@ from .model import Segment, segment_name
 from .watermarks import Watermark, WriterMark, active_writers, compare, latest_marks, next_watermark
 
 MARK_SOURCES = ("note", "auto", "txn")
-_TIME_MIN, _TIME_MAX = -(2**63), 2**63 - 1
+_TIME_MAX = 2**63 - 1
 
 
 def check_time(time_ms: object, what: str = "time") -> int:
-    """A writer's time: an integer number of ms that fits the store's 64-bit column."""
+    """A writer's time: an integer number of ms, >= 0 as transaction commit timestamps are, that fits
+    the store's 64-bit column."""
     if not isinstance(time_ms, int) or isinstance(time_ms, bool):
         raise InvalidInput(f"invalid {what} {time_ms!r}: must be an integer number of milliseconds")
-    if not _TIME_MIN <= time_ms <= _TIME_MAX:
+    if time_ms < 0:
+        raise InvalidInput(f"invalid {what} {time_ms}: must not be negative")
+    if time_ms > _TIME_MAX:
         raise InvalidInput(f"invalid {what} {time_ms}: outside the 64-bit range")
     return time_ms
 
@@ -129,16 +132,18 @@ class WatermarkStore:
         check_time(time_ms)
         if source not in MARK_SOURCES:
             raise InvalidInput(f"invalid mark source {source!r}: one of {', '.join(MARK_SOURCES)}")
+        # a given position is checked before the write transaction: the event-boundary check reads chunks
+        given = None if position is None else self._given_position(self.controller.state(stream), position)
         now = self.clock.now_ms()
         try:
             with self.db.write() as conn:
                 state = self.controller._state(conn, stream)
-                if position is None:
+                if given is None:
                     stored = conn.execute(sa.select(t.writers.c.positions).where(
                         t.writers.c.stream_id == state.stream_id, t.writers.c.writer_id == writer_id)).scalar()
                     positions = _load_positions(stored)
                 else:
-                    positions = self._given_position(state, position)
+                    positions = given
                 return record_mark(conn, state, writer_id, time_ms, positions, source, now)
         except sa.exc.IntegrityError as exc:  # a concurrent first note of the same writer id
             raise ConflictError(f"writer {writer_id}: a concurrent note of the same writer won, try again") from exc
@@ -167,6 +172,10 @@ class WatermarkStore:
             if not 0 <= offset <= state.segments[seg].tail:
                 raise InvalidStreamCut(f"position offset {offset} in segment {segment_name(seg)} of {state.name} is "
                                        f"outside [0, {state.segments[seg].tail}]")
+            # watermark cuts are shown and used as stream cuts (a reader may start at one): event boundaries only
+            if not self.controller._is_event_boundary(state, seg, offset):
+                raise InvalidStreamCut(f"position offset {offset} in segment {segment_name(seg)} of {state.name} is "
+                                       "not at an event boundary")
         return positions
 
     def remove_writer(self, stream: str, writer_id: str) -> bool:

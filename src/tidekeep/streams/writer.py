@@ -60,7 +60,10 @@ class WriterConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.automatically_note_time, bool):
             raise InvalidInput(f"invalid automatically_note_time {self.automatically_note_time!r}: must be a bool")
-        interval = parse_duration_ms(self.note_time_interval)
+        try:
+            interval = parse_duration_ms(self.note_time_interval)
+        except InvalidInput as exc:
+            raise InvalidInput(f"invalid note_time_interval: {exc}") from None
         if interval <= 0:
             raise InvalidInput(f"invalid note_time_interval {self.note_time_interval!r}: must be greater than zero")
         object.__setattr__(self, "note_time_interval", interval)
