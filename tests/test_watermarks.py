@@ -142,7 +142,8 @@ def test_sequence_of_emissions(scenario: Scenario, data: st.DataObject) -> None:
         assert wm.upper_time_ms == max([last[w].time_ms for w in active]
                                        + ([previous.upper_time_ms] if previous else []))
         check_cut(wm.cut, stream.segments, "s/t")
-        for w in active:
+        # every writer's position, also a timed-out one's: its events before it were noted below lower
+        for w in last:
             assert at_or_after_position(wm.cut, last[w].positions, stream)
         if previous is not None:
             assert wm.revision == previous.revision + 1
@@ -188,13 +189,32 @@ def test_timed_out_writer_stops_holding_back_and_rejoins() -> None:
     assert wm2 is not None and (wm2.lower_time_ms, wm2.upper_time_ms, wm2.cut) == (250, 300, {0: 60})
 
 
-def test_closed_writer_absent_from_marks_never_holds_back() -> None:
+def test_closed_writer_never_holds_back_but_its_last_position_bounds_the_cut() -> None:
     segments = one_segment_stream()
     wm0 = next_watermark([WriterMark("a", 10, {0: 1}, 0), WriterMark("b", 10, {0: 2}, 0)], None, segments, 0, 60_000)
     assert wm0 is not None
-    # b closed: its marks are gone, so a alone moves the watermark at once
-    wm1 = next_watermark([WriterMark("a", 20, {0: 3}, 1)], wm0, segments, 1, 60_000)
-    assert wm1 is not None and wm1.lower_time_ms == 20
+    # b wrote up to offset 5 after noting 10, then closed: its time no longer counts (a alone moves the
+    # watermark at once, although b is within the timeout and below the watermark), but events up to 5
+    # were noted at 10 — a cut before 5 would let a reader pass lower 20 and then read them
+    closed = WriterMark("b", 10, {0: 5}, 1, closed=True)
+    assert active_writers([WriterMark("a", 20, {0: 3}, 1), closed], wm0, 1, 60_000) == [
+        WriterMark("a", 20, {0: 3}, 1)]
+    wm1 = next_watermark([WriterMark("a", 20, {0: 3}, 1), closed], wm0, segments, 1, 60_000)
+    assert wm1 is not None and (wm1.lower_time_ms, wm1.cut) == (20, {0: 5})
+    # only closed writers left: no time to bound, nothing is emitted
+    assert next_watermark([closed], wm0, segments, 1, 60_000) is None
+
+
+def test_timed_out_writer_still_bounds_the_cut_with_its_last_position() -> None:
+    segments = one_segment_stream()
+    wm0 = next_watermark([WriterMark("a", 10, {0: 1}, 0), WriterMark("b", 10, {0: 1}, 0)], None, segments, 0, 5)
+    assert wm0 is not None and wm0.cut == {0: 1}
+    # b writes up to 4 and notes 10 again (not above the watermark), then stops and times out; a moves on
+    # to 2 at time 20: the cut goes to b's 4 (Pravega's would stop at a's 2, before b's events noted at 10)
+    marks = [WriterMark("a", 20, {0: 2}, 10), WriterMark("b", 10, {0: 4}, 1)]
+    assert [m.writer_id for m in active_writers(marks, wm0, 10, 5)] == ["a"]
+    wm1 = next_watermark(marks, wm0, segments, 10, 5)
+    assert wm1 is not None and (wm1.lower_time_ms, wm1.cut) == (20, {0: 4})
 
 
 # ---- the D4 worked example ---------------------------------------------------------------------------

@@ -147,7 +147,7 @@ def test_noting_on_a_closed_writer_is_refused(client: tk.Client, stream: str) ->
     writer.note_time(5_000)
     writer.close()
     refused(client, InvalidInput, r"writer closing is closed", lambda: writer.note_time(6_000))
-    assert "closing" not in [m.writer_id for m in client.watermarks.marks(stream)]
+    assert [m.time_ms for m in client.watermarks.marks(stream) if m.writer_id == "closing" and m.closed] == [5_000]
 
 
 def test_note_time_on_an_automatically_noting_writer_is_refused(client: tk.Client, stream: str) -> None:

@@ -129,3 +129,32 @@ def test_rg_read_shows_the_time_window(tmp_path: Path) -> None:
     assert done.stdout.splitlines()[-1] == f"# time window of {STREAM}: lower 300, upper -"
     again = run_cli(home, "rg", "read", "g", "--reader", "r2", "--time-window", "--json")
     assert again.returncode == 0 and again.stdout == "", again.stderr  # nothing left to read
+
+
+def test_a_writer_closed_before_a_watermark_covered_its_last_events_still_bounds_the_cut(client: tk.Client) -> None:
+    """The hole a deleted mark leaves: w1 writes e1 after noting 100, notes 150 and closes before any
+    watermark covered e1; w2 notes 200. The next watermark's lower time is 200 (w1 no longer counts),
+    so its cut must lie after e1, or a reader would pass it and read e1 (noted at 100) with lower 200."""
+    client.create_stream(STREAM, tk.StreamConfig(segments=1))
+    w1, w2 = client.writer(STREAM, "w1"), client.writer(STREAM, "w2")
+    w1.note_time(100)
+    w2.note_time(100)
+    assert client.watermarks.compute(STREAM) is not None
+    w1.write(b"e1, noted at 100")
+    w1.note_time(150)
+    w1.write(b"e2, noted at 150, flushed by close")
+    w2.note_time(200)
+    w1.close()
+    [closed] = [m for m in client.watermarks.marks(STREAM) if m.writer_id == "w1"]
+    assert closed.closed and closed.positions == {0: client.stream_state(STREAM).tail()[0]}  # after e2
+    assert [(s.mark.writer_id, s.active) for s in client.watermarks.writers(STREAM)] == [("w1", False), ("w2", True)]
+    watermark = client.watermarks.compute(STREAM)
+    assert watermark is not None and watermark.lower_time_ms == 200
+    assert watermark.cut == closed.positions
+    assert [m.writer_id for m in client.watermarks.marks(STREAM)] == ["w2"]  # covered: the closed mark went
+    reader = client.create_reader_group("g", tk.ReaderGroupConfig(streams=[STREAM])).reader("r")
+    for noted in (100, 150):
+        window = reader.time_window(STREAM)
+        event = reader.read_next_event(timeout_ms=1000)
+        assert event.payload.startswith(b"e") and window.lower_ms is not None and window.lower_ms <= noted
+    w2.close()

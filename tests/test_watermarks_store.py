@@ -189,12 +189,16 @@ def test_a_lagging_writer_holds_watermarks_back_until_its_timeout_then_rejoins_a
     assert marks.compute(STREAM) is None  # b, just rejoined, holds them back again
     assert statuses(client) == {"a": (True, True), "b": (True, False)}
 
-    # a closed writer never holds them back: close removes its mark, at once
+    # a closed writer never holds them back: close marks its mark closed, at once; the next watermark
+    # covers its last position and the closed mark goes with that append
     b.close()
-    assert [m.writer_id for m in marks.marks(STREAM)] == ["a"]
+    assert [(m.writer_id, m.closed) for m in marks.marks(STREAM)] == [("a", False), ("b", True)]
+    assert statuses(client) == {"a": (True, True), "b": (False, False)}
     assert summary(marks.compute(STREAM)) == (4, 6_000, 6_000)
+    assert [m.writer_id for m in marks.marks(STREAM)] == ["a"]
     a.close()
-    assert marks.marks(STREAM) == []
+    assert [(m.writer_id, m.closed) for m in marks.marks(STREAM)] == [("a", True)]
+    assert marks.compute(STREAM) is None  # no writer left whose time counts: the closed mark stays
     assert [summary(w) for w in marks.list(STREAM)] == [
         (0, 1_000, 1_000), (1, 2_000, 2_000), (2, 3_000, 3_000), (3, 3_500, 5_000), (4, 6_000, 6_000)]
 
@@ -481,4 +485,4 @@ def test_a_database_upgraded_from_0009_keeps_working(client: tk.Client, clock: t
     assert client.watermarks.marks(STREAM) == [WriterMark("w", 200, {S1: ends[S1]}, clock.now_ms())]
     assert client.watermarks.compute(STREAM) == Watermark(0, 200, 200, {S0: 0, S1: ends[S1]})
     writer.close()
-    assert client.watermarks.marks(STREAM) == []
+    assert client.watermarks.marks(STREAM) == [WriterMark("w", 200, {S1: ends[S1]}, clock.now_ms(), closed=True)]

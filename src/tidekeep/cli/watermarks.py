@@ -25,6 +25,8 @@ def cut_text(cut: dict[int, int]) -> str:
 
 
 def writer_state(status: WriterStatus) -> str:
+    if status.mark.closed:
+        return "closed: its last position bounds the next watermark's cut"
     if status.participating:
         return "participating"
     return "lagging: holds watermarks back" if status.active else "inactive: timed out, rejoins on its next note"

@@ -2,9 +2,10 @@
 
 `writer_marks`: one row per (stream, writer) — the writer's last mark: the time it noted, its
 position ({segment id: offset after its last committed event} JSON) and when the mark was recorded
-(`noted_ms`, the recording client's clock; the aggregation timeout counts from it). A closed writer's
-row is deleted, so it never holds watermarks back; its next note (a new writer with that id) adds it
-again.
+(`noted_ms`, the recording client's clock; the aggregation timeout counts from it). Closing a writer
+marks its row `closed` (with the position after its final flush): it never holds watermarks back
+again, but its position bounds the next watermark's cut, and the row is deleted when that watermark
+is appended. A note by a new writer with that id replaces the row.
 
 `watermarks`: the stream's watermarks, appended with consecutive revisions from 0. The primary key
 (stream_id, revision) is the conditional write: two controllers that computed the same next revision
@@ -29,6 +30,8 @@ writer_marks = sa.Table(
     sa.Column("positions", sa.Text, nullable=False),  # JSON {segment id: offset}
     sa.Column("noted_ms", sa.BigInteger, nullable=False),  # when it was recorded
     sa.Column("source", sa.String(16), nullable=False),  # note | auto | txn
+    # the writer was closed: its time no longer counts, its position bounds the cut until a watermark covers it
+    sa.Column("closed", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 sa.Index("ix_writer_marks_noted", writer_marks.c.noted_ms)
 

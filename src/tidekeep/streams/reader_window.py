@@ -14,7 +14,7 @@ needs only the last passed watermark and those after it — not the stream's who
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .model import Segment
 from .watermark_store import WatermarkStore
@@ -35,7 +35,11 @@ class StreamWindow:
         self.loaded_revision: int | None = None  # the last revision handed to the tracker
         self.shown = NO_WINDOW
 
-    def window(self, generation: int, position: Mapping[int, int], segments: Mapping[int, Segment]) -> TimeWindow:
+    def window(self, generation: int, position: Mapping[int, int], segments: Mapping[int, Segment],
+               refresh: Callable[[], Mapping[int, Segment]]) -> TimeWindow:
+        """The window at `position`; `segments` is the topology the position was read in, `refresh`
+        reloads it when a watermark fetched afterwards names a segment it does not know (a scale and a
+        watermark landed between the two reads)."""
         if generation != self.generation or self.tracker is None:
             self.generation, self.shown = generation, NO_WINDOW
             self.tracker = WindowTracker([], segments)
@@ -48,6 +52,8 @@ class StreamWindow:
             if not page:
                 break
             self.loaded_revision = page[-1].revision
+            if any(seg not in tracker.segments for mark in page for seg in mark.cut):
+                tracker.segments = refresh()
             tracker.add(page)
             window = tracker.advance_to(position)
         self.shown = advance(self.shown, window)

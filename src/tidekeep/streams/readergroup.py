@@ -430,7 +430,8 @@ class Reader:
         window = self._windows.get(stream)
         if window is None:
             window = self._windows[stream] = StreamWindow(WatermarkStore(self.controller), stream)
-        return window.window(self._generation, position, topology)
+        return window.window(self._generation, position, topology,
+                             lambda: self.controller.state(stream).segments)
 
     # ---- the shared state ----------------------------------------------------------------------
     def _transition(self, step: Any) -> None:

@@ -17,7 +17,7 @@ around the pure computation in watermarks.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +71,7 @@ def _dump_positions(positions: Mapping[int, int]) -> str:
 
 
 def _mark(row: Any) -> WriterMark:
-    return WriterMark(row.writer_id, row.time_ms, _load_positions(row.positions), row.noted_ms)
+    return WriterMark(row.writer_id, row.time_ms, _load_positions(row.positions), row.noted_ms, bool(row.closed))
 
 
 def _watermark(row: Any) -> Watermark:
@@ -94,7 +94,8 @@ def record_mark(conn: Connection, state: StreamState, writer_id: str, time_ms: i
     new = WriterMark(writer_id, time_ms, prune_position(positions, state.segments), now_ms)
     previous = [] if row is None else [_mark(row)]
     latest_marks([*previous, new], state.segments)  # typed errors: unknown segment, beyond tail, backwards
-    values = dict(time_ms=time_ms, positions=_dump_positions(new.positions), noted_ms=now_ms, source=source)
+    values = dict(time_ms=time_ms, positions=_dump_positions(new.positions), noted_ms=now_ms, source=source,
+                  closed=False)
     if row is None:
         conn.execute(sa.insert(writer_marks).values(stream_id=state.stream_id, writer_id=writer_id, **values))
     else:
@@ -110,7 +111,7 @@ class WriterStatus:
     mark: WriterMark
     source: str
     active: bool
-    participating: bool  # noted a time above the last watermark's lower time
+    participating: bool  # noted a time above the last watermark's lower time (never, once closed)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.mark.to_dict(), "source": self.source, "active": self.active,
@@ -178,13 +179,28 @@ class WatermarkStore:
                                        "not at an event boundary")
         return positions
 
-    def remove_writer(self, stream: str, writer_id: str) -> bool:
-        """Take a writer out of aggregation (its writer was closed). False if it had no mark."""
+    def close_writer(self, stream: str, writer_id: str) -> bool:
+        """Take a closed writer out of the time aggregation: its mark becomes `closed`, standing at the
+        offsets after its last committed event (its final flush included), so the next watermark's cut
+        still covers the events it wrote since its last note; the mark is deleted when that watermark
+        is appended. False if the writer had no mark (it never noted: nothing to do)."""
         with self.db.write() as conn:
             state = self.controller._state(conn, stream)
-            deleted = conn.execute(sa.delete(writer_marks).where(
-                writer_marks.c.stream_id == state.stream_id, writer_marks.c.writer_id == writer_id)).rowcount
-        return bool(deleted)
+            row = conn.execute(sa.select(writer_marks).where(
+                writer_marks.c.stream_id == state.stream_id, writer_marks.c.writer_id == writer_id)
+                .with_for_update()).first()
+            if row is None:
+                return False
+            committed = _load_positions(conn.execute(sa.select(t.writers.c.positions).where(
+                t.writers.c.stream_id == state.stream_id, t.writers.c.writer_id == writer_id)).scalar())
+            positions = _load_positions(row.positions)
+            for seg, offset in committed.items():
+                positions[seg] = max(offset, positions.get(seg, offset))
+            conn.execute(sa.update(writer_marks).where(
+                writer_marks.c.stream_id == state.stream_id, writer_marks.c.writer_id == writer_id).values(
+                positions=_dump_positions(prune_position(positions, state.segments)), closed=True,
+                noted_ms=self.clock.now_ms()))
+        return True
 
     def marks(self, stream: str) -> list[WriterMark]:
         with self.db.read() as conn:
@@ -209,7 +225,7 @@ class WatermarkStore:
         active = {m.writer_id for m in active_writers(marks, previous, now, state.info.config
                                                       .timestamp_aggregation_timeout_ms, state.segments)}
         return [WriterStatus(m, r.source, m.writer_id in active,
-                             previous is None or m.time_ms > previous.lower_time_ms)
+                             not m.closed and (previous is None or m.time_ms > previous.lower_time_ms))
                 for m, r in zip(marks, rows, strict=True)]
 
     # ---- watermarks --------------------------------------------------------------------------------
@@ -305,10 +321,13 @@ class WatermarkStore:
                                    state.info.config.timestamp_aggregation_timeout_ms)
         if watermark is None:
             return None
-        return watermark if self.append(state, watermark, now, owner) else None
+        covered = [m for m in marks if m.closed]  # the cut covers them: their rows can go with the append
+        return watermark if self.append(state, watermark, now, owner, covered) else None
 
-    def append(self, state: StreamState, watermark: Watermark, now_ms: int, owner: str | None = None) -> bool:
-        """Append `watermark` if the stored last revision is still `watermark.revision - 1`."""
+    def append(self, state: StreamState, watermark: Watermark, now_ms: int, owner: str | None = None,
+               covered_closed: Sequence[WriterMark] = ()) -> bool:
+        """Append `watermark` if the stored last revision is still `watermark.revision - 1`, deleting the
+        closed writers' marks its cut covers (only if unchanged since they were read)."""
         expected = watermark.revision - 1
         try:
             with self.db.write() as conn:
@@ -320,6 +339,10 @@ class WatermarkStore:
                     stream_id=state.stream_id, revision=watermark.revision, lower_time_ms=watermark.lower_time_ms,
                     upper_time_ms=watermark.upper_time_ms, cut=_dump_positions(watermark.cut), created_ms=now_ms,
                     owner=owner))
+                for mark in covered_closed:
+                    conn.execute(sa.delete(writer_marks).where(
+                        writer_marks.c.stream_id == state.stream_id, writer_marks.c.writer_id == mark.writer_id,
+                        writer_marks.c.closed.is_(True), writer_marks.c.noted_ms == mark.noted_ms))
         except sa.exc.IntegrityError:
             return False  # another controller appended this revision between our check and our insert
         return True

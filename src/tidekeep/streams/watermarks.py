@@ -11,8 +11,17 @@ offset going backwards within one writer's marks is refused (reference D2).
 **Active writers** (reference D3). Against the previous watermark, a writer *participates* if its
 time is above the previous lower time (or there is no previous watermark). A non-participating writer
 stays *active* — and holds watermarks back — while `now - noted_ms < timeout`; after that it is left
-out until its next note (it rejoins as soon as it notes a time above the watermark). Closed writers
-are simply absent from `marks` (we remove them on close: Pravega #7387 never did on master).
+out until its next note (it rejoins as soon as it notes a time above the watermark). A *closed*
+writer's mark (`closed=True`: the writer was closed, its position is where its last event ended) is
+never active: closing takes a writer out of the time aggregation at once (Pravega #7387 never did on
+master).
+
+**Positions of writers that do not count for time.** The cut is at or after the position of EVERY
+writer with a mark — active, timed out or closed — not only the active ones as in Pravega. A writer
+that timed out or closed has events before its last position that were noted below the new lower
+time; if the cut did not cover them, a reader could pass the watermark and then read those events
+with a lower bound above their time. Covering them only moves the cut further ahead, which is always
+safe (a reader passes it later).
 
 **Emission** (D3 steps 5-6). If any active writer is not participating, nothing is emitted: we wait
 for it to note or time out. Otherwise lower = min of the active writers' times, and a watermark is
@@ -73,6 +82,7 @@ class WriterMark:
     time_ms: int
     positions: dict[int, int]  # segment id -> offset after the writer's last committed event
     noted_ms: int  # controller time at which the mark was recorded
+    closed: bool = False  # the writer was closed: its position still bounds the cut, its time no longer counts
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +90,7 @@ class WriterMark:
             "time_ms": self.time_ms,
             "positions": {segment_name(s): o for s, o in sorted(self.positions.items())},
             "noted_ms": self.noted_ms,
+            "closed": self.closed,
         }
 
 
@@ -164,9 +175,14 @@ def active_writers(
         segments = {s: Segment(s, 0.0, 1.0, tail=max(m.positions[s] for m in marks if s in m.positions))
                     for m in marks for s in m.positions}
     latest = latest_marks(marks, segments)
+    return _active(latest, previous, now_ms, aggregation_timeout_ms)
+
+
+def _active(latest: Mapping[str, WriterMark], previous: Watermark | None, now_ms: int,
+            aggregation_timeout_ms: int) -> list[WriterMark]:
     return [
         m for _, m in sorted(latest.items())
-        if _participates(m, previous) or now_ms - m.noted_ms < aggregation_timeout_ms
+        if not m.closed and (_participates(m, previous) or now_ms - m.noted_ms < aggregation_timeout_ms)
     ]
 
 
@@ -233,11 +249,13 @@ def next_watermark(
     aggregation_timeout_ms: int,
 ) -> Watermark | None:
     """The watermark to append after `previous`, or None (no active writer, an active writer that has
-    not noted past `previous`, or a lower time that does not advance)."""
+    not noted past `previous`, or a lower time that does not advance). Times come from the active
+    writers; the cut covers every writer's position."""
     _check_timeout(aggregation_timeout_ms)
     if previous is not None:
         check_cut(previous.cut, segments, "the previous watermark")
-    active = active_writers(marks, previous, now_ms, aggregation_timeout_ms, segments)
+    latest = latest_marks(marks, segments)
+    active = _active(latest, previous, now_ms, aggregation_timeout_ms)
     if not active:
         return None
     if not all(_participates(m, previous) for m in active):
@@ -247,7 +265,9 @@ def next_watermark(
     if previous is not None:
         # every active writer participates, so lower > previous.lower_time_ms here: the lower time advances
         upper = max(upper, previous.upper_time_ms)
-    cut = watermark_cut([m.positions for m in active], previous.cut if previous else None, segments)
+    # every writer's position, not only the active ones' (module docstring)
+    cut = watermark_cut([m.positions for _, m in sorted(latest.items())], previous.cut if previous else None,
+                        segments)
     revision = 0 if previous is None else previous.revision + 1
     return Watermark(revision, lower, upper, cut)
 

@@ -14,7 +14,8 @@ Watermarks: `note_time(t)` flushes, then records (writer, t, the offsets after t
 committed event) — see watermark_store.py. With `WriterConfig(automatically_note_time=True)` a
 background thread notes the clock's time every `note_time_interval` (after flushing) and a manual
 `note_time` is refused. `close()` takes the writer out of watermark aggregation, so a closed writer
-never holds watermarks back (Pravega's #7387).
+never holds watermarks back (Pravega's #7387); its last position still bounds the next watermark's
+cut (watermark_store.close_writer).
 """
 
 from __future__ import annotations
@@ -246,7 +247,7 @@ class Writer:
         if not self._noted:
             return
         try:
-            self._marks.remove_writer(self.stream, self.writer_id)
+            self._marks.close_writer(self.stream, self.writer_id)
         except TidekeepError as exc:  # the stream is gone or the store unreachable: the timeout drops it
             log.warning("writer %s: could not leave watermark aggregation: %s", self.writer_id, exc)
 

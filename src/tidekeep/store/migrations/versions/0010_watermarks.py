@@ -26,6 +26,7 @@ def upgrade() -> None:
         sa.Column("positions", sa.Text, nullable=False),
         sa.Column("noted_ms", sa.BigInteger, nullable=False),
         sa.Column("source", sa.String(16), nullable=False),
+        sa.Column("closed", sa.Boolean, nullable=False, server_default=sa.false()),
         sa.ForeignKeyConstraint(["stream_id"], ["streams.id"], ondelete="CASCADE", name="fk_writer_marks_stream_id"),
         sa.PrimaryKeyConstraint("stream_id", "writer_id", name="pk_writer_marks"),
     )
