@@ -225,9 +225,13 @@ def test_unknown_stream_help_and_stream_create_timeout(home: Path) -> None:
     def created(done: Done) -> None:
         assert done.returncode == 0 and done.stderr == "", done.stderr
 
+    def created_five(done: Done) -> None:
+        created(done)
+        assert json.loads(done.stdout)["timestamp_aggregation_timeout_ms"] == 5_000
+
     checks.append((["stream", "create", "wm/bad", "--timestamp-aggregation-timeout", "-5s"],
                    lambda done: check_fails(done, 2, "invalid duration '-5s'")))
-    checks.append((["stream", "create", "wm/five", "--timestamp-aggregation-timeout", "5s", "--json"], created))
+    checks.append((["stream", "create", "wm/five", "--timestamp-aggregation-timeout", "5s", "--json"], created_five))
     checks.append((["stream", "create", "wm/default"], created))
     checks.append((["stream", "create", "wm/zero", "--timestamp-aggregation-timeout", "0s"], created))
     for (args, check), done in zip(checks, run_all(home, *[a for a, _ in checks]), strict=True):
@@ -249,5 +253,9 @@ def test_unknown_stream_help_and_stream_create_timeout(home: Path) -> None:
         listed, text = run_all(home, ["watermark", "writers", "wm/zero", "--json"], ["watermark", "compute", "wm/zero"])
         assert [(w["active"], w["participating"], w["state"]) for w in json.loads(listed.stdout)] == [
             (False, False, "inactive: timed out, rejoins on its next note")]
-        assert text.stdout.strip() == "no new watermark for wm/zero: every writer is inactive (timed out)"
+        assert text.stdout.strip() == ("no new watermark for wm/zero: no writer counts for time (every one timed "
+                                       "out or closed)")
         writer.close()
+    described, as_json = run_all(home, ["stream", "describe", "wm/five"], ["stream", "describe", "wm/five", "--json"])
+    assert "watermarks  a writer stops holding them back 5s after its last note" in described.stdout, described.stdout
+    assert json.loads(as_json.stdout)["timestamp_aggregation_timeout_ms"] == 5_000

@@ -258,3 +258,7 @@ def test_bad_watermark_frequency_is_rejected_with_one_line(tmp_path: Path) -> No
                               text=True, timeout=60, check=False)
         assert done.returncode == 2 and done.stderr.startswith(f"error: {message}"), done.stderr
         assert len(done.stderr.splitlines()) == 1, done.stderr
+    # a bad value is an error even when watermarks are off
+    done = subprocess.run([*SERVE, "--once", "--no-watermarks", "--watermark-frequency", "abc"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and done.stderr.startswith("error: bad --watermark-frequency"), done.stderr

@@ -60,13 +60,14 @@ def register(app: typer.Typer) -> None:
         """
         settings = load(ctx)
         require_workspace(settings)
+        # checked even with --no-watermarks: a bad flag is an error whatever else is given
+        watermark_every = _duration("--watermark-frequency", watermark_frequency, settings["watermark.frequency"])
         options = ServeOptions(
             frequency_ms=_duration("--frequency", frequency, settings["retention.frequency"]),
             lease_ttl_ms=_duration("--lease-ttl", lease_ttl, 30_000),
             sweep_every_ms=_duration("--sweep-every", sweep_every, 3_600_000),
             once=once, json_logs=json_logs, catalog=not no_catalog, archives=not no_archives,
-            watermark_every_ms=None if no_watermarks else _duration(
-                "--watermark-frequency", watermark_frequency, settings["watermark.frequency"]))
+            watermark_every_ms=None if no_watermarks else watermark_every)
         configure_service_logging(settings["log.level"], json_logs)
         client = Client(settings)
         try:

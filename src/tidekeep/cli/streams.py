@@ -13,6 +13,7 @@ from ..streams.config import StreamConfig
 from ..streams.controller import SEALED, StreamInfo
 from ..streams.cuts import StreamCut
 from ..streams.model import Segment, segment_name
+from ..units import format_duration
 from .context import open_client
 from .output import emit, emit_json, emit_table, fields, format_bytes, iso_utc, key_range
 
@@ -56,6 +57,7 @@ def info_record(info: StreamInfo) -> dict[str, Any]:
         "created": iso_utc(info.created_ms),
         "created_ms": info.created_ms,
         "retention": None if retention is None else retention.describe(),
+        "timestamp_aggregation_timeout_ms": info.config.timestamp_aggregation_timeout_ms,
     }
 
 
@@ -79,6 +81,8 @@ def emit_description(d: dict[str, Any]) -> None:
         ("state", d["state"]),
         ("created", iso_utc(d["created_ms"])),
         ("retention", d["retention"] or NO_RETENTION),
+        ("watermarks", f"a writer stops holding them back {format_duration(d['timestamp_aggregation_timeout_ms'])} "
+                       "after its last note (timestamp aggregation timeout)"),
         ("size", f"{format_bytes(d['size_bytes'])} between head and tail"),
         ("written", f"{format_bytes(d['written_bytes'])} in total, {format_bytes(d['truncated_bytes'])} truncated"),
         ("head", d["head"]),

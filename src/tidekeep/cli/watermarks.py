@@ -127,5 +127,7 @@ def why_none(statuses: list[WriterStatus]) -> str:
     if lagging:
         return f"waiting for {', '.join(lagging)} to note past the last watermark or time out"
     if not any(s.active for s in statuses):
-        return "every writer is inactive (timed out)"
-    return "the lowest writer time has not advanced past the last watermark, or another process appended first"
+        return "no writer counts for time (every one timed out or closed)"
+    # every active writer noted past the last watermark, so the lower time did advance: the conditional
+    # append found a newer watermark than the one this computation started from
+    return "another process appended a watermark first"
