@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
 from ..errors import InvalidInput, InvalidStreamCut
@@ -257,6 +263,17 @@ class TidekeepDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return TidekeepBatchReader(parse_read_options(self.options))
+
+    # writes (issue 9): df.write / df.writeStream .format("tidekeep"); the sink lives in sink.py
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from .sink import make_batch_writer
+
+        return make_batch_writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from .sink import make_stream_writer
+
+        return make_stream_writer(self.options, schema, overwrite)
 
 
 class TidekeepBatchReader(DataSourceReader):
