@@ -26,6 +26,7 @@ import pyarrow.fs as pafs
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
@@ -38,6 +39,7 @@ from ..streams.controller import ReadPlan, ReadTask
 from ..streams.cuts import StreamCut
 from ..streams.reader import EVENT_SCHEMA, read_task
 from ..units import parse_size_bytes
+from .watermark_column import Thresholds, segment_thresholds, watermark_array
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -58,6 +60,8 @@ SPARK_SCHEMA = StructType([
     StructField("payload", BinaryType(), nullable=False),
     StructField("commit_time", TimestampType(), nullable=False),
     StructField("writer_id", StringType(), nullable=False),
+    # the lower time of the last watermark the row's position has passed (watermark_column.py)
+    StructField("watermark", TimestampType(), nullable=True),
 ])
 
 # The Arrow schema Spark checks each returned batch against (pyspark's to_arrow_schema of
@@ -65,9 +69,13 @@ SPARK_SCHEMA = StructType([
 ARROW_SCHEMA = EVENT_SCHEMA.set(
     EVENT_SCHEMA.get_field_index("commit_time_ms"),
     pa.field("commit_time", pa.timestamp("us", tz="UTC"), nullable=False),
-)
+).append(pa.field("watermark", pa.timestamp("us", tz="UTC"), nullable=True))
 
-_KNOWN_OPTIONS = {"stream", "start", "end", "home", "metadata_url", "storage", "partition_size", "path"}
+_BATCH_ONLY = {"end"}
+# options of spark.readStream only (stream_source.py); schema() accepts them, the batch reader refuses them
+STREAM_ONLY = {"reader_group", "max_bytes_per_trigger", "on_truncated"}
+_COMMON = {"stream", "start", "home", "metadata_url", "storage", "partition_size", "path"}
+_KNOWN_OPTIONS = _COMMON | _BATCH_ONLY | STREAM_ONLY
 HEAD, TAIL = "head", "tail"
 
 
@@ -90,14 +98,17 @@ class ReadOptions:
     partition_size: int = PARTITION_TARGET_BYTES
 
 
-def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
+def parse_read_options(options: Mapping[str, str], known: set[str] | None = None) -> ReadOptions:
     """Check the options without touching the workspace: stream name, cut syntax, unknown keys.
-    Spark lower-cases option keys, so keys are compared case-insensitively."""
+    Spark lower-cases option keys, so keys are compared case-insensitively. `known`: the option
+    names allowed (default: a batch read's)."""
+    known = _COMMON | _BATCH_ONLY if known is None else known
     lowered = {str(k).lower(): v for k, v in options.items()}
-    unknown = sorted(set(lowered) - _KNOWN_OPTIONS)
+    unknown = sorted(set(lowered) - known)
     if unknown:
-        raise InvalidInput(f"unknown tidekeep read option {unknown[0]!r}; known: "
-                           f"{', '.join(sorted(_KNOWN_OPTIONS - {'path'}))}")
+        what = "read" if known & _BATCH_ONLY else "streaming read"
+        raise InvalidInput(f"unknown tidekeep {what} option {unknown[0]!r}; known: "
+                           f"{', '.join(sorted(known - {'path'}))}")
     stream = lowered.get("stream") or lowered.get("path")
     if not stream:
         raise InvalidInput('tidekeep read needs a stream: .option("stream", "scope/name")')
@@ -165,12 +176,14 @@ class StorageLocation:
 class ChunkPartition(InputPartition):
     """Consecutive chunk reads of one segment: what one Spark task reads."""
 
-    def __init__(self, stream: str, segment: int, tasks: Sequence[ReadTask], location: StorageLocation) -> None:
+    def __init__(self, stream: str, segment: int, tasks: Sequence[ReadTask], location: StorageLocation,
+                 thresholds: Thresholds = ((), ())) -> None:
         super().__init__(None)
         self.stream = stream
         self.segment = segment
         self.tasks = tuple(tasks)
         self.location = location
+        self.thresholds = thresholds  # the segment's watermark thresholds (watermark_column.py)
 
     @property
     def logical_bytes(self) -> int:
@@ -182,9 +195,11 @@ class ChunkPartition(InputPartition):
 
 
 def build_partitions(stream: str, tasks: Sequence[ReadTask], location: StorageLocation,
-                     target_bytes: int = PARTITION_TARGET_BYTES) -> list[ChunkPartition]:
+                     target_bytes: int = PARTITION_TARGET_BYTES,
+                     thresholds: Mapping[int, Thresholds] | None = None) -> list[ChunkPartition]:
     """Group chunk reads into partitions: never across segments, in offset order within one, each
-    closed once it reaches `target_bytes` of logical bytes (a bigger chunk gets its own)."""
+    closed once it reaches `target_bytes` of logical bytes (a bigger chunk gets its own).
+    `thresholds`: per segment, the watermark thresholds its rows are stamped with."""
     partitions: list[ChunkPartition] = []
     current: list[ReadTask] = []
     current_bytes = 0
@@ -192,7 +207,8 @@ def build_partitions(stream: str, tasks: Sequence[ReadTask], location: StorageLo
     def close() -> None:
         nonlocal current, current_bytes
         if current:
-            partitions.append(ChunkPartition(stream, current[0].chunk.segment, current, location))
+            seg = current[0].chunk.segment
+            partitions.append(ChunkPartition(stream, seg, current, location, (thresholds or {}).get(seg, ((), ()))))
         current, current_bytes = [], 0
 
     for task in tasks:
@@ -212,26 +228,44 @@ def read_partition(partition: ChunkPartition) -> Iterator[pa.RecordBatch]:
     for task in partition.tasks:
         batch = read_task(fs, partition.location.root, partition.stream, task)
         if batch.num_rows:
-            yield to_spark_batch(batch)
+            yield to_spark_batch(batch, partition.thresholds)
 
 
-def to_spark_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """An EVENT_SCHEMA batch as ARROW_SCHEMA: commit_time_ms becomes a UTC timestamp."""
+def to_spark_batch(batch: pa.RecordBatch, thresholds: Thresholds = ((), ())) -> pa.RecordBatch:
+    """An EVENT_SCHEMA batch as ARROW_SCHEMA: commit_time_ms becomes a UTC timestamp, and the
+    watermark column comes from the offsets and the segment's thresholds."""
     millis = batch.column("commit_time_ms")
     commit_time = pc.multiply(millis, 1000).cast(pa.timestamp("us", tz="UTC"))
     return pa.RecordBatch.from_arrays([
         batch.column("stream"), batch.column("segment"), batch.column("offset"), batch.column("routing_key"),
         batch.column("payload"), commit_time, batch.column("writer_id"),
+        watermark_array(batch.column("offset"), thresholds),
     ], schema=ARROW_SCHEMA)
+
+
+def plan_thresholds(client: Client, plan: ReadPlan) -> dict[int, Thresholds]:
+    """Per segment of the plan, the watermark thresholds its rows need (driver side; the same for
+    batch and streaming reads)."""
+    if not plan.ranges:
+        return {}
+    marks = client.watermarks.list(plan.stream)
+    if not marks:
+        return {}
+    segments = client.streams.state(plan.stream).segments
+    return {r.segment: segment_thresholds(marks, r.segment, segments, r.start, r.end) for r in plan.ranges}
+
+
+def partitions_of(client: Client, plan: ReadPlan, target_bytes: int) -> list[ChunkPartition]:
+    """The partitions of a read plan, with their watermark thresholds (driver side)."""
+    location = StorageLocation(client.storage.uri, client.storage.root)
+    return build_partitions(plan.stream, plan.tasks, location, target_bytes, plan_thresholds(client, plan))
 
 
 def plan_partitions(options: ReadOptions) -> list[ChunkPartition]:
     """Open the workspace, plan the read and build its partitions (driver side)."""
     client = open_client(options)
     try:
-        plan = plan_stream_read(client, options)
-        location = StorageLocation(client.storage.uri, client.storage.root)
-        return build_partitions(plan.stream, plan.tasks, location, options.partition_size)
+        return partitions_of(client, plan_stream_read(client, options), options.partition_size)
     finally:
         client.close()
 
@@ -257,12 +291,24 @@ class TidekeepDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        # Spark calls this at load(): fail there, with tidekeep's message, on bad options
-        check_read(parse_read_options(self.options))
+        # Spark calls this at load(), for spark.read and spark.readStream alike: fail there, with
+        # tidekeep's message, on bad options. Streaming-only options mark a streaming read.
+        lowered = {str(k).lower() for k in self.options}
+        if lowered & STREAM_ONLY:
+            from .stream_source import check_stream_options
+
+            check_stream_options(self.options)
+        else:
+            check_read(parse_read_options(self.options, _KNOWN_OPTIONS))
         return SPARK_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return TidekeepBatchReader(parse_read_options(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from .stream_source import TidekeepStreamReader
+
+        return TidekeepStreamReader(self.options)
 
     # writes (issue 9): df.write / df.writeStream .format("tidekeep"); the sink lives in sink.py
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:

@@ -1,0 +1,291 @@
+"""The "tidekeep" streaming source: spark.readStream.format("tidekeep").
+
+    spark.readStream.format("tidekeep").option("stream", "iot/sensors")
+        .option("reader_group", "dashboards").option("start", "head" | "tail" | cut)
+        .option("max_bytes_per_trigger", "1MB").load()
+
+Offsets are stream cuts as self-describing JSON dicts (StreamCut.to_dict(), with key ranges).
+
+- initialOffset: the `start` option; else the reader group's acknowledged cut if it has one; else
+  the head.
+- latestOffset(start, limit): towards the tail (or, under Trigger.AvailableNow, the tail when the
+  query started), bounded by the byte limit, at event boundaries, and never into a successor
+  segment in the batch that still reads its predecessors (offsets.py: per-key order across scaling).
+- partitions(start, end): the controller's read plan between the cuts, grouped per segment as for
+  batch reads (datasource.py); executors read chunk files into Arrow, stamping the watermark column.
+- commit(end): with a reader group, `end` becomes the group's acknowledgement cut, so
+  consumption-based retention follows the query. The group is a MANUAL_RELEASE_AT_USER_STREAMCUT
+  subscriber of exactly this stream, created at the query's initial offset on first use. An end
+  at or behind the current acknowledgement (a restart from an older Spark checkpoint) is skipped.
+- A start before the stream's head (data truncated since the checkpoint) fails with TruncatedData,
+  or with on_truncated=skip reads on from the head in the truncated segments (a warning is logged).
+
+Planning runs in the driver's Python worker, which keeps one client for the query; the reader is
+also pickled to executors, which use only `read` (no metadata store access there).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    SupportsTriggerAvailableNow,
+)
+
+from ..errors import InvalidInput, NotFound, TruncatedData
+from ..names import check_name
+from ..streams.controller import StreamState
+from ..streams.cuts import CutOrder, StreamCut, compare_cuts
+from ..streams.subscribers import upper_bound
+from ..units import parse_size_bytes
+from .datasource import (
+    _COMMON,
+    STREAM_ONLY,
+    TAIL,
+    ChunkPartition,
+    ReadOptions,
+    open_client,
+    parse_read_options,
+    partitions_of,
+    read_partition,
+)
+from .offsets import cut_of, next_end, offset_of
+
+if TYPE_CHECKING:
+    from ..client import Client
+
+log = logging.getLogger("tidekeep.spark")
+
+MANUAL = "MANUAL_RELEASE_AT_USER_STREAMCUT"
+FAIL, SKIP = "fail", "skip"
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    read: ReadOptions  # stream, start, workspace, partition_size (`end` is refused for streams)
+    reader_group: str | None
+    max_bytes_per_trigger: int | None
+    on_truncated: str
+    start_given: bool = False  # without a start option, a reader group's acknowledgement is the start
+
+
+def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:
+    """Check a streaming read's options without touching the workspace."""
+    read = parse_read_options(options, _COMMON | STREAM_ONLY)
+    lowered = {str(k).lower(): v for k, v in options.items()}
+    group = lowered.get("reader_group") or None
+    if group is not None:
+        check_name(group, "reader group name")
+    max_bytes = None
+    raw = lowered.get("max_bytes_per_trigger")
+    if raw is not None:
+        try:
+            max_bytes = parse_size_bytes(raw)
+        except Exception as exc:  # the units parser's own message, under the option's name
+            raise InvalidInput(f"invalid max_bytes_per_trigger {raw!r}: {exc}") from None
+        if max_bytes <= 0:
+            raise InvalidInput(f"invalid max_bytes_per_trigger {raw!r}: must be greater than zero")
+    on_truncated = (lowered.get("on_truncated") or FAIL).strip().lower()
+    if on_truncated not in (FAIL, SKIP):
+        raise InvalidInput(f"invalid on_truncated {lowered['on_truncated']!r}: use 'fail' or 'skip'")
+    start_given = bool((lowered.get("start") or "").strip())
+    return StreamOptions(read, group, max_bytes, on_truncated, start_given)
+
+
+def check_group(client: Client, group: str, stream: str) -> bool:
+    """True if the group exists (and fits: a MANUAL subscriber of exactly `stream`), False if absent."""
+    from ..streams.rg_store import ReaderGroupStore
+
+    try:
+        config = ReaderGroupStore(client.streams).load(group).config
+    except NotFound:
+        return False
+    streams = sorted(config["streams"])
+    if streams != [stream]:
+        raise InvalidInput(f"reader group {group!r} reads {', '.join(streams)}, not only {stream!r}: a tidekeep "
+                           "streaming query needs a group of its own stream")
+    if config["retention_type"] != MANUAL:
+        raise InvalidInput(f"reader group {group!r} has retention type {config['retention_type']}: a tidekeep "
+                           f"streaming query acknowledges through a {MANUAL} group")
+    return True
+
+
+def check_stream_options(options: Mapping[str, str]) -> None:
+    """The load()-time check: options, the stream, the start cut, the reader group."""
+    parsed = parse_stream_options(options)
+    client = open_client(parsed.read)
+    try:
+        state = client.streams.state(parsed.read.stream)
+        if isinstance(parsed.read.start, StreamCut):
+            client.streams.to_positions(state, parsed.read.start)
+        if parsed.reader_group is not None:
+            check_group(client, parsed.reader_group, parsed.read.stream)
+    finally:
+        client.close()
+
+
+def clamp_to_head(positions: dict[int, int], state: StreamState, on_truncated: str, what: str) -> dict[int, int]:
+    """`positions` itself if at or after the head; else TruncatedData, or with on_truncated=skip the
+    head in the truncated segments (the pointwise later of the two, per routing key)."""
+    order = compare_cuts(state.head, positions, state.ranges())
+    if order in (CutOrder.BEFORE, CutOrder.EQUAL):
+        return positions
+    if on_truncated != SKIP:
+        raise TruncatedData(f"cannot read {state.name} from {what} {state.cut(positions)}: data before the head "
+                            f"{state.cut(state.head)} has been truncated (.option(\"on_truncated\", \"skip\") "
+                            "reads on from the head)")
+    log.warning("stream %s: %s %s lies before the head %s (truncated); reading on from the head", state.name,
+                what, state.cut(positions), state.cut(state.head))
+    return upper_bound([positions, state.head], state.segments)
+
+
+def byte_budget(limit: ReadLimit) -> int | None:
+    """The bytes one batch may read under Spark's limit (None: everything available)."""
+    if isinstance(limit, ReadMaxBytes):
+        return int(limit.max_bytes)
+    if isinstance(limit, ReadAllAvailable):
+        return None
+    raise InvalidInput(f"the tidekeep source does not support the read limit {limit!r}")
+
+
+class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """See the module docstring. Cheap to build (executors build it too): the workspace is opened on
+    the first driver-side call."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = parse_stream_options(options)
+        self.stream = self.options.read.stream
+        self._client: Client | None = None
+        self._group_checked = False
+        self._target: dict[int, int] | None = None  # the Trigger.AvailableNow bound
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_client"] = None  # a client (engine, pool) stays in the process that opened it
+        return state
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = open_client(self.options.read)
+        return self._client
+
+    # ---- offsets -----------------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, Any]:
+        state = self.client.streams.state(self.stream)
+        start = self.options.read.start
+        if isinstance(start, StreamCut):
+            positions = self.client.streams.to_positions(state, start)
+        elif start == TAIL:
+            positions = state.tail()
+        elif self.options.start_given or self.options.reader_group is None:
+            positions = dict(state.head)
+        else:
+            acknowledged = self._acknowledged()
+            positions = dict(state.head) if acknowledged is None else clamp_to_head(
+                acknowledged, state, self.options.on_truncated, "the acknowledged cut")
+        self._ensure_group(state.cut(positions))
+        return offset_of(state.cut(positions))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_bytes_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxBytes(self.options.max_bytes_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        # the data there is now: later appends wait for the next run of the query
+        self._target = self.client.streams.state(self.stream).tail()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        budget = byte_budget(limit)
+        state = self.client.streams.state(self.stream)
+        first = clamp_to_head(self.client.streams.to_positions(state, cut_of(start, self.stream)), state,
+                              self.options.on_truncated, "the batch start")
+        bound = self._target if self._target is not None else state.tail()
+        if compare_cuts(first, bound, state.ranges()) in (CutOrder.AFTER, CutOrder.OVERLAPS):
+            bound = upper_bound([first, bound], state.segments)  # a start past an old target: nothing more
+        plan = self.client.streams.plan_read(self.stream, state.cut(first), state.cut(bound))
+        boundaries: dict[int, list[int]] = {}
+        for task in plan.tasks:
+            boundaries.setdefault(task.chunk.segment, []).append(task.end)
+        end = next_end(first, bound, state.segments, boundaries, budget)
+        return offset_of(state.cut(end))
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        state = self.client.streams.state(self.stream)
+        return offset_of(state.cut(state.tail()))
+
+    # ---- reading -----------------------------------------------------------------------------
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        state = self.client.streams.state(self.stream)
+        first = clamp_to_head(self.client.streams.to_positions(state, cut_of(start, self.stream)), state,
+                              self.options.on_truncated, "the batch start")
+        last = self.client.streams.to_positions(state, cut_of(end, self.stream))
+        if compare_cuts(state.head, last, state.ranges()) not in (CutOrder.BEFORE, CutOrder.EQUAL):
+            last = upper_bound([last, state.head], state.segments)
+        plan = self.client.streams.plan_read(self.stream, state.cut(first), state.cut(last))
+        return partitions_of(self.client, plan, self.options.read.partition_size)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, ChunkPartition):
+            return iter(())
+        return read_partition(partition)
+
+    # ---- acknowledgement ---------------------------------------------------------------------
+    def commit(self, end: dict[str, Any]) -> None:
+        group = self.options.reader_group
+        if group is None:
+            return
+        cut = cut_of(end, self.stream)
+        self._ensure_group(cut)
+        acknowledged = self._acknowledged()
+        state = self.client.streams.state(self.stream)
+        if acknowledged is not None:
+            order = compare_cuts(cut.positions, acknowledged, state.ranges())
+            if order is not CutOrder.AFTER:
+                if order is not CutOrder.EQUAL:
+                    log.warning("reader group %s: Spark committed %s, which is not after the acknowledgement %s "
+                                "(restart from an older checkpoint?); kept the acknowledgement", group, cut,
+                                state.cut(acknowledged))
+                return
+        self.client.reader_group(group).update_retention_stream_cut({self.stream: cut})
+
+    def _acknowledged(self) -> dict[int, int] | None:
+        subscription = self.client.subscribers(self.stream)
+        for sub in subscription:
+            if sub.reader_group == self.options.reader_group:
+                return None if sub.positions is None else dict(sub.positions)
+        return None
+
+    def _ensure_group(self, start: StreamCut) -> None:
+        """Check the group fits the query, creating it at `start` if absent (once per reader)."""
+        group = self.options.reader_group
+        if group is None or self._group_checked:
+            return
+        if not check_group(self.client, group, self.stream):
+            from ..streams.readergroup import ReaderGroupConfig, RetentionType
+
+            try:
+                self.client.create_reader_group(group, ReaderGroupConfig(
+                    {self.stream: (start, None)}, retention_type=RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
+                log.info("created reader group %s for the streaming query on %s at %s", group, self.stream, start)
+            except Exception:
+                if not check_group(self.client, group, self.stream):  # another query created it meanwhile?
+                    raise
+        self._group_checked = True
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+__all__ = ["StreamOptions", "TidekeepStreamReader", "check_group", "check_stream_options", "parse_stream_options"]
