@@ -14,7 +14,10 @@ Offsets are stream cuts as self-describing JSON dicts (StreamCut.to_dict(), with
 - partitions(start, end): the controller's read plan between the cuts, grouped per segment as for
   batch reads (datasource.py); executors read chunk files into Arrow, stamping the watermark column.
 - commit(end): with a reader group, `end` becomes the group's acknowledgement cut, so
-  consumption-based retention follows the query. The group is a MANUAL_RELEASE_AT_USER_STREAMCUT
+  consumption-based retention follows the query. The start given to latestOffset is acknowledged
+  too: Spark plans a batch only after the previous one reached the sink, and calls commit() for
+  it only after planning the next, so this keeps the last batch of a run from staying unacknowledged.
+  The group is a MANUAL_RELEASE_AT_USER_STREAMCUT
   subscriber of exactly this stream, created at the query's initial offset on first use. An end
   at or behind the current acknowledgement (a restart from an older Spark checkpoint) is skipped.
 - A start before the stream's head (data truncated since the checkpoint) fails with TruncatedData,
@@ -207,8 +210,14 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         budget = byte_budget(limit)
         state = self.client.streams.state(self.stream)
-        first = clamp_to_head(self.client.streams.to_positions(state, cut_of(start, self.stream)), state,
+        start_cut = cut_of(start, self.stream)
+        first = clamp_to_head(self.client.streams.to_positions(state, start_cut), state,
                               self.options.on_truncated, "the batch start")
+        # Spark asks for the next batch only once the previous one is committed to the sink, so its
+        # end (this start) is consumed: acknowledge it now rather than when Spark calls commit() for
+        # it, which it does only after planning yet another batch (never, at the end of an
+        # availableNow run)
+        self._acknowledge(start_cut)
         bound = self._target if self._target is not None else state.tail()
         if compare_cuts(first, bound, state.ranges()) in (CutOrder.AFTER, CutOrder.OVERLAPS):
             bound = upper_bound([first, bound], state.segments)  # a start past an old target: nothing more
@@ -241,10 +250,13 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # ---- acknowledgement ---------------------------------------------------------------------
     def commit(self, end: dict[str, Any]) -> None:
+        self._acknowledge(cut_of(end, self.stream))
+
+    def _acknowledge(self, cut: StreamCut) -> None:
+        """Publish `cut` as the group's acknowledgement unless it is not after the current one."""
         group = self.options.reader_group
         if group is None:
             return
-        cut = cut_of(end, self.stream)
         self._ensure_group(cut)
         acknowledged = self._acknowledged()
         state = self.client.streams.state(self.stream)
@@ -252,9 +264,8 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             order = compare_cuts(cut.positions, acknowledged, state.ranges())
             if order is not CutOrder.AFTER:
                 if order is not CutOrder.EQUAL:
-                    log.warning("reader group %s: Spark committed %s, which is not after the acknowledgement %s "
-                                "(restart from an older checkpoint?); kept the acknowledgement", group, cut,
-                                state.cut(acknowledged))
+                    log.warning("reader group %s: %s is not after the acknowledgement %s (restart from an older "
+                                "checkpoint?); kept the acknowledgement", group, cut, state.cut(acknowledged))
                 return
         self.client.reader_group(group).update_retention_stream_cut({self.stream: cut})
 
