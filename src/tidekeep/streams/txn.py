@@ -128,17 +128,19 @@ class Transaction:
             self._check_open("write to")
             self._flush_locked()
 
-    def commit(self, timestamp: int | None = None) -> TxnCommitResult:
+    def commit(self, timestamp: int | None = None, sequence: int | None = None) -> TxnCommitResult:
         """Flush, then append everything staged atomically. `timestamp` (ms since the epoch) is the
         writer's event time for watermarking; it is stored with the writer id and landing positions.
-        Committing a committed transaction returns the earlier result and changes nothing."""
+        Committing a committed transaction returns the earlier result and changes nothing.
+        `sequence` makes the commit exactly-once per batch of this writer id (TransactionStore.commit):
+        a sequence at or below the writer's last aborts the transaction (`result.duplicate`)."""
         with self._lock:
             if self._closed_as is None:
                 self._flush_locked()
             elif self._payloads:
                 raise TransactionClosed(f"cannot commit transaction {self.id}: it is {self._closed_as.lower()}")
-            result = self._store.commit(self.id, timestamp, self._reroute)
-            self._closed_as = TxnState.COMMITTED
+            result = self._store.commit(self.id, timestamp, self._reroute, sequence)
+            self._closed_as = TxnState.ABORTED if result.duplicate else TxnState.COMMITTED
             return result
 
     def abort(self) -> bool:

@@ -5,6 +5,9 @@ so a crash leaves at most unreferenced files (the sweep removes them after its g
 staged rows keep the files of an open transaction referenced, so the sweep never takes them.
 A commit turns every staged chunk into a chunk row at the tail of its segment in ONE metadata
 transaction, exactly as a writer batch is appended — readers see all of a transaction or none.
+A commit may carry a batch `sequence` for its writer id (the Spark sink passes batchId + 1): it is
+checked against and advanced in the `writers` table in that same transaction, as a writer's batch
+sequence is, so a replayed batch (sequence at or below the last one) is aborted instead of appended.
 Abort and expiry drop the rows first and delete the files after the metadata commit.
 
 The decisions (is the lease over, where does each chunk land) are pure functions at the top.
@@ -28,7 +31,7 @@ from ..errors import ConflictError, InvalidInput, NotFound, StreamSealed, Transa
 from ..faults import fault_point
 from ..store import schema as t
 from ..store import schema_transactions as tx
-from .controller import SEALED, PendingChunk, SegmentsSealed, StreamController, StreamState
+from .controller import SEALED, PendingChunk, SegmentsSealed, StreamController, StreamState, merge_positions
 from .model import segment_name
 from .watermark_store import record_mark
 
@@ -49,6 +52,7 @@ class TxnState(StrEnum):
 
 
 REASON_COMMITTED, REASON_ABORTED, REASON_EXPIRED = "committed", "aborted", "lease expired"
+REASON_DUPLICATE = "duplicate batch"
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,8 @@ class TxnCommitResult:
     committed_ms: int
     positions: dict[int, int]  # segment -> end offset: where the transaction landed
     events: int
+    # the commit's sequence was at or below the writer's last one: aborted, nothing appended
+    duplicate: bool = False
 
 
 # ---- the pure core -------------------------------------------------------------------------------
@@ -110,6 +116,14 @@ def check_commit_timestamp(timestamp: object) -> int | None:
     return timestamp
 
 
+def check_sequence(sequence: object) -> int | None:
+    if sequence is None:
+        return None
+    if not isinstance(sequence, int) or isinstance(sequence, bool) or not 0 < sequence < 2**63:
+        raise InvalidInput(f"invalid batch sequence {sequence!r}: expected an integer greater than zero")
+    return sequence
+
+
 def closed_error(txn_id: str, state: str, end_reason: str | None, action: str) -> TransactionClosed:
     if end_reason == REASON_EXPIRED:
         return TransactionExpired(f"cannot {action} transaction {txn_id}: its lease expired and it was aborted")
@@ -119,6 +133,14 @@ def closed_error(txn_id: str, state: str, end_reason: str | None, action: str) -
 # ---- the shell -----------------------------------------------------------------------------------
 class _StagingChanged(Exception):
     """Internal: the staged chunks changed between planning a commit and applying it."""
+
+
+@dataclass(frozen=True)
+class _Duplicate:
+    """Internal: _apply_commit aborted a replayed batch; its staged files are to be deleted."""
+
+    result: TxnCommitResult
+    paths: list[str]
 
 
 class TransactionStore:
@@ -271,18 +293,26 @@ class TransactionStore:
         return f"streams/{row.scope}/{row.stream_name}-{row.uid}/txn/{row.id}"
 
     # ---- commit --------------------------------------------------------------------------------
-    def commit(self, txn_id: str, timestamp: int | None, reroute: RerouteFn) -> TxnCommitResult:
+    def commit(self, txn_id: str, timestamp: int | None, reroute: RerouteFn,
+               sequence: int | None = None) -> TxnCommitResult:
         """Append every staged chunk atomically and mark the transaction committed. Chunks staged in
         segments a scale has sealed are re-routed first (`reroute` writes new files). Committing a
-        committed transaction returns its earlier result and changes nothing."""
+        committed transaction returns its earlier result and changes nothing.
+
+        With a `sequence`, the commit is also the writer id's batch `sequence`: if the writer's last
+        sequence is at or above it, the batch was committed before, so the transaction is aborted and
+        its files deleted instead, and the result says `duplicate` (committing it again says so too)."""
         check_txn_id(txn_id)
         timestamp = check_commit_timestamp(timestamp)
+        sequence = check_sequence(sequence)
         for _ in range(_COMMIT_ATTEMPTS):
             with self.db.read() as conn:
                 row = self._row(conn, txn_id)
                 staged = self._staged(conn, txn_id)
             if row.state == TxnState.COMMITTED:
                 return _result(row)
+            if row.state == TxnState.ABORTED and row.end_reason == REASON_DUPLICATE:
+                return _result(row, duplicate=True)
             if row.state != TxnState.OPEN:
                 raise closed_error(txn_id, row.state, row.end_reason, "commit")
             if lease_expired(row.state, row.lease_expiry_ms, self.clock.now_ms()):
@@ -292,7 +322,7 @@ class TransactionStore:
             chunks, replaced = reroute(row, staged, active, state)
             fault_point("txn.before_commit")
             try:
-                result = self._apply_commit(txn_id, [c.path for c in staged], chunks, timestamp)
+                result = self._apply_commit(txn_id, [c.path for c in staged], chunks, timestamp, sequence)
             except (SegmentsSealed, _StagingChanged) as exc:
                 self._delete_new_files(chunks, staged)
                 log.info("transaction %s: %s; planning the commit again", txn_id, exc)
@@ -305,6 +335,13 @@ class TransactionStore:
                 self._delete_new_files(chunks, staged)
                 with self.db.read() as conn:
                     return _result(self._row(conn, txn_id))
+            if isinstance(result, _Duplicate):
+                self._delete_new_files(chunks, staged)
+                self.storage.delete(result.paths)
+                self.storage.delete_dir(self._txn_dir(row))
+                log.info("transaction %s: batch sequence %s of writer %s was committed before; aborted",
+                         txn_id, sequence, row.writer_id)
+                return result.result
             self.storage.delete(replaced)  # re-routed away: no row refers to them any more
             log.info("committed transaction %s: %d events", txn_id, result.events)
             return result
@@ -322,8 +359,27 @@ class TransactionStore:
             new = [p for p in new if p not in keep]
         self.storage.delete(new)
 
+    @staticmethod
+    def _advance_sequence(conn: Connection, row: Any, writer: Any, sequence: int, positions: Mapping[int, int],
+                          now: int) -> None:
+        """Record `sequence` as the writer's last batch, and where the transaction landed as its
+        committed position (what a note without a position records), as a writer's batch does."""
+        merged = merge_positions(None if writer is None else writer.positions, positions)
+        if writer is not None:
+            conn.execute(sa.update(t.writers).where(
+                t.writers.c.stream_id == row.stream_id, t.writers.c.writer_id == row.writer_id
+            ).values(last_sequence=sequence, updated_ms=now, positions=merged))
+            return
+        try:
+            conn.execute(sa.insert(t.writers).values(stream_id=row.stream_id, writer_id=row.writer_id,
+                                                     last_sequence=sequence, updated_ms=now, positions=merged))
+        except sa.exc.IntegrityError:
+            # a concurrent first commit of the same writer id won: this whole metadata transaction
+            # rolls back and the commit is planned again (it then sees that writer's sequence)
+            raise _StagingChanged(f"writer {row.writer_id} committed concurrently") from None
+
     def _apply_commit(self, txn_id: str, planned_from: Sequence[str], chunks: Sequence[PendingChunk],
-                      timestamp: int | None) -> TxnCommitResult | None:
+                      timestamp: int | None, sequence: int | None = None) -> TxnCommitResult | _Duplicate | None:
         now = self.clock.now_ms()
         with self.db.write() as conn:
             row = self._row(conn, txn_id, lock=True)
@@ -335,6 +391,18 @@ class TransactionStore:
                 raise TransactionExpired(f"cannot commit transaction {txn_id}: its lease expired")
             if [c.path for c in self._staged(conn, txn_id)] != list(planned_from):
                 raise _StagingChanged("its staged chunks changed")
+            writer = None
+            if sequence is not None:
+                writer = conn.execute(sa.select(t.writers.c.last_sequence, t.writers.c.positions).where(
+                    t.writers.c.stream_id == row.stream_id, t.writers.c.writer_id == row.writer_id)
+                    .with_for_update()).first()
+                if writer is not None and sequence <= writer.last_sequence:
+                    paths = self._end(conn, [txn_id], REASON_DUPLICATE)
+                    # files a committed chunk refers to stay: the same files staged again by a retry
+                    committed = set(conn.execute(sa.select(t.chunks.c.path).where(t.chunks.c.path.in_(paths)))
+                                    .scalars()) if paths else set()
+                    return _Duplicate(TxnCommitResult(txn_id, None, now, {}, row.events, duplicate=True),
+                                      [p for p in paths if p not in committed])
             stream = conn.execute(sa.select(t.streams).where(t.streams.c.id == row.stream_id)).one()
             if stream.state == SEALED:
                 raise StreamSealed(f"cannot commit transaction {txn_id}: stream {row.scope}/{row.stream_name} "
@@ -353,6 +421,8 @@ class TransactionStore:
             for seg, end in positions.items():
                 conn.execute(sa.update(t.segments).where(
                     t.segments.c.stream_id == row.stream_id, t.segments.c.segment_id == seg).values(tail=end))
+            if sequence is not None:
+                self._advance_sequence(conn, row, writer, sequence, positions, now)
             conn.execute(sa.delete(tx.transaction_chunks).where(tx.transaction_chunks.c.txn_id == txn_id))
             conn.execute(sa.update(tx.transactions).where(tx.transactions.c.id == txn_id).values(
                 state=TxnState.COMMITTED.value, commit_timestamp=timestamp, committed_ms=now, ended_ms=now,
@@ -369,9 +439,10 @@ class TransactionStore:
         return TxnCommitResult(txn_id, timestamp, now, positions, row.events)
 
 
-def _result(row: Any) -> TxnCommitResult:
+def _result(row: Any, duplicate: bool = False) -> TxnCommitResult:
     positions = {int(k): v for k, v in json.loads(row.positions or "{}").items()}
-    return TxnCommitResult(row.id, row.commit_timestamp, row.committed_ms, positions, row.events)
+    committed_ms = row.ended_ms if duplicate else row.committed_ms
+    return TxnCommitResult(row.id, row.commit_timestamp, committed_ms, positions, row.events, duplicate)
 
 
 def describe_positions(positions: Mapping[int, int]) -> str:
