@@ -163,6 +163,21 @@ def test_commit_acknowledges_and_retention_follows(spark, client: tk.Client, tmp
     assert client.head_cut("iot/ret") == client.tail_cut("iot/ret")
 
 
+def test_initial_offset_from_the_groups_acknowledgement(spark, sqlite_client: tk.Client, tmp_path: Path) -> None:
+    """A new query without `start` begins at its group's acknowledged cut; `start` overrides it."""
+    client = sqlite_client
+    client.create_stream("iot/init", tk.StreamConfig(segments=2))
+    client.create_reader_group("svc", tk.ReaderGroupConfig(
+        ["iot/init"], retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
+    write_events(client, "iot/init", 0, 40)
+    client.reader_group("svc").update_retention_stream_cut({"iot/init": client.tail_cut("iot/init")})
+    write_events(client, "iot/init", 40, 70)
+    assert numbers(run(spark, client, "iot/init", tmp_path / "a", reader_group="svc")) == list(range(40, 70))
+    assert numbers(run(spark, client, "iot/init", tmp_path / "b", reader_group="svc", start="head")) == \
+        list(range(70))
+    assert run(spark, client, "iot/init", tmp_path / "c", start="tail") == []
+
+
 def test_truncated_checkpoint_fails_or_skips(spark, sqlite_client: tk.Client, tmp_path: Path) -> None:
     client = sqlite_client
     client.create_stream("iot/tr", tk.StreamConfig(segments=1))
