@@ -450,6 +450,9 @@ def test_bad_input_in_a_streaming_query_fails_at_start(spark, sqlite_client: tk.
         write_stream(sdf, OUT, **{**options, "event_time_column": "body"})
     with pytest.raises(tk.errors.InvalidInput, match="tidekeep streams are append-only"):
         plan_sink(sink_options(client), SCHEMA, overwrite=True, streaming=True)
+    with pytest.raises(AnalysisException, match='InvalidInput: tidekeep streams are append-only: write with mode'):
+        spark.createDataFrame(rows(0, 3), SCHEMA).write.format("tidekeep").mode("overwrite") \
+            .options(**sink_options(client)).save()
     with pytest.raises(tk.errors.InvalidInput, match="tidekeep stream sink needs a writer id"):
         plan_sink(sink_options(client), SCHEMA, overwrite=False, streaming=True)
     with pytest.raises(tk.errors.InvalidInput, match="cannot derive a writer id from checkpoint"):

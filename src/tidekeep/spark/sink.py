@@ -367,8 +367,7 @@ def plan_sink(options: Mapping[str, str], schema: StructType, overwrite: bool, s
     and take the stream's active segments for the tasks' routing. Changes nothing."""
     parsed = parse_sink_options(options)
     if overwrite:
-        raise InvalidInput("tidekeep streams are append-only: write with mode \"append\" "
-                           "(streaming: outputMode \"append\" or \"update\")")
+        raise InvalidInput('tidekeep streams are append-only: write with mode "append"')
     columns = resolve_columns(schema, parsed)
     writer_id = sink_writer_id(parsed, streaming) if require_writer_id else (parsed.writer_id or BATCH_WRITER_ID)
     client = open_sink_client(parsed)
