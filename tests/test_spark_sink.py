@@ -9,6 +9,7 @@ input refused with typed one-line errors that change nothing.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -473,3 +474,58 @@ def test_executor_refuses_null_payloads_and_negative_times(sqlite_client: tk.Cli
     with pytest.raises(tk.errors.InvalidInput, match="has a time before 1970"):
         write_task(plan.target, iter([early]))
     assert stored_files(client) == set()  # the failed tasks removed what they had written
+
+
+def test_concurrent_commits_of_one_sequence_append_once(client: tk.Client, out: str) -> None:
+    """Two drivers commit the same batch (a zombie and its replacement): one appends, the other is
+    a duplicate, also when the writer has no row yet (both insert it; the loser plans again)."""
+    tw = client.transactional_writer(OUT, "racer")
+    txns = []
+    for payload in (b"one", b"two"):
+        txn = tw.begin()
+        txn.write(payload, routing_key="k")
+        txn.flush()
+        txns.append(txn)
+    barrier = threading.Barrier(2)
+    results: list[object] = [None, None]
+
+    def commit(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = txns[i].commit(sequence=1)
+        except Exception as exc:  # reported by the assertion below
+            results[i] = exc
+
+    threads = [threading.Thread(target=commit, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert all(isinstance(r, tk.TxnCommitResult) for r in results), results
+    assert sorted(r.duplicate for r in results) == [False, True]  # type: ignore[union-attr]
+    assert len(list(client.read(OUT))) == 1
+    assert stored_files(client) == referenced_paths(client)
+
+
+def test_each_micro_batch_routes_with_the_segments_current_at_its_planning(spark, sqlite_client: tk.Client,
+                                                                          tmp_path: Path) -> None:
+    client = sqlite_client
+    client.create_stream(OUT, tk.StreamConfig(segments=2))
+    source = tmp_path / "source"
+    spark.createDataFrame(rows(0, 40), SCHEMA).coalesce(1).write.parquet(str(source))
+    query = (spark.readStream.schema(SCHEMA).parquet(str(source)).writeStream.format("tidekeep")
+             .options(**sink_options(client)).option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    try:
+        query.processAllAvailable()
+        client.split(OUT, 0, 2)
+        client.split(OUT, 1, 2)
+        spark.createDataFrame(rows(40, 80), SCHEMA).coalesce(1).write.mode("append").parquet(str(source))
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    second = committed(client)[1]
+    state = client.stream_state(OUT)
+    assert set(second.positions) <= {s.id for s in state.active_segments()}
+    # routed by the tasks, not re-routed by the commit: the chunks stayed in the tasks' directories
+    assert all("/txn/spark-" in path for path in referenced_paths(client))
+    assert sorted(p for _, p in read_back(client)) == sorted(f"ev{i}" for i in range(80))
