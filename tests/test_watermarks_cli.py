@@ -257,5 +257,5 @@ def test_unknown_stream_help_and_stream_create_timeout(home: Path) -> None:
                                        "out or closed)")
         writer.close()
     described, as_json = run_all(home, ["stream", "describe", "wm/five"], ["stream", "describe", "wm/five", "--json"])
-    assert "watermarks  a writer stops holding them back 5s after its last note" in described.stdout, described.stdout
+    assert "watermark  a writer stops holding it back 5s after its last note" in described.stdout, described.stdout
     assert json.loads(as_json.stdout)["timestamp_aggregation_timeout_ms"] == 5_000

@@ -81,8 +81,8 @@ def emit_description(d: dict[str, Any]) -> None:
         ("state", d["state"]),
         ("created", iso_utc(d["created_ms"])),
         ("retention", d["retention"] or NO_RETENTION),
-        ("watermarks", f"a writer stops holding them back {format_duration(d['timestamp_aggregation_timeout_ms'])} "
-                       "after its last note (timestamp aggregation timeout)"),
+        ("watermark", f"a writer stops holding it back {format_duration(d['timestamp_aggregation_timeout_ms'])} "
+                      "after its last note (timestamp aggregation timeout)"),
         ("size", f"{format_bytes(d['size_bytes'])} between head and tail"),
         ("written", f"{format_bytes(d['written_bytes'])} in total, {format_bytes(d['truncated_bytes'])} truncated"),
         ("head", d["head"]),
