@@ -349,24 +349,24 @@ echo "size: $SIZE bytes (billing has read everything)"
 WSTREAM="demo/clicks"
 T0=1714564800000   # 2024-05-01T12:00:00Z, the gateways' event time
 clicks() { generate "$1" 100 | "$TK" stream write "$WSTREAM" --key-field 1 --writer-id "$2" > /dev/null; }
+# one round: each gateway writes 100 clicks and notes its time (gw-1 "$2", gw-2 "$3"), then a watermark
+gateways_round() {
+    clicks "$1" gw-1
+    clicks $(($1 + 100)) gw-2
+    tk watermark note "$WSTREAM" "$2" --writer gw-1
+    tk watermark note "$WSTREAM" "$3" --writer gw-2
+    tk watermark compute "$WSTREAM"
+}
 wm_count() { "$TK" watermark list "$WSTREAM" --all --json | "$PY" -c 'import json, sys; print(len(json.load(sys.stdin)))'; }
 
 step "Watermarks: demo/clicks, 2 segments; a gateway that stops noting is waited for at most 10 s"
 tk stream create "$WSTREAM" --segments 2 --timestamp-aggregation-timeout 10s
 
 step "gw-1 and gw-2 write 100 clicks each, then note the event time they have reached"
-clicks 0 gw-1
-clicks 100 gw-2
-tk watermark note "$WSTREAM" $((T0 + 60000)) --writer gw-1
-tk watermark note "$WSTREAM" $((T0 + 61000)) --writer gw-2
-tk watermark compute "$WSTREAM"
+gateways_round 0 $((T0 + 60000)) $((T0 + 61000))
 
 step "A second round: the watermark's lower time is the slower gateway's, its cut is past both"
-clicks 200 gw-1
-clicks 300 gw-2
-tk watermark note "$WSTREAM" $((T0 + 125000)) --writer gw-1
-tk watermark note "$WSTREAM" $((T0 + 120000)) --writer gw-2
-tk watermark compute "$WSTREAM"
+gateways_round 200 $((T0 + 125000)) $((T0 + 120000))
 
 step "gw-2 goes quiet; gw-1 notes on: no watermark while gw-2 may still write events older than gw-1's"
 clicks 400 gw-1

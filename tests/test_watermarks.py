@@ -362,6 +362,21 @@ def test_previous_watermark_of_another_stream() -> None:
     assert str(err.value) == "invalid stream cut for the previous watermark: segment 1.7 does not exist"
 
 
+def emitted_watermarks(scenario: Scenario) -> list[Watermark]:
+    """The watermarks a run of four cycles emits, every writer noting each round (timeout 0)."""
+    marks: list[WriterMark] = []
+    emitted: list[Watermark] = []
+    previous: Watermark | None = None
+    for rnd in range(4):
+        for i, chain in enumerate(scenario.chains):
+            marks.append(WriterMark(f"w{i}", 10 * rnd + i, chain[rnd], rnd))
+        wm = next_watermark(marks, previous, scenario.stream.segments, rnd, 0)
+        if wm is not None:
+            emitted.append(wm)
+            previous = wm
+    return emitted
+
+
 @settings(max_examples=100, deadline=None)
 @given(scenarios(rounds=4), st.data())
 def test_reader_window_only_moves_forward_and_brackets_the_position(scenario: Scenario, data: st.DataObject) -> None:
@@ -369,16 +384,7 @@ def test_reader_window_only_moves_forward_and_brackets_the_position(scenario: Sc
     bound comes from a mark the reader is at or past, the upper from a mark it has not passed, and
     neither moves backwards (upper may become None near the tail)."""
     stream = scenario.stream
-    marks: list[WriterMark] = []
-    emitted: list[Watermark] = []
-    previous: Watermark | None = None
-    for rnd in range(4):
-        for i, chain in enumerate(scenario.chains):
-            marks.append(WriterMark(f"w{i}", 10 * rnd + i, chain[rnd], rnd))
-        wm = next_watermark(marks, previous, stream.segments, rnd, 0)
-        if wm is not None:
-            emitted.append(wm)
-            previous = wm
+    emitted = emitted_watermarks(scenario)
     frontiers = sorted(valid_cut_frontiers(stream).items(), key=lambda item: sorted(item[0]))
     tracker = WindowTracker(emitted, stream.segments)
     cut: dict[int, int] = {}
@@ -409,16 +415,7 @@ def test_reader_starting_at_the_last_passed_watermark_sees_the_window_of_a_full_
     (reader_window.py) instead of reading every watermark since revision 0: the window must be exactly
     the full scan's, and the search must agree with a linear scan (the passed marks form a prefix)."""
     stream = scenario.stream
-    marks: list[WriterMark] = []
-    emitted: list[Watermark] = []
-    previous: Watermark | None = None
-    for rnd in range(4):
-        for i, chain in enumerate(scenario.chains):
-            marks.append(WriterMark(f"w{i}", 10 * rnd + i, chain[rnd], rnd))
-        wm = next_watermark(marks, previous, stream.segments, rnd, 0)
-        if wm is not None:
-            emitted.append(wm)
-            previous = wm
+    emitted = emitted_watermarks(scenario)
     frontiers = sorted(valid_cut_frontiers(stream).items(), key=lambda item: sorted(item[0]))
     segs, _ = data.draw(st.sampled_from(frontiers))
     position = draw_offsets(data.draw, stream, segs, {})
