@@ -9,6 +9,9 @@ input refused with typed one-line errors that change nothing.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -23,6 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
 import tidekeep as tk
+from helpers.procs import worker_env
 from helpers.storage import referenced_paths, stored_files
 from tidekeep.spark.sink import (
     NOTE_MAX_EVENT_TIME,
@@ -529,3 +533,55 @@ def test_each_micro_batch_routes_with_the_segments_current_at_its_planning(spark
     # routed by the tasks, not re-routed by the commit: the chunks stayed in the tasks' directories
     assert all("/txn/spark-" in path for path in referenced_paths(client))
     assert sorted(p for _, p in read_back(client)) == sorted(f"ev{i}" for i in range(80))
+
+
+_QUERY_PROCESS = """
+import json, sys
+from tidekeep.spark.session import build_spark
+options, source, checkpoint = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+spark = build_spark("local[1]", "tidekeep-sink-crash")
+schema = "body string, key string, t timestamp"
+query = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(source)
+         .writeStream.format("tidekeep").options(**options).option("checkpointLocation", checkpoint)
+         .trigger(availableNow=True).start())
+query.awaitTermination(300)
+sys.exit(0 if query.exception() is None else 3)
+"""
+
+
+def test_query_dying_between_tidekeep_commit_and_spark_log_restarts_exactly_once(
+        spark, sqlite_client: tk.Client, tmp_path: Path) -> None:
+    """A query runs two batches; a second process continues it from the checkpoint and dies (kill -9
+    at the fault point) right after tidekeep committed its first batch, before Spark logged it; the
+    restarted query replays that batch as a duplicate and finishes: every input row exactly once."""
+
+    client = sqlite_client
+    client.create_stream(OUT, tk.StreamConfig(segments=3))
+    sdf = _source(spark, tmp_path, [(0, 20), (20, 40)])
+    checkpoint = tmp_path / "ckpt"
+
+    def start():  # type: ignore[no-untyped-def]
+        return (sdf.writeStream.format("tidekeep").options(**sink_options(client))
+                .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+
+    _run(start())
+    for first, last in [(40, 60), (60, 80), (80, 100)]:
+        spark.createDataFrame(rows(first, last), SCHEMA).coalesce(1).write.mode("append") \
+            .parquet(str(tmp_path / "source"))
+
+    env = worker_env(client.settings.metadata_url, client.settings.storage_uri, tmp_path / "ws",
+                     fault="txn.after_commit")
+    crashed = subprocess.run([sys.executable, "-c", _QUERY_PROCESS, json.dumps(sink_options(client)),
+                              str(tmp_path / "source"), str(checkpoint)], env=env, capture_output=True,
+                             text=True, timeout=300, check=False)
+    assert crashed.returncode != 0, crashed.stdout[-2000:] + crashed.stderr[-2000:]
+    assert len(committed(client)) == 3  # tidekeep committed batch 2 ...
+    assert not (checkpoint / "commits" / "2").exists()  # ... Spark never logged it
+
+    _run(start())
+    assert sorted(p for _, p in read_back(client)) == sorted(f"ev{i}" for i in range(100))
+    assert len(committed(client)) == 5
+    assert [t.end_reason for t in client.list_transactions(OUT)].count("duplicate batch") == 1
+    assert client.streams.last_sequence(OUT, committed(client)[0].writer_id)[1] == 5
+    # Spark aborted the batch whose commit "failed": the files tidekeep had committed were kept
+    assert stored_files(client) == referenced_paths(client)

@@ -430,14 +430,19 @@ def commit_messages(plan: SinkPlan, messages: Sequence[SinkCommitMessage | None]
 
 
 def abort_messages(plan: SinkPlan, messages: Sequence[SinkCommitMessage | None]) -> None:
-    """Spark's abort: delete the files of the tasks that succeeded (failed tasks deleted their own)."""
+    """Spark's abort: delete the files of the tasks that succeeded (failed tasks deleted their own).
+    Spark also aborts a batch whose commit failed, and a commit can fail after tidekeep committed it
+    (the commit process died before answering): files a committed chunk refers to always stay. If
+    the store cannot say, nothing is deleted and the orphan sweep decides later."""
     sent = [m for m in messages if m is not None]
-    location = plan.target.location
-    storage = ChunkStorage(location.uri if "://" in location.uri else location.root)
-    storage.delete(c.path for m in sent for c in m.chunks)
-    for message in sent:
-        if not storage.list_files(message.directory):
-            storage.delete_dir(message.directory)
+    paths = [c.path for m in sent for c in m.chunks]
+    client = open_sink_client(plan.options)
+    try:
+        committed = client.streams.referenced_paths(paths)
+        client.storage.delete(p for p in paths if p not in committed)
+        _delete_dirs(client, sent)
+    finally:
+        client.close()
 
 
 def _previous_mark(client: Client, plan: SinkPlan) -> int | None:
