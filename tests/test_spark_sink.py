@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.errors import AnalysisException, StreamingQueryException
 from pyspark.sql import functions as F
@@ -28,10 +28,13 @@ from pyspark.sql.types import BinaryType, LongType, StringType, StructField, Str
 import tidekeep as tk
 from helpers.procs import worker_env
 from helpers.storage import referenced_paths, stored_files
+from tidekeep.spark.datasource import StorageLocation
 from tidekeep.spark.sink import (
     NOTE_MAX_EVENT_TIME,
     NOTE_NONE,
     NOTE_PROCESSING_TIME,
+    SinkColumns,
+    SinkTarget,
     commit_messages,
     note_time_for,
     plan_sink,
@@ -39,6 +42,8 @@ from tidekeep.spark.sink import (
     write_stream,
     write_task,
 )
+from tidekeep.store.chunks import ChunkRef, ChunkStorage
+from tidekeep.streams.model import Router, Segment
 
 OUT = "iot/out"
 SCHEMA = StructType([
@@ -585,3 +590,40 @@ def test_query_dying_between_tidekeep_commit_and_spark_log_restarts_exactly_once
     assert client.streams.last_sequence(OUT, committed(client)[0].writer_id)[1] == 5
     # Spark aborted the batch whose commit "failed": the files tidekeep had committed were kept
     assert stored_files(client) == referenced_paths(client)
+
+
+# ---- the executor side (property) -------------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 300), st.sampled_from(["a", "b", "c", None]), st.integers(0, 10**6)),
+                min_size=1, max_size=80),
+       st.integers(1, 2_000), st.integers(1, 30))
+def test_task_chunks_keep_every_row_in_order(tmp_path_factory: pytest.TempPathFactory,
+                                             events: list[tuple[int, str | None, int]], chunk_size: int,
+                                             batch_rows: int) -> None:
+    """Oracle: the task's chunks, read back segment by segment in message order, hold every row once;
+    each key's rows in input order (all in one segment); no chunk much above chunk_size (a flush is
+    cut between rows, so at most one row over); the maximum event time is the input's."""
+    root = tmp_path_factory.mktemp("task")
+    segments = [Segment(i, i / 3, (i + 1) / 3) for i in range(3)]
+    target = SinkTarget("s/x", "streams/s/x-0", StorageLocation(str(root), str(root)), Router(segments),
+                        SinkColumns("body", "key", "ms"), chunk_size)
+    payloads = [f"{i:04d}".encode() + b"x" * size for i, (size, _, _) in enumerate(events)]
+    table = pa.table({"body": pa.array(payloads, pa.binary()), "key": pa.array([e[1] for e in events], pa.string()),
+                      "ms": pa.array([e[2] for e in events], pa.int64())})
+    message = write_task(target, iter(table.to_batches(max_chunksize=batch_rows)))
+
+    storage = ChunkStorage(str(root))
+    read: list[tuple[int, bytes, str | None]] = []
+    for chunk in message.chunks:
+        assert chunk.length <= chunk_size + max(len(p) for p in payloads) + 8
+        data = storage.read_chunk(ChunkRef(chunk.path, chunk.segment, 0, chunk.length, chunk.event_count, 0, "w"))
+        read.extend((chunk.segment, p, k) for p, k in zip(data["payload"].to_pylist(), data["routing_key"].to_pylist(),
+                                                          strict=True))
+    assert sorted(p for _, p, _ in read) == sorted(payloads)
+    for key in ("a", "b", "c"):
+        mine = [(s, p) for s, p, k in read if k == key]
+        assert [p for _, p in mine] == [p for p, e in zip(payloads, events, strict=True) if e[1] == key]
+        assert len({s for s, _ in mine}) <= 1
+    assert (message.rows, message.max_event_time_ms) == (len(events), max(e[2] for e in events))
