@@ -485,9 +485,13 @@ def test_executor_refuses_null_payloads_and_negative_times(sqlite_client: tk.Cli
     assert stored_files(client) == set()  # the failed tasks removed what they had written
 
 
-def test_concurrent_commits_of_one_sequence_append_once(client: tk.Client, out: str) -> None:
+def test_concurrent_commits_of_one_sequence_append_once(client: tk.Client, out: str, monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
     """Two drivers commit the same batch (a zombie and its replacement): one appends, the other is
-    a duplicate, also when the writer has no row yet (both insert it; the loser plans again)."""
+    a duplicate, also when the writer has no row yet (on PostgreSQL both pass the check, held there
+    by a pause point, and both insert it; the loser's unique violation makes it plan again)."""
+    monkeypatch.setenv("TIDEKEEP_PAUSE", "txn.sequence_checked=300")
+    caplog.set_level("INFO", logger="tidekeep.txn")
     tw = client.transactional_writer(OUT, "racer")
     txns = []
     for payload in (b"one", b"two"):
@@ -513,6 +517,8 @@ def test_concurrent_commits_of_one_sequence_append_once(client: tk.Client, out: 
     assert all(isinstance(r, tk.TxnCommitResult) for r in results), results
     assert sorted(r.duplicate for r in results) == [False, True]  # type: ignore[union-attr]
     assert len(list(client.read(OUT))) == 1
+    if client.settings.metadata_url.startswith("postgresql"):  # SQLite serialises the two write transactions
+        assert any("writer racer committed concurrently" in r.getMessage() for r in caplog.records)
     assert stored_files(client) == referenced_paths(client)
 
 

@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..errors import ConflictError, InvalidInput, NotFound, StreamSealed, TransactionClosed, TransactionExpired
-from ..faults import fault_point
+from ..faults import fault_point, pause_point
 from ..store import schema as t
 from ..store import schema_transactions as tx
 from .controller import SEALED, PendingChunk, SegmentsSealed, StreamController, StreamState, merge_positions
@@ -396,6 +396,7 @@ class TransactionStore:
                 writer = conn.execute(sa.select(t.writers.c.last_sequence, t.writers.c.positions).where(
                     t.writers.c.stream_id == row.stream_id, t.writers.c.writer_id == row.writer_id)
                     .with_for_update()).first()
+                pause_point("txn.sequence_checked")  # tests: two commits both past the check
                 if writer is not None and sequence <= writer.last_sequence:
                     paths = self._end(conn, [txn_id], REASON_DUPLICATE)
                     # files a committed chunk refers to stay: the same files staged again by a retry
