@@ -17,7 +17,10 @@ Semantics (issue 9, point 3):
   a batch Spark re-executes (a restart from a checkpoint whose commit log lacks it) is aborted and
   its files deleted instead of appended twice. Chunks staged in segments a scale sealed since the
   tasks routed them are re-routed by the transaction's commit. A batch write job is one transaction
-  too, without a sequence. Spark's abort deletes the staged files; a failed job leaves nothing.
+  too, without a sequence. Spark's abort deletes the staged files, except those a committed chunk
+  refers to (Spark also aborts a batch whose commit call failed after tidekeep committed it); a
+  failed job leaves nothing visible. Spark creates the writer again for every micro-batch, so each
+  batch's tasks route with the segments current when it was planned.
 - **Time notes**: with `note_time` = `max_event_time` (the default when an event time column is
   given) the commit records the writer's mark at the maximum event time it has written so far: the
   batch's maximum, never below the writer's previous mark. `processing_time` notes the driver's
