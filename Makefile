@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench install check-java clean
+.PHONY: demo spark-example test lint bench install check-java clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tidekeep needs Python >= 3.11")'
@@ -20,6 +20,9 @@ check-java:
 
 demo: $(STAMP) check-java
 	@bash examples/demo.sh
+
+spark-example: $(STAMP) check-java
+	$(PY) examples/spark_streaming_retention.py
 
 test: $(STAMP) check-java
 	$(PY) -m pytest -q $(PYTEST_ARGS)
