@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import os
 import pstats
 import shutil
@@ -55,7 +54,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 import tidekeep as tk
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_streams import make_payloads  # (the same payloads as the stream benchmark)
+from bench_streams import best_of, make_payloads  # the same payloads and timing as the stream benchmark
 
 SEGMENTS = 4
 FLOOR_SOURCE = "bench_floor"
@@ -119,18 +118,6 @@ class Figure:
 
 
 # ---- timing --------------------------------------------------------------------------------------
-
-
-def best_of(repeat: int, run: Callable[[], object], setup: Callable[[], object] | None = None) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        if setup is not None:
-            setup()
-        gc.collect()
-        started = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - started)
-    return best
 
 
 def progress(message: str) -> None:

@@ -81,6 +81,18 @@ def wait_for_partial_output(client: tk.Client, proc: subprocess.Popen[bytes], to
     raise AssertionError(f"no output within 120 s:\n{log.read_text()[-3000:]}")
 
 
+def restart_to_the_end(spark, client: tk.Client, checkpoint: Path) -> None:
+    """Restart the query from `checkpoint` in this process's Spark session and run it to the input's end
+    (availableNow): the batch planned before the kill re-runs with its checkpointed cuts."""
+    restarted = define_query(spark, client.spark_options(), INPUT, OUTPUT, str(checkpoint), GROUP, "1MB",
+                             "available-now")
+    try:
+        assert restarted.awaitTermination(180), "the restarted query did not finish within 180 s"
+    finally:
+        restarted.stop()
+    assert restarted.exception() is None, restarted.exception()
+
+
 @pytest.fixture
 def pg_client(tmp_path: Path, pg_url: str) -> Iterator[tk.Client]:
     """PostgreSQL only: two Spark processes per run make this test too slow to repeat on SQLite (the
@@ -110,13 +122,7 @@ def test_query_killed_mid_run_and_restarted_writes_every_input_once(spark, pg_cl
 
     # restarted from the checkpoint the killed process left, in this process's Spark session; the
     # batch planned before the kill is re-run with its checkpointed cuts, the rest in larger batches
-    restarted = define_query(spark, client.spark_options(), INPUT, OUTPUT, str(checkpoint), GROUP, "1MB",
-                             "available-now")
-    try:
-        assert restarted.awaitTermination(180), "the restarted query did not finish within 180 s"
-    finally:
-        restarted.stop()
-    assert restarted.exception() is None, restarted.exception()
+    restart_to_the_end(spark, client, checkpoint)
 
     written = output(client)
     assert Counter(written) == Counter(expected(0, 260))  # every input exactly once
@@ -168,13 +174,7 @@ def test_query_dying_after_a_sink_commit_replays_that_batch_once(spark, sqlite_c
     client.retention.run(INPUT)
     assert client.head_cut(INPUT) == head  # nothing acknowledged past the uncommitted batch's start
 
-    restarted = define_query(spark, client.spark_options(), INPUT, OUTPUT, str(checkpoint), GROUP, "1MB",
-                             "available-now")
-    try:
-        assert restarted.awaitTermination(180), "the restarted query did not finish within 180 s"
-    finally:
-        restarted.stop()
-    assert restarted.exception() is None, restarted.exception()
+    restart_to_the_end(spark, client, checkpoint)
     assert Counter(output(client)) == Counter(expected(0, 120))
     assert [t.end_reason for t in client.list_transactions(OUTPUT)].count("duplicate batch") == 1
     (sub,) = client.subscribers(INPUT)

@@ -32,6 +32,7 @@ from typing import Any
 from ..errors import InvalidStreamCut
 from ..streams.cuts import StreamCut
 from ..streams.model import Segment
+from ..streams.watermarks import first_gap
 
 
 def offset_of(cut: StreamCut) -> dict[str, Any]:
@@ -63,15 +64,6 @@ def _ancestors(cut: Mapping[int, int], preds: Mapping[int, set[int]]) -> set[int
     return done
 
 
-def _first_gap(ready: Sequence[int], segments: Mapping[int, Segment]) -> float | None:
-    cursor = 0.0
-    for seg in sorted(ready, key=lambda s: segments[s].key_low):
-        if segments[seg].key_low > cursor:
-            return cursor
-        cursor = max(cursor, segments[seg].key_high)
-    return None if cursor >= 1.0 else cursor
-
-
 def frontier(start: Mapping[int, int], bound: Mapping[int, int], segments: Mapping[int, Segment]) -> list[int]:
     """The segments of the next end cut: S's own, with the candidates passed where they can be (module
     docstring). `start` and `bound` are valid cuts with start <= bound."""
@@ -83,7 +75,7 @@ def frontier(start: Mapping[int, int], bound: Mapping[int, int], segments: Mappi
     while True:
         done = base | passed
         ready = [s for s in sorted(segments) if s not in done and preds[s] <= done]
-        gap = _first_gap(ready, segments)
+        gap = first_gap(ready, segments)
         if gap is None:
             return ready
         holding = [s for s in passed if segments[s].key_low <= gap < segments[s].key_high]

@@ -198,7 +198,7 @@ def _ready(done: set[int], preds: Mapping[int, set[int]]) -> list[int]:
     return [s for s in sorted(preds) if s not in done and preds[s] <= done]
 
 
-def _first_gap(ready: Sequence[int], segments: Mapping[int, Segment]) -> float | None:
+def first_gap(ready: Sequence[int], segments: Mapping[int, Segment]) -> float | None:
     """The lowest key the ready segments do not cover, or None if they tile [0, 1)."""
     cursor = 0.0
     for seg in sorted(ready, key=lambda s: segments[s].key_low):
@@ -226,7 +226,7 @@ def watermark_cut(
             closed |= preds[seg]
         done = closed
         ready = _ready(done, preds)
-        gap = _first_gap(ready, segments)
+        gap = first_gap(ready, segments)
         if gap is None:
             break
         holding = [s for s in sorted(segments) if s not in done and segments[s].key_low <= gap < segments[s].key_high]
