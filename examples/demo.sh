@@ -386,4 +386,9 @@ tk rg create dashboards --stream "$WSTREAM"
 "$TK" rg read dashboards --reader d1 --limit 200 --time-window | tail -n 1
 "$TK" rg read dashboards --reader d1 --time-window | tail -n 1
 
-step "Done: streams, size retention, legal holds, the catalog's retention job and purge, log archives, consumption-based retention and watermarks, on embedded defaults"
+
+# ---- issue 9: Spark Structured Streaming ---------------------------------------------------------------
+step "Spark Structured Streaming: a query reads sensor events as a subscriber, aggregates per event-time minute into another stream, and retention deletes the input as the query commits (examples/spark_streaming_retention.py)"
+"$PY" "$ROOT/examples/spark_streaming_retention.py" --home "$WORK/spark-example"
+
+step "Done: streams, size retention, legal holds, the catalog's retention job and purge, log archives, consumption-based retention, watermarks and Spark Structured Streaming, on embedded defaults"
