@@ -158,3 +158,20 @@ def test_a_writer_closed_before_a_watermark_covered_its_last_events_still_bounds
         event = reader.read_next_event(timeout_ms=1000)
         assert event.payload.startswith(b"e") and window.lower_ms is not None and window.lower_ms <= noted
     w2.close()
+
+
+def test_a_note_after_transaction_commits_keeps_where_they_landed(client: tk.Client) -> None:
+    """A writer id that committed transactions with timestamps, then notes without a position: plain
+    transaction commits do not update the writer's committed positions, so the note must keep the
+    landings its mark already has, or the next cut could lie before the transaction's events."""
+    client.create_stream(STREAM, tk.StreamConfig(segments=1))
+    txn = client.transactional_writer(STREAM, "batch").begin()
+    txn.write(b"in the transaction, noted at 100")
+    landed = txn.commit(timestamp=100).positions
+    client.watermarks.note(STREAM, "other", 100)
+    assert client.watermarks.compute(STREAM) is not None
+    client.watermarks.note(STREAM, "batch", 200)  # no position: its committed positions, merged with its mark
+    assert {m.writer_id: m.positions for m in client.watermarks.marks(STREAM)}["batch"] == landed
+    client.watermarks.note(STREAM, "other", 300)
+    watermark = client.watermarks.compute(STREAM)
+    assert watermark is not None and watermark.lower_time_ms == 200 and watermark.cut == landed

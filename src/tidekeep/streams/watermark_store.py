@@ -145,7 +145,11 @@ class WatermarkStore:
                     positions = _load_positions(stored)
                 else:
                     positions = given
-                return record_mark(conn, state, writer_id, time_ms, positions, source, now)
+                # by default the previous mark's offsets are kept where the committed positions do not reach:
+                # a writer id whose transactions committed with timestamps has its landings only in its mark
+                # (plain transaction commits do not touch `writers`), and a position never moves backwards
+                return record_mark(conn, state, writer_id, time_ms, positions, source, now,
+                                   merge_previous=given is None)
         except sa.exc.IntegrityError as exc:  # a concurrent first note of the same writer id
             raise ConflictError(f"writer {writer_id}: a concurrent note of the same writer won, try again") from exc
 
