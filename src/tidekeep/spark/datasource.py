@@ -98,21 +98,29 @@ class ReadOptions:
     partition_size: int = PARTITION_TARGET_BYTES
 
 
-def parse_read_options(options: Mapping[str, str], known: set[str] | None = None) -> ReadOptions:
-    """Check the options without touching the workspace: stream name, cut syntax, unknown keys.
-    Spark lower-cases option keys, so keys are compared case-insensitively. `known`: the option
-    names allowed (default: a batch read's)."""
-    known = _COMMON | _BATCH_ONLY if known is None else known
+def checked_options(options: Mapping[str, str], known: set[str], what: str,
+                    hidden: frozenset[str] = frozenset({"path"})) -> tuple[dict[str, str], str]:
+    """The options with lower-cased keys (Spark lower-cases them, so they compare case-insensitively)
+    and the stream they name (`stream`, or the load()/save() path); unknown keys are refused, the
+    message listing the known ones but `hidden` (those Spark passes itself)."""
     lowered = {str(k).lower(): v for k, v in options.items()}
     unknown = sorted(set(lowered) - known)
     if unknown:
-        what = "read" if known & _BATCH_ONLY else "streaming read"
         raise InvalidInput(f"unknown tidekeep {what} option {unknown[0]!r}; known: "
-                           f"{', '.join(sorted(known - {'path'}))}")
+                           f"{', '.join(sorted(known - hidden))}")
     stream = lowered.get("stream") or lowered.get("path")
     if not stream:
-        raise InvalidInput('tidekeep read needs a stream: .option("stream", "scope/name")')
+        verb = "write" if what == "write" else "read"
+        raise InvalidInput(f'tidekeep {verb} needs a stream: .option("stream", "scope/name")')
     split_stream_name(stream)
+    return lowered, stream
+
+
+def parse_read_options(options: Mapping[str, str], known: set[str] | None = None) -> ReadOptions:
+    """Check the options without touching the workspace: stream name, cut syntax, unknown keys.
+    `known`: the option names allowed (default: a batch read's)."""
+    known = _COMMON | _BATCH_ONLY if known is None else known
+    lowered, stream = checked_options(options, known, "read" if known & _BATCH_ONLY else "streaming read")
     partition_size = PARTITION_TARGET_BYTES
     if lowered.get("partition_size"):
         partition_size = parse_size_bytes(lowered["partition_size"])

@@ -66,13 +66,13 @@ from pyspark.sql.types import (
 
 from ..config import MAX_EVENT_SIZE
 from ..errors import EventTooLarge, InvalidInput, StreamSealed
-from ..names import check_name, split_stream_name
+from ..names import check_name
 from ..store.chunks import ChunkStorage
 from ..streams.controller import SEALED, PendingChunk
 from ..streams.model import EVENT_HEADER_BYTES, Router
 from ..streams.txn import write_chunks
 from ..units import parse_size_bytes
-from .datasource import SOURCE_NAME, StorageLocation
+from .datasource import SOURCE_NAME, StorageLocation, checked_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -116,16 +116,8 @@ class SinkOptions:
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
-    """Check the options without touching the workspace. Spark lower-cases option keys."""
-    lowered = {str(k).lower(): v for k, v in options.items()}
-    unknown = sorted(set(lowered) - _KNOWN_OPTIONS)
-    if unknown:
-        raise InvalidInput(f"unknown tidekeep write option {unknown[0]!r}; known: "
-                           f"{', '.join(sorted(_KNOWN_OPTIONS - {'path', 'checkpointlocation'}))}")
-    stream = lowered.get("stream") or lowered.get("path")
-    if not stream:
-        raise InvalidInput('tidekeep write needs a stream: .option("stream", "scope/name")')
-    split_stream_name(stream)
+    """Check the options without touching the workspace."""
+    lowered, stream = checked_options(options, _KNOWN_OPTIONS, "write", frozenset({"path", "checkpointlocation"}))
     event_time = lowered.get("event_time_column") or None
     note_time = (lowered.get("note_time") or "").strip().lower()
     if not note_time:

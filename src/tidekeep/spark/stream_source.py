@@ -217,7 +217,7 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # end (this start) is consumed: acknowledge it now rather than when Spark calls commit() for
         # it, which it does only after planning yet another batch (never, at the end of an
         # availableNow run)
-        self._acknowledge(start_cut)
+        self._acknowledge(start_cut, state)
         bound = self._target if self._target is not None else state.tail()
         if compare_cuts(first, bound, state.ranges()) in (CutOrder.AFTER, CutOrder.OVERLAPS):
             bound = upper_bound([first, bound], state.segments)  # a start past an old target: nothing more
@@ -250,16 +250,16 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # ---- acknowledgement ---------------------------------------------------------------------
     def commit(self, end: dict[str, Any]) -> None:
-        self._acknowledge(cut_of(end, self.stream))
+        if self.options.reader_group is not None:
+            self._acknowledge(cut_of(end, self.stream), self.client.streams.state(self.stream))
 
-    def _acknowledge(self, cut: StreamCut) -> None:
+    def _acknowledge(self, cut: StreamCut, state: StreamState) -> None:
         """Publish `cut` as the group's acknowledgement unless it is not after the current one."""
         group = self.options.reader_group
         if group is None:
             return
         self._ensure_group(cut)
         acknowledged = self._acknowledged()
-        state = self.client.streams.state(self.stream)
         if acknowledged is not None:
             order = compare_cuts(cut.positions, acknowledged, state.ranges())
             if order is not CutOrder.AFTER:
@@ -270,8 +270,7 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.client.reader_group(group).update_retention_stream_cut({self.stream: cut})
 
     def _acknowledged(self) -> dict[int, int] | None:
-        subscription = self.client.subscribers(self.stream)
-        for sub in subscription:
+        for sub in self.client.subscribers(self.stream):
             if sub.reader_group == self.options.reader_group:
                 return None if sub.positions is None else dict(sub.positions)
         return None

@@ -40,7 +40,7 @@ from ..store.chunks import ChunkRef, ChunkStorage
 from ..store.database import Database
 from ..store.schema_transactions import transaction_chunks
 from .config import StreamConfig
-from .cuts import CutOrder, SegmentRange, StreamCut, check_cut, compare_cuts, ranges_between
+from .cuts import CutOrder, SegmentRange, StreamCut, check_cut, compare_cuts, furthest, ranges_between
 from .model import Segment, equal_ranges, initial_segments, plan_scale, segment_name
 
 log = logging.getLogger("tidekeep.streams")
@@ -592,9 +592,7 @@ class StreamController:
 
 def merge_positions(stored: str | None, ends: Mapping[int, int]) -> str:
     """A writer's stored positions (JSON) moved to `ends` in the segments it just appended to."""
-    positions = {int(k): v for k, v in json.loads(stored).items()} if stored else {}
-    for seg, end in ends.items():
-        positions[seg] = max(end, positions.get(seg, 0))
+    positions = furthest({int(k): v for k, v in json.loads(stored).items()} if stored else {}, ends)
     return json.dumps({str(s): o for s, o in sorted(positions.items())})
 
 

@@ -318,6 +318,14 @@ def size_between(start: Mapping[int, int], end: Mapping[int, int], segments: Map
     return sum(r.size for r in ranges_between(start, end, segments))
 
 
+def furthest(a: Mapping[int, int], b: Mapping[int, int]) -> dict[int, int]:
+    """Per segment, the further of two (partial) positions: a writer's position only moves forward."""
+    merged = dict(a)
+    for seg, offset in b.items():
+        merged[seg] = max(offset, merged.get(seg, offset))
+    return merged
+
+
 def initial_cut(segments: Iterable[Segment]) -> dict[int, int]:
     """The cut at offset 0 of the epoch-0 segments: where the stream began."""
     return {s.id: 0 for s in segments if s.epoch == 0}

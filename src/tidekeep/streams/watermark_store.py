@@ -30,7 +30,7 @@ from ..store import schema as t
 from ..store.schema_watermarks import watermarks as wm_table
 from ..store.schema_watermarks import writer_marks
 from .controller import StreamController, StreamState
-from .cuts import StreamCut
+from .cuts import StreamCut, furthest
 from .model import Segment, segment_name
 from .watermarks import Watermark, WriterMark, active_writers, compare, latest_marks, next_watermark
 
@@ -87,10 +87,7 @@ def record_mark(conn: Connection, state: StreamState, writer_id: str, time_ms: i
     row = conn.execute(sa.select(writer_marks).where(
         writer_marks.c.stream_id == state.stream_id, writer_marks.c.writer_id == writer_id).with_for_update()).first()
     if merge_previous and row is not None:
-        merged = _load_positions(row.positions)
-        for seg, offset in positions.items():
-            merged[seg] = max(offset, merged.get(seg, offset))
-        positions = merged
+        positions = furthest(_load_positions(row.positions), positions)
     new = WriterMark(writer_id, time_ms, prune_position(positions, state.segments), now_ms)
     previous = [] if row is None else [_mark(row)]
     latest_marks([*previous, new], state.segments)  # typed errors: unknown segment, beyond tail, backwards
@@ -197,9 +194,7 @@ class WatermarkStore:
                 return False
             committed = _load_positions(conn.execute(sa.select(t.writers.c.positions).where(
                 t.writers.c.stream_id == state.stream_id, t.writers.c.writer_id == writer_id)).scalar())
-            positions = _load_positions(row.positions)
-            for seg, offset in committed.items():
-                positions[seg] = max(offset, positions.get(seg, offset))
+            positions = furthest(_load_positions(row.positions), committed)
             conn.execute(sa.update(writer_marks).where(
                 writer_marks.c.stream_id == state.stream_id, writer_marks.c.writer_id == writer_id).values(
                 positions=_dump_positions(prune_position(positions, state.segments)), closed=True,
@@ -208,12 +203,15 @@ class WatermarkStore:
 
     def marks(self, stream: str) -> list[WriterMark]:
         with self.db.read() as conn:
-            state = self.controller._state(conn, stream)
-            return [_mark(r) for r in self._mark_rows(conn, state)]
+            return [_mark(r) for r in self._mark_rows(conn, self._stream_id(conn, stream))]
+
+    def _stream_id(self, conn: Connection, stream: str) -> int:
+        """The stream's id alone (NotFound if it does not exist): most reads here need no segments."""
+        return int(self.controller._stream_row(conn, stream).id)
 
     @staticmethod
-    def _mark_rows(conn: Connection, state: StreamState) -> list[Any]:
-        return conn.execute(sa.select(writer_marks).where(writer_marks.c.stream_id == state.stream_id)
+    def _mark_rows(conn: Connection, stream_id: int) -> list[Any]:
+        return conn.execute(sa.select(writer_marks).where(writer_marks.c.stream_id == stream_id)
                             .order_by(writer_marks.c.writer_id)).all()
 
     def writers(self, stream: str) -> list[WriterStatus]:
@@ -221,9 +219,9 @@ class WatermarkStore:
         watermark now (reference D3)."""
         now = self.clock.now_ms()
         with self.db.read() as conn:
-            state = self.controller._state(conn, stream)
-            rows = self._mark_rows(conn, state)
-            previous = self._latest(conn, state)
+            stream_id = self._stream_id(conn, stream)
+            rows = self._mark_rows(conn, stream_id)
+            previous = self._latest(conn, stream_id)
             state = self.controller._state(conn, stream)  # after the marks: see compute()
         marks = [_mark(r) for r in rows]
         active = {m.writer_id for m in active_writers(marks, previous, now, state.info.config
@@ -234,22 +232,21 @@ class WatermarkStore:
 
     # ---- watermarks --------------------------------------------------------------------------------
     @staticmethod
-    def _latest(conn: Connection, state: StreamState) -> Watermark | None:
-        row = conn.execute(sa.select(wm_table).where(wm_table.c.stream_id == state.stream_id)
+    def _latest(conn: Connection, stream_id: int) -> Watermark | None:
+        row = conn.execute(sa.select(wm_table).where(wm_table.c.stream_id == stream_id)
                            .order_by(wm_table.c.revision.desc()).limit(1)).first()
         return None if row is None else _watermark(row)
 
     def latest(self, stream: str) -> Watermark | None:
         with self.db.read() as conn:
-            return self._latest(conn, self.controller._state(conn, stream))
+            return self._latest(conn, self._stream_id(conn, stream))
 
     def list(self, stream: str, after_revision: int | None = None, limit: int | None = None) -> list[Watermark]:
         """The stream's watermarks oldest first (those after `after_revision`, at most `limit`)."""
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
             raise InvalidInput(f"invalid limit {limit!r}: must be an integer >= 1")
         with self.db.read() as conn:
-            state = self.controller._state(conn, stream)
-            query = sa.select(wm_table).where(wm_table.c.stream_id == state.stream_id)
+            query = sa.select(wm_table).where(wm_table.c.stream_id == self._stream_id(conn, stream))
             if after_revision is not None:
                 query = query.where(wm_table.c.revision > after_revision)
             rows = conn.execute(query.order_by(wm_table.c.revision).limit(limit)).all()
@@ -257,17 +254,15 @@ class WatermarkStore:
 
     def get(self, stream: str, revision: int) -> Watermark | None:
         with self.db.read() as conn:
-            state = self.controller._state(conn, stream)
-            row = conn.execute(sa.select(wm_table).where(wm_table.c.stream_id == state.stream_id,
+            row = conn.execute(sa.select(wm_table).where(wm_table.c.stream_id == self._stream_id(conn, stream),
                                                          wm_table.c.revision == revision)).first()
         return None if row is None else _watermark(row)
 
     def revision_bounds(self, stream: str) -> tuple[int, int] | None:
         """The oldest and newest stored revisions (older ones may have been pruned), or None."""
         with self.db.read() as conn:
-            state = self.controller._state(conn, stream)
             low, high = conn.execute(sa.select(sa.func.min(wm_table.c.revision), sa.func.max(wm_table.c.revision))
-                                     .where(wm_table.c.stream_id == state.stream_id)).one()
+                                     .where(wm_table.c.stream_id == self._stream_id(conn, stream))).one()
         return None if low is None else (low, high)
 
     def prune(self, stream: str) -> int:
@@ -302,8 +297,7 @@ class WatermarkStore:
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise InvalidInput(f"invalid limit {limit!r}: must be an integer >= 1")
         with self.db.read() as conn:
-            state = self.controller._state(conn, stream)
-            rows = conn.execute(sa.select(wm_table).where(wm_table.c.stream_id == state.stream_id)
+            rows = conn.execute(sa.select(wm_table).where(wm_table.c.stream_id == self._stream_id(conn, stream))
                                 .order_by(wm_table.c.revision.desc()).limit(limit)).all()
         return [_watermark(r) for r in reversed(rows)]
 
@@ -312,14 +306,14 @@ class WatermarkStore:
         controller appended first (the next computation starts from that one)."""
         now = self.clock.now_ms()
         with self.db.read() as conn:
-            state = self.controller._state(conn, stream)
-            marks = [_mark(r) for r in self._mark_rows(conn, state)]
-            previous = self._latest(conn, state)
+            stream_id = self._stream_id(conn, stream)
+            marks = [_mark(r) for r in self._mark_rows(conn, stream_id)]
+            previous = self._latest(conn, stream_id)
             # PostgreSQL reads at READ COMMITTED: each statement sees what was committed before it ran,
-            # so a mark read above may stand at offsets (or in segments) committed after the first
-            # state read — a writer's commit and note, or a transaction's commit, landing in between
-            # made the marks look "beyond the tail" (InvalidStreamCut). Tails and segments only grow
-            # and a mark is committed with or after its data, so the state read last covers them.
+            # so a stream state read before the marks may miss offsets (or segments) a mark stands at —
+            # a writer's commit and note, or a transaction's commit, landing in between made the marks
+            # look "beyond the tail" (InvalidStreamCut). Tails and segments only grow and a mark is
+            # committed with or after its data, so the state is read once, last, and covers them.
             state = self.controller._state(conn, stream)
         watermark = next_watermark(marks, previous, state.segments, now,
                                    state.info.config.timestamp_aggregation_timeout_ms)
