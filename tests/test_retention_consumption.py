@@ -121,6 +121,74 @@ def test_time_case_v_lb_overlapping_cmax_takes_the_first_cut_after_lb() -> None:
     assert (d.case, d.rule, d.cut, d.retained) == ("v", CBR_OVERLAPS_MAX, R[2].positions, 7 * MIN)
 
 
+# ---- unread data is dropped only when LB provably keeps more than max ------------------------------------
+
+
+def test_time_lb_after_every_cut_older_than_max_is_kept_even_before_cmax() -> None:
+    # Only R[0] (50, 50) was recorded more than 8 minutes ago. LB (70, 80) is after it and before Cmax
+    # (100, 100): its data was written between the two recordings, 8 to 9 minutes ago -- perhaps exactly
+    # 8, the max itself -- so nothing proves LB keeps more than max (docs/retention.md's worked example
+    # has a wider gap). Truncating at Cmax would drop unread data without cause.
+    d = seed_decision(TIME_POLICY, cut(70, 80))
+    assert (d.case, d.rule, d.cut, d.retained, d.chosen) == ("i", CBR_WITHIN_LIMITS, cut(70, 80), None, None)
+    assert "nothing proves the data at LB older than the maximum 8m" in d.reason
+    assert "{0.0=50, 0.1=50}" in d.reason  # names the newest cut recorded more than max ago
+
+
+def test_time_lb_at_the_newest_cut_older_than_max_is_kept() -> None:
+    # LB exactly at R[0]: the data at LB is what was written after R[0] was recorded -- not provably old
+    d = seed_decision(TIME_POLICY, cut(50, 50))
+    assert (d.case, d.rule, d.cut) == ("i", CBR_WITHIN_LIMITS, cut(50, 50))
+
+
+def test_time_lb_before_cmax_with_no_cut_older_than_max_is_kept() -> None:
+    # max 10 minutes: no record is that old (the oldest is 9 minutes), so nothing is provably too old;
+    # Cmax is R[0] and LB (20, 30) lies before it
+    d = seed_decision(RetentionPolicy.by_time("5m", "10m"), cut(20, 30))
+    assert d.cmax == R[0] and (d.case, d.rule, d.cut) == ("i", CBR_WITHIN_LIMITS, cut(20, 30))
+    assert "no cut was recorded more than 10m ago" in d.reason
+
+
+def test_time_lb_overlapping_cmin_and_cmax_without_proof_takes_a_cut_before_lb() -> None:
+    # LB (280, 90) is after R[0], so not provably older than max; it overlaps Cmax (100, 100) and Cmin
+    # (250, 250). Case (iv): the latest recorded cut at or before LB keeping at least min is R[0] -- it
+    # keeps more than max, but every cut keeping less lies partly after LB, in unread data.
+    d = seed_decision(TIME_POLICY, cut(280, 90))
+    assert (d.case, d.rule, d.cut, d.retained) == ("iv", CBR_OVERLAPS_MIN, R[0].positions, 9 * MIN)
+
+
+def test_size_lb_below_min_overlapping_cmin_never_goes_past_lb_for_the_max() -> None:
+    # min 250, max 450: Cmin R[2] (150, 150) keeps 300, Cmax R[1] (100, 100) keeps 400; the stream holds
+    # 600. LB (300, 99) keeps 201 < min and overlaps Cmin. Cmax lies after LB in segment 0.1 (100 > 99):
+    # LB keeps less than the max, so the max gives no cause to drop that unread byte. The latest recorded
+    # cut at or before LB keeping at least min is R[0] (keeps 500).
+    d = seed_decision(RetentionPolicy.by_size(250, 450), cut(300, 99))
+    assert (d.case, d.rule, d.cut, d.retained) == ("iv", CBR_OVERLAPS_MIN, R[0].positions, 500)
+    # without any recorded cut at or before LB that keeps min, nothing is truncated (min 300: LB (300, 40)
+    # keeps 260 and overlaps Cmin R[2]; R[0] (50, 50) is not at or before it)
+    d = seed_decision(RetentionPolicy.by_size(300, 450), cut(300, 40))
+    assert (d.case, d.rule, d.cut) == ("iv", CBR_NO_TRUNCATION, None)
+
+
+def test_the_worked_example_of_the_docs() -> None:
+    # docs/retention.md, "Worked example": records 9, 7, 6, 5, 4 minutes old; min 5 min, max 8 min
+    records = [rec(NOW - age * MIN, 50 * i, 50 * i) for i, age in enumerate((9, 7, 6, 5, 4), start=1)]
+    policy = RetentionPolicy.by_time("5m", "8m")
+
+    def run(a: int, b: int, p: RetentionPolicy = policy):
+        return decide(two_segments(300, 300), cut(0, 0), 600, records, p, NOW, lower_bound=cut(a, b))
+
+    assert run(0, 0).cmin == records[3] and run(0, 0).cmax == records[1]
+    assert (run(20, 30).case, run(20, 30).cut) == ("iii", cut(100, 100))
+    assert (run(110, 30).case, run(110, 30).cut) == ("v", cut(150, 150))
+    assert (run(70, 80).case, run(70, 80).cut) == ("i", cut(70, 80))
+    assert (run(50, 50).case, run(50, 50).cut) == ("i", cut(50, 50))
+    assert (run(230, 90).case, run(230, 90).cut) == ("iv", cut(50, 50))
+    assert (run(220, 210).case, run(220, 210).cut) == ("ii", cut(200, 200))
+    wider = RetentionPolicy.by_time("5m", "10m")
+    assert all(run(a, b, wider).case == "i" for a, b in ((0, 0), (20, 30), (110, 30), (70, 80), (200, 200)))
+
+
 def test_time_without_max_never_applies_iii_or_v() -> None:
     policy = RetentionPolicy.by_time("5m")
     assert seed_decision(policy, cut(20, 30)).case == "i"
@@ -205,18 +273,22 @@ def test_b3_case_5_lb_keeping_no_more_than_the_candidate_is_kept() -> None:
 def test_b3_time_case_adapted_the_seed_governs() -> None:
     # SMTT.consumptionBasedRetentionTimeLimitTest (min 1 ms, max 10 ms) ends with LB (22, 21) overlapping
     # Pravega's maxBound (21, 22), the newest record at least max old, and truncates there -- keeping
-    # 12 ms, more than max. DESIGN §5 compares LB with Cmax, the oldest record keeping at most max: LB
-    # is before it (case iii), so the cut is Cmax (30, 30).
+    # 12 ms, more than max. Here byte 21 of segment 0.1 lies at LB and before that cut, recorded 12 ms
+    # ago: LB provably keeps more than max, and it lies before Cmax (30, 30) (case iii).
     now = T0 + 30
     records = [rec(T0 + 5, 10, 10), rec(T0 + 18, 21, 22), rec(T0 + 27, 30, 30), rec(T0 + 30, 40, 40)]
     segments = two_segments(40, 40)
     policy = RetentionPolicy.by_time(1, 10)
     d = decide(segments, cut(10, 10), 80, records, policy, now, lower_bound=cut(22, 21))
     assert d.cmax == records[2] and (d.case, d.cut, d.retained) == ("iii", cut(30, 30), 3)
-    # and when the overlapped record is Cmax itself (9 ms old), the seed's case (v) takes the next cut
+    assert "before {0.0=21, 0.1=22} was recorded 12ms ago" in d.reason
+    # When that cut was recorded 9 ms ago instead, it is Cmax and proves nothing beyond max; the only
+    # older cut (10, 10) lies before LB. Nothing proves the data at LB older than max, so LB -- before
+    # Cmin (30, 30) -- is the cut, where the literal rule took (v) and dropped unread data.
     records[1] = rec(T0 + 21, 21, 22)
     d = decide(segments, cut(10, 10), 80, records, policy, now, lower_bound=cut(22, 21))
-    assert d.cmax == records[1] and (d.case, d.rule, d.cut) == ("v", CBR_OVERLAPS_MAX, cut(30, 30))
+    assert d.cmax == records[1] and (d.case, d.rule, d.cut) == ("i", CBR_WITHIN_LIMITS, cut(22, 21))
+    assert "the newest such cut is {0.0=10, 0.1=10}" in d.reason
 
 
 # ---- no subscribers: unchanged ----------------------------------------------------------------------------
@@ -321,12 +393,10 @@ def oracle(head, tail, records, policy, now, lb) -> Expected:  # the rules, lite
         return Expected(NO_CMIN, None, None)
     within = [r for r in keeps_min if cmax is None or ret(r) <= policy.max]
 
-    def overlaps_min() -> tuple[str, str, dict | None]:
-        before = [r for r in within if order(r.positions, lb) in ("before", "equal")]
+    def overlaps_min() -> tuple[str, str, dict | None]:  # never past LB, whatever the stream holds
+        before = [r for r in keeps_min if order(r.positions, lb) in ("before", "equal")]
         if before:
             return CBR_OVERLAPS_MIN, "iv", before[-1].positions
-        if cmax is not None and amount > policy.max:
-            return CBR_OVERLAPS_MIN, "iv", cmax.positions
         return CBR_NO_TRUNCATION, "iv", None
 
     def overlaps_max() -> tuple[str, str, dict | None]:
@@ -357,9 +427,12 @@ def oracle(head, tail, records, policy, now, lb) -> Expected:  # the rules, lite
         else:
             rule, case, chosen = CBR_WITHIN_LIMITS, "i", lb
     else:
+        # LB keeps more than max when a byte at LB lies before a cut recorded more than max ago
+        proven = policy.max is not None and any(
+            now - r.recording_time_ms > policy.max and any(lb[s] < r.positions[s] for s in lb) for r in records)
         target = cmax if cmax is not None else cmin
-        vs_max = order(lb, target.positions) if policy.max is not None else None
-        if vs_max == "before" or (vs_max == "equal" and cmax is None):
+        vs_max = order(lb, target.positions) if proven else None
+        if vs_max in ("before", "equal"):
             rule, case, chosen = CBR_ABOVE_MAX, "iii", target.positions
         elif vs_max == "overlaps":
             rule, case, chosen = overlaps_max()
@@ -429,13 +502,15 @@ def test_the_limits_and_the_subscribers_hold(situation) -> None:
         assert d.freed_bytes == sum(d.cut[s] - head[s] for s in head) > 0
         # never after LB unless the max forces it
         if order(d.cut, lb) not in ("before", "equal"):
-            assert d.case in ("iii", "v") or (d.case == "iv" and d.cmax is not None
-                                              and d.cut == d.cmax.positions and d.stream_amount > policy.max)
+            assert d.case in ("iii", "v")
         if size:
             assert d.retained == total - sum(d.cut.values()) >= policy.min  # never below min
         elif d.chosen is not None:
             assert d.retained == now - d.chosen.recording_time_ms >= policy.min
     if size and d.cmax is not None and all(lb[s] >= head[s] for s in head):
-        # with a cut within the limits, what stays after the decision is at most max
+        # with a cut within the limits, what stays after the decision is at most max -- unless LB keeps
+        # less than min and every such cut lies partly after LB (case iv: the max yields to unread data)
         stays = total - sum((d.cut or head).values())
-        assert stays <= policy.max  # type: ignore[operator]
+        within = [r for r in records if policy.min <= total - sum(r.positions.values()) <= policy.max]  # type: ignore[operator]
+        if d.case != "iv" or any(order(r.positions, lb) in ("before", "equal") for r in within):
+            assert stays <= policy.max  # type: ignore[operator]

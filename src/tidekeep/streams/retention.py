@@ -275,25 +275,47 @@ def cut_text(positions: Mapping[int, int]) -> str:
     return "{" + ", ".join(f"{segment_name(s)}={o}" for s, o in sorted(positions.items())) + "}"
 
 
+def time_proof_beyond_max(
+    segments: Mapping[int, Segment], lb: Mapping[int, int], retained: Sequence[RetainedRecord], maximum: int,
+) -> RetainedRecord | None:
+    """TIME: the recorded cut that proves the data at LB older than `maximum`, or None if none does.
+
+    The write time of the data at LB is not recorded; only the retention set says anything about it.
+    A cut recorded more than `maximum` ago proves it when some data at or after LB lies before that
+    cut: that data was written before the cut was recorded. A cut at or before LB proves nothing,
+    because what follows it was written after it was recorded, at an unknown time (docs/retention.md,
+    "How LB is judged"). Of several such cuts, the oldest (it proves the most); `retained` is in
+    recording order."""
+    for r in retained:
+        if r.retained > maximum and size_between(lb, r.record.positions, segments) > 0:
+            return r
+    return None
+
+
 def consumption_choice(
     segments: Mapping[int, Segment], lb: Mapping[int, int], tail_size: int, retained: Sequence[RetainedRecord],
     cmin: RetainedRecord | None, cmax: RetainedRecord | None, policy: RetentionPolicy, amount: int,
 ) -> ConsumptionChoice:
-    """DESIGN §5's cases for a stream that holds at least min. `retained` is the retention set in
-    recording order with each record's retained amount. TIME needs a Cmin (the caller stops without
-    one); SIZE knows exactly what LB keeps, so (i) and a LB above max need no recorded cut, and only the
-    cases that need Cmin choose nothing without it (reference B3 cases 1 and 2).
+    """The consumption cases (i)-(v) of docs/retention.md for a stream that holds at least min.
+    `retained` is the retention set in recording order with each record's retained amount. TIME needs
+    a Cmin (the caller stops without one); SIZE knows exactly what LB keeps, so (i) and a LB above max
+    need no recorded cut, and only the cases that need Cmin choose nothing without it (reference B3
+    cases 1 and 2).
 
-    SIZE places LB exactly (bytes from LB to the tail); TIME places it by its stream-cut order with
-    Cmin and Cmax (a recorded cut at or after LB keeps at most as much time as LB, one at or before it
-    at least as much). The max side is examined first: the max overrides the subscribers, and for TIME
-    LB can overlap both Cmin and Cmax, where only (v) keeps the stream within max. Where no record
-    keeps within the limits, the max forces Cmin instead of Cmax (as in the size/time rules).
+    The one rule every path keeps: a cut that is not at or before LB -- one that drops data some
+    subscriber has not read -- is chosen only when LB keeps more than max by the policy's own
+    measure. SIZE: the exact bytes from LB to the tail. TIME: the age of the data at LB, which is
+    provably more than max only through a recorded cut (`time_proof_beyond_max`); where nothing proves
+    it, LB counts as within max, truncation stops at or before LB and the max yields. Against min,
+    TIME places LB by stream-cut order with Cmin (LB at or before Cmin keeps everything written since
+    Cmin was recorded, so at least min).
 
-    Beyond the literal cases, so that the limits hold whenever a recorded cut can meet them (priority:
-    min, then max, then the subscribers): (iv) only takes records that keep at most max when a Cmax
-    exists, and falls back to Cmax when none of them is at or before LB and the stream holds more than
-    max; (v) only takes records within the limits, and falls back to Cmin when none is at or after LB."""
+    The max side is examined first: the max overrides the subscribers. Where no record keeps within
+    the limits, the max forces Cmin instead of Cmax (as in the size/time rules). Beyond the literal
+    cases, so that the limits hold whenever a recorded cut can meet them without dropping unread data
+    for nothing (priority: min, then the subscribers, then max unless LB itself keeps more than max):
+    (iv) takes the latest recorded cut at or before LB that keeps at least min, or nothing; (v) only
+    takes records within the limits, and falls back to Cmin when none is at or after LB."""
     kind = policy.kind
     ranges = _ranges(segments)
     lb = dict(lb)
@@ -318,43 +340,46 @@ def consumption_choice(
     def at_lb(case: str, rule: str, why: str) -> ConsumptionChoice:
         return ConsumptionChoice(case, rule, f"case ({case}): {why}: truncate at LB {shown_lb}", lb, None, lb_retained)
 
-    def overlaps_max() -> ConsumptionChoice:  # (v); only with a Cmin
+    def overlaps_max(beyond: str) -> ConsumptionChoice:  # (v); only with a Cmin. `beyond`: why LB keeps > max
         assert cmin is not None
         options = within if cmax is not None else [cmin]
         later = [r for r in options if order(r.record.positions, lb) in (CutOrder.AFTER, CutOrder.EQUAL)]
         if later:
-            return at_record("v", CBR_OVERLAPS_MAX, later[0], f"LB {shown_lb} keeps more than the maximum {maximum} "
-                             f"and overlaps {target_name}: truncate at the earliest recorded cut at or after LB "
-                             "that keeps within the limits")
-        return at_record("v", CBR_OVERLAPS_MAX, cmin, f"LB {shown_lb} keeps more than the maximum {maximum} and "
-                         f"overlaps {target_name}; no recorded cut at or after LB keeps at least {minimum}: "
-                         "truncate at Cmin")
+            return at_record("v", CBR_OVERLAPS_MAX, later[0], f"{beyond}, and overlaps {target_name}: truncate at "
+                             "the earliest recorded cut at or after LB that keeps within the limits")
+        return at_record("v", CBR_OVERLAPS_MAX, cmin, f"{beyond}, and overlaps {target_name}; no recorded cut at "
+                         f"or after LB keeps at least {minimum}: truncate at Cmin")
 
-    def overlaps_min() -> ConsumptionChoice:  # (iv)
-        earlier = [r for r in within if order(r.record.positions, lb) in (CutOrder.BEFORE, CutOrder.EQUAL)]
+    def overlaps_min(max_note: str) -> ConsumptionChoice:  # (iv)
+        # never past LB: LB keeps less than min, so less than max, and the max is no cause to drop unread data
+        earlier = [r for r in keeps_min if order(r.record.positions, lb) in (CutOrder.BEFORE, CutOrder.EQUAL)]
         if earlier:
             return at_record("iv", CBR_OVERLAPS_MIN, earlier[-1], f"LB {shown_lb} keeps less than the minimum "
-                             f"{minimum} and overlaps Cmin: truncate at the latest recorded cut at or before LB")
-        if cmax is not None and amount > policy.max:  # type: ignore[operator]
-            return at_record("iv", CBR_OVERLAPS_MIN, cmax, f"LB {shown_lb} keeps less than the minimum {minimum} "
-                             "and overlaps Cmin, no recorded cut within the limits is at or before it, and the "
-                             f"stream holds more than the maximum {maximum}: the maximum forces Cmax")
+                             f"{minimum} and overlaps Cmin{max_note}: truncate at the latest recorded cut at or "
+                             "before LB that keeps at least the minimum")
         return ConsumptionChoice("iv", CBR_NO_TRUNCATION, f"case (iv): LB {shown_lb} keeps less than the minimum "
-                                 f"{minimum} and overlaps Cmin, and no recorded cut keeping at least the minimum "
-                                 "is at or before it: nothing is truncated", None, None, None)
+                                 f"{minimum} and overlaps Cmin{max_note}, and no recorded cut keeping at least the "
+                                 "minimum is at or before it: nothing is truncated", None, None, None)
+
+    def yields_note() -> str:
+        """Why the max does not override the subscribers in (iv), when the stream holds more than it."""
+        if policy.max is None or amount <= policy.max:
+            return ""
+        return (f" (the stream holds more than the maximum {maximum}, but LB does not keep more than it, so the "
+                "maximum does not drop unread data)")
 
     if kind is RetentionKind.SIZE:
         assert lb_retained is not None
         keeps = _fmt(kind, lb_retained)
         if policy.max is not None and lb_retained > policy.max:
+            beyond = f"LB {shown_lb} keeps {keeps}, more than the maximum {maximum}"
             if cmax is not None:
                 where = order(lb, cmax.record.positions)
                 if where is CutOrder.OVERLAPS:
-                    return overlaps_max()
+                    return overlaps_max(beyond)
                 if where is not CutOrder.AFTER:
-                    return at_record("iii", CBR_ABOVE_MAX, cmax, f"LB {shown_lb} keeps {keeps}, more than the maximum "
-                                     f"{maximum}, and lies at or before Cmax: the maximum overrides the subscribers; "
-                                     "truncate at Cmax")
+                    return at_record("iii", CBR_ABOVE_MAX, cmax, f"{beyond}, and lies at or before Cmax: the "
+                                     "maximum overrides the subscribers; truncate at Cmax")
             # no recorded cut keeps within the limits, so the max cannot be met: Cmin comes closest, unless
             # LB keeps no more than Cmin (then LB is as close and spares the subscribers)
             if cmin is None or lb_retained <= cmin.retained:
@@ -363,12 +388,12 @@ def consumption_choice(
                              f"LB keeps {keeps}, more than the maximum {maximum}, but no recorded cut keeps within "
                              "the limits and none keeps at least the minimum with less than LB")
             if order(lb, cmin.record.positions) in (CutOrder.BEFORE, CutOrder.EQUAL):
-                return at_record("iii", CBR_ABOVE_MAX, cmin, f"LB {shown_lb} keeps {keeps}, more than the maximum "
-                                 f"{maximum}, and lies before Cmin, the cut closest to the maximum (none keeps "
-                                 "within the limits): the maximum overrides the subscribers; truncate at Cmin")
-            return at_record("v", CBR_OVERLAPS_MAX, cmin, f"LB {shown_lb} keeps {keeps}, more than the maximum "
-                             f"{maximum}, and overlaps Cmin, the cut closest to the maximum (none keeps within the "
-                             "limits): the maximum overrides the subscribers; truncate at Cmin")
+                return at_record("iii", CBR_ABOVE_MAX, cmin, f"{beyond}, and lies before Cmin, the cut closest to "
+                                 "the maximum (none keeps within the limits): the maximum overrides the subscribers; "
+                                 "truncate at Cmin")
+            return at_record("v", CBR_OVERLAPS_MAX, cmin, f"{beyond}, and overlaps Cmin, the cut closest to the "
+                             "maximum (none keeps within the limits): the maximum overrides the subscribers; "
+                             "truncate at Cmin")
         if lb_retained < policy.min:
             if cmin is None:
                 return ConsumptionChoice("ii", CBR_NO_TRUNCATION, f"case (ii): LB {shown_lb} keeps {keeps}, less "
@@ -377,27 +402,42 @@ def consumption_choice(
             if order(cmin.record.positions, lb) in (CutOrder.BEFORE, CutOrder.EQUAL):
                 return at_record("ii", CBR_BELOW_MIN, cmin, f"LB {shown_lb} keeps {keeps}, less than the minimum "
                                  f"{minimum}, and Cmin is at or before it: truncate at Cmin")
-            return overlaps_min()
+            return overlaps_min(yields_note())
         return at_lb("i", CBR_WITHIN_LIMITS, f"LB keeps {keeps}, within the limits")
 
-    # TIME: place LB among the recorded cuts
+    # TIME: the max side by proof, the min side by stream-cut order with Cmin
     assert cmin is not None
-    target = cmax if cmax is not None else cmin  # where the max forces the stream
+    unproven = ""  # why LB counts as within max (shown in case i)
     if policy.max is not None:
-        where = order(lb, target.record.positions)
-        if where is CutOrder.BEFORE or (where is CutOrder.EQUAL and cmax is None):
-            return at_record("iii", CBR_ABOVE_MAX, target, f"LB {shown_lb} lies before {target_name}, so it keeps "
-                             f"more than the maximum {maximum}: the maximum overrides the subscribers; truncate at it")
-        if where is CutOrder.OVERLAPS:
-            return overlaps_max()
+        proof = time_proof_beyond_max(segments, lb, retained, policy.max)
+        if proof is not None:
+            beyond = (f"LB {shown_lb} holds data written before {cut_text(proof.record.positions)} was recorded "
+                      f"{_fmt(kind, proof.retained)} ago, so it keeps more than the maximum {maximum}")
+            target = cmax if cmax is not None else cmin  # where the max forces the stream
+            where = order(lb, target.record.positions)
+            if where in (CutOrder.BEFORE, CutOrder.EQUAL):
+                return at_record("iii", CBR_ABOVE_MAX, target, f"{beyond}, and lies at or before {target_name}: the "
+                                 "maximum overrides the subscribers; truncate at it")
+            if where is CutOrder.OVERLAPS:
+                return overlaps_max(beyond)
+            # LB after the target can only come from records out of recording order: judge it by min alone
+        else:
+            old = [r for r in retained if r.retained > policy.max]
+            unproven = f"nothing proves the data at LB older than the maximum {maximum} " + (
+                f"(no cut was recorded more than {maximum} ago)" if not old else
+                f"(no data at LB lies before a cut recorded more than {maximum} ago; the newest such cut is "
+                f"{cut_text(old[-1].record.positions)}, and what follows it was written later)")
     where = order(lb, cmin.record.positions)
     if where is CutOrder.AFTER:
         return at_record("ii", CBR_BELOW_MIN, cmin, f"LB {shown_lb} lies after Cmin, so it keeps less than the "
                          f"minimum {minimum}: truncate at Cmin")
     if where is CutOrder.OVERLAPS:
-        return overlaps_min()
-    between = "at or before Cmin" if cmax is None else "between Cmax and Cmin"
-    return at_lb("i", CBR_WITHIN_LIMITS, f"LB lies {between}, so it keeps between the limits")
+        return overlaps_min(yields_note())
+    keeps_min_text = f"LB lies at or before Cmin, so it keeps at least the minimum {minimum}"
+    if not unproven:
+        return at_lb("i", CBR_WITHIN_LIMITS, keeps_min_text)
+    return at_lb("i", CBR_WITHIN_LIMITS, f"{unproven}, so LB counts as within it and its unread data is kept; "
+                 f"{keeps_min_text}")
 
 
 def _apply(choice: ConsumptionChoice, segments: Mapping[int, Segment], head_positions: Mapping[int, int],
@@ -454,4 +494,5 @@ __all__ = [
     "retained_amount",
     "should_record",
     "stream_amount",
+    "time_proof_beyond_max",
 ]
