@@ -15,11 +15,13 @@ from .errors import (
     InvalidName,
     InvalidStreamCut,
     NotFound,
+    StoreUnavailable,
     StreamSealed,
     TidekeepError,
     TransactionClosed,
     TransactionExpired,
     TruncatedData,
+    WriterFenced,
 )
 from .holds import Hold, HoldStore
 from .streams.config import RetentionKind, RetentionPolicy, StreamConfig
@@ -79,6 +81,7 @@ __all__ = [
     "RetentionPolicy",
     "RetentionRecord",
     "RetentionType",
+    "StoreUnavailable",
     "StreamConfig",
     "StreamCut",
     "StreamSealed",
@@ -98,6 +101,7 @@ __all__ = [
     "WatermarkStore",
     "Writer",
     "WriterConfig",
+    "WriterFenced",
     "WriterMark",
     "WriterStatus",
     "connect",

@@ -96,6 +96,20 @@ class TransactionExpired(TransactionClosed):
     """The transaction's lease ran out before it was committed; its staged events are discarded."""
 
 
+class WriterFenced(TidekeepError):
+    """A newer writer opened with the same writer id: this one may not commit any more. Its events
+    that did not land stay with it (`Writer.unflushed()`), so nothing acknowledged is lost."""
+
+    exit_code = 11
+
+
+class StoreUnavailable(TidekeepError):
+    """The metadata store could not be reached, or the connection was lost. When it happened during a
+    commit, the commit may or may not have landed: writers and transactions find out before going on."""
+
+    exit_code = 12
+
+
 class HoldActive(TidekeepError):
     """A legal hold protects the target: its data may not be deleted until the hold is removed."""
 

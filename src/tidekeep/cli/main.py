@@ -15,7 +15,7 @@ from typing import Annotated
 import sqlalchemy as sa
 import typer
 
-from ..errors import TidekeepError
+from ..errors import StoreUnavailable, TidekeepError
 from . import (
     admin,
     archives_gc,
@@ -120,8 +120,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except TidekeepError as exc:
         _fail(str(exc), exc.exit_code)
     except sa.exc.OperationalError as exc:
-        # the store is unreachable or refused us: an environment problem, reported, not a crash
-        _fail(f"metadata store unavailable: {_first_line(exc.orig or exc)}", 1)
+        # the store is unreachable or refused us: an environment problem, reported, not a crash (the
+        # store's own calls raise StoreUnavailable; this catches any path that reaches it directly)
+        _fail(f"metadata store unavailable: {_first_line(exc.orig or exc)}", StoreUnavailable.exit_code)
 
 
 def _fail(message: str, code: int) -> None:

@@ -4,18 +4,25 @@ SQLite runs in WAL mode with a busy timeout and foreign keys on; write transacti
 BEGIN IMMEDIATE so two writers never deadlock on a lock upgrade. PostgreSQL runs at READ
 COMMITTED; code that must serialise on a row takes it with SELECT ... FOR UPDATE, always in
 ascending key order so two transactions never wait on each other in a cycle.
+
+Every error of the store itself reaches callers typed: a busy store (SQLite's lock, PostgreSQL's
+deadlock or serialisation failure) as ConflictError — the transaction did not happen, retry —
+and an unreachable store or a lost connection as StoreUnavailable, whose outcome is unknown when
+it hit a commit (writers and transactions resolve that, docs/streams.md "Failures and retries").
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
+from typing import TypeVar
 
 import sqlalchemy as sa
 from alembic import command
@@ -25,9 +32,13 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import ConfigError, ConflictError, SchemaError
+from ..errors import ConfigError, ConflictError, SchemaError, StoreUnavailable
 
 _PG_MIGRATION_LOCK = 0x7469_6465  # advisory lock key: "tide"
+RETRY_ATTEMPTS = 5
+
+log = logging.getLogger("tidekeep.store")
+T = TypeVar("T")
 
 
 def _alembic_config() -> Config:
@@ -110,31 +121,25 @@ class Database:
     def write(self) -> Iterator[Connection]:
         """A read-write transaction; commits on success, rolls back on any exception."""
         self.ensure_schema()
-        with self.engine.connect().execution_options(tidekeep_write=True) as conn:
-            try:
-                with conn.begin():
-                    yield conn
-            except sa.exc.OperationalError as exc:
-                if _is_transient(exc):
-                    raise ConflictError(f"the metadata store was busy, try again ({_first_line(exc)})") from exc
-                raise
+        with store_errors(), self.engine.connect().execution_options(tidekeep_write=True) as conn, conn.begin():
+            yield conn
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
         self.ensure_schema()
-        with self.engine.connect() as conn, conn.begin():
+        with store_errors(), self.engine.connect() as conn, conn.begin():
             yield conn
 
     # ---- schema ----------------------------------------------------------------------------------
     def current_revision(self) -> str | None:
-        with self.engine.connect() as conn:
+        with store_errors(), self.engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
 
     def ensure_schema(self) -> None:
         """Apply migrations on first use; refuse a database from a newer tidekeep."""
         if self._upgraded:
             return
-        with self._upgrade_lock:
+        with self._upgrade_lock, store_errors():
             if self._upgraded:
                 return
             current = self.current_revision()
@@ -199,6 +204,40 @@ def _enable_wal(cursor: sqlite3.Cursor, busy_timeout_ms: int) -> None:
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
+
+
+def retry_store(action: Callable[[], T], what: str, attempts: int = RETRY_ATTEMPTS, first_delay_s: float = 0.05) -> T:
+    """Run `action` again while the store is busy or lost (ConflictError, StoreUnavailable), with
+    doubling pauses; the last failure is raised. Only for actions that are safe to repeat: the
+    caller's action must recognise an earlier attempt that landed (by its files, its id or its
+    sequence), because after a lost connection nobody knows whether it did."""
+    delay = first_delay_s
+    for attempt in range(1, attempts + 1):
+        try:
+            return action()
+        except (ConflictError, StoreUnavailable) as exc:
+            if attempt == attempts:
+                raise
+            log.info("%s failed (%s), trying again (%d of %d)", what, exc, attempt + 1, attempts)
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def store_errors() -> Iterator[None]:
+    """Turn the store's own failures into typed errors; anything else (integrity errors our code
+    handles, programming errors) passes through unchanged."""
+    try:
+        yield
+    except sa.exc.OperationalError as exc:
+        if _is_transient(exc):
+            raise ConflictError(f"the metadata store was busy, try again ({_first_line(exc.orig or exc)})") from exc
+        raise StoreUnavailable(f"metadata store unavailable: {_first_line(exc.orig or exc)}") from exc
+    except sa.exc.DBAPIError as exc:
+        if isinstance(exc, sa.exc.InterfaceError) or exc.connection_invalidated:
+            raise StoreUnavailable(f"metadata store unavailable: {_first_line(exc.orig or exc)}") from exc
+        raise
 
 
 def _first_line(exc: BaseException) -> str:
