@@ -374,10 +374,13 @@ def test_writing_to_a_sealed_stream(world: World) -> None:
     assert c.seal_stream(STREAM)
     writer.write(b"late", routing_key="k1")
     refused(c, tk.StreamSealed, writer.flush, "stream 'sc/s' is sealed")
-    writer.close()
-    with c.writer(STREAM, "w1") as again:
-        again.write(b"later", routing_key="k2")
-        refused(c, tk.StreamSealed, again.flush, "stream 'sc/s' is sealed")
+    assert writer.unflushed() == [(b"late", "k1")]  # never written, never silently dropped
+    refused(c, tk.StreamSealed, writer.close, "stream 'sc/s' is sealed")
+    assert writer.unflushed() == [(b"late", "k1")]
+    again = c.writer(STREAM, "w1")
+    again.write(b"later", routing_key="k2")
+    refused(c, tk.StreamSealed, again.flush, "stream 'sc/s' is sealed")
+    refused(c, tk.StreamSealed, again.close, "stream 'sc/s' is sealed")
     refused(c, tk.StreamSealed, lambda: c.split(STREAM, "0.1"), "stream 'sc/s' is sealed")
     refused(c, tk.StreamSealed, lambda: c.truncate(STREAM, c.tail_cut(STREAM)), "is sealed")
     assert not [e for e in c.read(STREAM) if e.payload.startswith(b"late")]
@@ -390,7 +393,8 @@ def test_writing_to_a_deleted_stream(world: World) -> None:
     c.delete_stream(STREAM)
     writer.write(b"ghost", routing_key="k1")
     refused(c, tk.NotFound, writer.flush, "stream 'sc/s' does not exist")
-    writer.close()
+    refused(c, tk.NotFound, writer.close, "stream 'sc/s' does not exist")
+    assert writer.unflushed() == [(b"ghost", "k1")]
     refused(c, tk.NotFound, lambda: c.writer(STREAM, "w2"), "stream 'sc/s' does not exist")
     refused(c, tk.NotFound, lambda: c.describe_stream(STREAM), "stream 'sc/s' does not exist")
     assert not [f for f, _ in stored_files(c) if "/sc/s-" in f]

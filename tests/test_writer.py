@@ -153,16 +153,18 @@ def test_retried_batch_with_the_same_sequence_is_not_duplicated(client: tk.Clien
         assert writer.last_sequence == 1
     assert sorted(_payloads(client)) == sorted(p for p, _ in first)
 
-    # a second writer object with the same id that does not yet know sequence 1 committed: the
-    # metadata store recognises the duplicate, and its chunk files are removed again
+    # a writer object opened before a newer one with the same id is fenced: its commit is refused,
+    # nothing of it lands, and its chunk files are removed again
     stale = client.writer(STREAM, "w1")
     fresh_files_before = stored_files(client)
     with client.writer(STREAM, "w1") as writer:
+        assert writer.epoch == stale.epoch + 1
         assert writer.write_batch(batch_events("w1", 2, 10), sequence=2) is True
     assert stale.last_sequence == 1
-    assert stale.write_batch(batch_events("w1", 2, 10), sequence=2) is False
-    assert stale.last_sequence == 2
-    stale.close()
+    with pytest.raises(tk.WriterFenced, match="a newer writer opened with the same id"):
+        stale.write_batch(batch_events("w1", 3, 10), sequence=3)
+    with pytest.raises(tk.WriterFenced):
+        stale.close()
     assert len(_payloads(client)) == 20
     assert stored_files(client) == referenced_paths(client)
     assert fresh_files_before < stored_files(client)
@@ -171,14 +173,14 @@ def test_retried_batch_with_the_same_sequence_is_not_duplicated(client: tk.Clien
 def test_lost_commit_acknowledgement_is_retried_without_duplicates_or_lost_files(
     client: tk.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The commit lands but its acknowledgement is lost (the fault point raises ConflictError after
-    the transaction): the writer retries with the same sequence, the store reports a duplicate, and
-    the writer must keep the files that its first attempt made referenced."""
+    """The commit lands but its acknowledgement is lost (the fault point raises StoreUnavailable after
+    the transaction): the writer retries with the same sequence and files, the store recognises
+    that these files landed, and the writer keeps them."""
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     events = batch_events("w1", 1, 50)
     monkeypatch.setenv("TIDEKEEP_FAULT_RAISE", "commit.lost_ack")
     with client.writer(STREAM, "w1") as writer:
-        assert writer.write_batch(events, sequence=1) is False  # the retry saw its own landed commit
+        assert writer.write_batch(events, sequence=1) is True  # appended: the retry saw its own landed commit
         assert writer.last_sequence == 1
     monkeypatch.delenv("TIDEKEEP_FAULT_RAISE")
     assert sorted(_payloads(client)) == sorted(p for p, _ in events)  # readable: no ChunkMissing

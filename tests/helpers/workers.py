@@ -101,6 +101,42 @@ def concurrent_writer(args: argparse.Namespace) -> None:
     Path(args.report).write_text(json.dumps({"counts": numbers, "written": written}))
 
 
+def shared_writer(args: argparse.Namespace) -> None:
+    """Write `events` events "<tag>:<i>" under a writer id another process uses too, flushing each;
+    after each flush that returned, append the events it acknowledged to the ack file. A fenced writer
+    (the other process opened the id since) hands its unflushed events to a new writer, which fences
+    the other in turn. Waits for the go file after the first open, so both processes have opened."""
+    ack_file = Path(args.ack_file)
+    go_file = Path(args.go_file)
+    fenced = 0
+    with tk.connect() as client:
+        writer = client.writer(args.stream, args.writer)
+        Path(args.ready_file).touch()
+        while not go_file.exists():
+            time.sleep(0.005)
+        acknowledged = 0
+        for i in range(args.events):
+            writer.write(f"{args.tag}:{i}".encode(), routing_key=args.tag)
+            while True:
+                try:
+                    writer.flush()
+                    break
+                except tk.WriterFenced:
+                    fenced += 1
+                    carried = writer.unflushed()
+                    writer = client.writer(args.stream, args.writer)
+                    for payload, key in carried:
+                        writer.write(payload, routing_key=key)
+            with ack_file.open("a") as handle:  # everything written so far is in the stream now
+                handle.write("".join(f"{args.tag}:{n}\n" for n in range(acknowledged, i + 1)))
+            acknowledged = i + 1
+        try:
+            writer.close()
+        except tk.WriterFenced:
+            fenced += 1  # nothing was pending: close only leaves watermark aggregation
+    Path(args.report).write_text(json.dumps({"fenced": fenced}))
+
+
 def reader(args: argparse.Namespace) -> None:
     """Read head to tail again and again until the done file appears (then once more), checking
     per-key order within each writer on every pass, and that no pass goes back behind the one
@@ -160,6 +196,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", default="2KiB")
     p.add_argument("--pace", type=float, default=0.001, help="seconds to sleep after each event")
     p.set_defaults(run=concurrent_writer)
+    p = commands.add_parser("shared-writer")
+    p.add_argument("--stream", required=True)
+    p.add_argument("--writer", required=True)
+    p.add_argument("--tag", required=True)
+    p.add_argument("--events", type=int, default=40)
+    p.add_argument("--ack-file", required=True)
+    p.add_argument("--ready-file", required=True)
+    p.add_argument("--go-file", required=True)
+    p.add_argument("--report", required=True)
+    p.set_defaults(run=shared_writer)
     p = commands.add_parser("reader")
     p.add_argument("--stream", required=True)
     p.add_argument("--done-file", required=True)

@@ -81,6 +81,7 @@ chunks = sa.Table(
         name="fk_chunks_segment",
     ),
 )
+sa.Index("ix_chunks_path", chunks.c.path)
 
 writers = sa.Table(
     "writers",
@@ -92,6 +93,8 @@ writers = sa.Table(
     sa.Column("updated_ms", sa.BigInteger, nullable=False),
     # JSON {segment id: offset after the writer's last committed event}: the position a note records
     sa.Column("positions", sa.Text, nullable=True),
+    # taken anew by every writer opened with this id: only the newest epoch may commit
+    sa.Column("epoch", sa.BigInteger, nullable=False, server_default="0"),
 )
 
 audit = sa.Table(

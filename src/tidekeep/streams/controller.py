@@ -29,8 +29,10 @@ from ..errors import (
     InvalidInput,
     InvalidStreamCut,
     NotFound,
+    StoreUnavailable,
     StreamSealed,
     TruncatedData,
+    WriterFenced,
 )
 from ..faults import fault_error, fault_point
 from ..holds import holds_on
@@ -118,6 +120,7 @@ class CommitResult:
     duplicate: bool
     base_offsets: dict[int, int]  # segment -> base offset assigned (empty for a duplicate)
     committed_ms: int
+    landed_before: bool = False  # a duplicate whose own chunks had landed (an earlier attempt's ack was lost)
 
 
 class SegmentsSealed(StreamSealed):
@@ -456,19 +459,51 @@ class StreamController:
                 t.writers.c.stream_id == state.stream_id, t.writers.c.writer_id == writer_id)).scalar()
         return state, (0 if seq is None else seq)
 
+    def open_writer(self, name: str, writer_id: str) -> tuple[StreamState, int, int]:
+        """Take the next epoch of `writer_id` on this stream: from now on only this epoch may commit
+        batches of that id (an older writer's commit fails with WriterFenced). Returns the stream's
+        state, the new epoch and the id's last committed batch sequence, read in the same transaction."""
+        for _ in range(2):
+            try:
+                with self.db.write() as conn:
+                    state = self._state(conn, name)
+                    row = conn.execute(sa.select(t.writers.c.epoch, t.writers.c.last_sequence).where(
+                        t.writers.c.stream_id == state.stream_id, t.writers.c.writer_id == writer_id)
+                        .with_for_update()).first()
+                    now = self.clock.now_ms()
+                    if row is None:
+                        conn.execute(sa.insert(t.writers).values(stream_id=state.stream_id, writer_id=writer_id,
+                                                                 last_sequence=0, updated_ms=now, epoch=1))
+                        return state, 1, 0
+                    conn.execute(sa.update(t.writers).where(
+                        t.writers.c.stream_id == state.stream_id, t.writers.c.writer_id == writer_id
+                    ).values(epoch=row.epoch + 1, updated_ms=now))
+                    return state, row.epoch + 1, row.last_sequence
+            except sa.exc.IntegrityError:
+                continue  # a concurrent first open of the same id inserted the row: take the next epoch
+        raise ConflictError(f"writer {writer_id}: concurrent opens of the same writer id, try again")
+
     def commit_batch(self, name: str, uid: str, writer_id: str, sequence: int,
-                     chunks: Sequence[PendingChunk]) -> CommitResult:
+                     chunks: Sequence[PendingChunk], epoch: int | None = None) -> CommitResult:
         """Append a writer's batch atomically: every chunk at its segment's tail, plus the writer's
-        sequence. A sequence at or below the last committed one is a duplicate and changes nothing."""
+        sequence. A sequence at or below the last committed one is a duplicate and changes nothing;
+        the result says whether it was these very chunks that landed before (`landed_before`: a
+        retry after an unknown outcome) or another batch of the same id. With an `epoch`, a newer
+        epoch of the writer id fences this commit (WriterFenced) unless these chunks landed before."""
         now = self.clock.now_ms()
         with self.db.write() as conn:
             row = self._stream_row(conn, name)
             if row.uid != uid:
                 raise NotFound(f"stream {name!r} was deleted")
-            writer = conn.execute(sa.select(t.writers.c.last_sequence, t.writers.c.positions).where(
+            writer = conn.execute(sa.select(t.writers.c.last_sequence, t.writers.c.positions, t.writers.c.epoch).where(
                 t.writers.c.stream_id == row.id, t.writers.c.writer_id == writer_id).with_for_update()).first()
+            if epoch is not None and writer is not None and writer.epoch != epoch:
+                if self._landed(conn, row.id, chunks):
+                    return CommitResult(True, {}, now, landed_before=True)
+                raise WriterFenced(f"writer {writer_id} on {name} was fenced: a newer writer opened with the same id "
+                                   f"(epoch {writer.epoch}, this one {epoch}); its unflushed events were not written")
             if writer is not None and sequence <= writer.last_sequence:
-                return CommitResult(True, {}, now)
+                return CommitResult(True, {}, now, landed_before=self._landed(conn, row.id, chunks))
             if row.state == SEALED:
                 raise StreamSealed(f"stream {name!r} is sealed")
             seg_rows = {r.segment_id: r for r in self._lock_segments(conn, row.id, {c.segment for c in chunks})}
@@ -492,14 +527,21 @@ class StreamController:
             # the writer's position (what a note records): the offset after its last event, per segment
             positions = merge_positions(None if writer is None else writer.positions, tails)
             if writer is None:
-                conn.execute(sa.insert(t.writers).values(stream_id=row.id, writer_id=writer_id,
-                                                         last_sequence=sequence, updated_ms=now, positions=positions))
+                conn.execute(sa.insert(t.writers).values(stream_id=row.id, writer_id=writer_id, last_sequence=sequence,
+                                                         updated_ms=now, positions=positions, epoch=epoch or 0))
             else:
                 conn.execute(sa.update(t.writers).where(
                     t.writers.c.stream_id == row.id, t.writers.c.writer_id == writer_id
                 ).values(last_sequence=sequence, updated_ms=now, positions=positions))
-        fault_error("commit.lost_ack", ConflictError, "connection lost after the commit")
+        fault_error("commit.lost_ack", StoreUnavailable, "connection lost after the commit")
         return CommitResult(False, bases, now)
+
+    @staticmethod
+    def _landed(conn: Connection, stream_id: int, chunks: Sequence[PendingChunk]) -> bool:
+        """Whether committed chunks already refer to these files (chunk file names are unique)."""
+        paths = [c.path for c in chunks]
+        return bool(paths) and conn.execute(sa.select(t.chunks.c.path).where(
+            t.chunks.c.stream_id == stream_id, t.chunks.c.path.in_(paths)).limit(1)).first() is not None
 
     def referenced_paths(self, paths: Sequence[str]) -> set[str]:
         """Which of these chunk files committed metadata refers to."""

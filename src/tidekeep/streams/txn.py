@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import MAX_EVENT_SIZE
-from ..errors import EventTooLarge, InvalidInput, TransactionClosed
+from ..errors import EventTooLarge, InvalidInput, NotFound, TransactionClosed
 from ..names import check_name
 from ..store.chunks import ChunkRef, build_chunk_table
 from .controller import PendingChunk, StreamState
@@ -101,6 +101,8 @@ class Transaction:
         self._payloads: list[bytes] = []
         self._keys: list[str | None] = []
         self._pending_bytes = 0
+        # files of buffered events whose staging had an unknown outcome, and how many events they hold
+        self._in_doubt: tuple[list[PendingChunk], int] | None = None
         self._lock = threading.Lock()
 
     # ---- public --------------------------------------------------------------------------------
@@ -146,7 +148,7 @@ class Transaction:
     def abort(self) -> bool:
         """Discard the transaction and its staged data. False if it was already aborted."""
         with self._lock:
-            self._payloads, self._keys, self._pending_bytes = [], [], 0
+            self._payloads, self._keys, self._pending_bytes, self._in_doubt = [], [], 0, None
             aborted = self._store.abort(self.id)
             self._closed_as = TxnState.ABORTED
             return aborted
@@ -170,12 +172,22 @@ class Transaction:
         return f"{state.storage_dir()}/txn/{self.id}"
 
     def _flush_locked(self) -> None:
+        if self._in_doubt is not None:
+            # staging is idempotent by file: staging the same files again settles an unknown outcome
+            chunks, count = self._in_doubt
+            self._stage_locked(chunks, count)
         if not self._payloads:
             return
         controller = self._store.controller
         state = controller.state(self.stream)
         payloads, keys = pa.array(self._payloads, type=pa.binary()), pa.array(self._keys, type=pa.string())
         chunks = write_chunks(controller, self._directory(state), Router(state.active_segments()), payloads, keys)
+        self._stage_locked(chunks, len(self._payloads))
+
+    def _stage_locked(self, chunks: list[PendingChunk], count: int) -> None:
+        """Stage `chunks`, the files of the first `count` buffered events; the events leave the buffer
+        only once staging is known to have landed."""
+        self._in_doubt = None
         try:
             self._store.stage(self.id, chunks)
         except TransactionClosed:
@@ -184,7 +196,13 @@ class Transaction:
             state_now = self._store.info(self.id).state
             self._closed_as = None if state_now == TxnState.OPEN else state_now
             raise
-        self._payloads, self._keys, self._pending_bytes = [], [], 0
+        except NotFound:
+            raise  # the stream or transaction is gone: the events stay, the files were deleted
+        except BaseException:
+            self._in_doubt = (chunks, count)  # may have landed: the next flush stages the same files
+            raise
+        del self._payloads[:count], self._keys[:count]
+        self._pending_bytes = sum(map(len, self._payloads)) + EVENT_HEADER_BYTES * len(self._payloads)
 
     def _reroute(self, row: Any, staged: Sequence[PendingChunk], active: set[int],
                  state: StreamState) -> tuple[list[PendingChunk], list[str]]:

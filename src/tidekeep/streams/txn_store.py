@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,10 +28,19 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..errors import ConflictError, InvalidInput, NotFound, StreamSealed, TransactionClosed, TransactionExpired
-from ..faults import fault_point, pause_point
+from ..errors import (
+    ConflictError,
+    InvalidInput,
+    NotFound,
+    StoreUnavailable,
+    StreamSealed,
+    TransactionClosed,
+    TransactionExpired,
+)
+from ..faults import fault_error, fault_point, pause_point
 from ..store import schema as t
 from ..store import schema_transactions as tx
+from ..store.database import RETRY_ATTEMPTS, retry_store
 from .controller import SEALED, PendingChunk, SegmentsSealed, StreamController, StreamState, merge_positions
 from .model import segment_name
 from .watermark_store import record_mark
@@ -227,21 +237,32 @@ class TransactionStore:
 
     def stage(self, txn_id: str, chunks: Sequence[PendingChunk]) -> None:
         """Record chunk files already written under the transaction's directory, after those staged
-        before. If the transaction is no longer open the files are deleted and the error raised."""
+        before. Staging the same files again changes nothing (a retry after an unknown outcome: file
+        names are unique), and a busy or lost store is retried. If the transaction is no longer open
+        the files are deleted and the error raised."""
         try:
-            with self.db.write() as conn:
-                row = self._open_row(conn, txn_id, "write to")
-                last = conn.execute(sa.select(sa.func.max(tx.transaction_chunks.c.seq))
-                                    .where(tx.transaction_chunks.c.txn_id == txn_id)).scalar()
-                first = 0 if last is None else last + 1
-                conn.execute(sa.insert(tx.transaction_chunks), [
-                    dict(txn_id=txn_id, seq=first + i, segment_id=c.segment, path=c.path, length=c.length,
-                         event_count=c.event_count) for i, c in enumerate(chunks)])
-                conn.execute(sa.update(tx.transactions).where(tx.transactions.c.id == txn_id)
-                             .values(events=row.events + sum(c.event_count for c in chunks)))
+            retry_store(lambda: self._stage(txn_id, chunks), f"staging in transaction {txn_id}")
         except (TransactionClosed, NotFound):
             self.storage.delete(c.path for c in chunks)  # certainly unreferenced
             raise
+
+    def _stage(self, txn_id: str, chunks: Sequence[PendingChunk]) -> None:
+        with self.db.write() as conn:
+            row = self._open_row(conn, txn_id, "write to")
+            staged = self._staged(conn, txn_id)
+            known = {c.path for c in staged}
+            fresh = [c for c in chunks if c.path not in known]
+            if not fresh:
+                return
+            last = conn.execute(sa.select(sa.func.max(tx.transaction_chunks.c.seq))
+                                .where(tx.transaction_chunks.c.txn_id == txn_id)).scalar()
+            first = 0 if last is None else last + 1
+            conn.execute(sa.insert(tx.transaction_chunks), [
+                dict(txn_id=txn_id, seq=first + i, segment_id=c.segment, path=c.path, length=c.length,
+                     event_count=c.event_count) for i, c in enumerate(fresh)])
+            conn.execute(sa.update(tx.transactions).where(tx.transactions.c.id == txn_id)
+                         .values(events=row.events + sum(c.event_count for c in fresh)))
+        fault_error("txn.stage.lost_ack", StoreUnavailable, "connection lost after staging")
 
     def abort(self, txn_id: str, reason: str = REASON_ABORTED) -> bool:
         """Abort an open transaction and delete its staged data. False if it was already aborted."""
@@ -305,47 +326,65 @@ class TransactionStore:
         check_txn_id(txn_id)
         timestamp = check_commit_timestamp(timestamp)
         sequence = check_sequence(sequence)
-        for _ in range(_COMMIT_ATTEMPTS):
-            with self.db.read() as conn:
-                row = self._row(conn, txn_id)
-                staged = self._staged(conn, txn_id)
-            if row.state == TxnState.COMMITTED:
-                return _result(row)
-            if row.state == TxnState.ABORTED and row.end_reason == REASON_DUPLICATE:
-                return _result(row, duplicate=True)
-            if row.state != TxnState.OPEN:
-                raise closed_error(txn_id, row.state, row.end_reason, "commit")
-            if lease_expired(row.state, row.lease_expiry_ms, self.clock.now_ms()):
-                raise TransactionExpired(f"cannot commit transaction {txn_id}: its lease expired")
-            state = self.controller.state(f"{row.scope}/{row.stream_name}")
-            active = {s.id for s in state.active_segments()}
-            chunks, replaced = reroute(row, staged, active, state)
-            fault_point("txn.before_commit")
+        lost = 0  # attempts that met a busy or lost store
+        for _ in range(_COMMIT_ATTEMPTS + RETRY_ATTEMPTS):
             try:
-                result = self._apply_commit(txn_id, [c.path for c in staged], chunks, timestamp, sequence)
-            except (SegmentsSealed, _StagingChanged) as exc:
-                self._delete_new_files(chunks, staged)
-                log.info("transaction %s: %s; planning the commit again", txn_id, exc)
+                result = self._commit_once(txn_id, timestamp, reroute, sequence)
+            except (ConflictError, StoreUnavailable) as exc:
+                # the outcome is unknown: the next attempt reads the transaction's state first, so a
+                # commit that landed is returned as committed and never applied twice
+                lost += 1
+                if lost == RETRY_ATTEMPTS:
+                    raise
+                log.info("transaction %s: commit failed (%s), trying again", txn_id, exc)
+                time.sleep(0.05 * 2 ** (lost - 1))
                 continue
-            except BaseException:
-                self._delete_new_files(chunks, staged, check_referenced=True)
-                raise
-            fault_point("txn.after_commit")
-            if result is None:  # committed meanwhile by someone else: ours are unneeded copies
-                self._delete_new_files(chunks, staged)
-                with self.db.read() as conn:
-                    return _result(self._row(conn, txn_id))
-            if isinstance(result, _Duplicate):
-                self._delete_new_files(chunks, staged)
-                self.storage.delete(result.paths)
-                self.storage.delete_dir(self._txn_dir(row))
-                log.info("transaction %s: batch sequence %s of writer %s was committed before; aborted",
-                         txn_id, sequence, row.writer_id)
-                return result.result
-            self.storage.delete(replaced)  # re-routed away: no row refers to them any more
-            log.info("committed transaction %s: %d events", txn_id, result.events)
-            return result
+            if result is not None:
+                return result
         raise ConflictError(f"cannot commit transaction {txn_id}: the stream kept scaling during the commit, try again")
+
+    def _commit_once(self, txn_id: str, timestamp: int | None, reroute: RerouteFn,
+                     sequence: int | None) -> TxnCommitResult | None:
+        """One attempt; None: the staged chunks or the segments changed meanwhile, plan again."""
+        with self.db.read() as conn:
+            row = self._row(conn, txn_id)
+            staged = self._staged(conn, txn_id)
+        if row.state == TxnState.COMMITTED:
+            return _result(row)
+        if row.state == TxnState.ABORTED and row.end_reason == REASON_DUPLICATE:
+            return _result(row, duplicate=True)
+        if row.state != TxnState.OPEN:
+            raise closed_error(txn_id, row.state, row.end_reason, "commit")
+        if lease_expired(row.state, row.lease_expiry_ms, self.clock.now_ms()):
+            raise TransactionExpired(f"cannot commit transaction {txn_id}: its lease expired")
+        state = self.controller.state(f"{row.scope}/{row.stream_name}")
+        active = {s.id for s in state.active_segments()}
+        chunks, replaced = reroute(row, staged, active, state)
+        fault_point("txn.before_commit")
+        try:
+            result = self._apply_commit(txn_id, [c.path for c in staged], chunks, timestamp, sequence)
+        except (SegmentsSealed, _StagingChanged) as exc:
+            self._delete_new_files(chunks, staged)
+            log.info("transaction %s: %s; planning the commit again", txn_id, exc)
+            return None
+        except BaseException:
+            self._delete_new_files(chunks, staged, check_referenced=True)
+            raise
+        fault_point("txn.after_commit")
+        if result is None:  # committed meanwhile by someone else: ours are unneeded copies
+            self._delete_new_files(chunks, staged)
+            with self.db.read() as conn:
+                return _result(self._row(conn, txn_id))
+        if isinstance(result, _Duplicate):
+            self._delete_new_files(chunks, staged)
+            self.storage.delete(result.paths)
+            self.storage.delete_dir(self._txn_dir(row))
+            log.info("transaction %s: batch sequence %s of writer %s was committed before; aborted",
+                     txn_id, sequence, row.writer_id)
+            return result.result
+        self.storage.delete(replaced)  # re-routed away: no row refers to them any more
+        log.info("committed transaction %s: %d events", txn_id, result.events)
+        return result
 
     def _delete_new_files(self, chunks: Iterable[PendingChunk], staged: Sequence[PendingChunk],
                           check_referenced: bool = False) -> None:
@@ -437,6 +476,7 @@ class TransactionStore:
                 except InvalidInput as exc:
                     raise InvalidInput(
                         f"cannot commit transaction {txn_id} with timestamp {timestamp}: {exc}") from None
+        fault_error("txn.commit.lost_ack", StoreUnavailable, "connection lost after the commit")
         return TxnCommitResult(txn_id, timestamp, now, positions, row.events)
 
 

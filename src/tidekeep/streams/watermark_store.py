@@ -24,7 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..errors import ConflictError, InvalidInput, InvalidStreamCut
+from ..errors import ConflictError, InvalidInput, InvalidStreamCut, WriterFenced
 from ..names import check_name
 from ..store import schema as t
 from ..store.schema_watermarks import watermarks as wm_table
@@ -101,6 +101,17 @@ def record_mark(conn: Connection, state: StreamState, writer_id: str, time_ms: i
     return new
 
 
+def _check_epoch(conn: Connection, state: StreamState, writer_id: str, epoch: int | None) -> None:
+    """Refuse a mark change by a writer whose epoch a newer writer with the same id has replaced."""
+    if epoch is None:
+        return
+    current = conn.execute(sa.select(t.writers.c.epoch).where(
+        t.writers.c.stream_id == state.stream_id, t.writers.c.writer_id == writer_id).with_for_update()).scalar()
+    if current is not None and current != epoch:
+        raise WriterFenced(f"writer {writer_id} on {state.name} was fenced: a newer writer opened with the same id "
+                           f"(epoch {current}, this one {epoch}); its time mark is not recorded")
+
+
 @dataclass(frozen=True)
 class WriterStatus:
     """One writer's last mark and whether it holds watermarks back now (`active`)."""
@@ -123,9 +134,11 @@ class WatermarkStore:
 
     # ---- marks -----------------------------------------------------------------------------------
     def note(self, stream: str, writer_id: str, time_ms: int,
-             position: StreamCut | str | Mapping[int, int] | None = None, source: str = "note") -> WriterMark:
+             position: StreamCut | str | Mapping[int, int] | None = None, source: str = "note",
+             epoch: int | None = None) -> WriterMark:
         """Record that `writer_id` has reached `time_ms` at `position` (default: the offsets after its
-        last committed event, as the store has them)."""
+        last committed event, as the store has them). A Writer passes its `epoch`: a writer fenced by a
+        newer one with the same id may not move that one's mark (WriterFenced)."""
         check_name(writer_id, "writer id")
         check_time(time_ms)
         if source not in MARK_SOURCES:
@@ -136,6 +149,7 @@ class WatermarkStore:
         try:
             with self.db.write() as conn:
                 state = self.controller._state(conn, stream)
+                _check_epoch(conn, state, writer_id, epoch)
                 if given is None:
                     stored = conn.execute(sa.select(t.writers.c.positions).where(
                         t.writers.c.stream_id == state.stream_id, t.writers.c.writer_id == writer_id)).scalar()
@@ -180,13 +194,14 @@ class WatermarkStore:
                                        "not at an event boundary")
         return positions
 
-    def close_writer(self, stream: str, writer_id: str) -> bool:
+    def close_writer(self, stream: str, writer_id: str, epoch: int | None = None) -> bool:
         """Take a closed writer out of the time aggregation: its mark becomes `closed`, standing at the
         offsets after its last committed event (its final flush included), so the next watermark's cut
         still covers the events it wrote since its last note; the mark is deleted when that watermark
         is appended. False if the writer had no mark (it never noted: nothing to do)."""
         with self.db.write() as conn:
             state = self.controller._state(conn, stream)
+            _check_epoch(conn, state, writer_id, epoch)
             row = conn.execute(sa.select(writer_marks).where(
                 writer_marks.c.stream_id == state.stream_id, writer_marks.c.writer_id == writer_id)
                 .with_for_update()).first()

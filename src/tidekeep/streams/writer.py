@@ -34,10 +34,20 @@ import pyarrow.compute as pc
 
 from ..clock import Clock
 from ..config import MAX_EVENT_SIZE
-from ..errors import ConflictError, EventTooLarge, InvalidInput, TidekeepError
+from ..errors import (
+    ConflictError,
+    EventTooLarge,
+    InvalidInput,
+    NotFound,
+    StoreUnavailable,
+    StreamSealed,
+    TidekeepError,
+    WriterFenced,
+)
 from ..faults import fault_point
 from ..names import check_name
 from ..store.chunks import build_chunk_table
+from ..store.database import retry_store
 from ..units import parse_duration_ms
 from .controller import CommitResult, PendingChunk, SegmentsSealed, StreamController
 from .model import EVENT_HEADER_BYTES, Router, routing_key_position, segment_name
@@ -45,7 +55,6 @@ from .watermark_store import WatermarkStore, check_time
 
 log = logging.getLogger("tidekeep.writer")
 
-_COMMIT_RETRIES = 5
 _PAYLOAD_TYPES = {bytes, bytearray, memoryview}
 _KEY_TYPES = {str, type(None)}
 
@@ -82,8 +91,29 @@ class _Batch:
     keys: pa.Array
 
 
+@dataclass(frozen=True)
+class _InDoubt:
+    """A batch whose commit failed with an unknown outcome (the store was lost, or stayed busy,
+    around the commit). Its files stay until the next flush knows whether they landed."""
+
+    batch: _Batch
+    sequence: int
+    buffered: int  # the batch is the first `buffered` events of the buffer (0: a write_batch call's own events)
+    explicit: bool  # the caller chose the sequence (write_batch(..., sequence=n))
+    chunks: list[PendingChunk]
+
+
+# the commit certainly did not happen: nothing to resolve, the files are nobody's
+_NOT_LANDED = (WriterFenced, StreamSealed, NotFound, InvalidInput)
+
+
 class Writer:
-    """Appends events to one stream. Use as a context manager, or call close()."""
+    """Appends events to one stream. Use as a context manager, or call close().
+
+    Opening a writer takes a new epoch of its writer id: an older writer with the same id is fenced
+    (its next commit raises WriterFenced). Events stay in the writer until their commit is known to
+    have landed: after any error, `unflushed()` lists them and the next `flush()` writes them
+    exactly once (docs/streams.md "Failures and retries")."""
 
     def __init__(self, controller: StreamController, stream: str, writer_id: str, batch_size: int,
                  linger_ms: int, clock: Clock, config: WriterConfig | None = None) -> None:
@@ -99,15 +129,18 @@ class Writer:
         self._batch_size = batch_size
         self._linger_s = linger_ms / 1000
         self._clock = clock
-        state, self._last_sequence = controller.last_sequence(stream, writer_id)
+        state, self._epoch, self._last_sequence = controller.open_writer(stream, writer_id)
         self._uid = state.info.uid
         self._dir = state.storage_dir()
         self._router = Router(state.active_segments())
         self._key_segments: dict[str, int] = {}  # routing key -> segment of the current router
+        # events not yet known to be in the stream, in write order
         self._payloads: list[bytes] = []
         self._keys: list[str | None] = []
         self._pending_bytes = 0
         self._pending_since: float | None = None
+        self._in_doubt: _InDoubt | None = None
+        self._fenced: WriterFenced | None = None
         self._lock = threading.Lock()  # never taken twice by one thread: no re-entrant lock needed
         self._closed = False
         self._background_error: BaseException | None = None
@@ -129,6 +162,21 @@ class Writer:
         """The highest batch sequence committed by this writer id (0 before the first)."""
         return self._last_sequence
 
+    @property
+    def epoch(self) -> int:
+        """This writer's epoch of its writer id: a writer opened later with the same id has a higher one."""
+        return self._epoch
+
+    def unflushed(self) -> list[tuple[bytes, str | None]]:
+        """The events written to this writer that are not known to be in the stream, in write order:
+        after an error (a lost store, a fenced writer) they are still here, nothing acknowledged is lost.
+        A batch whose commit outcome is unknown is included (the next flush finds out)."""
+        with self._lock:
+            doubt = self._in_doubt
+            own = [] if doubt is None or doubt.buffered else list(zip(
+                doubt.batch.payloads.to_pylist(), doubt.batch.keys.to_pylist(), strict=True))
+            return own + list(zip(self._payloads, self._keys, strict=True))
+
     def write(self, payload: bytes, routing_key: str | None = None) -> None:
         """Buffer one event. Events with the same routing key are read in the order written."""
         if type(payload) is not bytes:
@@ -138,8 +186,7 @@ class Writer:
         if routing_key is not None and type(routing_key) is not str:
             raise InvalidInput(f"routing key must be a string or None, got {type(routing_key).__name__}")
         with self._lock:
-            if self._closed or self._background_error is not None:
-                self._check_usable()
+            self._check_usable()
             self._payloads.append(payload)
             self._keys.append(routing_key)
             if self._pending_since is None:
@@ -151,7 +198,8 @@ class Writer:
     def write_many(self, payloads: Sequence[bytes], routing_keys: Sequence[str | None] | None = None) -> int:
         """Append many events at once, in order — the bulk path: validated column-wise and
         committed in batches of about `batch_size` before returning. Same ordering and exactly-once
-        guarantees as write() per event followed by flush(). Returns the number of events written."""
+        guarantees as write() per event followed by flush(): if a batch fails, it and the events after
+        it stay in the writer (`unflushed()`) for the next flush. Returns the number of events written."""
         batch = _Batch(_payload_array(payloads), _key_array(routing_keys, len(payloads)))
         with self._lock:
             self._check_usable()
@@ -162,7 +210,15 @@ class Writer:
                 # this batch ends once its size reaches batch_size (it holds at least one event)
                 limit = (ends[start - 1] if start else 0) + self._batch_size
                 stop = min(len(ends), max(start + 1, int(np.searchsorted(ends, limit, side="left")) + 1))
-                self._commit(_Batch(batch.payloads[start:stop], batch.keys[start:stop]), self._last_sequence + 1)
+                try:
+                    self._commit(_Batch(batch.payloads[start:stop], batch.keys[start:stop]),
+                                 self._last_sequence + 1, buffered=0)
+                except BaseException:
+                    # what is not in the stream stays in the writer, in order: this batch, unless its
+                    # outcome is in doubt (then the next flush resolves it first), and the rest
+                    kept = stop if self._in_doubt is not None else start
+                    self._buffer_arrays(batch.payloads[kept:], batch.keys[kept:])
+                    raise
                 start = stop
         return len(ends)
 
@@ -179,12 +235,16 @@ class Writer:
         with self._lock:
             self._check_usable()
             self._flush_locked()
-            if sequence is not None and sequence <= self._last_sequence:
+            if sequence is None:
+                self._buffer_arrays(batch.payloads, batch.keys)
+                return self._commit(batch, self._last_sequence + 1, buffered=len(self._payloads))
+            if sequence <= self._last_sequence:
                 return False
-            return self._commit(batch, sequence or self._last_sequence + 1)
+            return self._commit(batch, sequence, buffered=0, explicit=True)
 
     def flush(self) -> None:
-        """Write and commit everything pending; returns once it is durable and visible."""
+        """Write and commit everything pending; returns once it is durable and visible. On an error
+        the events stay in the writer and the next flush writes them exactly once."""
         with self._lock:
             self._check_usable()
             self._flush_locked()
@@ -201,7 +261,10 @@ class Writer:
             self._note_locked(time_ms, "note")
 
     def close(self) -> None:
-        """Flush, stop the background threads and leave watermark aggregation."""
+        """Flush, stop the background threads and leave watermark aggregation. If the final flush
+        fails with the store lost or busy, the writer stays open with its events (`unflushed()`):
+        call close() or flush() again. If the events can never be written (the writer was fenced, the
+        stream sealed or deleted) it closes and raises, leaving them in `unflushed()`."""
         if self._closed:
             return
         self._stop.set()
@@ -210,13 +273,17 @@ class Writer:
                 thread.join()
         with self._lock:
             try:
-                if self._background_error is None:
-                    self._flush_locked()
-            finally:
+                self._check_usable()
+                self._flush_locked()
+            except WriterFenced:
+                self._closed = True  # a newer writer owns the id (and its watermark mark) now
+                raise
+            except (StreamSealed, NotFound):
                 self._closed = True
                 self._leave_watermarks()
-        if self._background_error is not None:
-            raise self._background_error
+                raise
+            self._closed = True
+            self._leave_watermarks()
 
     def __enter__(self) -> Writer:
         return self
@@ -234,21 +301,34 @@ class Writer:
     def _check_usable(self) -> None:
         if self._closed:
             raise InvalidInput(f"writer {self.writer_id} is closed")
+        if self._fenced is not None:
+            raise self._fenced
         if self._background_error is not None:
             error, self._background_error = self._background_error, None
             raise error
 
+    def _buffer_arrays(self, payloads: pa.Array, keys: pa.Array, front: bool = False) -> None:
+        if len(payloads):
+            if front:
+                self._payloads[:0], self._keys[:0] = payloads.to_pylist(), keys.to_pylist()
+            else:
+                self._payloads.extend(payloads.to_pylist())
+                self._keys.extend(keys.to_pylist())
+            self._pending_bytes += int(pc.sum(pc.binary_length(payloads)).as_py()) + EVENT_HEADER_BYTES * len(payloads)
+            if self._pending_since is None:
+                self._pending_since = time.monotonic()
+
     def _note_locked(self, time_ms: int, source: str) -> None:
         self._flush_locked()  # the mark's position covers every event written before the note
-        self._marks.note(self.stream, self.writer_id, time_ms, source=source)
+        self._marks.note(self.stream, self.writer_id, time_ms, source=source, epoch=self._epoch)
         self._noted = True
 
     def _leave_watermarks(self) -> None:
         if not self._noted:
             return
         try:
-            self._marks.close_writer(self.stream, self.writer_id)
-        except TidekeepError as exc:  # the stream is gone or the store unreachable: the timeout drops it
+            self._marks.close_writer(self.stream, self.writer_id, epoch=self._epoch)
+        except TidekeepError as exc:  # the stream is gone, the store unreachable or the id taken over
             log.warning("writer %s: could not leave watermark aggregation: %s", self.writer_id, exc)
 
     def _note_loop(self) -> None:
@@ -256,15 +336,17 @@ class Writer:
         last = None
         while not self._stop.wait(interval_s):
             with self._lock:
-                if self._closed or self._background_error is not None:
+                if self._closed or self._background_error is not None or self._fenced is not None:
                     return
                 # a wall clock stepped back must not make the note fail: time never goes backwards
                 now = self._clock.now_ms() if last is None else max(last, self._clock.now_ms())
                 try:
                     self._note_locked(now, "auto")
                     last = now
-                except ConflictError as exc:  # the store was busy: the next interval notes again
+                except (ConflictError, StoreUnavailable) as exc:  # the events stay: the next interval tries again
                     log.warning("writer %s: automatic note skipped: %s", self.writer_id, exc)
+                except WriterFenced:
+                    return  # raised again by the next call
                 except BaseException as exc:  # surfaced on the next call
                     self._background_error = exc
                     return
@@ -275,20 +357,35 @@ class Writer:
             if since is None or time.monotonic() - since < self._linger_s:
                 continue
             with self._lock:
-                if self._closed or self._background_error is not None:
+                if self._closed or self._background_error is not None or self._fenced is not None:
                     return
                 try:
                     self._flush_locked()
+                except (ConflictError, StoreUnavailable) as exc:  # the events stay: the next linger tries again
+                    log.warning("writer %s: background flush failed, retrying: %s", self.writer_id, exc)
+                    self._pending_since = time.monotonic()
+                except WriterFenced:
+                    return  # raised again by the next call
                 except BaseException as exc:  # surfaced on the next call
                     self._background_error = exc
                     return
 
     def _flush_locked(self) -> None:
+        if self._in_doubt is not None:
+            # find out whether that batch landed before any new sequence is taken: never guess
+            doubt, self._in_doubt = self._in_doubt, None
+            try:
+                self._commit(doubt.batch, doubt.sequence, doubt.buffered, doubt.explicit, doubt.chunks)
+            except BaseException:
+                if self._in_doubt is None and not doubt.buffered and not doubt.explicit:
+                    # certainly not in the stream: a bulk batch's events rejoin the buffer, ahead of
+                    # everything written after them (an explicit batch belongs to its caller's replay)
+                    self._buffer_arrays(doubt.batch.payloads, doubt.batch.keys, front=True)
+                raise
         if not self._payloads:
             return
         batch = _Batch(pa.array(self._payloads, type=pa.binary()), pa.array(self._keys, type=pa.string()))
-        self._payloads, self._keys, self._pending_bytes, self._pending_since = [], [], 0, None
-        self._commit(batch, self._last_sequence + 1)
+        self._commit(batch, self._last_sequence + 1, buffered=len(self._payloads))
 
     def _route(self, keys: pa.Array) -> np.ndarray:
         """The target segment of every event: one hash per distinct key, random for null keys."""
@@ -310,10 +407,14 @@ class Writer:
             seg = self._key_segments[routing_key] = self._router.segment_for(routing_key_position(routing_key))
         return seg
 
-    def _commit(self, batch: _Batch, sequence: int) -> bool:
-        """Write the batch's chunk files, then commit them with `sequence`; re-route after a scale."""
-        while True:
+    def _commit(self, batch: _Batch, sequence: int, buffered: int, explicit: bool = False,
+                pending: list[PendingChunk] | None = None) -> bool:
+        """Commit the batch with `sequence` (writing its chunk files first unless `pending` already
+        holds them); re-route after a scale. Once it is known to have landed, the first `buffered`
+        events leave the buffer. Returns whether this batch's events were appended by this writer."""
+        if pending is None:
             pending = self._write_files(batch, sequence)
+        while True:
             fault_point("writer.before_commit")
             try:
                 result = self._commit_with_retry(pending, sequence)
@@ -326,20 +427,45 @@ class Writer:
                          [segment_name(s) for s in sealed.segments])
                 self._router = Router(state.active_segments())
                 self._key_segments.clear()  # cached segments belong to the old router
-                continue  # the batch is routed afresh, still in write order
-            except BaseException:
-                # the outcome is unknown (the commit may have landed before the error): only files
-                # that are certainly unreferenced go now; anything else is left to the sweep
-                self._delete_unreferenced(pending)
+                pending = self._write_files(batch, sequence)  # the batch is routed afresh, still in write order
+                continue
+            except _NOT_LANDED as exc:
+                self._controller.storage.delete(p.path for p in pending)
+                if isinstance(exc, WriterFenced):
+                    self._fenced = exc
                 raise
-            fault_point("writer.after_commit")
+            except BaseException:
+                # the outcome is unknown (the commit may have landed before the error): keep the events
+                # and the files; the next flush retries this very batch, which tells (docs/streams.md)
+                self._in_doubt = _InDoubt(batch, sequence, buffered, explicit, pending)
+                raise
+            break
+        fault_point("writer.after_commit")
+        if result.duplicate and not result.landed_before:
+            # the sequence was committed, but not with these files
+            self._controller.storage.delete(p.path for p in pending)
+            if not explicit:
+                # another writer committed under this id without an epoch (a transaction commit with a
+                # batch sequence): dropping this batch as its duplicate would lose acknowledged events
+                self._fenced = WriterFenced(
+                    f"writer {self.writer_id} on {self.stream}: batch sequence {sequence} was committed by "
+                    "another writer using the same id; its unflushed events were not written")
+                raise self._fenced
             self._last_sequence = max(self._last_sequence, sequence)
-            if result.duplicate:
-                # a duplicate of a replay has its own files, but a duplicate of our own retry (the
-                # first attempt landed, its acknowledgement was lost) is referenced by that commit
-                self._delete_unreferenced(pending)
-                return False
-            return True
+            return False  # a replay of a batch this writer id committed before
+        self._last_sequence = max(self._last_sequence, sequence)
+        self._drop_buffered(buffered)
+        return True
+
+    def _drop_buffered(self, count: int) -> None:
+        """The first `count` buffered events are in the stream now."""
+        if not count:
+            return
+        if count >= len(self._payloads):
+            self._payloads, self._keys, self._pending_bytes, self._pending_since = [], [], 0, None
+            return
+        del self._payloads[:count], self._keys[:count]
+        self._pending_bytes = sum(map(len, self._payloads)) + EVENT_HEADER_BYTES * len(self._payloads)
 
     def _write_files(self, batch: _Batch, sequence: int) -> list[PendingChunk]:
         targets = self._route(batch.keys)
@@ -352,28 +478,12 @@ class Writer:
             pending.append(PendingChunk(seg, path, length, table.num_rows))
         return pending
 
-    def _delete_unreferenced(self, pending: Sequence[PendingChunk]) -> None:
-        paths = [p.path for p in pending]
-        try:
-            referenced = self._controller.referenced_paths(paths)
-        except Exception:  # the store is unreachable: leave the files to the sweep
-            log.warning("writer %s: could not check %d chunk files; the sweep will remove orphans",
-                        self.writer_id, len(paths))
-            return
-        self._controller.storage.delete(p for p in paths if p not in referenced)
-
     def _commit_with_retry(self, pending: Sequence[PendingChunk], sequence: int) -> CommitResult:
-        delay = 0.05
-        for attempt in range(_COMMIT_RETRIES):
-            try:
-                return self._controller.commit_batch(self.stream, self._uid, self.writer_id, sequence, pending)
-            except ConflictError:
-                # the commit may or may not have landed; retrying with the same sequence is safe
-                if attempt == _COMMIT_RETRIES - 1:
-                    raise
-                time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")
+        """Commit, retrying a busy or lost store with the same sequence and files: a retry of a commit
+        that did land is recognised by its files (`landed_before`), so retrying never duplicates."""
+        return retry_store(lambda: self._controller.commit_batch(self.stream, self._uid, self.writer_id, sequence,
+                                                                 pending, epoch=self._epoch),
+                           f"writer {self.writer_id}: commit of batch {sequence}")
 
 
 def _payload_array(payloads: Sequence[bytes]) -> pa.Array:
