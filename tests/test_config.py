@@ -62,7 +62,7 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
            "archive_output.retention_period": "43200", "results_cache.retention_period": "null",
            "garbage_collector.sweep_interval.archive": "180", "garbage_collector.sweep_interval.search_result": "15",
            "garbage_collector.logging_level": "debug", "search.max_runtime": "30m", "archives.target_size": "64MiB",
-           "watermark.frequency": "250ms"}
+           "watermark.frequency": "250ms", "search.heartbeat_interval": "2s"}
     assert set(raw) == set(KEYS), "a new setting needs a case here"
     s = load_settings(tmp_path, env={env_name(k): v for k, v in raw.items()})
     assert env_name("writer.batch_size") == "TIDEKEEP_WRITER_BATCH_SIZE"
@@ -75,7 +75,7 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
         "archive_output.retention_period": 43200, "results_cache.retention_period": None,
         "garbage_collector.sweep_interval.archive": 180, "garbage_collector.sweep_interval.search_result": 15,
         "garbage_collector.logging_level": "DEBUG", "search.max_runtime": 1_800_000,
-        "archives.target_size": 64 * 1024 * 1024, "watermark.frequency": 250}
+        "archives.target_size": 64 * 1024 * 1024, "watermark.frequency": 250, "search.heartbeat_interval": 2000}
     assert s.metadata_url == "postgresql+psycopg://u@h/db" and s.storage_uri == "/data/x"
 
 
@@ -258,6 +258,7 @@ def test_clp_archive_key_defaults(tmp_path: Path) -> None:
     assert s["garbage_collector.sweep_interval.archive"] == 60
     assert s["garbage_collector.sweep_interval.search_result"] == 30
     assert s["search.max_runtime"] == 3_600_000
+    assert s["search.heartbeat_interval"] == 10_000
 
 
 @pytest.mark.parametrize(("text", "key"), [
@@ -269,6 +270,9 @@ def test_clp_archive_key_defaults(tmp_path: Path) -> None:
     ("garbage_collector:\n  sweep_interval:\n    stream: 5\n", "garbage_collector.sweep_interval.stream"),
     ("garbage_collector:\n  sweep_interval: 5\n", "garbage_collector.sweep_interval"),
     ("archives:\n  target_size: 0\n", "archives.target_size"),
+    ("search:\n  heartbeat_interval: 0\n", "search.heartbeat_interval"),
+    ("search:\n  heartbeat_interval: -5s\n", "search.heartbeat_interval"),
+    ("search:\n  heartbeat_interval: soon\n", "search.heartbeat_interval"),
 ])
 def test_clp_archive_keys_reject_bad_values_naming_the_key(tmp_path: Path, text: str, key: str) -> None:
     write_config(tmp_path, text)

@@ -137,6 +137,9 @@ KEYS: dict[str, _Key] = {
     "garbage_collector.logging_level": _Key(_level, "INFO", "log level of the garbage collectors"),
     "search.max_runtime": _Key(_positive(parse_duration_ms), 3_600_000,
                                "a search RUNNING longer than this is marked KILLED by the archive collector"),
+    "search.heartbeat_interval": _Key(_positive(parse_duration_ms), 10_000,
+                                      "a running search writes its heartbeat this often; one silent for "
+                                      "3 intervals is marked FAILED by the archive collector"),
     "archives.target_size": _Key(_positive(parse_size_bytes), 256 * 1000 * 1000,
                                  "an archive file is closed once its stored (compressed) size reaches this"),
 }
@@ -279,6 +282,7 @@ garbage_collector:
     search_result: 30
 search:
   max_runtime: 1h            # longer-running searches are marked KILLED so they cannot block collection
+  heartbeat_interval: 10s    # a search silent for 3 intervals (its process died) is marked FAILED
 archives:
   target_size: 256MB
 """

@@ -44,7 +44,7 @@ class JobState(enum.StrEnum):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
-    KILLED = "KILLED"  # ran longer than search.max_runtime (or its process died): no longer holds expiry
+    KILLED = "KILLED"  # ran longer than search.max_runtime: no longer holds expiry
 
 
 FINAL_STATES = frozenset(s for s in JobState if s is not JobState.RUNNING)
@@ -115,6 +115,10 @@ class SearchJob:
     results_expired_ms: int | None
     error: str | None
     actor: str
+    # when the searching process last said it is alive, and how often it promised to (ms); None for
+    # a job from before heartbeats, which only search.max_runtime ends (docs/archives-retention.md)
+    heartbeat_ms: int | None = None
+    heartbeat_interval_ms: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -6,16 +6,19 @@
    fixed then (CLP's query scheduler, reference 2.4). Archives overlapping the time range whose end
    timestamp is at or after that bound (or that have no timestamps, with no time range) are the
    ones searched — an expired archive is never read, even while the collector has yet to delete it,
-   and the collector never deletes what this job may read while it is RUNNING.
+   and the collector never deletes what this job may read while it is RUNNING. From then until the
+   job ends a heartbeat thread (heartbeat.py) records every `search.heartbeat_interval` that this
+   process is alive; if it dies, the collector marks the job FAILED and it stops holding expiry.
 3. A Spark job runs one task per archive. A task reads the archive with pyarrow.fs (only the
    timestamp and message columns; row groups whose timestamp statistics lie outside the range are
    skipped), filters with pyarrow.compute and writes the matches to
    search-results/<job id>/<archive id>.parquet (no file when an archive has no match).
 4. The job ends SUCCEEDED, FAILED (the first archive that could not be read, named, or the Spark
-   error) or — decided elsewhere — CANCELLED by `tidekeep archives cancel` or KILLED by the
-   collector past search.max_runtime. A watcher thread polls the job's state; once it is no longer
-   RUNNING the Spark job is cancelled, the counts so far are stored, and the job is returned as it
-   stands. Results written before a cancel stay and expire with the rest.
+   error) or — decided elsewhere — CANCELLED by `tidekeep archives cancel`, KILLED by the
+   collector past search.max_runtime, or FAILED by the collector when its heartbeat stopped (the
+   process looked dead; it may only have been frozen). A watcher thread polls the job's state;
+   once it is no longer RUNNING the Spark job is cancelled, the counts so far are stored, and the
+   job is returned as it stands. Results written before a cancel stay and expire with the rest.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound
 from ..faults import pause_point
+from .heartbeat import Heartbeat
 from .model import JobState, SearchJob, check_dataset, results_dir
 from .query import Matcher, compile_query
 from .store import ArchiveStore, SearchJobStore
@@ -228,8 +232,12 @@ def run_search(client: Client, dataset: str, query: str, *, begin: int | str | N
     # Spark starts before the job exists: a RUNNING job holds the archive collector back, and
     # the job's duration should be the search, not the JVM's start-up
     spark = client.spark()
+    interval = client.settings["search.heartbeat_interval"]
     job = jobs.create(dataset, query, regex=regex, ignore_case=ignore_case, begin_ts=time_range.begin_ms,
-                      end_ts=time_range.end_ms, retention_minutes=client.settings["archive_output.retention_period"])
+                      end_ts=time_range.end_ms, retention_minutes=client.settings["archive_output.retention_period"],
+                      heartbeat_interval_ms=interval)
+    heartbeat = Heartbeat(jobs, job.id, interval)
+    heartbeat.start()
     try:
         return _run(client, spark.sparkContext, job, matcher, time_range, archive_store, jobs, progress)
     except BaseException as exc:
@@ -238,6 +246,8 @@ def run_search(client: Client, dataset: str, query: str, *, begin: int | str | N
         with contextlib.suppress(Exception):
             jobs.finish(job.id, state, archives_searched=0, results_count=0, error=_describe(exc))
         raise
+    finally:
+        heartbeat.stop()
 
 
 def _run(client: Client, sc: Any, job: SearchJob, matcher: Matcher, time_range: TimeRange, archive_store: ArchiveStore,
@@ -286,7 +296,10 @@ def _run(client: Client, sc: Any, job: SearchJob, matcher: Matcher, time_range: 
     if spark_error is not None and error is None:
         error = f"the Spark job failed: {_describe(spark_error).splitlines()[0]}"
     if not jobs.finish(job.id, final, archives_searched=searched, results_count=found, error=error):
-        # cancelled or KILLED meanwhile: that verdict stands; record how far the search got
+        # cancelled, KILLED or FAILED for a missing heartbeat meanwhile: that verdict stands — the
+        # first final state wins (the audit and the results' TTL count from it), the watcher has
+        # cancelled the Spark job, and once the job stopped holding expiry the collector may have
+        # deleted archives it had yet to read, so its results may be incomplete. Record how far it got
         jobs.update_counts(job.id, archives_searched=searched, results_count=found)
     return jobs.get(job.id)
 

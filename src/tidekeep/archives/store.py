@@ -31,7 +31,8 @@ def archive_from_row(row: Any) -> Archive:
 def job_from_row(row: Any) -> SearchJob:
     return SearchJob(row.id, row.dataset, row.query, bool(row.regex), bool(row.ignore_case), row.begin_ts, row.end_ts,
                      JobState(row.state), row.created_ms, row.completed_ms, row.lower_bound_ms, row.archives_searched,
-                     row.results_count, row.results_path, row.results_expired_ms, row.error, row.actor)
+                     row.results_count, row.results_path, row.results_expired_ms, row.error, row.actor,
+                     row.heartbeat_ms, row.heartbeat_interval_ms)
 
 
 def lock_dataset(conn: Connection, dataset: str) -> Any:
@@ -145,9 +146,17 @@ class SearchJobStore:
         self.db = client.db
 
     def create(self, dataset: str, query: str, *, regex: bool, ignore_case: bool, begin_ts: int | None,
-               end_ts: int | None, retention_minutes: int | None) -> SearchJob:
-        """A RUNNING job created now; its lower bound is fixed here from the archive retention."""
+               end_ts: int | None, retention_minutes: int | None,
+               heartbeat_interval_ms: int | None = None) -> SearchJob:
+        """A RUNNING job created now; its lower bound is fixed here from the archive retention. With
+        `heartbeat_interval_ms` the job promises a heartbeat that often (its first one is now); the
+        caller must then keep beating (`heartbeat`) or the archive collector marks it FAILED. Without
+        it only search.max_runtime ends the job."""
         dataset = check_dataset(dataset)
+        if heartbeat_interval_ms is not None and (isinstance(heartbeat_interval_ms, bool)
+                                                  or not isinstance(heartbeat_interval_ms, int)
+                                                  or heartbeat_interval_ms <= 0):
+            raise InvalidInput(f"invalid heartbeat interval {heartbeat_interval_ms!r}: expected milliseconds above 0")
         if not isinstance(query, str) or not query:
             raise InvalidInput("a search needs a query: got an empty one")
         if begin_ts is not None and end_ts is not None and begin_ts > end_ts:
@@ -162,7 +171,8 @@ class SearchJobStore:
                 dataset=dataset, query=query, regex=regex, ignore_case=ignore_case, begin_ts=begin_ts, end_ts=end_ts,
                 state=str(JobState.RUNNING), created_ms=now, completed_ms=None, lower_bound_ms=lower,
                 archives_searched=0, results_count=0, results_path=None, results_expired_ms=None, error=None,
-                actor=self.client.streams.actor)).inserted_primary_key[0]
+                actor=self.client.streams.actor, heartbeat_ms=None if heartbeat_interval_ms is None else now,
+                heartbeat_interval_ms=heartbeat_interval_ms)).inserted_primary_key[0]
         return self.get(int(job_id))
 
     def get(self, job_id: int) -> SearchJob:
@@ -192,8 +202,8 @@ class SearchJobStore:
 
     def finish(self, job_id: int, state: JobState, *, archives_searched: int, results_count: int,
                error: str | None = None) -> bool:
-        """End a RUNNING job; False (nothing changed) if it had already ended — cancelled by a user
-        or KILLED by the collector, whose verdict stands."""
+        """End a RUNNING job; False (nothing changed) if it had already ended — cancelled by a user,
+        KILLED by the collector or marked FAILED by it for a missing heartbeat — whose verdict stands."""
         if state is JobState.RUNNING:
             raise InvalidInput("finish: a job cannot end in state RUNNING")
         with self.db.write() as conn:
@@ -201,6 +211,16 @@ class SearchJobStore:
                 archive_search_jobs.c.id == job_id, archive_search_jobs.c.state == str(JobState.RUNNING)).values(
                 state=str(state), completed_ms=self.client.clock.now_ms(), archives_searched=archives_searched,
                 results_count=results_count, error=error)).rowcount
+        return bool(done)
+
+    def heartbeat(self, job_id: int) -> bool:
+        """Record that the job's process is alive (one UPDATE). Only a RUNNING job beats: a job the
+        collector has already marked FAILED (or that was KILLED, cancelled or has ended) is never
+        brought back, and False says so."""
+        with self.db.write() as conn:
+            done = conn.execute(sa.update(archive_search_jobs).where(
+                archive_search_jobs.c.id == job_id, archive_search_jobs.c.state == str(JobState.RUNNING)).values(
+                heartbeat_ms=self.client.clock.now_ms())).rowcount
         return bool(done)
 
     def update_counts(self, job_id: int, *, archives_searched: int, results_count: int) -> None:

@@ -1,4 +1,4 @@
-"""Metadata tables: log archives, search jobs and the archive collector's journal (migration 0008).
+"""Metadata tables: log archives, search jobs and the archive collector's journal (migrations 0008, 0013).
 
 - `archive_datasets`: one row per dataset (created by its first ingest). Holds on a dataset and the
   archive collector lock this row, so a hold and a collection of one dataset serialise.
@@ -10,6 +10,10 @@
   KILLED; only a RUNNING job holds back archive expiry. `lower_bound_ms` is the expiry bound fixed
   when the job was created (archives ending before it are never searched). Results live in storage
   under `results_path`; `results_expired_ms` is set when the search-result collector expires them.
+  `heartbeat_ms` is when the searching process last said it is alive, every `heartbeat_interval_ms`
+  (the interval it promised, fixed at creation); the archive collector marks a RUNNING job silent
+  for too long FAILED (migration 0013). Both are NULL for jobs created before that migration, and
+  for a job that promised no heartbeat: only `search.max_runtime` ends those.
 - `archive_gc_journal`: the archive collector's write-ahead list of deletion candidates. It is in the
   metadata store rather than in a local file (CLP's choice) so that a collector on another host that
   takes over the lease also finds and finishes a crashed sweep.
@@ -66,6 +70,8 @@ archive_search_jobs = sa.Table(
     sa.Column("results_expired_ms", sa.BigInteger, nullable=True),
     sa.Column("error", sa.Text, nullable=True),
     sa.Column("actor", sa.String(255), nullable=False),
+    sa.Column("heartbeat_ms", sa.BigInteger, nullable=True),
+    sa.Column("heartbeat_interval_ms", sa.BigInteger, nullable=True),
 )
 # safe expiry asks for the oldest RUNNING job; the result collector for completed jobs by end time
 sa.Index("ix_archive_search_jobs_state_created_ms", archive_search_jobs.c.state, archive_search_jobs.c.created_ms)
