@@ -1,6 +1,6 @@
 """The collectors' pure decisions (archives/expiry.py): the seed's worked example, CLP's safe
-expiry, and property tests against brute-force oracles — above all, no archive a RUNNING search
-may read is ever a candidate."""
+expiry, dead searches (no heartbeat) and overlong ones, and property tests against brute-force
+oracles — above all, no archive a live RUNNING search may read is ever a candidate."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidekeep.archives.expiry import (
+    MISSED_HEARTBEATS,
     is_expired,
     jobs_to_kill,
+    jobs_without_heartbeat,
     plan_archive_sweep,
     recheck_candidates,
     results_to_expire,
@@ -32,9 +34,10 @@ def archive(archive_id: str, end_ts: int | None, dataset: str = "d") -> Archive:
 
 
 def job(job_id: int, created_ms: int, state: JobState = JobState.RUNNING, completed_ms: int | None = None,
-        results_expired_ms: int | None = None) -> SearchJob:
+        results_expired_ms: int | None = None, heartbeat_ms: int | None = None,
+        heartbeat_interval_ms: int | None = None) -> SearchJob:
     return SearchJob(job_id, "d", "q", False, False, None, None, state, created_ms, completed_ms, None, 0, 0, None,
-                     results_expired_ms, None, "t")
+                     results_expired_ms, None, "t", heartbeat_ms, heartbeat_interval_ms)
 
 
 # ---- the seed's example: TTL 1 h, archive.T = 16:00 UTC ---------------------------------------
@@ -76,6 +79,36 @@ def test_an_overlong_search_is_killed_and_holds_nothing_back() -> None:
     assert [a.id for a in plan.candidates] == ["a".rjust(32, "0")]
 
 
+def test_a_dead_search_is_failed_after_missed_heartbeats_and_holds_nothing_back() -> None:
+    now = ms(2024, 5, 1, 17, 30)
+    interval = 10_000
+    silent = MISSED_HEARTBEATS * interval
+    assert MISSED_HEARTBEATS == 3  # documented in docs/archives-retention.md
+    dead = job(1, now - 5 * 60_000, heartbeat_ms=now - silent - 1, heartbeat_interval_ms=interval)
+    boundary = job(2, now - 5 * 60_000, heartbeat_ms=now - silent, heartbeat_interval_ms=interval)  # exactly N: alive
+    fresh = job(3, now - 5 * 60_000, heartbeat_ms=now - 1, heartbeat_interval_ms=interval)
+    slower = job(4, now - 5 * 60_000, heartbeat_ms=now - silent - 1, heartbeat_interval_ms=2 * interval)  # its own
+    legacy = job(5, now - 50 * 60_000)  # from before heartbeats: left to max_runtime, however long ago it started
+    ended = job(6, now - 5 * 60_000, JobState.SUCCEEDED, completed_ms=now - silent - 10, heartbeat_ms=now - HOUR,
+                heartbeat_interval_ms=interval)
+    jobs = [ended, legacy, slower, fresh, boundary, dead]
+    assert jobs_without_heartbeat(jobs, now) == [dead]
+    assert jobs_without_heartbeat(jobs, now + 1) == [dead, boundary]
+    # the dead job is the oldest RUNNING one; failed, the next oldest (the legacy job) holds expiry back
+    plan = plan_archive_sweep(now, 60, HOUR, [archive("a", now - 70 * 60_000)], jobs, set(), set())
+    assert plan.dead == [dead] and plan.kill == [] and plan.held_back_by == legacy
+    oldest_live_first = [job(1, now - 90 * 60_000, heartbeat_ms=now - silent - 1, heartbeat_interval_ms=interval),
+                         job(2, now - 30 * 60_000, heartbeat_ms=now, heartbeat_interval_ms=interval)]
+    plan = plan_archive_sweep(now, 60, 10 * HOUR, [archive("a", now - 100 * 60_000), archive("b", now - 91 * 60_000)],
+                              oldest_live_first, set(), set())
+    assert [j.id for j in plan.dead] == [1] and plan.held_back_by is not None and plan.held_back_by.id == 2
+    assert [a.id[-1] for a in plan.candidates] == ["a", "b"]  # the dead job's creation no longer counts
+    # both dead and overlong: FAILED (its process died), not also KILLED
+    both = job(7, now - 2 * HOUR, heartbeat_ms=now - HOUR, heartbeat_interval_ms=interval)
+    plan = plan_archive_sweep(now, 60, HOUR, [], [both], set(), set())
+    assert plan.dead == [both] and plan.kill == []
+
+
 def test_held_archives_are_reported_not_deleted() -> None:
     now = ms(2024, 5, 1, 20)
     old = now - 5 * HOUR
@@ -101,12 +134,16 @@ def test_results_expire_from_completion_in_every_final_state() -> None:
 T0 = 1_700_000_000_000
 times = st.integers(T0 - 20 * HOUR, T0 + 20 * HOUR)
 archive_lists = st.lists(st.tuples(st.sampled_from(["d1", "d2", "d3"]), st.none() | times), max_size=12)
-job_lists = st.lists(st.tuples(times, st.sampled_from(list(JobState))), max_size=6)
+# (created, state, last heartbeat or None for a job from before heartbeats, interval)
+job_lists = st.lists(st.tuples(times, st.sampled_from(list(JobState)), st.none() | times,
+                               st.integers(1, 2 * HOUR)), max_size=6)
 
 
-def build(archive_specs: list[tuple[str, int | None]], job_specs: list[tuple[int, JobState]]):
+def build(archive_specs: list[tuple[str, int | None]],
+          job_specs: list[tuple[int, JobState, int | None, int]]):
     archives = [archive(f"{i:x}", end, dataset) for i, (dataset, end) in enumerate(archive_specs)]
-    jobs = [job(i + 1, created, state) for i, (created, state) in enumerate(job_specs)]
+    jobs = [job(i + 1, created, state, heartbeat_ms=beat, heartbeat_interval_ms=None if beat is None else interval)
+            for i, (created, state, beat, interval) in enumerate(job_specs)]
     return archives, jobs
 
 
@@ -120,9 +157,12 @@ def test_plan_matches_brute_force(archive_specs, job_specs, now, retention, max_
     plan = plan_archive_sweep(now, retention, max_runtime, archives, jobs, held_datasets, held_ids)
     ttl = retention * 60_000
 
-    killed = {j.id for j in jobs if j.state is JobState.RUNNING and now - j.created_ms > max_runtime}
+    dead = {j.id for j in jobs if j.state is JobState.RUNNING and j.heartbeat_ms is not None
+            and j.heartbeat_interval_ms is not None and now - j.heartbeat_ms > 3 * j.heartbeat_interval_ms}
+    killed = {j.id for j in jobs if j.state is JobState.RUNNING and now - j.created_ms > max_runtime} - dead
+    assert {j.id for j in plan.dead} == dead
     assert {j.id for j in plan.kill} == killed
-    still_running = [j for j in jobs if j.state is JobState.RUNNING and j.id not in killed]
+    still_running = [j for j in jobs if j.state is JobState.RUNNING and j.id not in killed | dead]
     # the oracle: an archive may go iff it is below now − TTL and below every running search's lower bound
     def may_go(a: Archive) -> bool:
         return (a.end_ts is not None and now - a.end_ts > ttl

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 import tidekeep as tk
 from helpers.archives import make_archive
 from tidekeep.archives.gc import collect_all, collect_archives
-from tidekeep.archives.model import Archive, JobState
+from tidekeep.archives.model import Archive, JobState, SearchJob
 from tidekeep.archives.store import ArchiveStore, SearchJobStore
 from tidekeep.store.schema_archives import archive_gc_journal, archive_search_jobs, archives
 from tidekeep.store.schema_catalog import catalog_records
@@ -343,3 +343,145 @@ def test_the_orphan_sweep_leaves_a_dataset_alone_while_an_ingest_runs(tmp_path: 
         assert report.orphans == 2 and not moved.exists() and not part.exists() and not staging.exists()
     finally:
         c.close()
+
+
+# ---- dead searches: no heartbeat ------------------------------------------------------------------
+SECOND = 1000
+
+
+def beating_job(client: tk.Client, interval_ms: int = 10 * SECOND) -> SearchJob:
+    """A RUNNING job as run_search creates it: with a heartbeat promised every interval_ms."""
+    return SearchJobStore(client).create("web", "x", regex=False, ignore_case=False, begin_ts=None, end_ts=None,
+                                         retention_minutes=60, heartbeat_interval_ms=interval_ms)
+
+
+def test_a_search_silent_past_its_heartbeats_is_failed_and_stops_holding(gc_client: tk.Client) -> None:
+    clock = clock_of(gc_client)
+    held = ending(gc_client, "web", T0 - 50 * MIN)  # ≥ the job's lower bound T0 − TTL: the job may read it
+    other = ending(gc_client, "db", T0)  # not expired: must not change
+    jobs = SearchJobStore(gc_client)
+    job = beating_job(gc_client)
+    assert (job.heartbeat_ms, job.heartbeat_interval_ms) == (T0, 10 * SECOND)  # the first beat is the creation
+    clock.advance(15 * MIN)  # now − TTL is past `held`: only the job holds it
+    last = T0 + 15 * MIN
+    assert jobs.heartbeat(job.id) and jobs.get(job.id).heartbeat_ms == last
+    clock.set(last + 30 * SECOND)  # exactly three intervals of silence: still alive
+    report = collect_archives(gc_client)
+    assert jobs.get(job.id).state is JobState.RUNNING and report.failed_jobs == []
+    assert report.held_back_by_job == job.id and held.id in live_ids(gc_client)
+    clock.advance(1)
+    dry = collect_archives(gc_client, dry_run=True)
+    assert [(f["job_id"], f["heartbeat_ms"], f["silent_ms"]) for f in dry.failed_jobs] == [(job.id, last,
+                                                                                            30 * SECOND + 1)]
+    assert [c["archive_id"] for c in dry.candidates] == [held.id] and "1 dead search(es) to fail" in dry.summary()
+    assert jobs.get(job.id).state is JobState.RUNNING and held.id in live_ids(gc_client)
+
+    report = collect_archives(gc_client)
+    failed = jobs.get(job.id)
+    now = last + 30 * SECOND + 1
+    assert failed.state is JobState.FAILED and failed.completed_ms == now and failed.heartbeat_ms == last
+    assert failed.error == ("no heartbeat since 2023-11-14T22:28:20.000Z (expected every 10s): its process died; "
+                            "marked FAILED by the archive collector at 2023-11-14T22:28:50.001Z")
+    assert [f["job_id"] for f in report.failed_jobs] == [job.id] and report.killed_jobs == []
+    assert report.held_back_by_job is None and "1 dead search(es) failed (no heartbeat)" in report.summary()
+    assert live_ids(gc_client) == {other.id} and not file_exists(gc_client, held) and file_exists(gc_client, other)
+    [entry] = [e for e in gc_client.audit() if e["action"] == "search_fail"]
+    assert entry["target"] == f"search/{job.id}" and entry["reason"] == failed.error
+    details = json.loads(entry["details"])
+    assert (details["heartbeat_ms"], details["heartbeat_interval_ms"], details["missed_heartbeats"]) == \
+        (last, 10 * SECOND, 3)
+    assert [e for e in gc_client.audit() if e["action"] == "search_kill"] == []
+    # the search's process, were it alive after all, can neither beat the job back to life nor finish it
+    assert not jobs.heartbeat(job.id)
+    assert not jobs.finish(job.id, JobState.SUCCEEDED, archives_searched=1, results_count=3)
+    assert jobs.get(job.id) == failed
+    assert collect_archives(gc_client).failed_jobs == []  # once
+
+
+def test_fresh_heartbeats_keep_a_long_search_alive(gc_client: tk.Client) -> None:
+    """A search beating on time is never failed, however long it runs (up to search.max_runtime)."""
+    clock = clock_of(gc_client)
+    held = ending(gc_client, "web", T0 - 50 * MIN)
+    jobs = SearchJobStore(gc_client)
+    job = beating_job(gc_client)
+    for _ in range(40):  # 40 × 25 s: well past three intervals since creation, never three since a beat
+        clock.advance(25 * SECOND)
+        assert jobs.heartbeat(job.id)
+        report = collect_archives(gc_client)
+        assert report.failed_jobs == [] and report.held_back_by_job == job.id
+    assert jobs.get(job.id).state is JobState.RUNNING and held.id in live_ids(gc_client)
+
+
+def test_a_search_that_beat_after_being_judged_dead_is_not_failed(gc_client: tk.Client) -> None:
+    """The collector read a stale heartbeat, then the (only slow) process beat: the FAILED update
+    requires the heartbeat it judged, so the job stays RUNNING, and the re-check inside the deleting
+    transaction keeps what it holds back."""
+    from tidekeep.archives.expiry import plan_archive_sweep
+    from tidekeep.archives.gc import ArchiveGcReport, delete_metadata, fail_dead_searches
+
+    clock = clock_of(gc_client)
+    held = ending(gc_client, "web", T0 - 50 * MIN)
+    jobs = SearchJobStore(gc_client)
+    job = beating_job(gc_client)
+    clock.advance(31 * MIN)
+    now = clock.now_ms()
+    plan = plan_archive_sweep(now, 60, HOUR, ArchiveStore(gc_client).list(), jobs.list(), set(), set())
+    assert [j.id for j in plan.dead] == [job.id] and [a.id for a in plan.candidates] == [held.id]
+    assert jobs.heartbeat(job.id)
+    assert fail_dead_searches(gc_client, plan.dead, now) == []
+    assert jobs.get(job.id).state is JobState.RUNNING
+    report = ArchiveGcReport(now_ms=now, dry_run=False, enabled=True, retention_minutes=60)
+    assert delete_metadata(gc_client, plan, report) == [] and report.kept_by_recheck == [held.id]
+    assert held.id in live_ids(gc_client) and file_exists(gc_client, held)
+    assert [e for e in gc_client.audit() if e["action"] == "search_fail"] == []
+
+
+def test_jobs_from_before_heartbeats_fall_back_to_max_runtime(gc_client: tk.Client) -> None:
+    """A job RUNNING when migration 0013 is applied has no heartbeat: it is never taken for dead,
+    and search.max_runtime (1 h) still ends it."""
+    from importlib import resources
+
+    from alembic import command
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    clock = clock_of(gc_client)
+    held = ending(gc_client, "web", T0 - 50 * MIN)
+    job = beating_job(gc_client)
+    with gc_client.db.engine.connect() as conn:  # back to the schema before heartbeats, and up again
+        config = Config()
+        config.set_main_option("script_location", str(resources.files("tidekeep.store") / "migrations"))
+        config.attributes["connection"] = conn
+        before = ScriptDirectory.from_config(config).get_revision("0013").down_revision
+        command.downgrade(config, str(before))
+        conn.commit()
+        assert "heartbeat_ms" not in {c["name"] for c in sa.inspect(conn).get_columns("archive_search_jobs")}
+    gc_client.db.upgrade()
+    jobs = SearchJobStore(gc_client)
+    legacy = jobs.get(job.id)
+    assert (legacy.state, legacy.heartbeat_ms, legacy.heartbeat_interval_ms) == (JobState.RUNNING, None, None)
+    clock.advance(HOUR)  # hours of "silence" are nothing without a promised heartbeat
+    report = collect_archives(gc_client)
+    assert report.failed_jobs == [] and report.held_back_by_job == job.id and held.id in live_ids(gc_client)
+    clock.advance(1)
+    report = collect_archives(gc_client)
+    assert [k["job_id"] for k in report.killed_jobs] == [job.id] and jobs.get(job.id).state is JobState.KILLED
+    assert held.id not in live_ids(gc_client)
+
+
+def test_the_gc_report_lists_dead_searches(gc_client: tk.Client, capsys: pytest.CaptureFixture[str]) -> None:
+    from tidekeep.cli.archives_gc import print_report
+
+    ending(gc_client, "web", T0)
+    job = beating_job(gc_client)
+    clock_of(gc_client).advance(2 * MIN)
+    for dry_run, heading in ((True, "searches whose process died, that would be marked FAILED (no heartbeat):"),
+                             (False, "searches whose process died, marked FAILED (no heartbeat):")):
+        capsys.readouterr()
+        print_report(collect_all(gc_client, dry_run=dry_run))
+        lines = capsys.readouterr().out.splitlines()
+        at = lines.index(heading)
+        assert lines[at + 1].split() == ["JOB", "DATASET", "CREATED", "LAST", "HEARTBEAT", "SILENT", "QUERY"]
+        assert lines[at + 2].split() == [str(job.id), "web", "2023-11-14T22:13:20.000Z", "2023-11-14T22:13:20.000Z",
+                                         "2m", "x"]
+    assert SearchJobStore(gc_client).get(job.id).state is JobState.FAILED

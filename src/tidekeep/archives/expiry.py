@@ -8,8 +8,10 @@ reads only archives with `end_ts ≥ C − TTL` (its lower bound, fixed at creat
 running search may read is ever a candidate. CLP works in whole seconds; we work in milliseconds,
 so with TTL 1 h an archive ending 16:00:00.000 is kept at 17:00:00.000 and expired at 17:00:00.001.
 
-Beyond CLP: a search RUNNING longer than `search.max_runtime` is KILLED first and then holds
-nothing back, so one hanging search cannot stop collection forever. Held archives (a hold on the
+Beyond CLP: a RUNNING search whose process died is marked FAILED first — it promised a heartbeat
+every `heartbeat_interval_ms` and none came for more than MISSED_HEARTBEATS intervals — and a
+search RUNNING longer than `search.max_runtime` is KILLED; either then holds nothing back, so
+neither a dead nor a hanging search stops collection for long. Held archives (a hold on the
 archive or on its dataset) are never candidates; they are reported as held.
 
 Search results expire `retention` after their job's completion time (CLP PR #2509), for every
@@ -43,6 +45,31 @@ def is_expired(end_ts: int | None, expiry_ms: int) -> bool:
     return end_ts is not None and end_ts < expiry_ms
 
 
+# A search silent for more than this many of its heartbeat intervals is taken for dead. Three, so
+# that one or two late beats (a busy metadata store, a long garbage collection pause in the
+# searching process) never fail a live search.
+MISSED_HEARTBEATS = 3
+
+
+def heartbeat_deadline_ms(job: SearchJob) -> int | None:
+    """The last moment at which the job still counts as alive without a new heartbeat: its last
+    heartbeat + MISSED_HEARTBEATS intervals. None for a job without heartbeats (created before
+    them, or promising none): only search.max_runtime ends that one."""
+    if job.heartbeat_ms is None or job.heartbeat_interval_ms is None:
+        return None
+    return job.heartbeat_ms + MISSED_HEARTBEATS * job.heartbeat_interval_ms
+
+
+def jobs_without_heartbeat(jobs: Iterable[SearchJob], now_ms: int) -> list[SearchJob]:
+    """RUNNING jobs whose process died: `now − last heartbeat > MISSED_HEARTBEATS × interval`
+    (exactly that many intervals of silence is still alive)."""
+    def dead(job: SearchJob) -> bool:
+        deadline = heartbeat_deadline_ms(job)
+        return job.state is JobState.RUNNING and deadline is not None and now_ms > deadline
+
+    return sorted((j for j in jobs if dead(j)), key=lambda j: j.id)
+
+
 def jobs_to_kill(jobs: Iterable[SearchJob], now_ms: int, max_runtime_ms: int) -> list[SearchJob]:
     """RUNNING jobs that have run longer than `search.max_runtime` (created before now − max)."""
     limit = now_ms - max_runtime_ms
@@ -55,13 +82,14 @@ def is_held(archive: Archive, held_datasets: Collection[str], held_archives: Col
 
 @dataclass(frozen=True)
 class ArchivePlan:
-    """One sweep's decision: which searches to kill, the expiry, what to delete and what is held."""
+    """One sweep's decision: which searches to fail or kill, the expiry, what to delete and what is held."""
 
     now_ms: int
     retention_minutes: int
     expiry_ms: int
     held_back_by: SearchJob | None  # the oldest RUNNING job that moved expiry earlier than now − TTL
-    kill: list[SearchJob] = field(default_factory=list)
+    kill: list[SearchJob] = field(default_factory=list)  # RUNNING longer than search.max_runtime: KILLED
+    dead: list[SearchJob] = field(default_factory=list)  # no heartbeat for too long: FAILED
     candidates: list[Archive] = field(default_factory=list)  # expired, not held: to delete
     held: list[Archive] = field(default_factory=list)  # expired but held: kept
 
@@ -69,12 +97,15 @@ class ArchivePlan:
 def plan_archive_sweep(now_ms: int, retention_minutes: int, max_runtime_ms: int, archives: Iterable[Archive],
                        jobs: Iterable[SearchJob], held_datasets: Collection[str],
                        held_archives: Collection[str]) -> ArchivePlan:
-    """Kill overlong searches, compute the safe expiry from the searches still RUNNING (those
-    created before now, as CLP asks), and split the expired archives into candidates and held."""
+    """Fail dead searches and kill overlong ones, compute the safe expiry from the searches still
+    RUNNING (those created before now, as CLP asks), and split the expired archives into candidates
+    and held. A search both dead and overlong is failed: that its process died says more."""
     jobs = list(jobs)
-    kill = jobs_to_kill(jobs, now_ms, max_runtime_ms)
-    killed = {j.id for j in kill}
-    running = [j for j in jobs if j.state is JobState.RUNNING and j.id not in killed and j.created_ms < now_ms]
+    dead = jobs_without_heartbeat(jobs, now_ms)
+    ended = {j.id for j in dead}
+    kill = jobs_to_kill((j for j in jobs if j.id not in ended), now_ms, max_runtime_ms)
+    ended |= {j.id for j in kill}
+    running = [j for j in jobs if j.state is JobState.RUNNING and j.id not in ended and j.created_ms < now_ms]
     oldest = min(running, key=lambda j: (j.created_ms, j.id), default=None)
     expiry = safe_expiry_ms(now_ms, retention_minutes, None if oldest is None else oldest.created_ms)
     held_back_by = oldest if oldest is not None and expiry < now_ms - retention_ms(retention_minutes) else None
@@ -84,7 +115,7 @@ def plan_archive_sweep(now_ms: int, retention_minutes: int, max_runtime_ms: int,
         if not is_expired(archive.end_ts, expiry):
             continue
         (held if is_held(archive, held_datasets, held_archives) else candidates).append(archive)
-    return ArchivePlan(now_ms, retention_minutes, expiry, held_back_by, kill, candidates, held)
+    return ArchivePlan(now_ms, retention_minutes, expiry, held_back_by, kill, dead, candidates, held)
 
 
 def recheck_candidates(candidates: Sequence[Archive], expiry_ms: int, held_datasets: Collection[str],
@@ -162,6 +193,6 @@ def plan_orphans(entries: Iterable[StoredEntry], named: Collection[str], cutoff_
     return OrphanPlan(sorted(files, key=lambda e: e.path), sorted(stale), sorted(busy))
 
 
-__all__ = ["ArchivePlan", "OrphanPlan", "StoredEntry", "completion_ms", "is_expired", "is_held", "jobs_to_kill",
-           "plan_archive_sweep", "plan_orphans", "recheck_candidates", "results_to_expire", "retention_ms",
-           "safe_expiry_ms"]
+__all__ = ["MISSED_HEARTBEATS", "ArchivePlan", "OrphanPlan", "StoredEntry", "completion_ms", "heartbeat_deadline_ms",
+           "is_expired", "is_held", "jobs_to_kill", "jobs_without_heartbeat", "plan_archive_sweep", "plan_orphans",
+           "recheck_candidates", "results_to_expire", "retention_ms", "safe_expiry_ms"]

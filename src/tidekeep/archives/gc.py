@@ -7,7 +7,10 @@ One sweep, in crash-safe order (the decisions are in expiry.py):
    file is fine) and then the journal row. A journaled archive whose row still exists was never
    committed as deleted: drop the journal row and delete nothing (CLP would delete the file of a
    live archive here, reference 2.3 "Edge case").
-1. Mark RUNNING searches older than `search.max_runtime` KILLED (audited "search_kill").
+1. Mark RUNNING searches whose process died FAILED — no heartbeat for more than
+   MISSED_HEARTBEATS of their intervals (audited "search_fail") — then those older than
+   `search.max_runtime` KILLED (audited "search_kill"). Both only end jobs still RUNNING, and a
+   job that beat again since it was read is left alone.
 2. Compute the safe expiry from the oldest RUNNING search (now − TTL when none runs).
 3. Choose the candidates: end_ts < expiry, not held.
 4. Journal the candidates and commit (fault point `archive_gc.after_journal`).
@@ -31,6 +34,7 @@ idempotent; a rerun after a crash anywhere finishes the work.
 
 from __future__ import annotations
 
+import json
 import logging
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
@@ -41,13 +45,22 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..faults import fault_point
+from ..store.schema import audit as audit_table
 from ..store.schema_archives import archive_gc_journal as journal
 from ..store.schema_archives import archive_search_jobs as jobs_table
 from ..store.schema_archives import archives as archives_table
 from ..store.schema_catalog import catalog_records
 from ..store.schema_holds import holds as holds_table
-from ..units import iso_utc
-from .expiry import ArchivePlan, StoredEntry, plan_archive_sweep, plan_orphans, recheck_candidates, safe_expiry_ms
+from ..units import format_duration, iso_utc
+from .expiry import (
+    MISSED_HEARTBEATS,
+    ArchivePlan,
+    StoredEntry,
+    plan_archive_sweep,
+    plan_orphans,
+    recheck_candidates,
+    safe_expiry_ms,
+)
 from .model import ARCHIVES_DIR, Archive, JobState, SearchJob
 from .store import archive_from_row, job_from_row, lock_dataset, oldest_running_created_ms
 
@@ -75,6 +88,7 @@ class ArchiveGcReport:
     candidates: list[dict[str, Any]] = field(default_factory=list)  # deleted (dry run: would be), with why
     held: list[dict[str, Any]] = field(default_factory=list)  # expired but held
     killed_jobs: list[dict[str, Any]] = field(default_factory=list)  # (dry run: would be)
+    failed_jobs: list[dict[str, Any]] = field(default_factory=list)  # no heartbeat: process died (dry run: would be)
     kept_by_recheck: list[str] = field(default_factory=list)  # candidates a new hold/search saved
     deleted: int = 0
     bytes_freed: int = 0
@@ -96,6 +110,9 @@ class ArchiveGcReport:
         size = sum(c["bytes"] for c in self.candidates) if self.dry_run else self.bytes_freed
         text = (f"archives: {verb} {count} ({size} bytes), expiry {iso_utc(self.expiry_ms)}; "
                 f"{len(self.held)} held; {len(self.killed_jobs)} search(es) {'to kill' if self.dry_run else 'killed'}")
+        if self.failed_jobs:
+            text += (f"; {len(self.failed_jobs)} dead search(es) {'to fail' if self.dry_run else 'failed'} "
+                     f"(no heartbeat)")
         if self.held_back_by_job is not None:
             text += f"; expiry held back by running search {self.held_back_by_job}"
         if self.replayed or self.journal_dropped:
@@ -160,6 +177,19 @@ def _job_view(job: SearchJob, now: int) -> dict[str, Any]:
             "runtime_ms": now - job.created_ms}
 
 
+def _dead_job_view(job: SearchJob, now: int) -> dict[str, Any]:
+    silent = None if job.heartbeat_ms is None else now - job.heartbeat_ms  # never None: dead jobs have beaten
+    return {**_job_view(job, now), "heartbeat_ms": job.heartbeat_ms, "heartbeat_interval_ms": job.heartbeat_interval_ms,
+            "silent_ms": silent}
+
+
+def dead_search_error(job: SearchJob, now: int) -> str:
+    """The error a search whose process died is FAILED with."""
+    interval = format_duration(job.heartbeat_interval_ms or 0)
+    return (f"no heartbeat since {iso_utc(job.heartbeat_ms)} (expected every {interval}): its process died; "
+            f"marked FAILED by the archive collector at {iso_utc(now)}")
+
+
 # ---- storage ----------------------------------------------------------------------------------
 def delete_file(client: Client, rel_path: str) -> bool:
     """Delete one file; False if it was already gone (which is fine: gone is gone)."""
@@ -200,8 +230,33 @@ def replay_journal(client: Client, report: ArchiveGcReport) -> None:
              report.replayed, report.journal_dropped)
 
 
+def fail_dead_searches(client: Client, jobs: Sequence[SearchJob], now: int) -> list[SearchJob]:
+    """Step 1, first half: RUNNING → FAILED for searches silent too long, completion now, audited.
+    Each UPDATE also requires the heartbeat read when the job was judged: a search that beat again
+    since (it was only slow) is not failed. Its results stay as far as they got, and expire from now."""
+    failed: list[SearchJob] = []
+    with client.db.write() as conn:
+        for job in jobs:
+            error = dead_search_error(job, now)
+            done = conn.execute(sa.update(jobs_table).where(
+                jobs_table.c.id == job.id, jobs_table.c.state == str(JobState.RUNNING),
+                jobs_table.c.heartbeat_ms == job.heartbeat_ms).values(
+                state=str(JobState.FAILED), completed_ms=now, error=error)).rowcount
+            if done:
+                details = {"job": job.id, "dataset": job.dataset, "created_ms": job.created_ms,
+                           "heartbeat_ms": job.heartbeat_ms, "heartbeat_interval_ms": job.heartbeat_interval_ms,
+                           "missed_heartbeats": MISSED_HEARTBEATS}
+                conn.execute(sa.insert(audit_table).values(
+                    time_ms=now, action="search_fail", target=f"search/{job.id}", old_head=None, new_head=None,
+                    bytes_freed=0, reason=error, actor=client.streams.actor, details=json.dumps(details)))
+                failed.append(job)
+    for job in failed:
+        log.info("failed search %d (last heartbeat %s): its process died", job.id, iso_utc(job.heartbeat_ms))
+    return failed
+
+
 def kill_overlong_searches(client: Client, jobs: Sequence[SearchJob], now: int) -> list[SearchJob]:
-    """Step 1: RUNNING → KILLED (only if still RUNNING), completion now, audited."""
+    """Step 1, second half: RUNNING → KILLED (only if still RUNNING), completion now, audited."""
     max_runtime = client.settings["search.max_runtime"]
     killed: list[SearchJob] = []
     with client.db.write() as conn:
@@ -371,10 +426,12 @@ def collect_archives(client: Client, dry_run: bool = False, progress: Progress |
     report.held = [_candidate_view(a, plan, f"expired but held ({why_held[a.id]})") for a in plan.held]
     report.candidates = [_candidate_view(a, plan, _why(a, plan)) for a in plan.candidates]
     if dry_run:
+        report.failed_jobs = [_dead_job_view(j, now) for j in plan.dead]
         report.killed_jobs = [_job_view(j, now) for j in plan.kill]
         sweep_orphans(client, now, True, report)
         log.info("archive sweep (dry run): %s", report.summary())
         return report
+    report.failed_jobs = [_dead_job_view(j, now) for j in fail_dead_searches(client, plan.dead, now)]
     report.killed_jobs = [_job_view(j, now) for j in kill_overlong_searches(client, plan.kill, now)]
     # in batches, so one sweep over a long backlog keeps its transactions and IN lists bounded
     total = len(plan.candidates)

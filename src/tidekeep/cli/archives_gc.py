@@ -44,6 +44,13 @@ def print_report(report: GcReport) -> None:
         emit_table(["ARCHIVE", "DATASET", "END", "AGE", "BYTES", "WHY"],
                    [[h["archive_id"], h["dataset"], iso_utc(h["end_ts"]), format_age(h["age_ms"]), h["bytes"],
                      h["why"]] for h in archives.held])
+    if archives.failed_jobs:
+        emit("")
+        emit("searches whose process died, that would be marked FAILED (no heartbeat):" if archives.dry_run
+             else "searches whose process died, marked FAILED (no heartbeat):")
+        emit_table(["JOB", "DATASET", "CREATED", "LAST HEARTBEAT", "SILENT", "QUERY"],
+                   [[f["job_id"], f["dataset"], iso_utc(f["created_ms"]), iso_utc(f["heartbeat_ms"]),
+                     format_age(f["silent_ms"]), f["query"]] for f in archives.failed_jobs])
     if archives.killed_jobs:
         emit("")
         emit("searches that would be killed (ran longer than search.max_runtime):" if archives.dry_run
