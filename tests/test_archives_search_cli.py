@@ -20,6 +20,7 @@ from helpers.procs import worker_env
 from tidekeep.archives.model import JobState
 from tidekeep.archives.results import result_files
 from tidekeep.cli.main import main
+from tidekeep.units import iso_utc
 
 CLI = [sys.executable, "-m", "tidekeep.cli.main"]
 
@@ -86,11 +87,17 @@ def test_search_results_jobs_job_and_cancel(ws: Workspace) -> None:
     assert code == 0 and json.loads(out)["rows"] == [] and json.loads(out)["total"] == 3
 
     code, out, _ = ws.run("archives", "jobs", "--json")
-    assert [j["id"] for j in json.loads(out)] == [job_id + 1, job_id]
+    listed = json.loads(out)
+    assert [j["id"] for j in listed] == [job_id + 1, job_id]
+    # each search beat at least at its creation, promising search.heartbeat_interval (default 10 s)
+    assert all(j["heartbeat_interval_ms"] == 10_000 and j["heartbeat_ms"] >= j["created_ms"] for j in listed)
     code, out, _ = ws.run("archives", "jobs", "--state", "succeeded", "--limit", "1")
-    assert code == 0 and out.splitlines()[0].split()[:4] == ["ID", "STATE", "DATASET", "QUERY"]
-    assert len(out.splitlines()) == 2 and out.splitlines()[1].split()[:4] == [str(job_id + 1), "SUCCEEDED", "web",
-                                                                              "get*0?"]
+    assert code == 0 and out.splitlines()[0].split() == ["ID", "STATE", "DATASET", "QUERY", "CREATED", "COMPLETED",
+                                                         "HEARTBEAT", "ARCHIVES", "RESULTS"]
+    newest = ws.client.archives.job(job_id + 1)
+    assert len(out.splitlines()) == 2 and out.splitlines()[1].split() == [
+        str(job_id + 1), "SUCCEEDED", "web", "get*0?", iso_utc(newest.created_ms), iso_utc(newest.completed_ms),
+        iso_utc(newest.heartbeat_ms), "1", "2"]
     code, out, _ = ws.run("archives", "jobs", "--state", "RUNNING")
     assert (code, out) == (0, "no search jobs\n")
 
@@ -100,12 +107,15 @@ def test_search_results_jobs_job_and_cancel(ws: Workspace) -> None:
     assert re.search(r"^time range\s+\[2024-06-01T12:00:00\.000Z, 2024-06-01T12:00:01\.000Z\] \(inclusive\)$", out,
                      re.MULTILINE), out
     assert re.search(r"^options\s+ignore case$", out, re.MULTILINE)
+    assert re.search(rf"^heartbeat\s+{re.escape(iso_utc(newest.heartbeat_ms))} \(every 10s\)$", out, re.MULTILINE)
 
     # cancel: a RUNNING job (created as the search command creates it) ends CANCELLED
     from tidekeep.archives.store import SearchJobStore
 
     running = SearchJobStore(ws.client).create("web", "x", regex=False, ignore_case=False, begin_ts=None, end_ts=None,
                                                retention_minutes=None)
+    code, out, _ = ws.run("archives", "job", str(running.id))
+    assert re.search(r"^heartbeat\s+-$", out, re.MULTILINE)  # created without a heartbeat promise
     code, out, _ = ws.run("archives", "cancel", str(running.id), "--json")
     assert code == 0 and json.loads(out)["state"] == "CANCELLED"
     assert ws.client.archives.job(running.id).state is JobState.CANCELLED

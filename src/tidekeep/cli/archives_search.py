@@ -16,6 +16,7 @@ import typer
 
 from ..archives.model import JobState, SearchJob
 from ..archives.results import MAX_PAGE_SIZE, ResultsPage
+from ..units import format_duration
 from .context import open_client
 from .output import emit, emit_json, emit_table, fields, iso_utc
 from .progress import progress_bar
@@ -53,13 +54,21 @@ def print_page(page: ResultsPage) -> None:
         emit(f"next: tidekeep archives results {page.job.id} --page {page.page + 1} --page-size {page.page_size}")
 
 
+def heartbeat_text(job: SearchJob) -> str:
+    """The last heartbeat and the promised interval, or "-" for a job without heartbeats."""
+    if job.heartbeat_ms is None:
+        return "-"
+    every = f" (every {format_duration(job.heartbeat_interval_ms)})" if job.heartbeat_interval_ms else ""
+    return f"{iso_utc(job.heartbeat_ms)}{every}"
+
+
 def job_fields(job: SearchJob) -> list[tuple[str, object]]:
     time_range = "-" if job.begin_ts is None and job.end_ts is None else \
         f"[{iso_utc(job.begin_ts) or '-'}, {iso_utc(job.end_ts) or '-'}] (inclusive)"
     flags = ", ".join(f for f, on in (("regex", job.regex), ("ignore case", job.ignore_case)) if on) or "-"
     return [("id", job.id), ("dataset", job.dataset), ("query", job.query), ("options", flags),
             ("time range", time_range), ("state", job.state), ("created", iso_utc(job.created_ms)),
-            ("completed", iso_utc(job.completed_ms) or "-"),
+            ("completed", iso_utc(job.completed_ms) or "-"), ("heartbeat", heartbeat_text(job)),
             ("lower bound", iso_utc(job.lower_bound_ms) or "- (archive_output.retention_period not set)"),
             ("archives searched", job.archives_searched), ("results", job.results_count),
             ("results path", job.results_path or "-"),
@@ -133,7 +142,8 @@ def register(app: typer.Typer) -> None:
         limit: Annotated[int, typer.Option("--limit", metavar="N", help="At most N jobs, newest first")] = 100,
         json_output: JsonFlag = False,
     ) -> None:
-        """Search jobs, newest first."""
+        """Search jobs, newest first, with their last heartbeat (a RUNNING job whose process died
+        stops beating and is marked FAILED by the archive collector)."""
         with open_client(ctx) as client:
             found = client.archives.jobs(limit=limit, state=state)
         if json_output:
@@ -142,14 +152,14 @@ def register(app: typer.Typer) -> None:
         if not found:
             emit("no search jobs")
             return
-        emit_table(["ID", "STATE", "DATASET", "QUERY", "CREATED", "COMPLETED", "ARCHIVES", "RESULTS"],
+        emit_table(["ID", "STATE", "DATASET", "QUERY", "CREATED", "COMPLETED", "HEARTBEAT", "ARCHIVES", "RESULTS"],
                    [[j.id, j.state, j.dataset, _shown(j.query) + (" (regex)" if j.regex else ""),
-                     iso_utc(j.created_ms), iso_utc(j.completed_ms) or "-", j.archives_searched, j.results_count]
-                    for j in found])
+                     iso_utc(j.created_ms), iso_utc(j.completed_ms) or "-", iso_utc(j.heartbeat_ms) or "-",
+                     j.archives_searched, j.results_count] for j in found])
 
     @app.command("job")
     def job(ctx: typer.Context, job_id: JobArg, json_output: JsonFlag = False) -> None:
-        """One search job: its query, range, state, lower bound, counts and results location."""
+        """One search job: its query, range, state, last heartbeat, lower bound, counts and results location."""
         with open_client(ctx) as client:
             found = client.archives.job(job_id)  # type: ignore[arg-type]
         if json_output:
