@@ -437,7 +437,7 @@ def test_a_search_that_beat_after_being_judged_dead_is_not_failed(gc_client: tk.
 
 
 def test_jobs_from_before_heartbeats_fall_back_to_max_runtime(gc_client: tk.Client) -> None:
-    """A job RUNNING when migration 0013 is applied has no heartbeat: it is never taken for dead,
+    """A job RUNNING when migration 0012 is applied has no heartbeat: it is never taken for dead,
     and search.max_runtime (1 h) still ends it."""
     from importlib import resources
 
@@ -452,7 +452,7 @@ def test_jobs_from_before_heartbeats_fall_back_to_max_runtime(gc_client: tk.Clie
         config = Config()
         config.set_main_option("script_location", str(resources.files("tidekeep.store") / "migrations"))
         config.attributes["connection"] = conn
-        before = ScriptDirectory.from_config(config).get_revision("0013").down_revision
+        before = ScriptDirectory.from_config(config).get_revision("0012").down_revision
         command.downgrade(config, str(before))
         conn.commit()
         assert "heartbeat_ms" not in {c["name"] for c in sa.inspect(conn).get_columns("archive_search_jobs")}

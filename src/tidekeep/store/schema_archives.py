@@ -1,4 +1,4 @@
-"""Metadata tables: log archives, search jobs and the archive collector's journal (migrations 0008, 0013).
+"""Metadata tables: log archives, search jobs and the archive collector's journal (migrations 0008, 0012).
 
 - `archive_datasets`: one row per dataset (created by its first ingest). Holds on a dataset and the
   archive collector lock this row, so a hold and a collection of one dataset serialise.
@@ -12,7 +12,7 @@
   under `results_path`; `results_expired_ms` is set when the search-result collector expires them.
   `heartbeat_ms` is when the searching process last said it is alive, every `heartbeat_interval_ms`
   (the interval it promised, fixed at creation); the archive collector marks a RUNNING job silent
-  for too long FAILED (migration 0013). Both are NULL for jobs created before that migration, and
+  for too long FAILED (migration 0012). Both are NULL for jobs created before that migration, and
   for a job that promised no heartbeat: only `search.max_runtime` ends those.
 - `archive_gc_journal`: the archive collector's write-ahead list of deletion candidates. It is in the
   metadata store rather than in a local file (CLP's choice) so that a collector on another host that

@@ -1,7 +1,7 @@
 """search heartbeats: when a running search last said it is alive, and how often it promised to
 
-Revision ID: 0013
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013"
-down_revision = "0010"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
