@@ -166,7 +166,8 @@ def tidekeep_client(home: Path, master: str, corpus_end_ms: int):
 
     # the clock sits a day after the corpus: syslog lines (no year) get the corpus's year, and with
     # no retention configured nothing expires either way
-    return tk.connect(home=home, settings={"spark.master": master}, clock=tk.ManualClock(corpus_end_ms + DAY_MS))
+    return tk.connect(home=home, settings={"spark.master": master}, clock=tk.ManualClock(corpus_end_ms + DAY_MS),
+        create=True)
 
 
 def tidekeep_ingest(client, corpus: Path) -> tuple[object, float]:

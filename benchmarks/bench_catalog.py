@@ -115,8 +115,8 @@ def deleted_fingerprint(client: tk.Client) -> tuple[int, int]:
 def bench_backend(name: str, url_s: str, url_b: str, rows: int, workdir: Path, master: str) -> dict:
     settings = {"spark.master": master}
     spark_side = tk.connect(home=workdir / f"{name}-spark", metadata_url=url_s, settings=settings,
-                            clock=tk.ManualClock(NOW))
-    base_side = tk.connect(home=workdir / f"{name}-base", metadata_url=url_b, clock=tk.ManualClock(NOW))
+                            clock=tk.ManualClock(NOW), create=True)
+    base_side = tk.connect(home=workdir / f"{name}-base", metadata_url=url_b, clock=tk.ManualClock(NOW), create=True)
     try:
         started = time.perf_counter()
         spark_side.catalog.generate(rows, seed=1, span_days=3650)

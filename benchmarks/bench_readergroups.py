@@ -33,7 +33,8 @@ KEYS = 300
 
 
 def connect(home: Path, url: str) -> tk.Client:
-    client = tk.connect(home=home / "ws", metadata_url=url, storage=str(home / "data"), settings={"writer.linger": 0})
+    client = tk.connect(home=home / "ws", metadata_url=url, storage=str(home / "data"), settings={"writer.linger": 0},
+        create=True)
     client.db.ensure_schema()
     return client
 

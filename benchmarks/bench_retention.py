@@ -94,7 +94,7 @@ def best_pass(names: list[str], repeat: int, operation: Callable[[str], object],
 def measure(backend: str, url: str, home: Path, streams: int, records: int, repeat: int) -> dict[str, float]:
     clock = tk.ManualClock()
     client = tk.connect(home=home / "ws", metadata_url=url, storage=str(home / "data"), clock=clock,
-                        settings={"writer.linger": 0})
+                        settings={"writer.linger": 0}, create=True)
     try:
         client.db.ensure_schema()
         names = [f"bench/s{i:05d}" for i in range(streams)]

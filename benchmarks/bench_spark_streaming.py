@@ -133,7 +133,7 @@ class Bench:
         self.size = size
         self.repeat = repeat
         self.spark = spark
-        self.client = tk.connect(home=root / "ws")
+        self.client = tk.connect(home=root / "ws", create=True)
         self.options = self.client.spark_options()
         self.figures: list[Figure] = []
         self._serial = 0

@@ -104,7 +104,7 @@ class Bench:
         self.events = events
         self.repeat = repeat
         self.profile = profile
-        self.client = tk.connect(home=root / "ws")
+        self.client = tk.connect(home=root / "ws", create=True)
         self.figures: list[Figure] = []
         self.spark_overhead_s = 0.0
         self._runs = 0

@@ -52,7 +52,7 @@ def timed(action: Callable[[], None]) -> float:
 
 def run_backend(label: str, metadata_url: str, storage: str, args: argparse.Namespace) -> list[tuple[str, float]]:
     client = tk.connect(home=Path(storage) / "ws", metadata_url=metadata_url, storage=storage,
-                        settings={"writer.linger": 0})
+                        settings={"writer.linger": 0}, create=True)
     names = [f"bench/s{i}" for i in range(args.streams)]
     writers = [f"w{j}" for j in range(args.writers)]
     log(f"{label}: building {args.streams} streams x {args.writers} writers")

@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(home: Path) -> int:
     import tidekeep as tk
 
-    client = tk.connect(home=home)
+    client = tk.connect(home=home, create=True)
     print(f"workspace {home}")
     client.create_stream(EVENTS, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(0, "10MB")))
     client.create_stream(MINUTES, tk.StreamConfig(segments=2))

@@ -82,7 +82,7 @@ def clock() -> tk.ManualClock:
 def client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
     """A client on a fresh workspace, on SQLite and on PostgreSQL."""
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   settings={"writer.linger": 0})
+                   settings={"writer.linger": 0}, create=True)
     yield c
     c.close()
 
@@ -90,7 +90,7 @@ def client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
 @pytest.fixture
 def sqlite_client(tmp_path: Path) -> Iterator[tk.Client]:
     """A client on SQLite only, for tests whose subject is not the metadata backend."""
-    c = tk.connect(home=tmp_path / "ws", settings={"writer.linger": 0})
+    c = tk.connect(home=tmp_path / "ws", settings={"writer.linger": 0}, create=True)
     yield c
     c.close()
 

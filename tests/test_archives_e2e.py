@@ -25,20 +25,22 @@ def test_a_running_search_process_holds_back_the_collector(tmp_path: Path, metad
            "TIDEKEEP_ARCHIVE_OUTPUT_RETENTION_PERIOD": str(TTL_MINUTES)}
     assert subprocess.run([*CLI, "init"], env=env, capture_output=True, timeout=120).returncode == 0
     setup_ms = int(time.time() * 1000)
-    writer = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
+    writer = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
     # `readable` ends 30 s before set-up: a search created within the next 30 s may read it (its end is
     # at or after creation - 1 min); `stale` ended long before: expired for any search created now
     readable = make_archive(writer, "app", [(setup_ms - 40_000, "login ok"), (setup_ms - 30_000, "login failed")])
     stale = make_archive(writer, "app", [(setup_ms - 20 * MINUTE, "login failed long ago")])
     writer.close()
 
-    # the search pauses 6 s in its archive task, so it is RUNNING and reading while the collector sweeps
+    # the search pauses 6 s in its archive task, so it is RUNNING and reading while the collector sweeps;
+    # its heartbeat promise is long enough that the collector's ten-minute jump below leaves it alive
     search = subprocess.Popen([*CLI, "archives", "search", "app", "login", "--json"],
-                              env={**env, "TIDEKEEP_PAUSE": "search_archive=6000"},
+                              env={**env, "TIDEKEEP_PAUSE": "search_archive=6000",
+                                   "TIDEKEEP_SEARCH_HEARTBEAT_INTERVAL": "1h"},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     clock = tk.ManualClock(setup_ms)
     collector = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                           clock=clock, settings={"archive_output.retention_period": TTL_MINUTES})
+                           clock=clock, settings={"archive_output.retention_period": TTL_MINUTES}, create=True)
     try:
         deadline = time.monotonic() + 120
         while not collector.archives.jobs() and time.monotonic() < deadline and search.poll() is None:

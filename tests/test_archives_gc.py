@@ -28,7 +28,7 @@ T0 = 1_700_000_000_000  # the ManualClock's start
 @pytest.fixture
 def gc_client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   clock=tk.ManualClock(T0), settings={"archive_output.retention_period": 60})
+                   clock=tk.ManualClock(T0), settings={"archive_output.retention_period": 60}, create=True)
     yield c
     c.close()
 
@@ -138,7 +138,7 @@ def test_cancelling_releases_the_hold_back(gc_client: tk.Client) -> None:
 def test_an_overlong_search_is_killed_and_stops_holding(tmp_path: Path, metadata_url: str) -> None:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
                    clock=tk.ManualClock(T0), settings={"archive_output.retention_period": 60,
-                                                       "search.max_runtime": "2h"})
+                                                       "search.max_runtime": "2h"}, create=True)
     try:
         a = ending(c, "web", T0 - 50 * MIN)
         jobs = SearchJobStore(c)
@@ -221,7 +221,8 @@ def test_orphan_files_older_than_the_grace_are_swept(tmp_path: Path, metadata_ur
 
     now = int(time.time() * 1000)
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   clock=tk.ManualClock(now), settings={"archive_output.retention_period": 60, "sweep.grace": "1h"})
+                   clock=tk.ManualClock(now), settings={"archive_output.retention_period": 60, "sweep.grace": "1h"},
+                       create=True)
     try:
         registered = ending(c, "web", None)  # never expires: it must survive the orphan sweep
         orphan = Path(c.storage.full_path("archives/web/" + "f" * 32 + ".parquet"))
@@ -324,7 +325,8 @@ def test_the_orphan_sweep_leaves_a_dataset_alone_while_an_ingest_runs(tmp_path: 
 
     now = int(time.time() * 1000)
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   clock=tk.ManualClock(now), settings={"archive_output.retention_period": 60, "sweep.grace": "1h"})
+                   clock=tk.ManualClock(now), settings={"archive_output.retention_period": 60, "sweep.grace": "1h"},
+                       create=True)
     try:
         root = Path(c.storage.full_path("archives/web"))
         staging = root / "_ingest-0123"

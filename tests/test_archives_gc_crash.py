@@ -87,7 +87,7 @@ class Corpus:
 @pytest.mark.parametrize("fault", ["archive_gc.after_journal", "archive_gc.after_metadata", "archive_gc.mid_files"])
 def test_killed_at_each_fault_point_the_next_sweep_finishes(fault: str, metadata_url: str, tmp_path: Path) -> None:
     env = gc_env(tmp_path, metadata_url)
-    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
     try:
         corpus = Corpus(client)
         expired_ids = {a.id for a in corpus.expired}
@@ -119,7 +119,7 @@ def test_killed_at_each_fault_point_the_next_sweep_finishes(fault: str, metadata
 def test_sigkill_mid_sweep_then_the_next_sweep_finishes(metadata_url: str, tmp_path: Path) -> None:
     """A real SIGKILL the moment the sweep has started deleting (the journal has rows)."""
     env = gc_env(tmp_path, metadata_url)
-    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
     try:
         corpus = Corpus(client, expired_count=40)
         proc = subprocess.Popen([*GC], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -145,7 +145,8 @@ def test_result_collector_killed_between_marking_and_deleting(metadata_url: str,
     env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
     now = int(time.time() * 1000)
     clock = tk.ManualClock(now - 3 * HOUR)
-    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock)
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
+        create=True)
     try:
         make_archive(client, "web", [(None, "x")])
         jobs = SearchJobStore(client)
@@ -183,7 +184,7 @@ def test_two_collectors_at_once_delete_each_archive_exactly_once(metadata_url: s
     """`tidekeep archives gc` started beside another (say, serve's): both finish, every expired
     archive is deleted once (one audit entry names it), every survivor is intact."""
     env = gc_env(tmp_path, metadata_url)
-    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
     try:
         corpus = Corpus(client, expired_count=30)
         procs = [subprocess.Popen([*GC, "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -22,7 +22,7 @@ T0 = 1_700_000_000_000
 @pytest.fixture
 def rc_client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   clock=tk.ManualClock(T0), settings={"results_cache.retention_period": 30})
+                   clock=tk.ManualClock(T0), settings={"results_cache.retention_period": 30}, create=True)
     make_archive(c, "web", [(None, "x")])  # the dataset exists
     yield c
     c.close()
@@ -97,7 +97,7 @@ def test_missing_results_directory_is_fine(rc_client: tk.Client) -> None:
 
 def test_disabled_when_retention_is_null(tmp_path: Path, metadata_url: str) -> None:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   clock=tk.ManualClock(T0), settings={"results_cache.retention_period": "null"})
+                   clock=tk.ManualClock(T0), settings={"results_cache.retention_period": "null"}, create=True)
     try:
         make_archive(c, "web", [(None, "x")])
         job = new_job(c)

@@ -41,9 +41,9 @@ SETTINGS = {"archive_output.retention_period": 60, "garbage_collector.sweep_inte
 def two_clients(tmp_path: Path, metadata_url: str) -> Iterator[tuple[tk.Client, tk.Client, tk.ManualClock]]:
     clock = tk.ManualClock(T0)
     a = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
-                   settings=SETTINGS)
+                   settings=SETTINGS, create=True)
     b = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
-                   settings=SETTINGS)
+                   settings=SETTINGS, create=True)
     yield a, b, clock
     a.close()
     b.close()
@@ -118,7 +118,7 @@ def test_a_failing_sweep_is_logged_and_retried_next_interval(
 def test_collector_tasks_follow_the_settings(tmp_path: Path, metadata_url: str) -> None:
     def tasks(settings: dict[str, object]) -> list[tuple[str, int]]:
         c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                       settings=settings)
+                       settings=settings, create=True)
         try:
             return [(t.resource, t.interval_ms) for t in collector_tasks(c)]
         finally:
@@ -128,7 +128,8 @@ def test_collector_tasks_follow_the_settings(tmp_path: Path, metadata_url: str) 
     assert tasks({}) == [(RESULT_GC_RESOURCE, 30 * MIN)]
     assert tasks({"archive_output.retention_period": 5, "results_cache.retention_period": "null",
                   "garbage_collector.sweep_interval.archive": 7}) == [(ARCHIVE_GC_RESOURCE, 7 * MIN)]
-    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), settings=SETTINGS)
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), settings=SETTINGS,
+        create=True)
     try:
         options = ServeOptions(frequency_ms=60_000, lease_ttl_ms=30_000, sweep_every_ms=HOUR, catalog=False)
         assert [t.resource for t in build_service(c, options).periodic] == [ARCHIVE_GC_RESOURCE, RESULT_GC_RESOURCE]
@@ -142,7 +143,7 @@ def test_collector_tasks_follow_the_settings(tmp_path: Path, metadata_url: str) 
 def test_serve_once_runs_the_collectors_and_no_archives_turns_them_off(tmp_path: Path, metadata_url: str) -> None:
     env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
     env["TIDEKEEP_ARCHIVE_OUTPUT_RETENTION_PERIOD"] = "60"
-    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
     try:
         old = make_archive(c, "web", [(int(time.time() * 1000) - 3 * HOUR, "old")])
         serve = [sys.executable, "-m", "tidekeep.cli.main", "serve", "--once", "--no-catalog"]

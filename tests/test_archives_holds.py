@@ -27,7 +27,7 @@ T0 = 1_700_000_000_000
 @pytest.fixture
 def hclient(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   clock=tk.ManualClock(T0), settings={"archive_output.retention_period": 60})
+                   clock=tk.ManualClock(T0), settings={"archive_output.retention_period": 60}, create=True)
     yield c
     c.close()
 
@@ -87,7 +87,7 @@ def test_bad_targets_are_typed_errors_and_change_nothing(hclient: tk.Client) -> 
 
 def test_cli_hold_add_dataset_and_archive(tmp_path: Path, metadata_url: str) -> None:
     env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
-    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
     try:
         archive = make_archive(c, "web", [(1, "ancient")])
 

@@ -81,7 +81,7 @@ def test_a_stack_trace_stays_with_the_line_that_logged_it(client: tk.Client, spa
 def test_mixed_formats_in_one_file_are_each_converted_and_sorted(tmp_path: Path, spark) -> None:
     # the syslog line has no year: it takes the year of the ingest's clock
     client = tk.connect(home=tmp_path / "ws", storage=str(tmp_path / "data"), clock=tk.ManualClock(
-        ms("2024-08-01T00:00:00")))
+        ms("2024-08-01T00:00:00")), create=True)
     lines = {
         "2024-07-01 12:00:03,250 iso with comma": ms("2024-07-01T12:00:03.250"),
         "1719835201 epoch seconds": ms("2024-07-01T12:00:01"),
@@ -180,7 +180,7 @@ def test_a_small_target_size_rolls_archives_that_hold_every_message_once(tmp_pat
                                                                          spark) -> None:
     target = 6000
     client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                        settings={"archives.target_size": target})
+                        settings={"archives.target_size": target}, create=True)
     try:
         base = ms("2024-07-01T00:00:00")
         lines_a = [f"{dt.datetime.fromtimestamp((base + i * 7919 % 600_000) / 1000, dt.UTC).isoformat()} "
@@ -262,7 +262,7 @@ def test_the_seeds_utc_minus_4_log_expires_at_the_right_instant(tmp_path: Path, 
     just after; read as UTC (what CLP does) the same file would already be expired at 16:30 local."""
     clock = tk.ManualClock(ms("2024-07-01T20:00:00"))
     client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                        clock=clock, settings={"archive_output.retention_period": 60})
+                        clock=clock, settings={"archive_output.retention_period": 60}, create=True)
     try:
         log = write(tmp_path / "est.log", "2024-07-01 15:00:00 starting\n2024-07-01 16:00:00 last line\n")
         [local] = client.archives.ingest("local", [log], timezone="America/New_York").archives
@@ -295,11 +295,12 @@ def test_a_killed_ingest_never_leaves_a_registered_archive_without_its_file(faul
     url = f"sqlite:///{tmp_path / 'metadata.db'}"
     env = worker_env(url, tmp_path / "data", tmp_path / "ws", fault=fault)
     env["TIDEKEEP_SPARK_MASTER"] = "local[1]"
+    tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"), create=True).close()
     log = write(tmp_path / "app.log", STACK)
     done = subprocess.run([sys.executable, "-m", "tidekeep.cli.main", "archives", "ingest", "app", str(log)],
                           env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == FAULT_EXIT_CODE, done.stderr[-2000:]
-    client = tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"))
+    client = tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"), create=True)
     try:
         registered = client.archives.list()
         on_disk = {p.name for p in archive_files(client)}

@@ -46,6 +46,7 @@ def test_ingest_list_show_datasets(tmp_path: Path, metadata_url: str, spark, cap
     log = tmp_path / "app.log"
     log.write_text(LOG)
     (tmp_path / "plain.txt").write_text("no time here\n")
+    assert run(capsys, flags, "init")[0] == 0
 
     code, out, err = run(capsys, flags, "archives", "ingest", "web", str(log), str(tmp_path / "plain.txt"),
                          "--timezone", "America/New_York", "--json")
@@ -96,6 +97,7 @@ def test_help_and_bad_input_in_a_subprocess(tmp_path: Path) -> None:
         return subprocess.run([*CLI, *flags, *args], capture_output=True, text=True, env=env, timeout=120,
                               check=False)
 
+    assert cli("init").returncode == 0
     for command in ("ingest", "list", "show", "datasets"):
         shown = cli("archives", command, "--help")
         assert shown.returncode == 0 and "--json" in shown.stdout, shown.stderr

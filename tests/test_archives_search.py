@@ -97,7 +97,7 @@ def test_results_equal_a_brute_force_filter(client: tk.Client) -> None:
 @pytest.fixture
 def retention_client(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> tk.Client:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
-                   settings={"archive_output.retention_period": 60})
+                   settings={"archive_output.retention_period": 60}, create=True)
     yield c
     c.close()
 

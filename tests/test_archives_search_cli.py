@@ -29,7 +29,7 @@ class Workspace:
     def __init__(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         self.home, self.data, self.capsys = tmp_path / "ws", tmp_path / "data", capsys
         assert self.run("init")[0] == 0
-        self.client = tk.connect(home=self.home, storage=str(self.data))
+        self.client = tk.connect(home=self.home, storage=str(self.data), create=True)
 
     def run(self, *args: str) -> tuple[int, str, str]:
         """(exit code, stdout, stderr) of `tidekeep --home ... --storage ... ARGS` in this process;
@@ -170,7 +170,7 @@ def test_a_search_process_is_cancelled_from_another_process(tmp_path: Path, meta
     exits 1 saying so, and the job is CANCELLED with the counts it reached."""
     env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
     assert subprocess.run([*CLI, "init"], env=env, capture_output=True, timeout=120).returncode == 0
-    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
     try:
         total = 30
         for i in range(total):

@@ -69,7 +69,7 @@ def test_a_sigkilled_search_is_failed_after_its_missed_heartbeats_and_expiry_res
     env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
     env.update({"TIDEKEEP_ARCHIVE_OUTPUT_RETENTION_PERIOD": "60", "TIDEKEEP_SEARCH_HEARTBEAT_INTERVAL": "200ms",
                 "TIDEKEEP_PAUSE": "search_archive=3000"})  # 40 archives × 3 s on two cores: a minute of Spark job
-    observer = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
+    observer = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
     try:
         wall = int(time.time() * 1000)
         searched = [make_archive(observer, "app", [(wall - MIN + i, f"hit {i}")]) for i in range(40)]
@@ -110,7 +110,7 @@ def test_a_sigkilled_search_is_failed_after_its_missed_heartbeats_and_expiry_res
 
         clock = tk.ManualClock(last + MISSED_HEARTBEATS * INTERVAL_MS)  # exactly three intervals of silence
         collector = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                               clock=clock, settings={"archive_output.retention_period": 60})
+                               clock=clock, settings={"archive_output.retention_period": 60}, create=True)
         try:
             report = collect_archives(collector)
             assert observer.archives.job(job.id) == dead  # untouched: still alive by the rule
@@ -146,7 +146,7 @@ def test_a_sigkilled_search_is_failed_after_its_missed_heartbeats_and_expiry_res
 def beating(tmp_path: Path, metadata_url: str, spark: object) -> tuple[tk.Client, tk.ManualClock]:
     clock = tk.ManualClock(T0)
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
-                   settings={"archive_output.retention_period": 60, "search.heartbeat_interval": "50ms"})
+                   settings={"archive_output.retention_period": 60, "search.heartbeat_interval": "50ms"}, create=True)
     yield c, clock
     c.close()
 
@@ -191,7 +191,7 @@ def test_a_live_search_failed_as_dead_is_not_brought_back(beating: tuple[tk.Clie
     doomed = make_archive(client, "app", [(T0 - 50 * MIN, "hit doomed")])  # the job's bound T0 − 60 min keeps it
     ahead = tk.ManualClock(T0 + 15 * MIN)
     collector = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                           clock=ahead, settings={"archive_output.retention_period": 60})
+                           clock=ahead, settings={"archive_output.retention_period": 60}, create=True)
     verdicts: list[SearchJob] = []
 
     def fail_it(done: int, total: int) -> None:

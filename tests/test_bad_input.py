@@ -411,11 +411,11 @@ def test_a_broken_config_file_is_refused_by_connect(world: World) -> None:
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text("writer:\n  batch_size: [1MiB\n", encoding="utf-8")
     url = c.settings.metadata_url
-    message = refused(c, tk.ConfigError, lambda: tk.connect(home=c.settings.home, metadata_url=url),
+    message = refused(c, tk.ConfigError, lambda: tk.connect(home=c.settings.home, metadata_url=url, create=True),
                       f"broken {config}", "at line")
     assert config.read_text(encoding="utf-8") == "writer:\n  batch_size: [1MiB\n", message
     config.write_text("writer:\n  batch_sise: 1MiB\n", encoding="utf-8")
-    refused(c, tk.ConfigError, lambda: tk.connect(home=c.settings.home, metadata_url=url),
+    refused(c, tk.ConfigError, lambda: tk.connect(home=c.settings.home, metadata_url=url, create=True),
             "unknown setting 'writer.batch_sise'")
 
 

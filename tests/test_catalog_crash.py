@@ -37,7 +37,7 @@ def tracker_count(client: tk.Client) -> int:
 @pytest.mark.parametrize("fault", ["catalog.after_slice", "catalog.before_tracker", "catalog.after_period"])
 def test_a_killed_run_resumes_and_never_deletes_what_the_rules_retain(tmp_path: Path, metadata_url: str,
                                                                       fault: str, spark) -> None:
-    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
     try:
         now = client.clock.now_ms()
         client.catalog.set_rules([

@@ -60,7 +60,7 @@ class Backend:
 
 @pytest.fixture(scope="module")
 def sqlite_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
-    db = Database(f"sqlite:///{tmp_path_factory.mktemp('expr') / 'metadata.db'}")
+    db = Database(f"sqlite:///{tmp_path_factory.mktemp('expr') / 'metadata.db'}", create=True)
     yield Backend(db)
     db.dispose()
 
@@ -73,7 +73,7 @@ def pg_backend() -> Iterator[Backend]:
     with admin.begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     url = sa.make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
-    db = Database(url.render_as_string(hide_password=False))
+    db = Database(url.render_as_string(hide_password=False), create=True)
     try:
         yield Backend(db)
     finally:
@@ -326,7 +326,7 @@ def test_raw_sqlite3_connections_get_regexp(tmp_path) -> None:
     from tidekeep.catalog.expressions.sql import sqlite_statement
 
     path = tmp_path / "metadata.db"
-    Backend(Database(f"sqlite:///{path}")).load(SCENARIO_RECORDS)
+    Backend(Database(f"sqlite:///{path}", create=True)).load(SCENARIO_RECORDS)
     clause = to_sqlalchemy(parse('feed matches "^INTERNAL_(LOGS|AUDIT)$" and id in (1, 2, 3)'), SCENARIO_CONTEXT)
     sql, values = sqlite_statement(sa.select(catalog_records.c.id).where(clause))
     assert "INTERNAL" not in sql and r"^INTERNAL\_(?:LOGS|AUDIT)\Z" in values  # translated for Python re

@@ -30,7 +30,7 @@ CLI = [sys.executable, "-m", "tidekeep.cli.main"]
 @pytest.fixture
 def held_client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   clock=tk.ManualClock(NOW), settings={"catalog.purge_batch_size": 3})
+                   clock=tk.ManualClock(NOW), settings={"catalog.purge_batch_size": 3}, create=True)
     yield c
     c.close()
 

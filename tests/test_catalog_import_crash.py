@@ -51,7 +51,7 @@ def test_killed_import_rerun_completes_without_duplicates(tmp_path: Path, metada
 
     crashed = import_cli(home, metadata_url, folder, fault="catalog_import_after_group")
     assert crashed.returncode == FAULT_EXIT_CODE, crashed.stderr[-2000:]
-    with tk.connect(home, metadata_url=metadata_url) as client:
+    with tk.connect(home, metadata_url=metadata_url, create=True) as client:
         partial = stored_ids(client)
     assert 0 < len(partial) < len(expected) and set(partial) < set(expected)  # some batches landed, not all
 
@@ -60,6 +60,6 @@ def test_killed_import_rerun_completes_without_duplicates(tmp_path: Path, metada
     report = json.loads(done.stdout)
     assert (report["rows"], report["inserted"], report["skipped"]) == (len(expected),
                                                                         len(expected) - len(partial), len(partial))
-    with tk.connect(home, metadata_url=metadata_url) as client:
+    with tk.connect(home, metadata_url=metadata_url, create=True) as client:
         assert stored_ids(client) == expected
         assert client.catalog.add([{"feed": "F", "type": "T", "create_time": 1}])[0] > max(expected)

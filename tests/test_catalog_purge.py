@@ -24,7 +24,7 @@ NOW = 1_750_000_000_000
 @pytest.fixture
 def purge_client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   clock=tk.ManualClock(NOW), settings={"catalog.purge_batch_size": 5})
+                   clock=tk.ManualClock(NOW), settings={"catalog.purge_batch_size": 5}, create=True)
     yield c
     c.close()
 
@@ -175,7 +175,7 @@ def test_failures_keep_their_rows_are_excluded_and_reported(purge_client: tk.Cli
 def test_the_purge_stops_once_failures_exceed_the_threshold(tmp_path: Path, metadata_url: str) -> None:
     client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
                         clock=tk.ManualClock(NOW),
-                        settings={"catalog.purge_batch_size": 2, "catalog.purge_failure_threshold": 2})
+                        settings={"catalog.purge_batch_size": 2, "catalog.purge_failure_threshold": 2}, create=True)
     try:
         # newest first: two failing batches (4 failures > 2) come before the good, older records
         add_records(client, [{"location": f"bad{i}://x/y", "status_time": NOW - 10 * DAY - i} for i in range(4)])

@@ -31,7 +31,7 @@ def test_catalog_purge_cli(tmp_path: Path, metadata_url: str) -> None:
                               check=False)
 
     assert cli("init").returncode == 0
-    client = tk.connect(home=home, metadata_url=metadata_url, storage=str(tmp_path / "data"))
+    client = tk.connect(home=home, metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
     try:
         now = int(time.time() * 1000)
         with client.db.write() as conn:

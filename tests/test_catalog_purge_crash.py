@@ -39,7 +39,7 @@ def files(client: tk.Client) -> set[str]:
 def test_a_crash_leaves_no_orphan_data_and_the_rerun_finishes(fault: str, metadata_url: str, tmp_path: Path) -> None:
     env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
     env["TIDEKEEP_CATALOG_PURGE_BATCH_SIZE"] = "5"
-    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
     try:
         now = int(time.time() * 1000)
         young_ids = []

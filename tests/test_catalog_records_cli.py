@@ -107,7 +107,7 @@ def test_add_and_show_errors_change_nothing(in_process: InProcess) -> None:
     fails(run, 4, "record id 1 already exists", "catalog", "add", '{"id":1,"feed":"A","type":"T","create_time":1}')
     fails(run, 3, "record 99 does not exist", "catalog", "show", "99")
     fails(run, 2, "invalid status 'GONE'", "catalog", "list", "--status", "GONE")
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         assert client.catalog.count() == 1
 
 
@@ -130,7 +130,7 @@ def test_dictionaries(in_process: InProcess, tmp_path: Path) -> None:
     assert json.loads(run_ok(run, "catalog", "dict", "delete", "feeds", "--json")) == {"name": "feeds",
                                                                                        "deleted": True}
     run_fails(run, 3, "dictionary 'feeds' does not exist", "catalog", "dict", "delete", "feeds")
-    with tk.connect(in_process.home) as client:
+    with tk.connect(in_process.home, create=True) as client:
         assert client.catalog.dictionaries() == {"types": ["x", "y"]}
 
 
@@ -139,7 +139,7 @@ def test_generate(home: Path) -> None:
     assert (report["rows"], report["first_id"], report["last_id"]) == (3000, 1, 3000)
     text = ok(home, "catalog", "generate", "--rows", "10", "--seed", "5")
     assert text.startswith("generated 10 record(s), ids 3001-3010, in ")
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         assert client.catalog.count() == 3010
     fails(home, 2, "invalid rows -5", "catalog", "generate", "--rows", "-5")
 
@@ -158,7 +158,7 @@ def test_import_with_spark(in_process: InProcess, spark, tmp_path: Path) -> None
     assert (report["rows"], report["files"], report["inserted"], report["skipped"]) == (2, 1, 0, 2)
     run_fails(run, 2, f"{bad} line 2: field 'create_time' is required", "catalog", "import", str(bad))
     run_fails(run, 2, "unknown import format 'xml'", "catalog", "import", str(good), "--format", "xml")
-    with tk.connect(in_process.home) as client:
+    with tk.connect(in_process.home, create=True) as client:
         assert [(r.id, r.feed, dict(r.attributes)) for r in client.catalog.records()] == [
             (1, "A", {"owner": "ops"}), (2, "B", {})]
 

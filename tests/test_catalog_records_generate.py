@@ -86,11 +86,11 @@ def test_generate_deterministic_valid_and_realistic(client: tk.Client, tmp_path:
     # the same seed in a fresh store gives the same rows; another seed does not
     home = tmp_path / "again"
     other_url = f"sqlite:///{tmp_path / 'again.db'}"
-    with tk.connect(home=home, metadata_url=other_url, storage=str(tmp_path / "d-again")) as again:
+    with tk.connect(home=home, metadata_url=other_url, storage=str(tmp_path / "d-again"), create=True) as again:
         again.catalog.generate(25_000, seed=3, start_ms=NOW, span_days=365)
         assert all_rows(again) == rows
     with tk.connect(home=home, metadata_url=f"sqlite:///{tmp_path / 'other.db'}",
-                    storage=str(tmp_path / "d-other")) as other:
+                    storage=str(tmp_path / "d-other"), create=True) as other:
         other.catalog.generate(25_000, seed=4, start_ms=NOW, span_days=365)
         assert all_rows(other) != rows
 

@@ -80,7 +80,7 @@ def test_set_show_export_round_trip(home: Path, tmp_path: Path) -> None:
     assert again["version"] != version and again["rules"] == shown["rules"]
     third = ok_json(home, "catalog", "rules", "set", str(exported))
     assert third["version"] not in {version, again["version"]} and third["rules"] == shown["rules"]
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         assert client.catalog.rules().rules[0].expression == parse('feed = "SPECIAL_DATA"')
         assert len([e for e in client.audit("catalog") if e["action"] == "catalog_rules"]) == 3
 
@@ -92,7 +92,7 @@ def test_validate_changes_nothing(in_process: InProcess, tmp_path: Path) -> None
     assert out.splitlines()[0] == f"{path}: 3 rule(s), valid"
     document = json.loads(run_ok(in_process, "catalog", "rules", "validate", str(path), "--json"))
     assert document["valid"] is True and document["version"] is None and len(document["rules"]) == 3
-    with tk.connect(in_process.home) as client:
+    with tk.connect(in_process.home, create=True) as client:
         assert client.catalog.rules().version == ""
 
 
@@ -119,7 +119,7 @@ def test_bad_files_fail_with_one_line_and_change_nothing(in_process: InProcess, 
     bad.write_text(content)
     for command in ("set", "validate"):
         run_fails(in_process, code, message, "catalog", "rules", command, str(bad))
-    with tk.connect(in_process.home) as client:
+    with tk.connect(in_process.home, create=True) as client:
         assert client.catalog.rules().version == version
 
 

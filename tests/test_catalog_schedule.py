@@ -82,15 +82,15 @@ def test_bad_cron_is_a_config_error_naming_the_setting(cron: str, message: str) 
 
 def test_a_bad_schedule_is_refused_when_settings_load(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
-        tk.connect(home=tmp_path / "ws", settings={"catalog.schedule": "0 0 31 4 *"})
+        tk.connect(home=tmp_path / "ws", settings={"catalog.schedule": "0 0 31 4 *"}, create=True)
     assert str(caught.value) == ("bad value for 'catalog.schedule' in flags: '0 0 31 4 *' never fires "
                                  "(no such day in those months)")
     (tmp_path / "ws2").mkdir()
     (tmp_path / "ws2" / "tidekeep.yaml").write_text("catalog:\n  schedule: '* * * *'\n")
     with pytest.raises(ConfigError, match=r"^bad value for 'catalog.schedule' in .*tidekeep.yaml: '\* \* \* \*': "
                                           r"expected 5 fields"):
-        tk.connect(home=tmp_path / "ws2")
-    assert tk.connect(home=tmp_path / "ws3", settings={"catalog.schedule": " 30  2 * * * "}) \
+        tk.connect(home=tmp_path / "ws2", create=True)
+    assert tk.connect(home=tmp_path / "ws3", settings={"catalog.schedule": " 30  2 * * * "}, create=True) \
         .settings["catalog.schedule"] == "30 2 * * *"
 
 
@@ -130,8 +130,10 @@ def test_next_fire_is_the_first_matching_minute_after(minutes: frozenset[int] | 
 @pytest.fixture
 def two_clients(tmp_path: Path, metadata_url: str) -> Iterator[tuple[tk.Client, tk.Client, tk.ManualClock]]:
     clock = tk.ManualClock(ms(2024, 3, 31, 23, 41))
-    a = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock)
-    b = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock)
+    a = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
+        create=True)
+    b = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
+        create=True)
     yield a, b, clock
     a.close()
     b.close()

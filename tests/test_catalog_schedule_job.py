@@ -34,7 +34,7 @@ def test_two_services_run_the_real_job_then_the_purge_once_per_midnight(tmp_path
     clock = tk.ManualClock(START)
     settings = {"catalog.purge_age": "1d"}
     clients = [tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                          clock=clock, settings=settings) for _ in range(2)]
+                          clock=clock, settings=settings, create=True) for _ in range(2)]
     a = clients[0]
     try:
         a.catalog.set_rules([RetentionRule(1, "three days", True, parse("all"), Age(3, "days"))])
@@ -91,7 +91,7 @@ def test_serve_once_runs_the_due_catalog_job_and_purge_and_no_catalog_skips_them
     from helpers.procs import worker_env
 
     url = f"sqlite:///{tmp_path / 'meta.db'}"
-    client = tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"))
+    client = tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"), create=True)
     try:
         now = int(time.time() * 1000)
         client.catalog.add([{"feed": "F", "type": "Raw", "create_time": now - 90 * DAY,

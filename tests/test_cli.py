@@ -262,16 +262,16 @@ def test_stream_scenario_through_the_cli(tmp_path: Path) -> None:
     # (an active stream without --force is refused: see test_more_bad_input_in_process)
     assert ok(home, "stream", "delete", "t/s").stdout.startswith("deleted stream t/s: ")
     assert ok(home, "stream", "delete", "t/j", "--force", "--json").json()["sealed_first"] is True
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         assert client.list_streams() == []
         assert [e["action"] for e in client.audit("t/j")] == ["delete_stream"]
-    assert not any(p.is_file() for p in (home / "data").rglob("*"))
+    assert [p.name for p in (home / "data").rglob("*") if p.is_file()] == ["tidekeep-workspace.json"]
 
 
 def test_binary_payloads_read_as_base64_in_json_and_replaced_in_text(in_process: InProcess) -> None:
     home = in_process.home
     tk.init_workspace(home)
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         client.create_stream("b/bin")
     payloads = [b"plain", b"\xff\xfe bad utf-8", "ünïcødé".encode(), b""]
     check_ok(in_process("stream", "write", "b/bin", "-", stdin=b"\n".join(payloads) + b"\r\n"))
@@ -305,19 +305,22 @@ def test_flags_beat_environment_and_reach_init(in_process: InProcess, tmp_path: 
                                  "init", "--json", env=env)).json()
     assert report["storage"] == str(tmp_path / "elsewhere") and (tmp_path / "elsewhere").is_dir()
     assert flag_db.exists() and not env_db.exists() and not (home / "metadata.db").exists()
-    check_ok(in_process("--metadata-url", f"sqlite:///{flag_db}", "--set", "writer.batch_size=1KiB",
-                        "stream", "create", "f/s", env=env))
+    check_ok(in_process("--metadata-url", f"sqlite:///{flag_db}", "--storage", str(tmp_path / "elsewhere"),
+                        "--set", "writer.batch_size=1KiB", "stream", "create", "f/s", env=env))
     assert not env_db.exists()
     # the environment beats tidekeep.yaml (whose default store is <home>/metadata.db)
-    listed = check_ok(in_process("stream", "list", "--json", env={"TIDEKEEP_METADATA_URL": f"sqlite:///{flag_db}"}))
+    listed = check_ok(in_process("stream", "list", "--json", env={"TIDEKEEP_METADATA_URL": f"sqlite:///{flag_db}",
+                                                                  "TIDEKEEP_STORAGE_URI": str(tmp_path / "elsewhere")}))
     assert [s["name"] for s in listed.json()] == ["f/s"]
-    assert check_ok(in_process("stream", "list", "--json")).json() == []
+    # tidekeep.yaml's own store was never created: reading it is an error, and creates nothing
+    assert_one_error_line(in_process("stream", "list", "--json"), 3, "no tidekeep workspace at sqlite:///")
+    assert not (home / "metadata.db").exists() and not (home / "data").exists()
 
 
 def test_sweep_deletes_only_old_orphans(in_process: InProcess) -> None:
     home = in_process.home
     tk.init_workspace(home)
-    with tk.connect(home, settings={"writer.linger": 0}) as client:
+    with tk.connect(home, settings={"writer.linger": 0}, create=True) as client:
         client.create_stream("s/w")
         with client.writer("s/w", "w1") as writer:
             writer.write(b"kept")
@@ -351,7 +354,7 @@ def bad_input_workspace(tmp_path: Path) -> dict[str, str]:
     returns cuts the cases need."""
     home = tmp_path / "ws"
     tk.init_workspace(home)
-    with tk.connect(home, settings={"writer.linger": 0}) as client:
+    with tk.connect(home, settings={"writer.linger": 0}, create=True) as client:
         client.create_stream("b/s", tk.StreamConfig(segments=2))
         with client.writer("b/s", "w1") as writer:
             for i in range(100):

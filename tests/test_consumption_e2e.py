@@ -82,7 +82,7 @@ def wait_for(condition: Callable[[], bool], what: str, readers: Readers) -> None
 def setup(tmp_path: Path, metadata_url: str) -> Iterator[tuple[tk.Client, Readers]]:
     url = metadata_url  # SQLite and PostgreSQL
     client = tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"),
-                        settings={"writer.linger": 0, "retention.frequency": "1ms"})
+                        settings={"writer.linger": 0, "retention.frequency": "1ms"}, create=True)
     client.db.ensure_schema()
     readers = Readers(worker_env(url, tmp_path / "data", tmp_path / "ws"), tmp_path)
     yield client, readers

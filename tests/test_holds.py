@@ -109,7 +109,7 @@ def test_holds_persist_and_list_filters(client: tk.Client, tmp_path: Path, clock
 
     # another client on the same workspace sees them: they live in the metadata store
     other = tk.connect(home=tmp_path / "ws", metadata_url=client.settings.metadata_url,
-                       storage=client.settings.storage_uri)
+                       storage=client.settings.storage_uri, create=True)
     try:
         assert [h.to_dict() for h in other.holds.list()] == [h.to_dict() for h in listed]
         with pytest.raises(HoldActive):
@@ -119,7 +119,8 @@ def test_holds_persist_and_list_filters(client: tk.Client, tmp_path: Path, clock
 
 
 def test_holds_take_their_time_from_the_clock(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> None:
-    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock)
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
+        create=True)
     try:
         c.create_stream(STREAM)
         now = clock.now_ms()
@@ -260,7 +261,7 @@ def test_hold_cli_end_to_end(tmp_path: Path, metadata_url: str) -> None:
 def test_retention_cycles_never_truncate_a_held_stream_and_resume_once_it_is_released(
         tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> None:
     client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
-                        settings={"writer.linger": 0})
+                        settings={"writer.linger": 0}, create=True)
     try:
         client.create_stream(STREAM, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(1000, 2000)))
         hold_id = client.holds.add("stream", STREAM, "retention must wait")
@@ -296,7 +297,7 @@ def test_retention_cycles_never_truncate_a_held_stream_and_resume_once_it_is_rel
 def test_retention_preview_of_a_held_stream_says_the_hold_blocks_it(
         tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> None:
     client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
-                        settings={"writer.linger": 0})
+                        settings={"writer.linger": 0}, create=True)
     try:
         client.create_stream(STREAM, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(1000, 2000)))
         for round_number in range(4):

@@ -21,7 +21,8 @@ TTL = 10_000
 
 @pytest.fixture
 def clocked(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tuple[LeaseStore, tk.ManualClock]]:
-    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock)
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
+        create=True)
     yield LeaseStore(c.db, c.clock), clock
     c.close()
 
@@ -116,7 +117,7 @@ def _take(c: tk.Client, owner: str, resource: str, barrier: threading.Barrier,
 
 
 def test_concurrent_acquire_exactly_one_wins(tmp_path: Path, metadata_url: str) -> None:
-    clients = [tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
+    clients = [tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
                for _ in range(6)]
     try:
         clients[0].db.ensure_schema()

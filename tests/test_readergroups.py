@@ -30,7 +30,7 @@ DEADLINE_S = 120
 
 def _connect(tmp_path: Path, metadata_url: str, clock: tk.Clock | None = None) -> tk.Client:
     client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                        settings={"writer.linger": 0}, clock=clock)
+                        settings={"writer.linger": 0}, clock=clock, create=True)
     client.db.ensure_schema()
     return client
 
@@ -504,7 +504,7 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_cli_create_list_read_checkpoint_describe_delete(tmp_path: Path) -> None:
     home = tmp_path / "ws"
     tk.init_workspace(home)
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         client.create_stream(STREAM, tk.StreamConfig(segments=2))
         writer = KeyedWriter(client, STREAM, keys=7)
         writer.write(30)
@@ -525,7 +525,7 @@ def test_cli_create_list_read_checkpoint_describe_delete(tmp_path: Path) -> None
     more = [json.loads(line) for line in rest.stdout.splitlines()]
     got = [(segment_id(*map(int, e["segment"].split("."))), e["offset"]) for e in events + more]
     assert len(got) == len(set(got)) and set(got) == expected  # the second read went on where the first stopped
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         checkpoint = client.reader_group("g").last_checkpoint()
         assert checkpoint is not None and str(checkpoint.cuts[STREAM]) == cut
         assert client.size_between(client.head_cut(STREAM), cut) == sum(

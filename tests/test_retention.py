@@ -25,7 +25,7 @@ MINUTE = 60_000
 @pytest.fixture
 def rclient(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tk.Client]:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
-                   settings={"writer.linger": 0, "retention.frequency": "10m"})
+                   settings={"writer.linger": 0, "retention.frequency": "10m"}, create=True)
     yield c
     c.close()
 
@@ -253,7 +253,8 @@ def test_a_crash_between_truncation_and_pruning_neither_repeats_nor_loses_work(
 
     home, storage = tmp_path / "ws", tmp_path / "data"
     settings = {"writer.linger": 0, "retention.frequency": "1ms"}
-    with tk.connect(home=home, metadata_url=metadata_url, storage=str(storage), settings=settings) as client:
+    with tk.connect(home=home, metadata_url=metadata_url, storage=str(storage), settings=settings,
+        create=True) as client:
         client.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(100)))
         write(client, 10, 2)
         client.retention.run(STREAM)  # records size 100
@@ -264,7 +265,8 @@ def test_a_crash_between_truncation_and_pruning_neither_repeats_nor_loses_work(
                           capture_output=True, text=True, timeout=120, check=False)
     assert died.returncode == 77, died.stderr  # killed right after the truncation committed
     seg = segment_id(0, 0)
-    with tk.connect(home=home, metadata_url=metadata_url, storage=str(storage), settings=settings) as client:
+    with tk.connect(home=home, metadata_url=metadata_url, storage=str(storage), settings=settings,
+        create=True) as client:
         assert client.head_cut(STREAM).positions == {seg: 100}  # the truncation landed...
         assert [r.recording_size for r in client.retention.records(STREAM)] == [100, 200]  # ...the pruning did not
         again = client.retention.run(STREAM)
@@ -310,7 +312,7 @@ def test_concurrent_cycles_never_report_or_audit_one_truncation_twice(
 
     def connect() -> tk.Client:
         return tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                          clock=clock, settings={"writer.linger": 0, "retention.frequency": "10m"})
+                          clock=clock, settings={"writer.linger": 0, "retention.frequency": "10m"}, create=True)
 
     with connect() as a, connect() as b, ThreadPoolExecutor(2) as pool:
         a.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(100)))

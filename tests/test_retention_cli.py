@@ -19,7 +19,7 @@ FAST = ("--set", "retention.frequency=1ms")  # every cycle records the tail
 
 
 def write(home: Path, count: int) -> None:
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         w = client.writer(STREAM, "w")
         w.write_many([b"x" * 2] * count)  # 10-byte events
         w.close()
@@ -44,7 +44,7 @@ def test_policy_preview_run_history(home: Path) -> None:
     assert preview["dry_run"] and preview["rule"] == "above-max" and preview["cut"] == {"0.0": 300}
     assert preview["freed_bytes"] == 300 and preview["retained"] == 300
     assert [r["retained"] for r in preview["records"]] == [300, 0]  # the recorded cut and the would-be tail
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         assert client.head_cut(STREAM).positions == {segment_id(0, 0): 0}  # the preview changed nothing
         assert len(client.retention.records(STREAM)) == 1
     run = ok_json(home, *FAST, "retention", "run", STREAM)
@@ -85,5 +85,5 @@ def test_bad_input_is_one_line_and_changes_nothing(home: Path, args: tuple[str, 
         listed, described = pool.map(lambda a: ok_json(home, *a), [("stream", "list"), ("stream", "describe", STREAM)])
     assert [s["name"] for s in listed] == [STREAM]  # nothing created
     assert described["retention"] == "by size: keep at least 10 B (no maximum)"  # policy unchanged
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         assert client.retention.records(STREAM) == []

@@ -43,7 +43,7 @@ CASES = {
 @pytest.fixture
 def cclient(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tk.Client]:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
-                   settings={"writer.linger": 0, "retention.frequency": "10m"})
+                   settings={"writer.linger": 0, "retention.frequency": "10m"}, create=True)
     c.db.ensure_schema()
     yield c
     c.close()
@@ -165,7 +165,7 @@ def test_cli_preview_shows_subscribers_lower_bound_and_case(tmp_path: Path) -> N
     home = tmp_path / "ws"
     assert cli(home, "init").returncode == 0
     clock = tk.ManualClock()
-    with tk.connect(home, clock=clock, settings={"retention.frequency": "10m"}) as client:
+    with tk.connect(home, clock=clock, settings={"retention.frequency": "10m"}, create=True) as client:
         group = build(client, clock, "size")
         assert group is not None
         # a group that starts reading at 4,000 and has acknowledged nothing yet holds the stream there

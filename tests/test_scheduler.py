@@ -133,7 +133,8 @@ class Recorder:
 
 @pytest.fixture
 def env(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tuple[tk.Client, tk.ManualClock]]:
-    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock)
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
+        create=True)
     yield c, clock
     c.close()
 

@@ -89,7 +89,7 @@ def serve_env(tmp_path: Path, metadata_url: str) -> dict[str, str]:
 
 def open_client(tmp_path: Path, metadata_url: str) -> tk.Client:
     return tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                      settings={"writer.linger": 0, "retention.frequency": "500ms"})
+                      settings={"writer.linger": 0, "retention.frequency": "500ms"}, create=True)
 
 
 def test_serve_once_truncates_as_the_policy_says_and_logs_why(tmp_path: Path, metadata_url: str) -> None:

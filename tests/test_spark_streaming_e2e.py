@@ -98,7 +98,7 @@ def pg_client(tmp_path: Path, pg_url: str) -> Iterator[tk.Client]:
     """PostgreSQL only: two Spark processes per run make this test too slow to repeat on SQLite (the
     fault-point test below and the example run on SQLite)."""
     c = tk.connect(home=tmp_path / "ws", metadata_url=pg_url, storage=str(tmp_path / "data"),
-                   settings={"writer.linger": 0})
+                   settings={"writer.linger": 0}, create=True)
     yield c
     c.close()
 
@@ -211,7 +211,7 @@ def test_example_runs_and_retention_follows_the_query(tmp_path: Path) -> None:
     assert "(after the query committed): input 7.5 KiB -> 0 B" in retention[2]
     assert line("sink writer spark-")[-1].endswith("noted 12:05:00 (the last window end written)")
 
-    client = tk.connect(home=home)
+    client = tk.connect(home=home, create=True)
     try:
         (sub,) = client.subscribers("demo/sensor-events")
         tail = client.tail_cut("demo/sensor-events")

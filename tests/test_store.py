@@ -24,7 +24,7 @@ DDL_WORDS = ("CREATE", "ALTER", "DROP")
 
 def _connect(tmp_path: Path, metadata_url: str, **settings: object) -> tk.Client:
     return tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                      settings={"writer.linger": 0, **settings})
+                      settings={"writer.linger": 0, **settings}, create=True)
 
 
 def _version_rows(client: tk.Client) -> list[str]:
@@ -32,24 +32,25 @@ def _version_rows(client: tk.Client) -> list[str]:
         return list(conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalars())
 
 
-def _record_statements(client: tk.Client) -> list[str]:
-    statements: list[str] = []
-    sa.event.listen(client.db.engine, "before_cursor_execute",
-                    lambda _conn, _cursor, statement, *_rest: statements.append(statement))
-    return statements
-
-
-def test_migrations_apply_on_first_use_and_reconnect_is_a_noop(tmp_path: Path, metadata_url: str) -> None:
-    first = _connect(tmp_path, metadata_url)
-    assert first.db.current_revision() is None  # connecting alone touches nothing
-    first.create_stream("s/a", tk.StreamConfig(segments=2))  # first use migrates
+def test_init_applies_the_migrations_and_reconnect_is_a_noop(tmp_path: Path, metadata_url: str) -> None:
+    first = _connect(tmp_path, metadata_url)  # create=True: what `tidekeep init` does
     assert first.db.current_revision() == head_revision()
+    first.create_stream("s/a", tk.StreamConfig(segments=2))
     assert _version_rows(first) == [head_revision()]
     first.close()
 
-    second = _connect(tmp_path, metadata_url)
-    statements = _record_statements(second)
-    assert [s.name for s in second.list_streams()] == ["s/a"]
+    statements: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        statements.append(statement)
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)  # every engine: connecting included
+    try:
+        second = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
+        assert [s.name for s in second.list_streams()] == ["s/a"]
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
+    assert statements
     assert not [s for s in statements if s.lstrip().upper().startswith(DDL_WORDS)]
     assert _version_rows(second) == [head_revision()]
     second.close()
@@ -71,22 +72,27 @@ def test_concurrent_first_use_migrates_once(tmp_path: Path, metadata_url: str) -
     sqlite = metadata_url.startswith("sqlite")
     for round_number in range(10 if sqlite else 1):
         url = f"sqlite:///{tmp_path / f'fresh-{round_number}.db'}" if sqlite else metadata_url
-        clients = [_connect(tmp_path, url) for _ in range(4)]
+        storage = tmp_path / f"data-{round_number}"
+        clients: list[tk.Client] = []
         errors: list[str] = []
 
-        def first_use(c: tk.Client, errors: list[str] = errors) -> None:
-            try:
+        def first_use(errors: list[str] = errors, url: str = url, storage: Path = storage,
+                      clients: list[tk.Client] = clients) -> None:
+            try:  # init of a new workspace by four at once: one schema, one workspace id
+                c = tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(storage), create=True)
+                clients.append(c)
                 c.list_scopes()
             except BaseException:  # collected and asserted below
                 errors.append(traceback.format_exc())
 
-        threads = [threading.Thread(target=first_use, args=(c,)) for c in clients]
+        threads = [threading.Thread(target=first_use) for _ in range(4)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
         assert errors == []
         assert _version_rows(clients[0]) == [head_revision()]
+        assert len({c.workspace_id for c in clients}) == 1 and clients[0].workspace_id is not None
         for c in clients:
             c.close()
 
@@ -119,9 +125,9 @@ def test_sqlite_waits_for_a_busy_database_before_switching_to_wal(tmp_path: Path
     holder.execute("INSERT INTO unrelated VALUES (1)")
     release = threading.Timer(0.4, lambda: holder.execute("COMMIT"))
     release.start()
-    client = _connect(tmp_path, f"sqlite:///{path}", **{"metadata.busy_timeout": "10s"})
     started = time.monotonic()
     try:
+        client = _connect(tmp_path, f"sqlite:///{path}", **{"metadata.busy_timeout": "10s"})  # init migrates
         client.create_stream("s/a")
         waited = time.monotonic() - started
     finally:
@@ -152,18 +158,19 @@ def test_database_at_an_unknown_newer_revision_is_refused(tmp_path: Path, metada
         conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999_from_the_future'"))
     first.close()
 
-    second = _connect(tmp_path, metadata_url)
-    statements = _record_statements(second)
     with pytest.raises(SchemaError, match=r"schema revision '9999_from_the_future'.*upgrade tidekeep") as info:
-        second.list_streams()
+        tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"))
     assert "\n" not in str(info.value)
-    with pytest.raises(SchemaError):  # refused every time, not only once
-        second.create_stream("s/b")
-    assert not [s for s in statements if s.lstrip().upper().startswith(DDL_WORDS)]
-    assert _version_rows(second) == ["9999_from_the_future"]
-    with second.db.engine.connect() as conn:
-        assert list(conn.execute(sa.select(t.streams.c.name)).scalars()) == ["a"]
-    second.close()
+    with pytest.raises(SchemaError):  # refused every time, by init too, not only once
+        _connect(tmp_path, metadata_url)
+    engine = sa.create_engine(metadata_url)
+    try:
+        with engine.connect() as conn:
+            assert list(conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalars()) == [
+                "9999_from_the_future"]
+            assert list(conn.execute(sa.select(t.streams.c.name)).scalars()) == ["a"]
+    finally:
+        engine.dispose()
 
 
 def test_init_workspace_is_idempotent(tmp_path: Path) -> None:
@@ -174,7 +181,7 @@ def test_init_workspace_is_idempotent(tmp_path: Path) -> None:
     assert config_file.is_file()
     assert (home / "metadata.db").is_file()
     assert (home / "data").is_dir()
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         assert client.db.current_revision() == head_revision()
         client.create_stream("s/a")
 
@@ -184,6 +191,6 @@ def test_init_workspace_is_idempotent(tmp_path: Path) -> None:
     assert not created_again
     assert config_file.read_text() == edited  # never overwritten
     assert again.metadata_url == settings.metadata_url
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         assert [s.name for s in client.list_streams()] == ["s/a"]  # data survives a second init
         assert _version_rows(client) == [head_revision()]

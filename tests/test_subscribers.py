@@ -39,7 +39,7 @@ def clock() -> tk.ManualClock:
 @pytest.fixture
 def client(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tk.Client]:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   settings={"writer.linger": 0}, clock=clock)
+                   settings={"writer.linger": 0}, clock=clock, create=True)
     yield c
     c.close()
 

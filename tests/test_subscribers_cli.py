@@ -25,7 +25,7 @@ def fails(home: Path, code: int, message: str, *args: str) -> None:
 
 def write(home: Path, count: int) -> str:
     """Write `count` 10-byte events; returns the tail cut after them, compact form."""
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         w = client.writer(STREAM, "w")
         w.write_many([b"x" * 2] * count)
         w.close()
@@ -36,7 +36,7 @@ def write(home: Path, count: int) -> str:
 def home(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     assert cli(ws, "init").returncode == 0
-    with tk.connect(ws) as client:
+    with tk.connect(ws, create=True) as client:
         client.create_stream(STREAM, tk.StreamConfig(segments=1))
     return ws
 

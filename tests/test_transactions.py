@@ -63,7 +63,7 @@ def stream(client: tk.Client) -> str:
 def clocked(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tk.Client]:
     """A client on a manual clock (for leases), on both backends."""
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
-                   settings={"writer.linger": 0})
+                   settings={"writer.linger": 0}, create=True)
     c.create_stream(STREAM, tk.StreamConfig(segments=2))
     yield c
     c.close()

@@ -30,7 +30,7 @@ def clock() -> tk.ManualClock:
 @pytest.fixture
 def tclient(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tk.Client]:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
-                   settings={"writer.linger": 0})
+                   settings={"writer.linger": 0}, create=True)
     yield c
     c.close()
 

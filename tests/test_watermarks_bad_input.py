@@ -29,7 +29,7 @@ BAD_TIMES = [1.5, True, False, "1000", None, 2**63, -(2**63) - 1, 10**30, -1]
 @pytest.fixture
 def client(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tk.Client]:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   clock=clock, settings={"writer.linger": 0})
+                   clock=clock, settings={"writer.linger": 0}, create=True)
     yield c
     c.close()
 

@@ -50,7 +50,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def make(home: Path, stream: str, segments: int = 2) -> str:
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         client.create_stream(stream, tk.StreamConfig(segments=segments))
     return stream
 
@@ -70,7 +70,7 @@ def test_compute_emits_or_explains_and_writers_show_their_state(home: Path) -> N
     assert empty_compute.returncode == 0 and empty_compute.stdout.strip() == (
         f"no new watermark for {stream}: no writer has a mark")
 
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         slow, fast = write(client, stream, "slow", 20), write(client, stream, "fast", 10)
         slow.note_time(1_000)
         fast.note_time(1_500)
@@ -140,7 +140,7 @@ def test_list_text_json_limit_all(home: Path) -> None:
     assert empty_json.returncode == 0 and json.loads(empty_json.stdout) == []
     assert empty_text.returncode == 0 and empty_text.stdout.strip() == (
         f"{stream} has no watermarks yet (no writer has noted time, or `tidekeep serve` has not run)")
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         writer = client.writer(stream, "w")
         for i in range(23):  # more than list's default of 20
             writer.write(f"event {i}".encode(), routing_key=f"k{i}")
@@ -172,7 +172,7 @@ def test_list_text_json_limit_all(home: Path) -> None:
 
 def test_note_with_positions_and_bad_notes(home: Path) -> None:
     stream, other = make(home, "wm/note"), make(home, "wm/note-other", segments=1)
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         write(client, stream, "w", 12).close()
         end = dict(client.tail_cut(stream).positions)
         assert end[S0] > 0 and end[S1] > 0
@@ -240,7 +240,7 @@ def test_unknown_stream_help_and_stream_create_timeout(home: Path) -> None:
         except AssertionError as exc:
             raise AssertionError(f"tidekeep {' '.join(args)}: {exc}") from exc
 
-    with tk.connect(home) as client:
+    with tk.connect(home, create=True) as client:
         timeouts = {name: client.stream_state(name).info.config.timestamp_aggregation_timeout_ms
                     for name in ("wm/five", "wm/default", "wm/zero")}
         assert timeouts == {"wm/five": 5_000, "wm/default": 60_000, "wm/zero": 0}

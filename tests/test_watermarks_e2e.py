@@ -44,7 +44,7 @@ def mclient(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterato
     writer notes the client clock's time, so with the test moving the clock by hand the time that
     writer noted before each event is known exactly (see test 1)."""
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   settings={"writer.linger": 0}, clock=clock)
+                   settings={"writer.linger": 0}, clock=clock, create=True)
     yield c
     c.close()
 

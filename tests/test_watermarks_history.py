@@ -111,7 +111,7 @@ def read_all_steps(reader: tk.streams.readergroup.Reader) -> Iterator[dict[int, 
 def test_rg_read_shows_the_time_window(tmp_path: Path) -> None:
     home = tmp_path / "ws"
     assert run_cli(home, "init").returncode == 0
-    client = tk.connect(home=home, settings={"writer.linger": 0})
+    client = tk.connect(home=home, settings={"writer.linger": 0}, create=True)
     try:
         client.create_stream(STREAM, tk.StreamConfig(segments=1))
         with client.writer(STREAM, "w") as writer:

@@ -32,7 +32,7 @@ S0, S1 = segment_id(0, 0), segment_id(0, 1)
 
 def _connect(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> tk.Client:
     return tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                      clock=clock, settings={"writer.linger": 0})
+                      clock=clock, settings={"writer.linger": 0}, create=True)
 
 
 @pytest.fixture

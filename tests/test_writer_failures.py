@@ -94,7 +94,7 @@ def test_two_processes_sharing_a_writer_id_lose_no_acknowledged_event(tmp_path: 
     """Two processes write under one writer id, each reopening when fenced (so they fence each other
     over and over). Every event a flush acknowledged is in the stream exactly once."""
     home, storage = tmp_path / "ws", tmp_path / "data"
-    with tk.connect(home=home, metadata_url=metadata_url, storage=str(storage)) as client:
+    with tk.connect(home=home, metadata_url=metadata_url, storage=str(storage), create=True) as client:
         client.create_stream(STREAM, tk.StreamConfig(segments=2))
     env = worker_env(metadata_url, storage, home)
     go = tmp_path / "go"
@@ -114,7 +114,7 @@ def test_two_processes_sharing_a_writer_id_lose_no_acknowledged_event(tmp_path: 
         assert proc.wait(timeout=300) == 0, (tmp_path / f"{tag}.log").read_text()
     acknowledged = [line for tag in procs for line in (tmp_path / f"{tag}.acks").read_text().split()]
     assert len(acknowledged) == 80
-    with tk.connect(home=home, metadata_url=metadata_url, storage=str(storage)) as client:
+    with tk.connect(home=home, metadata_url=metadata_url, storage=str(storage), create=True) as client:
         counts = payload_counts(client)
         assert counts == Counter(a.encode() for a in acknowledged)  # each acknowledged event exactly once
         assert stored_files(client) == referenced_paths(client)
@@ -126,7 +126,7 @@ def test_two_processes_sharing_a_writer_id_lose_no_acknowledged_event(tmp_path: 
 def test_a_flush_that_meets_a_busy_store_keeps_its_events_and_the_next_writes_them_once(tmp_path: Path) -> None:
     database = tmp_path / "metadata.db"
     client = tk.connect(home=tmp_path / "ws", metadata_url=f"sqlite:///{database}", storage=str(tmp_path / "data"),
-                        settings={"writer.linger": 0, "metadata.busy_timeout": "50ms"})
+                        settings={"writer.linger": 0, "metadata.busy_timeout": "50ms"}, create=True)
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     writer = client.writer(STREAM, "w")
     write_all(writer, events("a", 6))
@@ -151,7 +151,7 @@ def test_a_flush_that_meets_a_busy_store_keeps_its_events_and_the_next_writes_th
 def test_write_many_keeps_the_failed_batch_and_the_rest(tmp_path: Path) -> None:
     database = tmp_path / "metadata.db"
     client = tk.connect(home=tmp_path / "ws", metadata_url=f"sqlite:///{database}", storage=str(tmp_path / "data"),
-                        settings={"writer.linger": 0, "metadata.busy_timeout": "50ms"})
+                        settings={"writer.linger": 0, "metadata.busy_timeout": "50ms"}, create=True)
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     writer = client.writer(STREAM, "w", batch_size=64)
     items = events("m", 20)
@@ -201,7 +201,7 @@ class BackendKiller:
 def test_a_terminated_backend_at_commit_is_retried_and_writes_once(tmp_path: Path, pg_url: str,
                                                                     pg_admin: sa.Engine) -> None:
     with tk.connect(home=tmp_path / "ws", metadata_url=pg_url, storage=str(tmp_path / "data"),
-                    settings={"writer.linger": 0}) as client:
+                    settings={"writer.linger": 0}, create=True) as client:
         client.create_stream(STREAM, tk.StreamConfig(segments=2))
         writer = client.writer(STREAM, "w")
         write_all(writer, events("a", 5))
@@ -217,7 +217,7 @@ def test_a_terminated_backend_at_commit_is_retried_and_writes_once(tmp_path: Pat
 def test_a_store_lost_at_every_commit_attempt_keeps_the_events(tmp_path: Path, pg_url: str,
                                                                 pg_admin: sa.Engine) -> None:
     with tk.connect(home=tmp_path / "ws", metadata_url=pg_url, storage=str(tmp_path / "data"),
-                    settings={"writer.linger": 0}) as client:
+                    settings={"writer.linger": 0}, create=True) as client:
         client.create_stream(STREAM, tk.StreamConfig(segments=2))
         writer = client.writer(STREAM, "w")
         write_all(writer, events("a", 5))
@@ -248,7 +248,7 @@ def test_a_connection_lost_after_the_server_committed_is_resolved_not_guessed(
     the next sequence: nothing is written twice and the next batch is not dropped as a duplicate."""
     proxy, url = proxied
     with tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"),
-                    settings={"writer.linger": 0}) as client:
+                    settings={"writer.linger": 0}, create=True) as client:
         client.create_stream(STREAM, tk.StreamConfig(segments=2))
         writer = client.writer(STREAM, "w")
         write_all(writer, events("a", 5))
@@ -271,7 +271,7 @@ def test_an_unknown_outcome_the_writer_could_not_resolve_is_resolved_by_the_next
     drops it from the writer instead of writing it again; the batch after gets a new sequence."""
     proxy, url = proxied
     with tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"),
-                    settings={"writer.linger": 0}) as client:
+                    settings={"writer.linger": 0}, create=True) as client:
         client.create_stream(STREAM, tk.StreamConfig(segments=2))
         writer = client.writer(STREAM, "w")
         write_all(writer, events("a", 5))
@@ -321,7 +321,7 @@ def test_transaction_staging_and_commit_whose_answers_are_lost_land_once(
     """PostgreSQL commits the staging (and later the transaction commit), the answers are lost: the
     retries find them landed. Staging the same events twice would put them in the transaction twice."""
     proxy, url = proxied
-    with tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data")) as client:
+    with tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"), create=True) as client:
         client.create_stream(STREAM, tk.StreamConfig(segments=2))
         txn = client.transactional_writer(STREAM, "t").begin()
         write_all(txn, events("t", 6))  # type: ignore[arg-type]

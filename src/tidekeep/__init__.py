@@ -21,6 +21,7 @@ from .errors import (
     TransactionClosed,
     TransactionExpired,
     TruncatedData,
+    WorkspaceMismatch,
     WriterFenced,
 )
 from .holds import Hold, HoldStore
@@ -99,6 +100,7 @@ __all__ = [
     "TxnState",
     "Watermark",
     "WatermarkStore",
+    "WorkspaceMismatch",
     "Writer",
     "WriterConfig",
     "WriterFenced",

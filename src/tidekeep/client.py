@@ -13,10 +13,21 @@ from .archives.api import Archives
 from .catalog.api import Catalog
 from .clock import SYSTEM_CLOCK, Clock
 from .config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT, Settings, load_settings
-from .errors import InvalidInput
+from .errors import InvalidInput, NotFound, WorkspaceMismatch
 from .holds import HoldStore
 from .store.chunks import ChunkStorage
 from .store.database import Database
+from .store.workspace import (
+    check_stamps,
+    mismatch_message,
+    new_workspace_id,
+    plan_init,
+    read_database_id,
+    read_storage_id,
+    stamp_database,
+    storage_has_data,
+    write_storage_id,
+)
 from .streams.config import StreamConfig
 from .streams.controller import StreamController, StreamInfo, StreamState, SweepResult, TruncateResult
 from .streams.cuts import StreamCut, size_between
@@ -55,11 +66,20 @@ def parse_segment(ref: SegmentRef) -> int:
 
 
 class Client:
+    """An open workspace. Opening it checks that the metadata store and the storage root exist and
+    are one workspace (store/workspace.py): NotFound or WorkspaceMismatch otherwise, and nothing is
+    created. `tidekeep.connect(create=True)` / `init_workspace` create and stamp a workspace first."""
+
     def __init__(self, settings: Settings, clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
         self.clock = clock
         self.db = Database(settings.metadata_url, settings["metadata.busy_timeout"])
-        self.storage = ChunkStorage(settings.storage_uri)
+        try:
+            self.storage = ChunkStorage(settings.storage_uri)
+            self.workspace_id = self.verify_workspace()
+        except BaseException:
+            self.db.dispose()
+            raise
         self.streams = StreamController(self.db, self.storage, clock)
         self.transactions = TransactionStore(self.streams)
         self.holds = HoldStore(self.streams)  # legal holds: add/list/remove/active_for
@@ -69,6 +89,18 @@ class Client:
         self.watermarks = WatermarkStore(self.streams)
         self.catalog = Catalog(self)  # meta records, rules, the retention job, purge (catalog/)
         self.archives = Archives(self)  # log archives, searches, the garbage collectors (archives/)
+
+    def verify_workspace(self) -> str | None:
+        """Compare the metadata store's workspace id with the storage root's (again: `tidekeep serve`
+        does before every pass). Returns the id — deletions are allowed only under it — or None for a
+        workspace from before the ids, which deletes nothing until `tidekeep init` stamps it. Raises
+        WorkspaceMismatch when the two are not one workspace; then deleting is refused too."""
+        self.storage.workspace_id = None
+        identity = check_stamps(read_database_id(self.db),
+                                read_storage_id(self.storage.fs, self.storage.root, self.storage.uri),
+                                self.db.shown, self.storage.uri)
+        self.storage.workspace_id = identity
+        return identity
 
     # ---- scopes and streams --------------------------------------------------------------------
     def create_scope(self, scope: str) -> bool:
@@ -244,31 +276,80 @@ class Client:
 
 
 def init_workspace(home: str | os.PathLike[str] | None = None,
-                   overrides: Mapping[str, Any] | None = None) -> tuple[Settings, bool]:
-    """Create the workspace directory, its tidekeep.yaml, data directory and schema. Idempotent;
-    returns the settings and whether the config file was created. `overrides` are flag-level
-    settings (e.g. metadata.url), so the schema lands in the store the caller will use."""
+                   overrides: Mapping[str, Any] | None = None, clock: Clock = SYSTEM_CLOCK) -> tuple[Settings, bool]:
+    """Create the workspace (its directory and tidekeep.yaml, the metadata schema, the storage root)
+    and stamp one workspace id into the store and the storage root. Idempotent; returns the settings
+    and whether the config file was created. `overrides` are flag-level settings (e.g. metadata.url),
+    so the schema lands in the store the caller will use. Refuses (WorkspaceMismatch, nothing created
+    or changed) to join a store and a storage root of different workspaces, or to give a new store a
+    storage root that already holds data (store/workspace.py `plan_init`)."""
     settings = load_settings(home, overrides)
+    database_id, database_is_new = _inspect_database(settings)
+    probe = ChunkStorage(settings.storage_uri, create=False) if _storage_exists(settings.storage_uri) else None
+    storage_id = None if probe is None else read_storage_id(probe.fs, probe.root, probe.uri)
+    has_data = probe is not None and storage_has_data(probe.fs, probe.root)
+    shown = Database.shown_url(settings.metadata_url)
+    plan = plan_init(database_id, storage_id, database_is_new, has_data, shown, settings.storage_uri)
+    if plan.refusal is not None:
+        raise WorkspaceMismatch(plan.refusal)
     settings.home.mkdir(parents=True, exist_ok=True)
     config_path = settings.home / CONFIG_FILE_NAME
     created = not config_path.exists()
     if created:
         config_path.write_text(DEFAULT_CONFIG_TEXT, encoding="utf-8")
-    client = Client(settings)
+    db = Database(settings.metadata_url, settings["metadata.busy_timeout"], create=True)
     try:
-        client.db.ensure_schema()
+        db.ensure_schema()
+        workspace_id = plan.workspace_id
+        if plan.stamp_database:
+            workspace_id = stamp_database(db, new_workspace_id(), clock.now_ms())
     finally:
-        client.close()
+        db.dispose()
+    storage = ChunkStorage(settings.storage_uri, create=True)
+    if plan.stamp_storage:
+        assert workspace_id is not None
+        current = read_storage_id(storage.fs, storage.root, storage.uri)
+        if current is None:
+            write_storage_id(storage.fs, storage.root, workspace_id, clock.now_ms())
+        elif current != workspace_id:  # stamped by a concurrent init of another workspace meanwhile
+            raise WorkspaceMismatch(mismatch_message(workspace_id, current, shown, settings.storage_uri))
     return settings, created
+
+
+def _inspect_database(settings: Settings) -> tuple[str | None, bool]:
+    """The store's workspace id, and whether it is new (holds no tidekeep schema), creating nothing."""
+    try:
+        db = Database(settings.metadata_url, settings["metadata.busy_timeout"])
+    except NotFound:
+        return None, True
+    try:
+        if db.current_revision() is None:
+            return None, True
+        db.ensure_schema()  # an older schema is migrated: the stamp lives in a later revision
+        return read_database_id(db), False
+    finally:
+        db.dispose()
+
+
+def _storage_exists(uri: str) -> bool:
+    try:
+        ChunkStorage(uri, create=False)
+    except NotFound:
+        return False
+    return True
 
 
 def connect(home: str | os.PathLike[str] | None = None, *, metadata_url: str | None = None,
             storage: str | None = None, clock: Clock | None = None,
-            settings: Mapping[str, Any] | None = None) -> Client:
-    """Open a workspace. Settings: defaults < tidekeep.yaml < TIDEKEEP_* env < these arguments."""
+            settings: Mapping[str, Any] | None = None, create: bool = False) -> Client:
+    """Open a workspace. Settings: defaults < tidekeep.yaml < TIDEKEEP_* env < these arguments.
+    The workspace must exist (NotFound otherwise, nothing is created) unless `create`, which first
+    does what `tidekeep init` does (init_workspace)."""
     overrides = dict(settings or {})
     if metadata_url is not None:
         overrides["metadata.url"] = metadata_url
     if storage is not None:
         overrides["storage.uri"] = storage
+    if create:
+        init_workspace(home, overrides, clock or SYSTEM_CLOCK)
     return Client(load_settings(home, overrides), clock or SYSTEM_CLOCK)

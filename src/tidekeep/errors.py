@@ -110,6 +110,13 @@ class StoreUnavailable(TidekeepError):
     exit_code = 12
 
 
+class WorkspaceMismatch(TidekeepError):
+    """The metadata store and the storage root are not one workspace (their workspace ids differ or
+    one has none), or a workspace from before the ids is asked to delete files: nothing is done."""
+
+    exit_code = 13
+
+
 class HoldActive(TidekeepError):
     """A legal hold protects the target: its data may not be deleted until the hold is removed."""
 

@@ -23,7 +23,7 @@ RG_WORKERS = Path(__file__)
 
 def read(args: argparse.Namespace) -> None:
     stop_file = Path(args.stop_file)
-    with tk.connect() as client, open(args.out, "w", encoding="utf-8") as out:
+    with tk.connect(create=True) as client, open(args.out, "w", encoding="utf-8") as out:
         group = client.reader_group(args.group)
         reader = group.reader(args.reader, sync_every_events=args.sync_every)
         Path(args.out + ".joined").touch()

@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
     import tidekeep as tk
     from tidekeep.spark.session import build_spark
 
-    client = tk.connect()
+    client = tk.connect(create=True)
     spark = build_spark("local[2]", "tidekeep-e2e-query")
     query = start_query(spark, client.spark_options(), input_stream, output_stream, checkpoint, group, max_bytes,
                         mode)

@@ -19,7 +19,7 @@ def txn_events(count: int) -> list[tuple[bytes, str]]:
 
 def commit(args: argparse.Namespace) -> None:
     """Begin a transaction, stage its events, record its id, then commit (or --scale first)."""
-    with tk.connect() as client:
+    with tk.connect(create=True) as client:
         txn = client.transactional_writer(args.stream, args.writer).begin()
         for payload, key in txn_events(args.events):
             txn.write(payload, key)
@@ -34,7 +34,7 @@ def commit(args: argparse.Namespace) -> None:
 def commit_many(args: argparse.Namespace) -> None:
     """Commit --txns transactions of --per-txn events ("t<n>:<i>", seven keys), each staged in
     several chunks; split the first active segment before committing the middle one."""
-    with tk.connect() as client:
+    with tk.connect(create=True) as client:
         tw = client.transactional_writer(args.stream, args.writer, batch_size=400)
         for n in range(args.txns):
             txn = tw.begin()
@@ -48,7 +48,7 @@ def commit_many(args: argparse.Namespace) -> None:
 
 
 def abort(args: argparse.Namespace) -> None:
-    with tk.connect() as client:
+    with tk.connect(create=True) as client:
         client.abort_transaction(args.txn)
 
 

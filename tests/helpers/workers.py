@@ -63,7 +63,7 @@ def check_per_key_prefix(events: Iterable[tk.Event]) -> dict[tuple[str, str], in
 # ---- commands ------------------------------------------------------------------------------------
 def write_batches(args: argparse.Namespace) -> None:
     """Commit batches first_seq, first_seq+1, ... with explicit sequence numbers."""
-    with tk.connect() as client:
+    with tk.connect(create=True) as client:
         writer = client.writer(args.stream, args.writer)
         for sequence in range(args.first_seq, args.first_seq + args.batches):
             appended = writer.write_batch(batch_events(args.writer, sequence, args.per_batch), sequence=sequence)
@@ -72,12 +72,12 @@ def write_batches(args: argparse.Namespace) -> None:
 
 
 def truncate(args: argparse.Namespace) -> None:
-    with tk.connect() as client:
+    with tk.connect(create=True) as client:
         client.truncate(args.stream, args.cut, reason="crash test")
 
 
 def delete(args: argparse.Namespace) -> None:
-    with tk.connect() as client:
+    with tk.connect(create=True) as client:
         client.delete_stream(args.stream)
 
 
@@ -89,7 +89,7 @@ def concurrent_writer(args: argparse.Namespace) -> None:
     rng = random.Random(args.writer)
     numbers = dict.fromkeys(keys, 0)
     written = 0
-    with tk.connect() as client:
+    with tk.connect(create=True) as client:
         writer = client.writer(args.stream, args.writer, batch_size=args.batch_size)
         while written < args.max_events and not (written % 20 == 0 and stop_file.exists()):
             key = rng.choice(keys)
@@ -109,7 +109,7 @@ def shared_writer(args: argparse.Namespace) -> None:
     ack_file = Path(args.ack_file)
     go_file = Path(args.go_file)
     fenced = 0
-    with tk.connect() as client:
+    with tk.connect(create=True) as client:
         writer = client.writer(args.stream, args.writer)
         Path(args.ready_file).touch()
         while not go_file.exists():
@@ -146,7 +146,7 @@ def reader(args: argparse.Namespace) -> None:
     sizes: list[int] = []
     retries = 0
     previous: dict[tuple[str, str], tuple[int, int]] = {}
-    with tk.connect() as client:
+    with tk.connect(create=True) as client:
         while True:
             finished = done_file.exists()
             try:

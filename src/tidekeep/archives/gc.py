@@ -405,6 +405,8 @@ def sweep_orphans(client: Client, now: int, dry_run: bool, report: ArchiveGcRepo
 # ---- the sweep --------------------------------------------------------------------------------
 def collect_archives(client: Client, dry_run: bool = False, progress: Progress | None = None) -> ArchiveGcReport:
     """One sweep of the archive collector (see the module docstring); a dry run changes nothing."""
+    if not dry_run:
+        client.storage.require_deletable()
     configure_gc_logging(client)
     retention = client.settings["archive_output.retention_period"]
     now = client.clock.now_ms()

@@ -95,6 +95,8 @@ def _view(job: SearchJob, now: int, size: int) -> dict[str, Any]:
 
 def collect_search_results(client: Client, dry_run: bool = False) -> ResultGcReport:
     """One sweep of the search-result collector; a dry run changes nothing."""
+    if not dry_run:
+        client.storage.require_deletable()
     configure_gc_logging(client)
     retention = client.settings["results_cache.retention_period"]
     now = client.clock.now_ms()

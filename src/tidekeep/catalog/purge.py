@@ -161,6 +161,8 @@ def _delete_rows(client: Client, batch: Sequence[_Candidate], threshold_ms: int,
 def purge_deleted(client: Client, progress: Progress | None = None, now_ms: int | None = None,
                   dry_run: bool = False) -> PurgeReport:
     """Purge the records DELETED at or before `now − catalog.purge_age`; see the module doc."""
+    if not dry_run:
+        client.storage.require_deletable()  # a workspace proven to be itself deletes its records' data
     settings = client.settings
     now = client.clock.now_ms() if now_ms is None else now_ms
     batch_size = int(settings["catalog.purge_batch_size"])

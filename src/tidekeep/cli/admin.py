@@ -11,6 +11,7 @@ import typer
 from ..client import init_workspace
 from ..config import CONFIG_FILE_NAME
 from ..store.database import Database
+from ..store.workspace import read_database_id
 from ..units import format_duration, format_size, parse_duration_ms
 from .context import configure_logging, load, open_client, options, require_workspace
 from .output import emit, emit_json, fields
@@ -33,7 +34,9 @@ def _sqlite_file(url: str) -> Path | None:
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
     @app.command("init")
     def init(ctx: typer.Context, json_output: JsonFlag = False) -> None:
-        """Create the workspace (tidekeep.yaml, metadata schema, data directory). Safe to run again."""
+        """Create the workspace (tidekeep.yaml, metadata schema, data directory) and stamp its id into
+        the metadata store and the storage root. Safe to run again; refuses to join a store and a
+        storage root of different workspaces."""
         settings = load(ctx)
         configure_logging(settings, options(ctx).verbose)
         database_file = _sqlite_file(settings.metadata_url)
@@ -47,6 +50,7 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
         database = Database(settings.metadata_url, settings["metadata.busy_timeout"])
         try:
             revision = database.current_revision()
+            workspace_id = read_database_id(database)
         finally:
             database.dispose()
         created = [name for name, was in (("home", existed["home"]), ("config", not config_created),
@@ -58,6 +62,7 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
             "metadata_url": shown_url(settings.metadata_url),
             "storage": settings.storage_uri,
             "schema_revision": revision,
+            "workspace_id": workspace_id,
             "created": created,
         }
         if json_output:
@@ -72,6 +77,7 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
             ("config", f"{mark['config' in created]}  {report['config_file']}"),
             ("metadata", f"{mark['database' in created]}  {report['metadata_url']} (schema {revision})"),
             ("storage", f"{mark['storage' in created]}  {report['storage']}"),
+            ("workspace", f"id {workspace_id} (in the metadata store and the storage root)"),
         ])
 
     @app.command("sweep")

@@ -95,14 +95,15 @@ def register(app: typer.Typer) -> None:
         with open_client(ctx) as client:
             if client.stream_state(name).info.state == SEALED:
                 raise StreamSealed(f"stream {name!r} is sealed and takes no more writes")
-            # the CLI knows where its input ends, so it flushes by size and at the end: no linger timer
-            writer = client.writer(name, writer_name, linger=0)
             with open_input(source) as stream_in:
                 count = payload_bytes = 0
                 for event in parse_lines(stream_in, key_of):  # check everything before writing anything
                     count += 1
                     payload_bytes += len(event.payload)
                 stream_in.seek(0)
+                # opened only now: opening takes the writer id's next epoch, a change bad input must not make;
+                # the CLI knows where its input ends, so it flushes by size and at the end: no linger timer
+                writer = client.writer(name, writer_name, linger=0)
                 show_bar = source not in (None, "-") and not json_output and sys.stderr.isatty()
                 with writer, _progress(count, show_bar) as progress:
                     task = None if progress is None else progress.add_task("write", total=count)

@@ -299,8 +299,8 @@ def write_task(target: SinkTarget, batches: Iterator[pa.RecordBatch]) -> SinkCom
         flush()
     except BaseException:
         # the task fails: what it wrote is no one's (Spark's abort never hears of this task's files)
-        storage.delete(c.path for c in message.chunks)
-        storage.delete_dir(message.directory)
+        storage.discard(c.path for c in message.chunks)
+        storage.discard_dir(message.directory)
         raise
     return message
 
@@ -434,7 +434,7 @@ def abort_messages(plan: SinkPlan, messages: Sequence[SinkCommitMessage | None])
     client = open_sink_client(plan.options)
     try:
         committed = client.streams.referenced_paths(paths)
-        client.storage.delete(p for p in paths if p not in committed)
+        client.storage.discard(p for p in paths if p not in committed)
         _delete_dirs(client, sent)
     finally:
         client.close()
@@ -459,7 +459,7 @@ def _abort(client: Client, txn_id: str, chunks: Sequence[PendingChunk], messages
         # committed after all (an acknowledgement lost on the way back) or the store is unreachable:
         # the files may be referenced, so they stay and the orphan sweep decides
         return
-    client.storage.delete(c.path for c in chunks)
+    client.storage.discard(c.path for c in chunks)
     _delete_dirs(client, messages)
 
 
@@ -468,7 +468,7 @@ def _delete_dirs(client: Client, messages: Sequence[SinkCommitMessage]) -> None:
     be committed chunks of an earlier commit of the same messages)."""
     for message in messages:
         if not client.storage.list_files(message.directory):
-            client.storage.delete_dir(message.directory)
+            client.storage.discard_dir(message.directory)
 
 
 # ---- the Spark classes -----------------------------------------------------------------------------

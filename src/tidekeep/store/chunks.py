@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..errors import ChunkMissing, ConfigError, CorruptChunk
+from ..errors import ChunkMissing, ConfigError, CorruptChunk, NotFound, WorkspaceMismatch
 from ..streams.model import EVENT_HEADER_BYTES
 
 CHUNK_SCHEMA = pa.schema(
@@ -69,7 +69,12 @@ def build_chunk_table(
 
 
 class ChunkStorage:
-    def __init__(self, uri: str) -> None:
+    """The workspace's storage root. Without `create` a local root must exist (NotFound otherwise:
+    nothing is created). Deleting files needs `workspace_id`: the client sets it once it has matched
+    the root's workspace id with the metadata store's (store/workspace.py); until then `delete` and
+    `delete_dir` refuse, and only `discard` removes files — those this process just wrote itself."""
+
+    def __init__(self, uri: str, create: bool = False) -> None:
         try:
             if "://" in uri:
                 self.fs, root = pafs.FileSystem.from_uri(uri)
@@ -79,8 +84,21 @@ class ChunkStorage:
             raise ConfigError(f"bad value for 'storage.uri': {uri!r}: {exc}") from None
         self.uri = uri
         self.root = root.rstrip("/")
-        self.fs.create_dir(self.root, recursive=True)
+        if create:
+            self.fs.create_dir(self.root, recursive=True)
+        elif (isinstance(self.fs, pafs.LocalFileSystem)
+              and self.fs.get_file_info(self.root).type != pafs.FileType.Directory):
+            raise NotFound(f"no tidekeep workspace storage at {uri}: {self.root} is not a directory; run "
+                           "'tidekeep init' first, or check storage.uri")
+        self.workspace_id: str | None = None
         self._offsets_cache: dict[str, frozenset[int]] = {}
+
+    def require_deletable(self) -> None:
+        """Refuse to delete anything under a root not proven to belong to this workspace."""
+        if self.workspace_id is None:
+            raise WorkspaceMismatch(
+                f"refusing to delete files under storage root {self.uri}: it carries no workspace id, so nothing "
+                "proves it belongs to this metadata store; run 'tidekeep init' to stamp the workspace")
 
     def full_path(self, rel_path: str) -> str:
         return posixpath.join(self.root, rel_path)
@@ -114,6 +132,12 @@ class ChunkStorage:
         return cached
 
     def delete(self, rel_paths: Iterable[str]) -> int:
+        self.require_deletable()
+        return self.discard(rel_paths)
+
+    def discard(self, rel_paths: Iterable[str]) -> int:
+        """Delete files this process wrote moments ago and knows to be unreferenced (a writer's
+        uncommitted chunks): no workspace proof needed, they are its own."""
         deleted = 0
         for rel in rel_paths:
             try:
@@ -124,6 +148,11 @@ class ChunkStorage:
         return deleted
 
     def delete_dir(self, rel_dir: str) -> None:
+        self.require_deletable()
+        self.discard_dir(rel_dir)
+
+    def discard_dir(self, rel_dir: str) -> None:
+        """Delete a directory this process filled itself (a task's staging directory)."""
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_dir(self.full_path(rel_dir))
 

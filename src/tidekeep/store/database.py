@@ -32,7 +32,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import ConfigError, ConflictError, SchemaError, StoreUnavailable
+from ..errors import ConfigError, ConflictError, NotFound, SchemaError, StoreUnavailable
 
 _PG_MIGRATION_LOCK = 0x7469_6465  # advisory lock key: "tide"
 RETRY_ATTEMPTS = 5
@@ -66,17 +66,25 @@ def _sqlite_path(url: sa.URL) -> Path | None:
 
 
 class Database:
-    def __init__(self, url: str, busy_timeout_ms: int = 30_000) -> None:
+    """The metadata store at `url`. Without `create` it must already hold a tidekeep schema (an older
+    one is migrated): a SQLite file that does not exist, or a store without the schema, is NotFound
+    and nothing is created — a typo in a URL never conjures an empty workspace."""
+
+    def __init__(self, url: str, busy_timeout_ms: int = 30_000, create: bool = False) -> None:
         try:
             parsed = sa.make_url(url)
         except sa.exc.ArgumentError:
             raise ConfigError(f"bad value for 'metadata.url': {url!r} is not a database URL") from None
         self.url = parsed
+        self.create = create
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         if self.is_sqlite:
             path = _sqlite_path(parsed)
-            if path is not None:
+            if path is not None and create:
                 path.parent.mkdir(parents=True, exist_ok=True)
+            elif path is not None and not path.is_file():
+                raise NotFound(f"no tidekeep workspace at {self.shown}: the metadata database {path} does not "
+                               "exist; run 'tidekeep init' first, or check metadata.url")
             self.engine = sa.create_engine(
                 parsed,
                 connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
@@ -94,6 +102,18 @@ class Database:
                               "is not supported (use sqlite or postgresql)")
         self._upgraded = False
         self._upgrade_lock = threading.Lock()
+
+    @property
+    def shown(self) -> str:
+        """The URL fit to print: the password hidden."""
+        return self.url.render_as_string(hide_password=True)
+
+    @staticmethod
+    def shown_url(url: str) -> str:
+        try:
+            return sa.make_url(url).render_as_string(hide_password=True)
+        except sa.exc.ArgumentError:
+            raise ConfigError(f"bad value for 'metadata.url': {url!r} is not a database URL") from None
 
     @staticmethod
     def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
@@ -144,6 +164,9 @@ class Database:
                 return
             current = self.current_revision()
             head = head_revision()
+            if current is None and not self.create:
+                raise NotFound(f"no tidekeep workspace at {self.shown}: the database holds no tidekeep schema; run "
+                               "'tidekeep init' first, or check metadata.url")
             if current != head:
                 known = {s.revision for s in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
                 if current is not None and current not in known:

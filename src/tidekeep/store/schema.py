@@ -124,4 +124,5 @@ from . import (  # noqa: E402, F401
     schema_subscribers,
     schema_transactions,
     schema_watermarks,
+    schema_workspace,
 )

@@ -48,6 +48,7 @@ from .model import Segment, equal_ranges, initial_segments, plan_scale, segment_
 log = logging.getLogger("tidekeep.streams")
 
 ACTIVE, SEALED = "ACTIVE", "SEALED"
+SWEEP_PATHS_AUDITED = 100  # a sweep's audit row names this many files; the count and bytes are exact
 
 
 def default_actor() -> str:
@@ -288,6 +289,7 @@ class StreamController:
     def delete(self, name: str, reason: str = "manual delete") -> int:
         """Delete a sealed stream and its data. Rows go first in one transaction (audited), then
         the files; a crash in between leaves only unreferenced files for the sweep."""
+        self.storage.require_deletable()
         with self.db.write() as conn:
             state = self._state(conn, name, lock=True)
             if state.info.state != SEALED:
@@ -404,6 +406,7 @@ class StreamController:
         added to the audit entry's details (retention: the subscribers that allowed the truncation);
         `guard` runs under the stream lock before anything changes and may raise to refuse (retention:
         the subscribers changed since the decision)."""
+        self.storage.require_deletable()  # before the head moves: its files are deleted after the commit
         checked = self.state(name)
         positions = self.to_positions(checked, cut)  # reads chunk files: outside the write transaction
         with self.db.write() as conn:
@@ -601,6 +604,7 @@ class StreamController:
     def sweep(self, grace_ms: int) -> SweepResult:
         """Delete chunk files no committed chunk refers to, once older than the grace period (so a
         writer between writing its file and committing it is never robbed)."""
+        self.storage.require_deletable()
         cutoff = self.clock.now_ms() - grace_ms
         files = self.storage.list_files("streams")
         with self.db.read() as conn:
@@ -611,9 +615,15 @@ class StreamController:
             known.update(conn.execute(sa.select(t.chunks.c.path)).scalars())
         doomed = [f for f in files if f.path not in known and f.mtime_ms <= cutoff]
         deleted = self.storage.delete(f.path for f in doomed)
-        if deleted:
+        freed = sum(f.size for f in doomed)
+        if doomed:
             log.info("sweep removed %d orphan chunk files", deleted)
-        return SweepResult(len(files), deleted, sum(f.size for f in doomed))
+            with self.db.write() as conn:
+                self._audit(conn, "sweep", "streams", None, None, freed,
+                            f"orphan chunk files older than the {grace_ms} ms grace period", {
+                                "files": len(doomed), "paths": [f.path for f in doomed[:SWEEP_PATHS_AUDITED]],
+                                "grace_ms": grace_ms})
+        return SweepResult(len(files), deleted, freed)
 
     # ---- audit -------------------------------------------------------------------------------
     def _audit(self, conn: Connection, action: str, target: str, old_head: str | None, new_head: str | None,

@@ -243,7 +243,7 @@ class TransactionStore:
         try:
             retry_store(lambda: self._stage(txn_id, chunks), f"staging in transaction {txn_id}")
         except (TransactionClosed, NotFound):
-            self.storage.delete(c.path for c in chunks)  # certainly unreferenced
+            self.storage.discard(c.path for c in chunks)  # certainly unreferenced
             raise
 
     def _stage(self, txn_id: str, chunks: Sequence[PendingChunk]) -> None:
@@ -267,6 +267,7 @@ class TransactionStore:
     def abort(self, txn_id: str, reason: str = REASON_ABORTED) -> bool:
         """Abort an open transaction and delete its staged data. False if it was already aborted."""
         check_txn_id(txn_id)
+        self.storage.require_deletable()  # before the metadata changes: the files go after it
         with self.db.write() as conn:
             row = self._row(conn, txn_id, lock=True)
             if row.state == TxnState.ABORTED:
@@ -283,6 +284,7 @@ class TransactionStore:
     def expire(self) -> list[str]:
         """Abort every open transaction whose lease ran out; returns their ids."""
         now = self.clock.now_ms()
+        self.storage.require_deletable()
         with self.db.write() as conn:
             rows = conn.execute(
                 sa.select(tx.transactions.c.id, tx.transactions.c.stream_id, t.streams.c.scope,
@@ -377,12 +379,12 @@ class TransactionStore:
                 return _result(self._row(conn, txn_id))
         if isinstance(result, _Duplicate):
             self._delete_new_files(chunks, staged)
-            self.storage.delete(result.paths)
-            self.storage.delete_dir(self._txn_dir(row))
+            self.storage.discard(result.paths)  # the transaction's own files, unreferenced
+            self.storage.discard_dir(self._txn_dir(row))
             log.info("transaction %s: batch sequence %s of writer %s was committed before; aborted",
                      txn_id, sequence, row.writer_id)
             return result.result
-        self.storage.delete(replaced)  # re-routed away: no row refers to them any more
+        self.storage.discard(replaced)  # re-routed away: no row refers to them any more
         log.info("committed transaction %s: %d events", txn_id, result.events)
         return result
 
@@ -396,7 +398,7 @@ class TransactionStore:
             except Exception:  # the outcome is unknown and the store unreachable: the sweep decides
                 return
             new = [p for p in new if p not in keep]
-        self.storage.delete(new)
+        self.storage.discard(new)
 
     @staticmethod
     def _advance_sequence(conn: Connection, row: Any, writer: Any, sequence: int, positions: Mapping[int, int],

@@ -419,7 +419,7 @@ class Writer:
             try:
                 result = self._commit_with_retry(pending, sequence)
             except SegmentsSealed as sealed:
-                self._controller.storage.delete(p.path for p in pending)  # certainly not committed
+                self._controller.storage.discard(p.path for p in pending)  # certainly not committed
                 state = self._controller.state(self.stream)
                 if state.info.uid != self._uid or state.info.state != "ACTIVE":
                     raise
@@ -430,7 +430,7 @@ class Writer:
                 pending = self._write_files(batch, sequence)  # the batch is routed afresh, still in write order
                 continue
             except _NOT_LANDED as exc:
-                self._controller.storage.delete(p.path for p in pending)
+                self._controller.storage.discard(p.path for p in pending)
                 if isinstance(exc, WriterFenced):
                     self._fenced = exc
                 raise
@@ -443,7 +443,7 @@ class Writer:
         fault_point("writer.after_commit")
         if result.duplicate and not result.landed_before:
             # the sequence was committed, but not with these files
-            self._controller.storage.delete(p.path for p in pending)
+            self._controller.storage.discard(p.path for p in pending)
             if not explicit:
                 # another writer committed under this id without an epoch (a transaction commit with a
                 # batch sequence): dropping this batch as its duplicate would lose acknowledged events
