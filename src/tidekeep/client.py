@@ -17,6 +17,7 @@ from .errors import InvalidInput, NotFound, WorkspaceMismatch
 from .holds import HoldStore
 from .store.chunks import ChunkStorage
 from .store.database import Database
+from .store.fencing import LeaseFence
 from .store.workspace import (
     check_stamps,
     mismatch_message,
@@ -219,9 +220,10 @@ class Client:
         """Abort an open transaction by id (False if already aborted)."""
         return self.transactions.abort(txn_id)
 
-    def expire_transactions(self) -> list[str]:
-        """Abort open transactions whose lease ran out (by this client's clock); returns their ids."""
-        return self.transactions.expire()
+    def expire_transactions(self, fence: LeaseFence | None = None) -> list[str]:
+        """Abort open transactions whose lease ran out (by this client's clock); returns their ids.
+        `fence`: the service's lease this runs under (store/fencing.py); None for a manual call."""
+        return self.transactions.expire(fence)
 
     # ---- reader groups -------------------------------------------------------------------------
     def create_reader_group(self, name: str, config: ReaderGroupConfig) -> ReaderGroup:
@@ -248,9 +250,11 @@ class Client:
         return SubscriberStore(self.streams).list(stream)
 
     # ---- maintenance ---------------------------------------------------------------------------
-    def sweep(self, grace: int | str | None = None) -> SweepResult:
+    def sweep(self, grace: int | str | None = None, fence: LeaseFence | None = None) -> SweepResult:
+        """Delete orphan chunk files older than `grace` (default sweep.grace). `fence`: the service's
+        lease this runs under (store/fencing.py); None for a manual call."""
         grace_ms = self.settings["sweep.grace"] if grace is None else parse_duration_ms(grace)
-        return self.streams.sweep(grace_ms)
+        return self.streams.sweep(grace_ms, fence)
 
     def audit(self, target: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         return self.streams.audit_entries(target, limit)

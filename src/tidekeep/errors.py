@@ -64,6 +64,20 @@ class StaleGeneration(ConflictError):
     """The reader group was reset (or re-created) since this handle loaded it: its update is refused."""
 
 
+class LeaseLost(ConflictError):
+    """Work decided under a lease was about to be applied after another process took the lease over
+    (or it was released): the transaction that would apply it is refused and changes nothing."""
+
+    def __init__(self, message: str, resource: str, version: int, holder: str | None,
+                 current_version: int | None) -> None:
+        # every field in args, so the error survives pickling (a Spark task raises it on an executor)
+        super().__init__(message, resource, version, holder, current_version)
+        self.resource = resource
+        self.version = version  # the version the work was decided under
+        self.holder = holder  # who holds the lease now (None: released, or no lease row)
+        self.current_version = current_version  # None: no lease row
+
+
 class ChunkError(TidekeepError):
     """A committed chunk file is missing or corrupt. Never silently skipped."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 FAULT_EXIT_CODE = 77
+GATE_LIMIT_S = 600  # a gate a test forgot to open never hangs a process for good
 
 
 def fault_point(name: str) -> None:
@@ -27,13 +28,22 @@ def fault_error(name: str, error: type[Exception], message: str) -> None:
 
 def pause_point(name: str) -> None:
     """`TIDEKEEP_PAUSE=name=ms` (comma-separated for several) makes the process sleep `ms` at this
-    point, e.g. to keep a search running long enough for a test to cancel it midway."""
+    point, e.g. to keep a search running long enough for a test to cancel it midway.
+    `TIDEKEEP_PAUSE=name=@/path/to/gate` makes it wait here while that file exists (at most ten
+    minutes): the test removes the file once it has done what must happen during the pause, so the
+    outcome never depends on how fast the machine is."""
     armed = os.environ.get("TIDEKEEP_PAUSE")
     if not armed:
         return
-    for item in armed.split(","):
-        point, _, ms = item.partition("=")
-        if point == name and ms.isdigit():
-            import time
+    import time
 
-            time.sleep(int(ms) / 1000)
+    for item in armed.split(","):
+        point, _, value = item.partition("=")
+        if point != name:
+            continue
+        if value.isdigit():
+            time.sleep(int(value) / 1000)
+        elif value.startswith("@"):
+            deadline = time.monotonic() + GATE_LIMIT_S
+            while os.path.exists(value[1:]) and time.monotonic() < deadline:
+                time.sleep(0.01)

@@ -30,6 +30,12 @@ Steps 4–6 go in rounds of GC_BATCH_SIZE candidates, so a long backlog keeps ea
 The journal lives in the metadata store rather than in a local file (CLP's choice) so a collector
 on another host that takes over the lease finds and finishes a crashed sweep. Every step is
 idempotent; a rerun after a crash anywhere finishes the work.
+
+Under `tidekeep serve` the sweep gets the "archive-gc" lease's fence (store/fencing.py): the
+transactions of steps 0, 1, 4 and 5 check it, and it is confirmed before the orphan files go
+(step 7), so a collector whose lease was taken over stops with LeaseLost and deletes no archive
+row. The files of step 6 belong to deletions already committed under the lease; they are finished
+regardless (the journal would have the next sweep finish them anyway).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..faults import fault_point
+from ..store.fencing import LeaseFence, check_fence, confirm_fence
 from ..store.schema import audit as audit_table
 from ..store.schema_archives import archive_gc_journal as journal
 from ..store.schema_archives import archive_search_jobs as jobs_table
@@ -206,9 +213,10 @@ def _drop_journal_row(client: Client, archive_id: str) -> None:
 
 
 # ---- the steps --------------------------------------------------------------------------------
-def replay_journal(client: Client, report: ArchiveGcReport) -> None:
+def replay_journal(client: Client, report: ArchiveGcReport, fence: LeaseFence | None = None) -> None:
     """Step 0: finish what a crashed sweep committed; forget what it never committed."""
     with client.db.write() as conn:
+        check_fence(conn, fence)
         rows = conn.execute(sa.select(journal).order_by(journal.c.archive_id)).all()
         if not rows:
             return
@@ -230,12 +238,14 @@ def replay_journal(client: Client, report: ArchiveGcReport) -> None:
              report.replayed, report.journal_dropped)
 
 
-def fail_dead_searches(client: Client, jobs: Sequence[SearchJob], now: int) -> list[SearchJob]:
+def fail_dead_searches(client: Client, jobs: Sequence[SearchJob], now: int,
+                       fence: LeaseFence | None = None) -> list[SearchJob]:
     """Step 1, first half: RUNNING → FAILED for searches silent too long, completion now, audited.
     Each UPDATE also requires the heartbeat read when the job was judged: a search that beat again
     since (it was only slow) is not failed. Its results stay as far as they got, and expire from now."""
     failed: list[SearchJob] = []
     with client.db.write() as conn:
+        check_fence(conn, fence)
         for job in jobs:
             error = dead_search_error(job, now)
             done = conn.execute(sa.update(jobs_table).where(
@@ -255,11 +265,13 @@ def fail_dead_searches(client: Client, jobs: Sequence[SearchJob], now: int) -> l
     return failed
 
 
-def kill_overlong_searches(client: Client, jobs: Sequence[SearchJob], now: int) -> list[SearchJob]:
+def kill_overlong_searches(client: Client, jobs: Sequence[SearchJob], now: int,
+                           fence: LeaseFence | None = None) -> list[SearchJob]:
     """Step 1, second half: RUNNING → KILLED (only if still RUNNING), completion now, audited."""
     max_runtime = client.settings["search.max_runtime"]
     killed: list[SearchJob] = []
     with client.db.write() as conn:
+        check_fence(conn, fence)
         for job in jobs:
             error = (f"ran longer than search.max_runtime ({max_runtime} ms): killed by the archive collector at "
                      f"{iso_utc(now)}")
@@ -276,13 +288,14 @@ def kill_overlong_searches(client: Client, jobs: Sequence[SearchJob], now: int) 
     return killed
 
 
-def write_journal(client: Client, candidates: Sequence[Archive], now: int) -> None:
+def write_journal(client: Client, candidates: Sequence[Archive], now: int, fence: LeaseFence | None = None) -> None:
     """Step 4: the write-ahead list, committed before any metadata is deleted. Under the datasets'
     locks and only for archives still alive: a concurrent sweep that has meanwhile deleted some of
     them (and their journal rows, with their files) must not get journal rows back from us."""
     if not candidates:
         return
     with client.db.write() as conn:
+        check_fence(conn, fence)
         for dataset in sorted({a.dataset for a in candidates}):
             lock_dataset(conn, dataset)
         alive = set(conn.execute(sa.select(archives_table.c.id).where(
@@ -303,7 +316,7 @@ def _ensure_journaled(conn: Connection, candidates: Sequence[Archive], now: int)
 
 
 def delete_metadata(client: Client, plan: ArchivePlan, report: ArchiveGcReport,
-                    batch: Sequence[Archive] | None = None) -> list[Archive]:
+                    batch: Sequence[Archive] | None = None, fence: LeaseFence | None = None) -> list[Archive]:
     """Step 5: in one transaction, re-check and delete the rows (and catalog records) of the
     candidates (of `batch`, default all) that are still expired and unheld; returns those deleted."""
     retention = plan.retention_minutes
@@ -311,6 +324,7 @@ def delete_metadata(client: Client, plan: ArchivePlan, report: ArchiveGcReport,
     candidates = plan.candidates if batch is None else batch
     ids = [a.id for a in candidates]
     with client.db.write() as conn:
+        check_fence(conn, fence)
         for dataset in sorted({a.dataset for a in candidates}):
             lock_dataset(conn, dataset)  # a hold on the dataset or one of its archives waits for us
         held_datasets, held_archives = load_holds(conn)
@@ -377,7 +391,8 @@ def list_archive_storage(client: Client) -> list[StoredEntry]:
     return entries
 
 
-def sweep_orphans(client: Client, now: int, dry_run: bool, report: ArchiveGcReport) -> None:
+def sweep_orphans(client: Client, now: int, dry_run: bool, report: ArchiveGcReport,
+                  fence: LeaseFence | None = None) -> None:
     """Step 7: archive files nothing names, older than sweep.grace, in datasets where no ingest is
     running (an ingest that died between writing and registering). Storage is listed before the
     rows are read, so a file registered meanwhile is seen as named."""
@@ -388,6 +403,8 @@ def sweep_orphans(client: Client, now: int, dry_run: bool, report: ArchiveGcRepo
         named = set(conn.execute(sa.select(archives_table.c.path)).scalars())
         named |= set(conn.execute(sa.select(journal.c.path)).scalars())
     plan = plan_orphans(entries, named, now - client.settings["sweep.grace"])
+    if not dry_run and (plan.files or plan.staging_dirs):
+        confirm_fence(client.db, fence)
     for orphan in plan.files:
         if dry_run or delete_file(client, orphan.path):
             report.orphans += 1
@@ -403,8 +420,10 @@ def sweep_orphans(client: Client, now: int, dry_run: bool, report: ArchiveGcRepo
 
 
 # ---- the sweep --------------------------------------------------------------------------------
-def collect_archives(client: Client, dry_run: bool = False, progress: Progress | None = None) -> ArchiveGcReport:
-    """One sweep of the archive collector (see the module docstring); a dry run changes nothing."""
+def collect_archives(client: Client, dry_run: bool = False, progress: Progress | None = None,
+                     fence: LeaseFence | None = None) -> ArchiveGcReport:
+    """One sweep of the archive collector (see the module docstring); a dry run changes nothing.
+    `fence`: the service's "archive-gc" lease (store/fencing.py); None for a manual sweep."""
     if not dry_run:
         client.storage.require_deletable()
     configure_gc_logging(client)
@@ -415,11 +434,11 @@ def collect_archives(client: Client, dry_run: bool = False, progress: Progress |
         # nothing expires; still finish the file deletions a crashed sweep committed, so no
         # deleted archive's data outlives it because retention was switched off afterwards
         if not dry_run:
-            replay_journal(client, report)
+            replay_journal(client, report, fence)
         log.info("archive sweep: %s", report.summary())
         return report
     if not dry_run:
-        replay_journal(client, report)
+        replay_journal(client, report, fence)
     plan, why_held = _plan(client, retention, now)
     report.expiry_ms = plan.expiry_ms
     if plan.held_back_by is not None:
@@ -433,21 +452,21 @@ def collect_archives(client: Client, dry_run: bool = False, progress: Progress |
         sweep_orphans(client, now, True, report)
         log.info("archive sweep (dry run): %s", report.summary())
         return report
-    report.failed_jobs = [_dead_job_view(j, now) for j in fail_dead_searches(client, plan.dead, now)]
-    report.killed_jobs = [_job_view(j, now) for j in kill_overlong_searches(client, plan.kill, now)]
+    report.failed_jobs = [_dead_job_view(j, now) for j in fail_dead_searches(client, plan.dead, now, fence)]
+    report.killed_jobs = [_job_view(j, now) for j in kill_overlong_searches(client, plan.kill, now, fence)]
     # in batches, so one sweep over a long backlog keeps its transactions and IN lists bounded
     total = len(plan.candidates)
     for start in range(0, total, GC_BATCH_SIZE):
         batch = plan.candidates[start:start + GC_BATCH_SIZE]
-        write_journal(client, batch, now)
+        write_journal(client, batch, now, fence)
         fault_point("archive_gc.after_journal")
-        deleted = delete_metadata(client, plan, report, batch)
+        deleted = delete_metadata(client, plan, report, batch, fence)
         fault_point("archive_gc.after_metadata")
         delete_files(client, deleted, report, None if progress is None else
                      lambda done, _total, base=start: progress(base + done, total))
     kept = set(report.kept_by_recheck)
     report.candidates = [c for c in report.candidates if c["archive_id"] not in kept]
-    sweep_orphans(client, now, False, report)
+    sweep_orphans(client, now, False, report, fence)
     log.info("archive sweep: %s", report.summary())
     return report
 

@@ -8,7 +8,9 @@ results never expire. The job rows stay as history and show when their results e
 Crash-safe order: first mark the jobs (`results_expired_ms`, audit "search_results_expire") in one
 transaction, then delete their results directories. Every sweep first deletes the directories of
 jobs already marked that still exist, so a sweep that died between the two steps is finished by
-the next one (fault point `search_result_gc.after_mark`).
+the next one (fault point `search_result_gc.after_mark`). Under `tidekeep serve` the marking
+transaction checks the "search-result-gc" lease's fence (store/fencing.py): a collector whose lease
+was taken over marks nothing and stops with LeaseLost.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from ..faults import fault_point
+from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_archives import archive_search_jobs as jobs_table
 from ..units import iso_utc
 from .expiry import completion_ms, results_to_expire, retention_ms
@@ -93,8 +96,9 @@ def _view(job: SearchJob, now: int, size: int) -> dict[str, Any]:
             "age_ms": now - done, "bytes": size, "results_count": job.results_count}
 
 
-def collect_search_results(client: Client, dry_run: bool = False) -> ResultGcReport:
-    """One sweep of the search-result collector; a dry run changes nothing."""
+def collect_search_results(client: Client, dry_run: bool = False, fence: LeaseFence | None = None) -> ResultGcReport:
+    """One sweep of the search-result collector; a dry run changes nothing. `fence`: the service's
+    "search-result-gc" lease (store/fencing.py); None for a manual sweep."""
     if not dry_run:
         client.storage.require_deletable()
     configure_gc_logging(client)
@@ -119,6 +123,7 @@ def collect_search_results(client: Client, dry_run: bool = False) -> ResultGcRep
         return report
     marked: list[SearchJob] = []
     with client.db.write() as conn:
+        check_fence(conn, fence)
         for job in due:
             done = conn.execute(sa.update(jobs_table).where(
                 jobs_table.c.id == job.id, jobs_table.c.results_expired_ms.is_(None),

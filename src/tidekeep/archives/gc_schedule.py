@@ -7,7 +7,9 @@ retention period is null is not started (as in CLP). The interval counts from th
 sweep, recorded in the lease row's `work_done_ms`, which every process shares: whichever process
 takes the lease sweeps, and the others see that it swept — two serve processes never both sweep
 one interval. A sweep that fails is logged and tried again one interval later (CLP's collector
-dies with its exception; ours never takes serve down).
+dies with its exception; ours never takes serve down). Each sweep gets its lease's fence: a
+collector whose lease was taken over mid-sweep deletes nothing more, logs "lease lost" and records
+no sweep (archives/gc.py).
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..errors import LeaseLost
+
 if TYPE_CHECKING:
     from ..client import Client
     from ..service.scheduler import RetentionService
+    from ..store.fencing import LeaseFence
 
 log = logging.getLogger("tidekeep.archives.gc")
 
@@ -62,6 +67,9 @@ class CollectorTask:
                 result = self.collect()
                 summary = getattr(result, "summary", None)
                 log.info("%s: %s", self.name, summary() if callable(summary) else result)
+            except LeaseLost as exc:  # taken over mid-sweep: the new holder sweeps; nothing to record
+                service.lease_lost(self.resource, exc)
+                return False
             except Exception as exc:  # logged; the next interval tries again; serve goes on
                 ok = False
                 log.warning("%s failed (next try in %d min): %s: %s", self.name, self.interval_ms // MINUTE_MS,
@@ -75,8 +83,10 @@ class CollectorTask:
             service._give_back(self.resource)
 
 
-def collector_tasks(client: Client) -> list[CollectorTask]:
-    """The collectors whose retention period is set, with their sweep intervals."""
+def collector_tasks(client: Client,
+                    fence_of: Callable[[str], LeaseFence | None] = lambda resource: None) -> list[CollectorTask]:
+    """The collectors whose retention period is set, with their sweep intervals. `fence_of` gives the
+    fence of the collector's lease when its sweep starts (store/fencing.py; the service's `fence`)."""
     from .gc import collect_archives
     from .gc_results import collect_search_results
 
@@ -85,11 +95,11 @@ def collector_tasks(client: Client) -> list[CollectorTask]:
     if settings["archive_output.retention_period"] is not None:
         tasks.append(CollectorTask("archive collector", ARCHIVE_GC_RESOURCE,
                                    settings["garbage_collector.sweep_interval.archive"] * MINUTE_MS,
-                                   lambda: collect_archives(client)))
+                                   lambda: collect_archives(client, fence=fence_of(ARCHIVE_GC_RESOURCE))))
     if settings["results_cache.retention_period"] is not None:
         tasks.append(CollectorTask("search-result collector", RESULT_GC_RESOURCE,
                                    settings["garbage_collector.sweep_interval.search_result"] * MINUTE_MS,
-                                   lambda: collect_search_results(client)))
+                                   lambda: collect_search_results(client, fence=fence_of(RESULT_GC_RESOURCE))))
     return tasks
 
 

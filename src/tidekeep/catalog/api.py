@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..client import Client
+    from ..store.fencing import LeaseFence
 
 Progress = Callable[[int, int], None]  # (done, total) in the unit of the operation
 
@@ -87,11 +88,13 @@ class Catalog:
         return RulesStore(self.client).save(rules)
 
     # ---- the job (source.py, writeback.py, job.py, impact.py, explain.py) ----------------------
-    def run(self, dry_run: bool = False, progress: Progress | None = None, now_ms: int | None = None) -> Any:
-        """Run the data retention job now; returns its report."""
+    def run(self, dry_run: bool = False, progress: Progress | None = None, now_ms: int | None = None,
+            fence: LeaseFence | None = None) -> Any:
+        """Run the data retention job now; returns its report. `fence`: the service's catalog lease
+        the run applies its deletes under (store/fencing.py); None for a manual run."""
         from .job import run_retention_job
 
-        return run_retention_job(self.client, dry_run=dry_run, progress=progress, now_ms=now_ms)
+        return run_retention_job(self.client, dry_run=dry_run, progress=progress, now_ms=now_ms, fence=fence)
 
     def impact(self, rules: Any = None, now_ms: int | None = None) -> Any:
         """Per rule, feed and type: what would be deleted if the job ran now with no trackers."""
@@ -111,11 +114,13 @@ class Catalog:
         return list_runs(self.client, limit)
 
     # ---- purge (purge.py) -----------------------------------------------------------------------
-    def purge(self, progress: Progress | None = None, now_ms: int | None = None, dry_run: bool = False) -> Any:
-        """Remove the data of records DELETED for longer than catalog.purge_age, then their rows."""
+    def purge(self, progress: Progress | None = None, now_ms: int | None = None, dry_run: bool = False,
+              fence: LeaseFence | None = None) -> Any:
+        """Remove the data of records DELETED for longer than catalog.purge_age, then their rows.
+        `fence`: the service's catalog lease (store/fencing.py); None for a manual purge."""
         from .purge import purge_deleted
 
-        return purge_deleted(self.client, progress=progress, now_ms=now_ms, dry_run=dry_run)
+        return purge_deleted(self.client, progress=progress, now_ms=now_ms, dry_run=dry_run, fence=fence)
 
     # ---- holds ------------------------------------------------------------------------------------
     def hold(self, expression: str, reason: str) -> int:

@@ -14,6 +14,12 @@ One run:
    and the updates it had made are simply not repeated (only UNLOCKED rows change).
 
 A dry run does steps 1–3 without writing anything: it counts what each period would delete.
+
+Under `tidekeep serve` the run gets the catalog lease's fence (store/fencing.py): stale trackers are
+dropped, and the run's row, every slice's UPDATE and every period's tracker are written, only while
+that lease is still held. A run
+whose lease was taken over ends FAILED with LeaseLost (a refused slice fails its Spark task; the
+driver then finds the lease gone and raises LeaseLost), having changed nothing after the takeover.
 """
 
 from __future__ import annotations
@@ -28,8 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from ..errors import LeaseLost
 from ..faults import fault_point
 from ..spark.progress import monotonic, track_tasks
+from ..store.fencing import LeaseFence, check_fence, confirm_fence
 from ..store.schema_catalog import catalog_runs
 from . import source
 from .runs import end_run, start_run
@@ -183,24 +191,26 @@ def load_side_inputs(client: Client) -> tuple[tuple[Any, ...], dict[str, tuple[s
     return holds, dictionaries
 
 
-def load_inputs(client: Client, now_ms: int, *, drop_stale_trackers: bool) -> JobInputs:
+def load_inputs(client: Client, now_ms: int, *, drop_stale_trackers: bool,
+                fence: LeaseFence | None = None) -> JobInputs:
     from .periods import process_periods
     from .rules import active_rules
     from .rules_store import RulesStore
 
     store = RulesStore(client)
     ruleset = store.load()
-    trackers = store.trackers(ruleset.version, drop_stale=drop_stale_trackers) if ruleset.version else {}
+    trackers = store.trackers(ruleset.version, drop_stale=drop_stale_trackers, fence=fence) if ruleset.version else {}
     periods = tuple(process_periods(ruleset.rules, now_ms, trackers))
     holds, dictionaries = load_side_inputs(client)
     return JobInputs(now_ms, ruleset.version, active_rules(ruleset.rules), periods, holds, dictionaries)
 
 
-def _finish_period(client: Client, report: RunReport, period: PeriodReport) -> None:
+def _finish_period(client: Client, report: RunReport, period: PeriodReport, fence: LeaseFence | None) -> None:
     """Tracker, audit and progress of a finished period, in one transaction."""
     from .rules_store import upsert_tracker
 
     with client.db.write() as conn:
+        check_fence(conn, fence)
         if not report.dry_run and report.rules_version:
             upsert_tracker(conn, report.rules_version, period.tracker_age, report.now_ms)
         if not report.dry_run and period.rows:
@@ -216,17 +226,17 @@ def _finish_period(client: Client, report: RunReport, period: PeriodReport) -> N
 
 # ---- the run --------------------------------------------------------------------------------------------
 def run_retention_job(client: Client, dry_run: bool = False, progress: Progress | None = None,
-                      now_ms: int | None = None) -> RunReport:
+                      now_ms: int | None = None, fence: LeaseFence | None = None) -> RunReport:
     started = time.monotonic()
     now = client.clock.now_ms() if now_ms is None else now_ms
-    inputs = load_inputs(client, now, drop_stale_trackers=not dry_run)
+    inputs = load_inputs(client, now, drop_stale_trackers=not dry_run, fence=fence)
     report = RunReport(None, now, dry_run, inputs.rules_version)
     if not inputs.periods:  # no active rules: nothing to do (Stroom's noRules)
         report.state = "SUCCEEDED"
         return report
-    report.run_id = start_run(client, "retention", now, dry_run, inputs.rules_version)
+    report.run_id = start_run(client, "retention", now, dry_run, inputs.rules_version, fence=fence)
     try:
-        _process(client, inputs, report, progress)
+        _process(client, inputs, report, progress, fence)
     except BaseException:
         report.state = "FAILED"
         report.elapsed_s = time.monotonic() - started
@@ -240,7 +250,8 @@ def run_retention_job(client: Client, dry_run: bool = False, progress: Progress 
     return report
 
 
-def _process(client: Client, inputs: JobInputs, report: RunReport, progress: Progress | None) -> None:
+def _process(client: Client, inputs: JobInputs, report: RunReport, progress: Progress | None,
+             fence: LeaseFence | None) -> None:
     from .expressions import CompileContext
 
     ctx = CompileContext(inputs.now_ms, inputs.dictionaries)
@@ -266,11 +277,11 @@ def _process(client: Client, inputs: JobInputs, report: RunReport, progress: Pro
 
             spark = spark or client.spark()
             entry.deleted = _run_period(spark, client, url, inputs, ctx, period, period_stats, deleting,
-                                        report.dry_run, within_period)
+                                        report.dry_run, within_period, fence)
         entry.elapsed_s = time.monotonic() - period_started
         report.periods.append(entry)
         fault_point("catalog.before_tracker")
-        _finish_period(client, report, entry)
+        _finish_period(client, report, entry, fence)
         fault_point("catalog.after_period")
         done += period_stats.rows
         if progress is not None:
@@ -290,7 +301,7 @@ def partition_count(configured: int, parallelism: int, rows: int) -> int:
 
 def _run_period(spark: SparkSession, client: Client, url: str, inputs: JobInputs, ctx: Any, period: Any,
                 stats: source.ScanStats, deleting: set[int], dry_run: bool,
-                on_fraction: Callable[[float], None]) -> dict[int, RuleCount]:
+                on_fraction: Callable[[float], None], fence: LeaseFence | None = None) -> dict[int, RuleCount]:
     from pyspark.sql import functions as F
 
     rules = rules_that_matter(inputs.rules, deleting)
@@ -307,13 +318,22 @@ def _run_period(spark: SparkSession, client: Client, url: str, inputs: JobInputs
             F.count(F.lit(1)).alias("rows"), F.sum(F.coalesce(F.col("file_size"), F.lit(0))).alias("bytes"))
     else:
         spec = DeleteSpec(url, inputs.now_ms, client.settings["catalog.delete_batch_size"], inputs.holds,
-                          inputs.dictionaries, os.getpid())
+                          inputs.dictionaries, os.getpid(), fence)
         # every row goes to its task with its verdict, so a slice can be written as its create-time
         # range minus the kept rows; the output is one small row per rule per task, summed here
         summary = (ruled.select("id", "create_time", "rule", "file_size", doomed.alias("doomed"))
                    .mapInArrow(lambda batches: delete_partition(spec, batches), SUMMARY_DDL))
-    with track_tasks(spark, f"tidekeep-catalog-{os.getpid()}-{period.from_ms}", on_fraction):
-        rows = summary.collect()
+    try:
+        with track_tasks(spark, f"tidekeep-catalog-{os.getpid()}-{period.from_ms}", on_fraction):
+            rows = summary.collect()
+    except Exception as exc:
+        # a slice refused by the lease check fails its task, and Spark reports that as its own error:
+        # if the lease is gone, say so with the typed error instead
+        try:
+            confirm_fence(client.db, fence)
+        except LeaseLost as lost:
+            raise lost from exc
+        raise
     counts: dict[int, RuleCount] = {}
     for r in rows:
         entry = counts.setdefault(int(r["rule"]), RuleCount())

@@ -9,6 +9,11 @@ crash in between leaves rows whose files are already gone, and the rerun deletes
 (missing file = success): the purge is idempotent and never leaves data without a row to find it.
 A record whose data cannot be deleted keeps its row, is excluded for the rest of the run and
 counts as a failure; once failures exceed `catalog.purge_failure_threshold` the run stops.
+
+Under `tidekeep serve` the purge gets the catalog lease's fence (store/fencing.py): it is confirmed
+before each batch's files are deleted and checked again in the transaction that deletes the rows,
+so a purge whose lease was taken over stops with LeaseLost (files already deleted in that batch
+keep their rows, which the next purge finds gone and deletes).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..faults import fault_point
+from ..store.fencing import LeaseFence, check_fence, confirm_fence
 from ..store.schema_catalog import catalog_records as records_table
 from . import purge_plan
 from .holds import HeldRecords, load_held_records
@@ -138,11 +144,13 @@ def _count(conn: Connection, where: Sequence[Any]) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def _delete_rows(client: Client, batch: Sequence[_Candidate], threshold_ms: int, run_id: int) -> tuple[int, int]:
+def _delete_rows(client: Client, batch: Sequence[_Candidate], threshold_ms: int, run_id: int,
+                 fence: LeaseFence | None = None) -> tuple[int, int]:
     """Delete the rows of records whose data is gone, in one audited transaction; returns the rows
     and bytes actually deleted (a concurrent purge may have taken some already)."""
     ids = [c.id for c in batch]
     with client.db.write() as conn:
+        check_fence(conn, fence)
         where = [records_table.c.id.in_(ids), records_table.c.status == DELETED,
                  records_table.c.status_time <= threshold_ms]
         present = conn.execute(sa.select(records_table.c.id, records_table.c.file_size).where(*where)).all()
@@ -159,7 +167,7 @@ def _delete_rows(client: Client, batch: Sequence[_Candidate], threshold_ms: int,
 
 
 def purge_deleted(client: Client, progress: Progress | None = None, now_ms: int | None = None,
-                  dry_run: bool = False) -> PurgeReport:
+                  dry_run: bool = False, fence: LeaseFence | None = None) -> PurgeReport:
     """Purge the records DELETED at or before `now − catalog.purge_age`; see the module doc."""
     if not dry_run:
         client.storage.require_deletable()  # a workspace proven to be itself deletes its records' data
@@ -174,14 +182,14 @@ def purge_deleted(client: Client, progress: Progress | None = None, now_ms: int 
         report.eligible, eligible_bytes = _count(conn, _eligible(cursor.threshold_ms, held))
         report.held = _count(conn, [records_table.c.status == DELETED,
                                     records_table.c.status_time <= cursor.threshold_ms, held.condition])[0]
-    report.run_id = start_run(client, "purge", now, dry_run)
+    report.run_id = start_run(client, "purge", now, dry_run, fence=fence)
     try:
         if dry_run:
             # nothing is deleted, so nothing can fail: the eligible records are exactly what a run would take
             report.purged, report.bytes = report.eligible, eligible_bytes
             report.batches = -(-report.eligible // batch_size)
         else:
-            _purge_batches(client, cursor, report, batch_size, failure_threshold, progress)
+            _purge_batches(client, cursor, report, batch_size, failure_threshold, progress, fence)
     except BaseException:
         end_run(client, "purge", report.run_id, "FAILED", report.dry_run, report.to_dict())
         raise
@@ -193,7 +201,7 @@ def purge_deleted(client: Client, progress: Progress | None = None, now_ms: int 
 
 
 def _purge_batches(client: Client, cursor: purge_plan.PurgeCursor, report: PurgeReport, batch_size: int,
-                   failure_threshold: int, progress: Progress | None) -> None:
+                   failure_threshold: int, progress: Progress | None, fence: LeaseFence | None = None) -> None:
     deleter = DataDeleter(client)
     while not cursor.done:
         with client.db.read() as conn:
@@ -203,6 +211,8 @@ def _purge_batches(client: Client, cursor: purge_plan.PurgeCursor, report: Purge
         # before the data goes, and drop whatever it now covers
         fetched = batch
         batch = _without_newly_held(client, batch, held, report.now_ms)
+        if batch:
+            confirm_fence(client.db, fence)  # the data goes next: only while the lease is still ours
         failed: list[int] = []
         done: list[_Candidate] = []
         for candidate in batch:
@@ -215,7 +225,7 @@ def _purge_batches(client: Client, cursor: purge_plan.PurgeCursor, report: Purge
                     report.failed.append({"id": candidate.id, "location": candidate.location, "error": error})
         fault_point("purge.after_files")
         if done:
-            count, size = _delete_rows(client, done, cursor.threshold_ms, int(report.run_id or 0))
+            count, size = _delete_rows(client, done, cursor.threshold_ms, int(report.run_id or 0), fence)
             report.purged += count
             report.bytes += size
         fault_point("purge.after_rows")

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..errors import InvalidInput
+from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_catalog import catalog_dictionaries, catalog_rules, catalog_trackers
 from .expressions.ast import Condition, Expr, Operator, Term
 from .rules import RetentionRule, RuleSet, check_rules, load_rules_file, rule_to_stroom, rules_from_document
@@ -160,11 +161,14 @@ class RulesStore:
                                    "(create it with `tidekeep catalog dict set`)")
 
     # ---- trackers ----------------------------------------------------------------------------------
-    def trackers(self, rules_version: str, drop_stale: bool = True) -> dict[str, int]:
+    def trackers(self, rules_version: str, drop_stale: bool = True,
+                 fence: LeaseFence | None = None) -> dict[str, int]:
         """The trackers of `rules_version` by rule age; those of every other version are deleted
-        (unless `drop_stale` is false: a dry run reads them and changes nothing)."""
+        (unless `drop_stale` is false: a dry run reads them and changes nothing) — with a `fence`, only
+        while that lease is held (store/fencing.py)."""
         with self.db.write() if drop_stale else self.db.read() as conn:
             if drop_stale:
+                check_fence(conn, fence)
                 conn.execute(sa.delete(catalog_trackers).where(catalog_trackers.c.rules_version != rules_version))
             rows = conn.execute(sa.select(catalog_trackers.c.rule_age, catalog_trackers.c.last_run_ms)
                                 .where(catalog_trackers.c.rules_version == rules_version))

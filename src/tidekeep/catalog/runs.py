@@ -9,14 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_catalog import catalog_runs
 
 if TYPE_CHECKING:
     from ..client import Client
 
 
-def start_run(client: Client, kind: str, now_ms: int, dry_run: bool, rules_version: str | None = None) -> int:
+def start_run(client: Client, kind: str, now_ms: int, dry_run: bool, rules_version: str | None = None,
+              fence: LeaseFence | None = None) -> int:
+    """The run's RUNNING row; with a `fence`, only while that lease is held (else LeaseLost, no row)."""
     with client.db.write() as conn:
+        check_fence(conn, fence)
         return int(conn.execute(sa.insert(catalog_runs).values(
             kind=kind, state="RUNNING", dry_run=dry_run, now_ms=now_ms, started_ms=client.clock.now_ms(),
             rules_version=rules_version or None, actor=client.streams.actor)).inserted_primary_key[0])

@@ -12,6 +12,8 @@ the moment a run began once the job and the purge both succeeded. A run is due w
 fire time after the last run has come; a schedule that never ran counts from the service's start,
 so starting `serve` does not run the job at once. Fire times missed while no service ran are
 caught up by one run. A failed run is retried with exponential backoff; it never stops serve.
+The job and the purge get the lease's fence (catalog/job.py, catalog/purge.py): a run whose lease
+was taken over stops with LeaseLost, which drops the lease without a backoff.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, InvalidInput
+from ..errors import ConfigError, InvalidInput, LeaseLost
 
 if TYPE_CHECKING:
     from ..service.scheduler import RetentionService
@@ -220,6 +222,9 @@ class CatalogTask:
                 service.leases.record_work_done(CATALOG_RESOURCE, service.owner, version, began)
             self.failures, self.retry_at_ms = 0, None
             return True
+        except LeaseLost as exc:  # taken over mid-run: the new holder runs it; no backoff, no retry here
+            service.lease_lost(CATALOG_RESOURCE, exc)
+            return False
         except Exception as exc:  # retried after a backoff; serve goes on
             self.failures += 1
             wait = backoff_ms(self.failures, self.retry_base_ms, self.retry_cap_ms)

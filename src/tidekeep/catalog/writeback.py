@@ -17,7 +17,9 @@ record written into the range after Spark read it) the transaction is rolled bac
 goes by id. The guards make every slice idempotent and safe to repeat: a row deleted, locked or
 placed under a hold since Spark read it is left alone, and a rerun after a crash simply finds
 fewer UNLOCKED rows. Each task yields per-rule row and byte counts of real changes — the only
-thing the driver collects.
+thing the driver collects. Under `tidekeep serve` every slice's transaction first checks the
+catalog lease the run was started under (store/fencing.py): a run whose lease was taken over
+changes no more rows.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
+from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_catalog import catalog_records
 from .slices import slice_ends
 
@@ -51,6 +54,7 @@ class DeleteSpec:
     holds: tuple[Any, ...] = ()  # hold expressions (AST) re-checked inside every UPDATE
     dictionaries: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     driver_pid: int | None = None  # fault points in a task kill the driver, as a crash of the job would
+    fence: LeaseFence | None = None  # the service's catalog lease: checked in every slice's transaction
 
 
 def _begin(conn: Any, postgres: bool) -> Any:
@@ -69,6 +73,7 @@ def _delete_slice(conn: Any, slice_ids: list[int], low: int, high: int, kept_in_
     if len(kept_in_range) < len(slice_ids) and (postgres or len(kept_in_range) <= SQLITE_MAX_IDS):
         transaction = _begin(conn, postgres)
         try:
+            check_fence(conn, spec.fence)
             changed = set(conn.execute(by_range(low, high, kept_in_range, spec, held, postgres)).scalars())
         except BaseException:
             transaction.rollback()
@@ -79,6 +84,7 @@ def _delete_slice(conn: Any, slice_ids: list[int], low: int, high: int, kept_in_
         transaction.rollback()  # a row appeared in the range after Spark read it: go by id
     transaction = _begin(conn, postgres)
     try:
+        check_fence(conn, spec.fence)
         changed = set()
         for statement in by_ids(slice_ids, spec, held, postgres):
             changed.update(conn.execute(statement).scalars())

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..clock import Clock
+from ..errors import LeaseLost
+from ..store.fencing import LeaseFence
 from .leases import LeaseStore
 
 log = logging.getLogger("tidekeep.service")
@@ -111,6 +113,7 @@ class PassReport:
     ran: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # the lease was taken over during the cycle
     swept: bool = False
 
 
@@ -150,6 +153,9 @@ class RetentionService:
         self._watermark_lock = threading.Lock()
         self.tracks: dict[str, StreamTrack] = {}
         self.held: dict[str, int] = {}  # resource → lease version we hold
+        # resource → the version we were last granted, kept when the lease is lost or given back: the
+        # fence of work started under it must go on refusing, not turn into "no fence"
+        self._granted: dict[str, int] = {}
         self._held_lock = threading.Lock()
         self.stop = threading.Event()
 
@@ -161,6 +167,7 @@ class RetentionService:
                 if resource not in self.held:
                     log.info("lease taken: %s (version %d)", resource, decision.lease.version)
                 self.held[resource] = decision.lease.version
+                self._granted[resource] = decision.lease.version
             elif self.held.pop(resource, None) is not None:
                 log.warning("lease lost: %s is now held by %s", resource, decision.lease.owner)
         return decision.granted
@@ -189,6 +196,25 @@ class RetentionService:
     def holds(self, resource: str) -> bool:
         with self._held_lock:
             return resource in self.held
+
+    def fence(self, resource: str) -> LeaseFence:
+        """The fencing token of the lease on `resource` this process was last granted: passed to the
+        work done under it, whose deleting transactions check it (store/fencing.py). If the heartbeat
+        has meanwhile found the lease taken over, the fence is still that version, so the work is
+        refused rather than run unfenced."""
+        with self._held_lock:
+            version = self._granted.get(resource)
+        if version is None:
+            raise LookupError(f"{self.owner} has never been granted the lease {resource}: no work may run under it")
+        return LeaseFence(resource, self.owner, version)
+
+    def lease_lost(self, resource: str, error: LeaseLost) -> None:
+        """Work under `resource` was refused because another process took the lease over: forget the
+        lease (no retry, no backoff: the work is the new holder's now; if the lease comes back, the
+        next pass decides afresh)."""
+        with self._held_lock:
+            self.held.pop(resource, None)
+        log.warning("lease lost: %s", error)
 
     # one pass -----------------------------------------------------------------------------------
     def run_pass(self) -> PassReport:
@@ -250,6 +276,9 @@ class RetentionService:
                 self._watermark_last[stream] = now
                 try:
                     result = self.watermark(stream)
+                except LeaseLost as exc:
+                    self.lease_lost(stream_resource(stream), exc)
+                    continue
                 except self.skip_errors as exc:
                     log.debug("watermark of %s skipped: %s", stream, exc)
                     continue
@@ -268,6 +297,10 @@ class RetentionService:
         track = self.tracks.get(stream, StreamTrack())
         try:
             decision = self.cycle(stream)
+        except LeaseLost as exc:  # taken over mid-cycle: nothing was applied; the new holder decides
+            self.lease_lost(resource, exc)
+            report.lost.append(stream)
+            return
         except self.skip_errors as exc:
             log.info("skipped %s: %s (%s)", stream, exc, type(exc).__name__)
             self.tracks[stream] = after_success(track, self.clock.now_ms())
@@ -309,6 +342,9 @@ class RetentionService:
             if version is not None:
                 self.leases.record_work_done(SWEEP_RESOURCE, self.owner, version, self.clock.now_ms())
             return True
+        except LeaseLost as exc:  # taken over mid-sweep: whoever holds it now sweeps
+            self.lease_lost(SWEEP_RESOURCE, exc)
+            return False
         except Exception as exc:  # the sweep is retried at its next interval
             log.warning("sweep failed: %s: %s", type(exc).__name__, exc)
             return False

@@ -38,8 +38,9 @@ from ..faults import fault_error, fault_point
 from ..holds import holds_on
 from ..names import check_name, split_stream_name
 from ..store import schema as t
-from ..store.chunks import ChunkRef, ChunkStorage
+from ..store.chunks import ChunkRef, ChunkStorage, StoredFile
 from ..store.database import Database
+from ..store.fencing import LeaseFence, confirm_fence
 from ..store.schema_transactions import transaction_chunks
 from .config import StreamConfig
 from .cuts import CutOrder, SegmentRange, StreamCut, check_cut, compare_cuts, furthest, ranges_between
@@ -153,6 +154,9 @@ class SweepResult:
     files_seen: int
     files_deleted: int
     bytes_deleted: int = 0
+
+
+SWEEP_BATCH = 1000  # orphan files deleted per confirmation of the sweep's lease
 
 
 class StreamController:
@@ -601,9 +605,12 @@ class StreamController:
         return error
 
     # ---- sweep -------------------------------------------------------------------------------
-    def sweep(self, grace_ms: int) -> SweepResult:
+    def sweep(self, grace_ms: int, fence: LeaseFence | None = None) -> SweepResult:
         """Delete chunk files no committed chunk refers to, once older than the grace period (so a
-        writer between writing its file and committing it is never robbed)."""
+        writer between writing its file and committing it is never robbed). With a `fence` (the
+        service's sweep lease) the lease is confirmed before each batch of deletions and the sweep
+        stops with LeaseLost once another process has taken it over. A sweep that deleted files is
+        audited (action "sweep": the files, the bytes)."""
         self.storage.require_deletable()
         cutoff = self.clock.now_ms() - grace_ms
         files = self.storage.list_files("streams")
@@ -614,16 +621,27 @@ class StreamController:
             known = set(conn.execute(sa.select(transaction_chunks.c.path)).scalars())
             known.update(conn.execute(sa.select(t.chunks.c.path)).scalars())
         doomed = [f for f in files if f.path not in known and f.mtime_ms <= cutoff]
-        deleted = self.storage.delete(f.path for f in doomed)
-        freed = sum(f.size for f in doomed)
-        if doomed:
-            log.info("sweep removed %d orphan chunk files", deleted)
-            with self.db.write() as conn:
-                self._audit(conn, "sweep", "streams", None, None, freed,
-                            f"orphan chunk files older than the {grace_ms} ms grace period", {
-                                "files": len(doomed), "paths": [f.path for f in doomed[:SWEEP_PATHS_AUDITED]],
-                                "grace_ms": grace_ms})
-        return SweepResult(len(files), deleted, freed)
+        deleted = 0
+        removed: list[StoredFile] = []
+        try:
+            for start in range(0, len(doomed), SWEEP_BATCH):
+                confirm_fence(self.db, fence)
+                batch = doomed[start:start + SWEEP_BATCH]
+                deleted += self.storage.delete(f.path for f in batch)
+                removed.extend(batch)
+        finally:
+            if removed:  # audited even when a lost lease stopped the sweep part-way
+                self._audit_sweep(removed, grace_ms)
+        return SweepResult(len(files), deleted, sum(f.size for f in removed))
+
+    def _audit_sweep(self, removed: Sequence[StoredFile], grace_ms: int) -> None:
+        freed = sum(f.size for f in removed)
+        log.info("sweep removed %d orphan chunk files (%d bytes)", len(removed), freed)
+        with self.db.write() as conn:
+            self._audit(conn, "sweep", "streams", None, None, freed,
+                        f"orphan chunk files older than the {grace_ms} ms grace period", {
+                            "files": len(removed), "paths": [f.path for f in removed[:SWEEP_PATHS_AUDITED]],
+                            "grace_ms": grace_ms})
 
     # ---- audit -------------------------------------------------------------------------------
     def _audit(self, conn: Connection, action: str, target: str, old_head: str | None, new_head: str | None,

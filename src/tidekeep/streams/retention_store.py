@@ -24,6 +24,7 @@ from ..errors import ConflictError, InvalidInput, InvalidStreamCut
 from ..faults import fault_point, pause_point
 from ..holds import holds_on
 from ..store import schema as t
+from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_retention import retention_set
 from .controller import StreamController, StreamState
 from .cuts import CutOrder, compare_cuts, initial_cut, size_between
@@ -107,24 +108,28 @@ class RetentionManager:
                        f"without it: {decision.reason}")
         return decision
 
-    def run(self, stream: str, now: int | None = None, actor: str | None = None) -> RetentionDecision:
-        """One retention cycle at `now` (default: the client's clock)."""
+    def run(self, stream: str, now: int | None = None, actor: str | None = None,
+            fence: LeaseFence | None = None) -> RetentionDecision:
+        """One retention cycle at `now` (default: the client's clock). With a `fence` (the service's
+        lease on the stream), every write of the cycle — the tail record, the truncation, the pruning
+        — is refused with LeaseLost once another process has taken the lease over (store/fencing.py)."""
         _check_now(now)
         now_ms = self.controller.clock.now_ms() if now is None else now
         recorded: RetentionRecord | None = None
         for attempt in range(1, SUBSCRIBER_ATTEMPTS + 1):
-            state, records, views, added = self._load_for_cycle(stream, now_ms)
+            state, records, views, added = self._load_for_cycle(stream, now_ms, fence)
             recorded = added or recorded  # a retried cycle keeps reporting the record its first attempt added
             decision = self._decide(state, records, now_ms, recorded, views)
             if decision.cut is None:
                 break
             refused: InvalidStreamCut | None = None
-            pause_point("retention.before_truncate")  # tests: a subscriber appears between decision and truncation
+            # tests: a subscriber appears, or the lease is taken over, between decision and truncation
+            pause_point("retention.before_truncate")
+            guard = fenced(fence, subscribers_unchanged(stream, views, self.subscribers))
             try:
                 result = self.controller.truncate(stream, state.cut(decision.cut),
                                                   reason=f"retention {decision.rule}: {decision.reason}", actor=actor,
-                                                  details=consumption_details(decision, state),
-                                                  guard=subscribers_unchanged(stream, views, self.subscribers))
+                                                  details=consumption_details(decision, state), guard=guard)
                 moved = result.new_head != result.old_head
             except SubscribersChanged:
                 if attempt == SUBSCRIBER_ATTEMPTS:
@@ -151,19 +156,20 @@ class RetentionManager:
         # the cut itself: LB is no record, and a queue that always truncates at LB would otherwise
         # never prune its retention set
         if decision.cut is not None:
-            self._prune(stream, state, decision.cut)
+            self._prune(stream, state, decision.cut, fence)
         elif decision.chosen is not None and decision.rule == BEHIND_HEAD and compare_cuts(
                 decision.chosen.positions, state.head, state.ranges()) in (CutOrder.BEFORE, CutOrder.EQUAL):
-            self._prune(stream, state, decision.chosen.positions)
+            self._prune(stream, state, decision.chosen.positions, fence)
         return decision
 
-    def _load_for_cycle(self, stream: str, now_ms: int) -> tuple[
+    def _load_for_cycle(self, stream: str, now_ms: int, fence: LeaseFence | None = None) -> tuple[
             StreamState, list[RetentionRecord], list[SubscriberView], RetentionRecord | None]:
         """The stream, its retention set (with the tail recorded if due) and its subscribers, read in one
         transaction. Returns the record added, if any."""
         with self.controller.db.write() as conn:
             # the stream row lock serialises cycles of one stream (and orders them with truncations)
             state = self.controller._state(conn, stream, lock=True)
+            check_fence(conn, fence)
             policy = state.info.config.retention
             records = self._load(conn, state.stream_id)
             views = self.subscribers.views(conn, state)
@@ -176,9 +182,11 @@ class RetentionManager:
                 records.append(recorded)
         return state, records, views, recorded
 
-    def _prune(self, stream: str, state: StreamState, positions: dict[int, int]) -> None:
+    def _prune(self, stream: str, state: StreamState, positions: dict[int, int],
+               fence: LeaseFence | None = None) -> None:
         with self.controller.db.write() as conn:
             current = self.controller._state(conn, stream, lock=True)
+            check_fence(conn, fence)
             if current.info.uid != state.info.uid:
                 return  # re-created meanwhile: the new stream has its own set
             records = self._load(conn, current.stream_id)
@@ -219,8 +227,10 @@ class SubscribersChanged(ConflictError):
     """A subscriber appeared, was reset or re-created between a retention decision and its truncation."""
 
 
-def subscribers_unchanged(stream: str, seen: list[SubscriberView],
-                           store: SubscriberStore) -> Callable[[Connection, StreamState], None]:
+Guard = Callable[[Connection, StreamState], None]  # StreamController.truncate's guard: raises to refuse
+
+
+def subscribers_unchanged(stream: str, seen: list[SubscriberView], store: SubscriberStore) -> Guard:
     """A truncation guard: every current subscriber must be one the decision saw (same group, same
     generation) with a cut at or after the one it saw. Acknowledgements only move forward, so they
     never refuse; a new subscriber, a reset or a re-created group starting earlier does (its data
@@ -237,6 +247,20 @@ def subscribers_unchanged(stream: str, seen: list[SubscriberView],
                                          "the decision; deciding again")
 
     return guard
+
+
+def fenced(fence: LeaseFence | None, guard: Guard) -> Guard:
+    """A truncation guard that first checks the lease the decision was made under (no-op without a
+    fence): the check runs under the stream lock inside the truncating transaction, so a controller
+    whose lease was taken over since its decision truncates nothing."""
+    if fence is None:
+        return guard
+
+    def checked(conn: Connection, state: StreamState) -> None:
+        check_fence(conn, fence)
+        guard(conn, state)
+
+    return checked
 
 
 def clamp_to_head(bound: dict[int, int], state: StreamState) -> dict[int, int]:
@@ -276,5 +300,5 @@ def _positions_json(positions: dict[int, int]) -> str:
     return json.dumps({str(k): v for k, v in sorted(positions.items())})
 
 
-__all__ = ["RetentionManager", "SubscribersChanged", "clamp_to_head", "consumption_details", "subscribers_unchanged",
-           "tail_record"]
+__all__ = ["RetentionManager", "SubscribersChanged", "clamp_to_head", "consumption_details", "fenced",
+           "subscribers_unchanged", "tail_record"]

@@ -41,6 +41,7 @@ from ..faults import fault_error, fault_point, pause_point
 from ..store import schema as t
 from ..store import schema_transactions as tx
 from ..store.database import RETRY_ATTEMPTS, retry_store
+from ..store.fencing import LeaseFence, check_fence
 from .controller import SEALED, PendingChunk, SegmentsSealed, StreamController, StreamState, merge_positions
 from .model import segment_name
 from .watermark_store import record_mark
@@ -281,11 +282,13 @@ class TransactionStore:
         log.info("aborted transaction %s (%s)", txn_id, reason)
         return True
 
-    def expire(self) -> list[str]:
-        """Abort every open transaction whose lease ran out; returns their ids."""
+    def expire(self, fence: LeaseFence | None = None) -> list[str]:
+        """Abort every open transaction whose lease ran out; returns their ids. With a `fence` (the
+        service's sweep lease) nothing is aborted once another process has taken it over (LeaseLost)."""
         now = self.clock.now_ms()
         self.storage.require_deletable()
         with self.db.write() as conn:
+            check_fence(conn, fence)
             rows = conn.execute(
                 sa.select(tx.transactions.c.id, tx.transactions.c.stream_id, t.streams.c.scope,
                           t.streams.c.name.label("stream_name"), t.streams.c.uid)

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 from ..errors import ConflictError, InvalidInput, InvalidStreamCut, WriterFenced
 from ..names import check_name
 from ..store import schema as t
+from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_watermarks import watermarks as wm_table
 from ..store.schema_watermarks import writer_marks
 from .controller import StreamController, StreamState
@@ -280,11 +281,13 @@ class WatermarkStore:
                                      .where(wm_table.c.stream_id == self._stream_id(conn, stream))).one()
         return None if low is None else (low, high)
 
-    def prune(self, stream: str) -> int:
+    def prune(self, stream: str, fence: LeaseFence | None = None) -> int:
         """Delete the watermarks no reader can need: those before the newest one whose cut is at or
         before the stream's head (a reader is never before the head, so it has passed that one, and
-        that one alone gives its lower bound). Returns how many were deleted."""
+        that one alone gives its lower bound). Returns how many were deleted. With a `fence` (the
+        service's sweep lease) nothing is deleted once another process has taken it over (LeaseLost)."""
         with self.db.write() as conn:
+            check_fence(conn, fence)
             state = self.controller._state(conn, stream)
             rows = conn.execute(sa.select(wm_table.c.revision, wm_table.c.cut)
                                 .where(wm_table.c.stream_id == state.stream_id)
@@ -299,13 +302,13 @@ class WatermarkStore:
             return conn.execute(sa.delete(wm_table).where(wm_table.c.stream_id == state.stream_id,
                                                           wm_table.c.revision < keep_from)).rowcount
 
-    def prune_all(self) -> int:
+    def prune_all(self, fence: LeaseFence | None = None) -> int:
         """prune() every stream with watermarks (the service's hourly sweep)."""
         with self.db.read() as conn:
             names = [f"{r.scope}/{r.name}" for r in conn.execute(
                 sa.select(t.streams.c.scope, t.streams.c.name).where(
                     t.streams.c.id.in_(sa.select(wm_table.c.stream_id).distinct())))]
-        return sum(self.prune(name) for name in names)
+        return sum(self.prune(name, fence) for name in names)
 
     def tail(self, stream: str, limit: int) -> list[Watermark]:
         """The newest `limit` watermarks, oldest first."""
@@ -316,9 +319,11 @@ class WatermarkStore:
                                 .order_by(wm_table.c.revision.desc()).limit(limit)).all()
         return [_watermark(r) for r in reversed(rows)]
 
-    def compute(self, stream: str, owner: str | None = None) -> Watermark | None:
+    def compute(self, stream: str, owner: str | None = None, fence: LeaseFence | None = None) -> Watermark | None:
         """Compute the stream's next watermark and append it; None when there is none to emit or another
-        controller appended first (the next computation starts from that one)."""
+        controller appended first (the next computation starts from that one). With a `fence` (the
+        service's lease on the stream) the append, which also deletes covered closed writers' marks, is
+        refused with LeaseLost once another process has taken the lease over."""
         now = self.clock.now_ms()
         with self.db.read() as conn:
             stream_id = self._stream_id(conn, stream)
@@ -335,15 +340,16 @@ class WatermarkStore:
         if watermark is None:
             return None
         covered = [m for m in marks if m.closed]  # the cut covers them: their rows can go with the append
-        return watermark if self.append(state, watermark, now, owner, covered) else None
+        return watermark if self.append(state, watermark, now, owner, covered, fence) else None
 
     def append(self, state: StreamState, watermark: Watermark, now_ms: int, owner: str | None = None,
-               covered_closed: Sequence[WriterMark] = ()) -> bool:
+               covered_closed: Sequence[WriterMark] = (), fence: LeaseFence | None = None) -> bool:
         """Append `watermark` if the stored last revision is still `watermark.revision - 1`, deleting the
         closed writers' marks its cut covers (only if unchanged since they were read)."""
         expected = watermark.revision - 1
         try:
             with self.db.write() as conn:
+                check_fence(conn, fence)
                 stored = conn.execute(sa.select(sa.func.max(wm_table.c.revision))
                                       .where(wm_table.c.stream_id == state.stream_id)).scalar()
                 if (-1 if stored is None else stored) != expected:
