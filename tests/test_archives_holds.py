@@ -17,11 +17,13 @@ import tidekeep as tk
 from helpers.archives import make_archive
 from helpers.procs import worker_env
 from tidekeep.archives.gc import collect_archives
-from tidekeep.errors import InvalidInput, NotFound
+from tidekeep.errors import HoldActive, InvalidInput, NotFound
 from tidekeep.store.schema_archives import archives
+from tidekeep.store.schema_catalog import catalog_records
 
 HOUR = 3_600_000
 T0 = 1_700_000_000_000
+LATER = T0 + 8 * 24 * HOUR  # past the default catalog.purge_age (7 days) after T0
 
 
 @pytest.fixture
@@ -64,6 +66,66 @@ def test_a_held_archive_is_kept_its_siblings_are_not(hclient: tk.Client) -> None
     hclient.holds.remove(hold_id)
     collect_archives(hclient)
     assert live_ids(hclient) == set()
+
+
+def record_ids(client: tk.Client) -> set[int]:
+    with client.db.read() as conn:
+        return set(conn.execute(sa.select(catalog_records.c.id)).scalars())
+
+
+def test_a_records_hold_on_an_archives_catalog_record_keeps_the_archive(hclient: tk.Client) -> None:
+    """The collector deletes an archive together with its catalog record: a hold on records that
+    matches the record keeps both, before the sweep and in the re-check under the dataset lock."""
+    from tidekeep.archives.gc import ArchiveGcReport, _plan, delete_metadata
+
+    held = make_archive(hclient, "web", [(T0 - 3 * HOUR, "a")])
+    late = make_archive(hclient, "db", [(T0 - 3 * HOUR, "b")])
+    free = make_archive(hclient, "app", [(T0 - 3 * HOUR, "c")])
+    hold_id = hclient.holds.add("records", 'feed = "web" and type = "Archive"', "case 3")
+    plan, _ = _plan(hclient, 60, T0)
+    assert {a.id for a in plan.candidates} == {late.id, free.id} and [a.id for a in plan.held] == [held.id]
+    late_hold = hclient.holds.add("records", 'feed = "db"', "just in time")
+    report = ArchiveGcReport(now_ms=T0, dry_run=False, enabled=True, retention_minutes=60)
+    assert [a.id for a in delete_metadata(hclient, plan, report)] == [free.id]
+    assert report.kept_by_recheck == [late.id]
+    assert live_ids(hclient) == {held.id, late.id}
+    assert record_ids(hclient) == {held.catalog_record_id, late.catalog_record_id}
+
+    report = collect_archives(hclient)
+    assert report.deleted == 0 and {h["archive_id"]: h["why"] for h in report.held} == {
+        held.id: "expired but held (records hold)", late.id: "expired but held (records hold)"}
+    assert Path(hclient.storage.full_path(held.path)).exists()
+    hclient.holds.remove(hold_id)
+    hclient.holds.remove(late_hold)
+    assert collect_archives(hclient).deleted == 2 and live_ids(hclient) == set() and record_ids(hclient) == set()
+
+
+def test_an_archive_hold_keeps_the_archives_catalog_record_from_deletion_and_purge(hclient: tk.Client) -> None:
+    """An archive's catalog record points at the archive's file: marking it DELETED is refused while
+    the archive is held, and one marked DELETED before the hold is not purged (nor its file)."""
+    from tidekeep.catalog.record_store import RecordStore
+
+    kept = make_archive(hclient, "legal", [(T0, "a")])
+    marked = make_archive(hclient, "legal", [(T0, "b")])
+    store = RecordStore(hclient)
+    store.set_status([marked.catalog_record_id], "DELETED")  # before any hold: allowed
+    hold_id = hclient.holds.add("dataset", "legal", "litigation 42")
+    for ids in ([kept.catalog_record_id], [marked.catalog_record_id, kept.catalog_record_id]):
+        with pytest.raises(HoldActive) as caught:
+            store.set_status(ids, "DELETED")
+        assert str(caught.value) == (f"record {kept.catalog_record_id} is under legal hold {hold_id} (litigation 42); "
+                                     "it cannot be deleted until the hold is removed")
+    assert store.get(kept.catalog_record_id).status == "LOCKED"
+    report = hclient.catalog.purge(now_ms=LATER)
+    assert (report.purged, report.held) == (0, 1)
+    assert record_ids(hclient) == {kept.catalog_record_id, marked.catalog_record_id}
+    assert Path(hclient.storage.full_path(marked.path)).exists()
+    hclient.holds.remove(hold_id)
+    archive_hold = hclient.holds.add("archive", marked.id, "incident 7")
+    assert hclient.catalog.purge(now_ms=LATER).purged == 0 and Path(hclient.storage.full_path(marked.path)).exists()
+    store.set_status([kept.catalog_record_id], "DELETED")  # its archive is no longer held
+    hclient.holds.remove(archive_hold)
+    assert hclient.catalog.purge(now_ms=LATER).purged == 2
 
 
 def test_bad_targets_are_typed_errors_and_change_nothing(hclient: tk.Client) -> None:

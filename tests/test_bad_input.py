@@ -402,7 +402,8 @@ def test_writing_to_a_deleted_stream(world: World) -> None:
 
 def test_deleting_an_unsealed_stream(world: World) -> None:
     c = world.client
-    refused(c, tk.InvalidInput, lambda: c.delete_stream(STREAM), "stream 'sc/s' must be sealed before it is deleted")
+    refused(c, tk.InvalidInput, lambda: c.delete_stream(STREAM), "stream 'sc/s' is not sealed; seal it first, or "
+            "delete it with force (CLI: --force), which seals and deletes it in one step")
 
 
 def test_a_broken_config_file_is_refused_by_connect(world: World) -> None:

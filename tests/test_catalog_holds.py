@@ -19,7 +19,7 @@ import sqlalchemy as sa
 import tidekeep as tk
 from tidekeep.catalog.expressions import CompileContext
 from tidekeep.catalog.holds import held_predicate, holds_matching, load_held_records, record_holds
-from tidekeep.errors import InvalidInput
+from tidekeep.errors import HoldActive, InvalidInput
 from tidekeep.store.schema_catalog import catalog_records
 
 DAY = 86_400_000
@@ -183,3 +183,59 @@ def test_a_hold_added_between_fetch_and_file_deletion_still_protects(held_client
     assert _without_newly_held(client, batch, before, NOW) == batch  # no change in the holds: as fetched
     client.holds.add("records", 'feed = "B"', "late")
     assert [c.id for c in _without_newly_held(client, batch, before, NOW)] == [ids[0], ids[2]]
+
+
+def test_marking_held_records_deleted_is_refused_and_changes_nothing(held_client: tk.Client) -> None:
+    """The one API that deletes records outside the retention job, RecordStore.set_status(ids,
+    "DELETED"), honours holds on records like the job and the purge do."""
+    from tidekeep.catalog.record_store import RecordStore
+
+    client = held_client
+    free = add(client, "OTHER", 1, status="UNLOCKED")
+    held = [add(client, "LEGAL", i, status="UNLOCKED") for i in range(2, 4)]
+    older = client.holds.add("records", 'feed = "NOBODY"', "unrelated")
+    hold_id = client.holds.add("records", 'feed = "LEGAL"', "litigation")
+    later = client.holds.add("records", f"id = {held[1]}", "also")
+    store = RecordStore(client)
+    before = [store.get(i) for i in (free, *held)]
+    for ids in ([held[1]], [free, *held], [*held]):
+        with pytest.raises(HoldActive) as caught:
+            store.set_status(ids, "deleted")
+        assert caught.value.hold_id == hold_id and later > hold_id > older  # the oldest hold that applies
+        assert str(caught.value) == (f"record {min(set(ids) & set(held))} is under legal hold {hold_id} "
+                                     "(litigation); it cannot be deleted until the hold is removed")
+    assert [store.get(i) for i in (free, *held)] == before
+    assert store.set_status([free, *held], "LOCKED") == 3  # not a deletion
+    assert store.set_status([free], "DELETED") == 1
+    client.holds.remove(hold_id)
+    with pytest.raises(HoldActive, match=f"^record {held[1]} is under legal hold {later} "):
+        store.set_status(held, "DELETED")
+    client.holds.remove(later)
+    assert store.set_status(held, "DELETED") == 2
+
+
+def test_a_dictionary_a_records_hold_names_can_be_neither_changed_nor_deleted(held_client: tk.Client) -> None:
+    """New words would change what the hold protects: editing the dictionary must not release held
+    records behind the hold's back."""
+    client = held_client
+    client.catalog.set_dictionary("legal_feeds", ["A", "B"])
+    client.catalog.set_dictionary("spare", ["X"])
+    held = add(client, "B", 1)
+    hold_id = client.holds.add("records", 'feed in dictionary legal_feeds', "case 8")
+    message = (f"dictionary 'legal_feeds' is named by legal hold {hold_id} (case 8) on records; it cannot be {{}} "
+               "until the hold is removed")
+    with pytest.raises(HoldActive) as caught:
+        client.catalog.set_dictionary("legal_feeds", ["A"])
+    assert str(caught.value) == message.format("changed") and caught.value.hold_id == hold_id
+    with pytest.raises(HoldActive) as caught:
+        client.catalog.delete_dictionary("legal_feeds")
+    assert str(caught.value) == message.format("deleted")
+    assert client.catalog.dictionary("legal_feeds") == ["A", "B"]
+    client.catalog.set_dictionary("legal_feeds", [" A", "B", "A"])  # the same words: no change, allowed
+    client.catalog.set_dictionary("spare", ["Y"])  # another dictionary is free
+    client.catalog.delete_dictionary("spare")
+    assert client.catalog.purge().held == 1 and held in remaining(client)
+    client.holds.remove(hold_id)
+    client.catalog.set_dictionary("legal_feeds", ["A"])
+    client.catalog.delete_dictionary("legal_feeds")
+    assert client.catalog.purge().purged == 1 and remaining(client) == set()

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 import tidekeep as tk
 from helpers.storage import chunk_rows, stored_files
 from tidekeep.errors import HoldActive, InvalidInput, InvalidName, NotFound
+from tidekeep.store.schema_holds import holds as holds_table
 
 STREAM = "legal/orders"
 CLI = [sys.executable, "-m", "tidekeep.cli.main"]
@@ -181,16 +183,90 @@ def test_bad_input_is_refused_with_typed_errors_and_changes_nothing(held: tk.Cli
     assert ([h.to_dict() for h in client.holds.list()], client.audit(limit=1000)) == before
 
 
-def test_deleting_a_stream_keeps_its_hold_and_a_recreated_stream_is_still_held(held: tk.Client) -> None:
-    # a hold names the stream, not one incarnation of it: legal holds outlive re-creation
+def _stream_snapshot(client: tk.Client) -> dict[str, Any]:
+    """Everything a deletion (or the seal before it) would change."""
+    state = client.stream_state(STREAM)
+    return {**_snapshot(client), "uid": state.info.uid, "state": state.info.state,
+            "sealed": sorted(s.id for s in state.segments.values() if s.sealed),
+            "stored": sum(s.tail - s.head for s in state.segments.values())}
+
+
+@pytest.mark.parametrize("active", [False, True], ids=["sealed", "active-forced"])
+def test_delete_of_a_held_stream_is_refused_and_changes_nothing(held: tk.Client, active: bool) -> None:
     client = held
-    hold_id = client.holds.add("stream", STREAM, "keep the name held")
-    client.seal_stream(STREAM)
-    client.delete_stream(STREAM)
+    hold_id = client.holds.add("stream", STREAM, "litigation 2024-117")
+    if not active:
+        client.seal_stream(STREAM)
+    before = _stream_snapshot(client)
+    audit_before = client.audit(limit=1000)
+    message = (f"stream {STREAM} is under legal hold {hold_id} (litigation 2024-117); it cannot be deleted until "
+               "the hold is removed")
+    # (active: without force the hold is named before the missing seal)
+    calls = [lambda: client.delete_stream(STREAM), lambda: client.delete_stream(STREAM, force=True),
+             lambda: client.streams.delete(STREAM, force=True)]
+    for call in calls:
+        with pytest.raises(HoldActive) as caught:
+            call()
+        assert str(caught.value) == message and caught.value.hold_id == hold_id
+    # not deleted, and an active stream was not left sealed either
+    assert _stream_snapshot(client) == before and before["state"] == ("ACTIVE" if active else "SEALED")
+    assert client.audit(limit=1000) == audit_before
+    if active:
+        _write(client, 60, 65)  # it still takes writes
+
+    client.holds.remove(hold_id)
+    stored = _stream_snapshot(client)["stored"]
+    assert client.delete_stream(STREAM, force=active) == stored > 0
+    assert client.list_streams() == [] and stored_files(client) == set()
+    entry = client.audit(STREAM, limit=1)[0]
+    assert entry["action"] == "delete_stream" and json.loads(entry["details"]) == (
+        {"uid": before["uid"], "sealed_first": True} if active else {"uid": before["uid"]})
+
+
+def test_a_scope_holding_a_held_stream_cannot_be_deleted(held: tk.Client) -> None:
+    client = held
+    hold_id = client.holds.add("stream", STREAM, "case 5")
+    with pytest.raises(HoldActive) as caught:
+        client.delete_scope("legal")
+    assert str(caught.value) == (f"scope legal cannot be deleted while stream {STREAM} is under legal hold {hold_id} "
+                                 "(case 5); remove the hold first")
+    assert client.list_scopes() == ["legal"] and client.stream_state(STREAM).info.state == "ACTIVE"
+    # a scope whose name is a LIKE pattern of the held one's is not affected by it
+    client.create_scope("lega_")
+    client.delete_scope("lega_")
+    assert client.list_scopes() == ["legal"]
+
+
+def _leave_hold_of_a_deleted_stream(client: tk.Client, reason: str) -> int:
+    """A hold on the name of a stream that is gone, as an older version (which deleted held streams)
+    could leave behind: delete the stream, then restore its hold row."""
+    hold_id = client.holds.add("stream", STREAM, reason)
+    [row] = [h.to_dict() for h in client.holds.list(target=STREAM)]
+    client.holds.remove(hold_id)
+    client.delete_stream(STREAM, force=True)
+    with client.db.write() as conn:
+        conn.execute(sa.insert(holds_table).values(**row))
+    return hold_id
+
+
+def test_a_hold_left_on_a_deleted_name_holds_a_recreated_stream_and_its_scope(held: tk.Client) -> None:
+    # a hold names the stream, not one incarnation of it
+    client = held
+    hold_id = _leave_hold_of_a_deleted_stream(client, "keep the name held")
+    with pytest.raises(HoldActive, match=f"^scope legal cannot be deleted while stream {STREAM} is under legal "
+                                         f"hold {hold_id} "):
+        client.delete_scope("legal")  # empty of streams, but one of its names is held
+    assert client.list_scopes() == ["legal"]
     client.create_stream(STREAM)
     _write(client, 0, 5)
     with pytest.raises(HoldActive, match=f"legal hold {hold_id} "):
         client.truncate(STREAM, client.tail_cut(STREAM))
+    with pytest.raises(HoldActive, match=f"legal hold {hold_id} "):
+        client.delete_stream(STREAM, force=True)
+    client.holds.remove(hold_id)
+    client.delete_stream(STREAM, force=True)
+    client.delete_scope("legal")
+    assert client.list_scopes() == []
 
 
 # ---- CLI ------------------------------------------------------------------------------------------
@@ -235,6 +311,11 @@ def test_hold_cli_end_to_end(tmp_path: Path, metadata_url: str) -> None:
 
     _fails(home, 10, f"stream {STREAM} is under legal hold {hold_id} (case 9); it cannot be truncated until the "
            "hold is removed", *flags, "stream", "truncate", STREAM, "tail")
+    # --force seals before deleting: a held stream is refused before either happens
+    for args in (("stream", "delete", STREAM, "--force"), ("stream", "delete", STREAM)):
+        _fails(home, 10, f"stream {STREAM} is under legal hold {hold_id} (case 9); it cannot be deleted until the "
+               "hold is removed", *flags, *args)
+    assert json.loads(_ok(home, *flags, "stream", "describe", STREAM, "--json"))["state"] == "ACTIVE"
     _fails(home, 2, "unknown hold kind 'disk': expected one of stream, records, dataset, archive",
            *flags, "hold", "add", "disk", STREAM, "--reason", "x")
     _fails(home, 3, "stream 'legal/none' does not exist",
@@ -253,6 +334,8 @@ def test_hold_cli_end_to_end(tmp_path: Path, metadata_url: str) -> None:
     assert "truncated" in _ok(home, *flags, "stream", "truncate", STREAM, "tail")
     actions = [e["action"] for e in json.loads(_ok(home, *flags, "audit", "list", "--json"))]
     assert actions == ["truncate", "hold_remove", "hold_remove", "hold_add", "hold_add"]
+    deleted = _ok(home, *flags, "stream", "delete", STREAM, "--force")
+    assert deleted.startswith(f"deleted stream {STREAM} (sealed it first): ")
 
 
 # ---- retention --------------------------------------------------------------------------------------

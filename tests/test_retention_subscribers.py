@@ -161,6 +161,36 @@ def test_a_legal_hold_still_wins(cclient: tk.Client, clock: tk.ManualClock) -> N
     assert cclient.retention.run(STREAM).cut == {0: 5_000}
 
 
+@pytest.mark.parametrize("release", ["acknowledge", "reset", "delete"])
+def test_a_reader_group_releasing_a_held_stream_frees_nothing(cclient: tk.Client, clock: tk.ManualClock,
+                                                              release: str) -> None:
+    """Whatever a subscriber does to let data go (acknowledge it all, stop subscribing, disappear),
+    the cycle that follows is refused by the hold; the retention set keeps growing meanwhile."""
+    group = build(cclient, clock, "size")
+    assert group is not None
+    acknowledge(group, 1_000)
+    hold_id = cclient.holds.add("stream", STREAM, "litigation 9")
+    if release == "acknowledge":
+        acknowledge(group, 9_000)
+    elif release == "reset":
+        group.reset(tk.ReaderGroupConfig(streams=[STREAM]))  # retention type NONE: no longer a subscriber
+    else:
+        cclient.delete_reader_group("billing")
+    assert cclient.retention.preview(STREAM).rule == "held"
+    recorded = len(cclient.retention.records(STREAM))
+    for cycle in range(1, 3):
+        clock.advance(11 * MINUTE)
+        with pytest.raises(HoldActive) as caught:
+            cclient.retention.run(STREAM)
+        assert caught.value.hold_id == hold_id and "litigation 9" in str(caught.value)
+        assert len(cclient.retention.records(STREAM)) == recorded + cycle
+    state = cclient.stream_state(STREAM)
+    assert head_offset(cclient) == 0 and state.truncated_bytes == 0
+    assert len(list(cclient.read(STREAM))) == 90 and cclient.retention.history(STREAM) == []
+    cclient.holds.remove(hold_id)
+    assert cclient.retention.run(STREAM).cut is not None and head_offset(cclient) > 0
+
+
 def test_cli_preview_shows_subscribers_lower_bound_and_case(tmp_path: Path) -> None:
     home = tmp_path / "ws"
     assert cli(home, "init").returncode == 0

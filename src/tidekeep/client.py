@@ -133,8 +133,10 @@ class Client:
     def seal_stream(self, name: str) -> bool:
         return self.streams.seal(name)
 
-    def delete_stream(self, name: str) -> int:
-        return self.streams.delete(name)
+    def delete_stream(self, name: str, force: bool = False) -> int:
+        """Delete a sealed stream (with `force`, seal an active one in the same step); returns the
+        bytes freed. A stream under a legal hold is refused (HoldActive) and nothing changes."""
+        return self.streams.delete(name, force=force).bytes_freed
 
     # ---- scaling -------------------------------------------------------------------------------
     def scale(

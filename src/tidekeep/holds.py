@@ -1,8 +1,10 @@
 """Legal holds: while a target is held, nothing deletes its data.
 
 A hold names its target by kind and target. Kind "stream" (target "scope/stream"): a held stream
-is never truncated, manually or by retention, because StreamController.truncate looks the holds up
-inside its own write transaction (`holds_on`) and refuses with HoldActive. Kind "records" (target:
+is never truncated, manually or by retention, nor deleted, nor its scope, because
+StreamController.truncate, delete and delete_scope look the holds up inside their own write
+transactions (`refuse_if_held`) and refuse with HoldActive. docs/holds.md lists every deleting
+operation and what it checks. Kind "records" (target:
 a catalog expression, stored in its canonical text form): every catalog record the expression
 matches is neither logically deleted nor purged (catalog/holds.py). Kind "dataset" (target: an
 archive dataset) and kind "archive" (target: an archive id): the archive collector never expires a
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .errors import InvalidInput, NotFound
+from .errors import HoldActive, InvalidInput, NotFound
 from .names import split_stream_name
 from .store.schema_holds import holds as holds_table
 
@@ -92,6 +94,28 @@ def holds_on(conn: Connection, kind: str, target: str) -> list[Hold]:
     inside a write transaction sees exactly what its transaction sees."""
     rows = conn.execute(sa.select(holds_table).where(
         holds_table.c.kind == kind, holds_table.c.target == target).order_by(holds_table.c.id))
+    return [_hold(r) for r in rows]
+
+
+def hold_active(hold: Hold, subject: str, action: str) -> HoldActive:
+    """The refusal of a deletion: `subject` (e.g. "stream a/b") cannot be `action` ("deleted")."""
+    return HoldActive(f"{subject} is under legal hold {hold.id} ({hold.reason}); it cannot be {action} until "
+                      "the hold is removed", hold.id, hold.reason)
+
+
+def refuse_if_held(conn: Connection, kind: str, target: str, action: str) -> None:
+    """Raise HoldActive naming the oldest hold on the target, if it has any. Call it inside the
+    deleting transaction, after locking what `HoldStore.add` locks, so a hold cannot slip in between."""
+    held = holds_on(conn, kind, target)
+    if held:
+        raise hold_active(held[0], f"{kind} {target}", action)
+
+
+def stream_holds_in_scope(conn: Connection, scope: str) -> list[Hold]:
+    """The holds on streams of one scope (by name: a hold outlives the stream it names), oldest first."""
+    rows = conn.execute(sa.select(holds_table).where(
+        holds_table.c.kind == "stream", holds_table.c.target.startswith(f"{scope}/", autoescape=True))
+        .order_by(holds_table.c.id))
     return [_hold(r) for r in rows]
 
 
@@ -188,4 +212,5 @@ class HoldStore:
         return hold
 
 
-__all__ = ["HOLD_KINDS", "Hold", "HoldStore", "check_record_expression", "hold_from_row", "holds_on"]
+__all__ = ["HOLD_KINDS", "Hold", "HoldStore", "check_record_expression", "hold_active", "hold_from_row", "holds_on",
+           "refuse_if_held", "stream_holds_in_scope"]

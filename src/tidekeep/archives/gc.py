@@ -12,7 +12,8 @@ One sweep, in crash-safe order (the decisions are in expiry.py):
    `search.max_runtime` KILLED (audited "search_kill"). Both only end jobs still RUNNING, and a
    job that beat again since it was read is left alone.
 2. Compute the safe expiry from the oldest RUNNING search (now − TTL when none runs).
-3. Choose the candidates: end_ts < expiry, not held.
+3. Choose the candidates: end_ts < expiry, not held (by a dataset or archive hold, or by a records
+   hold matching the archive's catalog record, which the deletion would take with it).
 4. Journal the candidates and commit (fault point `archive_gc.after_journal`).
 5. One transaction: lock the datasets' rows, re-read holds and the oldest RUNNING search, re-check
    every candidate, delete the survivors' archive rows and catalog records, make sure each has its
@@ -43,7 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -151,6 +152,19 @@ def load_holds(conn: Connection) -> tuple[set[str], set[str]]:
     return {r.target for r in rows if r.kind == "dataset"}, {r.target for r in rows if r.kind == "archive"}
 
 
+def archives_with_held_records(conn: Connection, now_ms: int, among: Any) -> set[str]:
+    """The archives (of those `among` selects) whose catalog record a hold on records matches:
+    deleting such an archive would delete a held record, so the collector keeps it."""
+    from ..catalog.holds import compile_context, held_predicate, record_holds
+
+    holds = record_holds(conn)
+    if not holds:
+        return set()
+    held = held_predicate(holds, compile_context(conn, now_ms), catalog_records)
+    return set(conn.execute(sa.select(archives_table.c.id).join(
+        catalog_records, catalog_records.c.id == archives_table.c.catalog_record_id).where(among, held)).scalars())
+
+
 def _plan(client: Client, retention: int, now: int) -> tuple[ArchivePlan, dict[str, str]]:
     # nothing ending at or after now − TTL can expire whatever searches run, so read only older ones
     horizon = now - retention * 60_000
@@ -160,9 +174,11 @@ def _plan(client: Client, retention: int, now: int) -> tuple[ArchivePlan, dict[s
         running = [job_from_row(r) for r in conn.execute(sa.select(jobs_table).where(
             jobs_table.c.state == str(JobState.RUNNING)))]
         held_datasets, held_archives = load_holds(conn)
+        held_records = archives_with_held_records(conn, now, sa.and_(archives_table.c.end_ts.is_not(None),
+                                                                     archives_table.c.end_ts < horizon))
     plan = plan_archive_sweep(now, retention, client.settings["search.max_runtime"], archives, running,
-                              held_datasets, held_archives)
-    return plan, held_reasons(plan.held, held_datasets, held_archives)
+                              held_datasets, held_archives | held_records)
+    return plan, held_reasons(plan.held, held_datasets, held_archives, held_records)
 
 
 def _why(archive: Archive, plan: ArchivePlan) -> str:
@@ -328,6 +344,7 @@ def delete_metadata(client: Client, plan: ArchivePlan, report: ArchiveGcReport,
         for dataset in sorted({a.dataset for a in candidates}):
             lock_dataset(conn, dataset)  # a hold on the dataset or one of its archives waits for us
         held_datasets, held_archives = load_holds(conn)
+        held_archives |= archives_with_held_records(conn, now, archives_table.c.id.in_(ids))
         expiry = safe_expiry_ms(now, retention, oldest_running_created_ms(conn, now))
         current = [archive_from_row(r) for r in conn.execute(
             sa.select(archives_table).where(archives_table.c.id.in_(ids)))]
@@ -480,12 +497,13 @@ def collect_all(client: Client, dry_run: bool = False, progress: Progress | None
     return GcReport(archives, results)
 
 
-def held_reasons(archives: Iterable[Archive], held_datasets: set[str], held_archives: set[str]) -> dict[str, str]:
-    """Why each held archive is held: its dataset's hold, its own, or both."""
+def held_reasons(archives: Iterable[Archive], held_datasets: set[str], held_archives: set[str],
+                 held_records: Collection[str] = ()) -> dict[str, str]:
+    """Why each held archive is held: its dataset's hold, its own, a hold on its catalog record."""
     reasons = {}
     for a in archives:
-        parts = [p for p, on in (("dataset hold", a.dataset in held_datasets), ("archive hold", a.id in held_archives))
-                 if on]
+        parts = [p for p, on in (("dataset hold", a.dataset in held_datasets), ("archive hold", a.id in held_archives),
+                                 ("records hold", a.id in held_records)) if on]
         reasons[a.id] = " and ".join(parts)
     return reasons
 

@@ -3,7 +3,9 @@
 A dictionary's name follows the workspace name rule ([A-Za-z0-9_-]{1,255}). Its words are trimmed,
 empty ones dropped and repeats removed (first occurrence kept); they are stored as a JSON list. A
 dictionary that the saved rule set (catalog_rules row "default") names in an IN_DICTIONARY term
-cannot be deleted: the rules would stop meaning what they say.
+cannot be deleted: the rules would stop meaning what they say. A dictionary that a hold on records
+names can be neither changed nor deleted while the hold exists: new words would change which records
+the hold protects, so an edit could release held records without removing the hold (docs/holds.md).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from ..errors import InvalidInput, InvalidName, NotFound
+from ..errors import HoldActive, InvalidInput, InvalidName, NotFound
 from ..names import check_name
 from ..store.schema_catalog import catalog_dictionaries, catalog_rules, catalog_trackers
 
@@ -91,6 +93,10 @@ class DictionaryStore:
         cleaned = clean_words(words)
         values = {"words": json.dumps(cleaned, ensure_ascii=False), "updated_ms": self.client.clock.now_ms()}
         with self.db.write() as conn:
+            stored = conn.execute(sa.select(catalog_dictionaries.c.words)
+                                  .where(catalog_dictionaries.c.name == name)).scalar_one_or_none()
+            if stored is not None and json.loads(stored) != cleaned:
+                _refuse_if_a_hold_uses(conn, name, "changed")
             updated = conn.execute(sa.update(catalog_dictionaries).where(catalog_dictionaries.c.name == name)
                                    .values(**values)).rowcount
             if not updated:
@@ -126,12 +132,23 @@ class DictionaryStore:
                                   .where(catalog_dictionaries.c.name == name)).scalar_one_or_none()
             if exists is None:
                 raise NotFound(f"dictionary {name!r} does not exist")
+            _refuse_if_a_hold_uses(conn, name, "deleted")
             document = conn.execute(sa.select(catalog_rules.c.document)
                                     .where(catalog_rules.c.name == RULE_SET_NAME)).scalar_one_or_none()
             if document is not None and name in referenced_dictionaries(json.loads(document)):
                 raise InvalidInput(f"dictionary {name!r} is used by the saved retention rules; "
                                    "remove it from the rules first")
             conn.execute(sa.delete(catalog_dictionaries).where(catalog_dictionaries.c.name == name))
+
+
+def _refuse_if_a_hold_uses(conn: Any, name: str, action: str) -> None:
+    from .expressions import referenced_dictionaries as named_in
+    from .holds import record_holds
+
+    for hold, expression in record_holds(conn):  # oldest first
+        if name in named_in(expression):
+            raise HoldActive(f"dictionary {name!r} is named by legal hold {hold.id} ({hold.reason}) on records; it "
+                             f"cannot be {action} until the hold is removed", hold.id, hold.reason)
 
 
 __all__ = ["DictionaryStore", "check_dictionary_name", "clean_words", "referenced_dictionaries"]

@@ -5,6 +5,9 @@ The hold's target is the expression's canonical text (`to_text`), checked when t
 (holds.py); here it is read back and compiled: to one SQLAlchemy condition "held by any hold"
 (the purge and the job exclude `~condition`) and to Python for explain. Expressions are compiled
 with the run's fixed `now` and the catalog's dictionaries, as the rules are.
+
+An archive's catalog record (type `Archive`, location = the archive's file) is also held while a
+hold of kind "dataset" or "archive" holds its archive: purging the record would delete the file.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..holds import Hold, hold_from_row
+from ..store.schema_archives import archives as archives_table
 from ..store.schema_catalog import catalog_dictionaries
 from ..store.schema_catalog import catalog_records as records_table
 from ..store.schema_holds import holds as holds_table
@@ -74,12 +78,54 @@ class HeldRecords:
     condition: Any
 
 
+def archive_holds(conn: Connection) -> list[Hold]:
+    """The active holds of kinds "dataset" and "archive", oldest first."""
+    rows = conn.execute(sa.select(holds_table).where(holds_table.c.kind.in_(["dataset", "archive"]))
+                        .order_by(holds_table.c.id))
+    return [hold_from_row(r) for r in rows]
+
+
+def _held_archive_records(holds: Sequence[Hold], table: sa.Table) -> Any:
+    """True for the catalog records of the archives `holds` (dataset and archive holds) protect."""
+    datasets = [h.target for h in holds if h.kind == "dataset"]
+    ids = [h.target for h in holds if h.kind == "archive"]
+    held = sa.select(archives_table.c.catalog_record_id).where(
+        archives_table.c.catalog_record_id.is_not(None),
+        sa.or_(archives_table.c.dataset.in_(datasets), archives_table.c.id.in_(ids)))
+    return table.c.id.in_(held)
+
+
 def load_held_records(conn: Connection, now_ms: int, table: sa.Table = records_table) -> HeldRecords:
     holds = record_holds(conn)
-    if not holds:
+    on_archives = archive_holds(conn)
+    conditions = []
+    if holds:
+        conditions.append(held_predicate(holds, compile_context(conn, now_ms), table))
+    if on_archives:
+        conditions.append(_held_archive_records(on_archives, table))
+    if not conditions:
         return HeldRecords((), sa.false())
-    return HeldRecords(tuple(h.id for h, _ in holds), held_predicate(holds, compile_context(conn, now_ms), table))
+    return HeldRecords(tuple(sorted([h.id for h, _ in holds] + [h.id for h in on_archives])), sa.or_(*conditions))
 
 
-__all__ = ["RECORDS_KIND", "HeldRecords", "compile_context", "held_predicate", "holds_matching",
-           "load_held_records", "record_holds"]
+def first_hold_on_records(conn: Connection, record_ids: Sequence[int], now_ms: int,
+                          chunk: int = 1000) -> tuple[Hold, int] | None:
+    """The oldest hold (records, dataset or archive) that protects any of `record_ids`, with the
+    lowest such record id; None when none of them is held."""
+    from .expressions import to_sqlalchemy
+
+    holds = record_holds(conn)
+    ctx = compile_context(conn, now_ms) if holds else None
+    candidates: list[tuple[Hold, Any]] = [(hold, to_sqlalchemy(expr, ctx, records_table)) for hold, expr in holds]
+    candidates += [(hold, _held_archive_records([hold], records_table)) for hold in archive_holds(conn)]
+    for hold, condition in sorted(candidates, key=lambda c: c[0].id):
+        for start in range(0, len(record_ids), chunk):
+            lowest = conn.execute(sa.select(sa.func.min(records_table.c.id)).where(
+                records_table.c.id.in_(list(record_ids[start:start + chunk])), condition)).scalar()
+            if lowest is not None:
+                return hold, int(lowest)
+    return None
+
+
+__all__ = ["RECORDS_KIND", "HeldRecords", "archive_holds", "compile_context", "first_hold_on_records",
+           "held_predicate", "holds_matching", "load_held_records", "record_holds"]

@@ -14,7 +14,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..errors import AlreadyExists, InvalidInput, NotFound
+from ..holds import hold_active
 from ..store.schema_catalog import catalog_records
+from .holds import first_hold_on_records
 from .records import MetaRecord, Status, record_from_mapping, record_from_row
 
 if TYPE_CHECKING:
@@ -133,7 +135,9 @@ class RecordStore:
 
     def set_status(self, ids: Iterable[int], status: str) -> int:
         """Set the status of existing records (status_time = now); every id must exist, else
-        NotFound and nothing changes. Returns how many rows changed."""
+        NotFound and nothing changes. Setting DELETED (a logical delete, which the purge follows)
+        is refused with HoldActive, and nothing changes, while a hold protects any of the records
+        (docs/holds.md). Returns how many rows changed."""
         status = check_status(status)
         if isinstance(ids, int):
             ids = [ids]
@@ -145,6 +149,11 @@ class RecordStore:
             missing = set(wanted) - self._existing(conn, wanted)
             if missing:
                 raise NotFound(f"record {min(missing)} does not exist")
+            if status == Status.DELETED.name:
+                held = first_hold_on_records(conn, wanted, now)
+                if held is not None:
+                    hold, record_id = held
+                    raise hold_active(hold, f"record {record_id}", "deleted")
             changed = 0
             for start in range(0, len(wanted), _ID_CHUNK):
                 chunk = wanted[start:start + _ID_CHUNK]

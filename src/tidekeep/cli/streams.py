@@ -215,20 +215,17 @@ def register(app: typer.Typer) -> None:
         force: Annotated[bool, typer.Option("--force", help="Seal the stream first if it is still active")] = False,
         json_output: JsonFlag = False,
     ) -> None:
-        """Delete a sealed stream and all its data (audited). Never asks; --force seals first."""
+        """Delete a sealed stream and all its data (audited). Never asks; --force seals first. A stream
+        under a legal hold is refused before anything changes."""
         with open_client(ctx) as client:
-            sealed_first = False
-            if client.stream_state(name).info.state != SEALED:
-                if not force:
-                    raise InvalidInput(f"stream {name!r} is not sealed; run 'tidekeep stream seal {name}' first, "
-                                       "or pass --force to seal and delete it")
-                sealed_first = client.seal_stream(name)
-            freed = client.delete_stream(name)
+            # one transaction seals (with --force) and deletes: a refusal leaves the stream as it was
+            result = client.streams.delete(name, force=force)
         if json_output:
-            emit_json({"stream": name, "deleted": True, "sealed_first": sealed_first, "bytes_freed": freed})
+            emit_json({"stream": name, "deleted": True, "sealed_first": result.sealed_first,
+                       "bytes_freed": result.bytes_freed})
         else:
-            emit(f"deleted stream {name}{' (sealed it first)' if sealed_first else ''}: "
-                 f"{format_bytes(freed)} of data removed")
+            emit(f"deleted stream {name}{' (sealed it first)' if result.sealed_first else ''}: "
+                 f"{format_bytes(result.bytes_freed)} of data removed")
 
     @app.command("truncate")
     def truncate(

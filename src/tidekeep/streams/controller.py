@@ -35,7 +35,7 @@ from ..errors import (
     WriterFenced,
 )
 from ..faults import fault_error, fault_point
-from ..holds import holds_on
+from ..holds import refuse_if_held, stream_holds_in_scope
 from ..names import check_name, split_stream_name
 from ..store import schema as t
 from ..store.chunks import ChunkRef, ChunkStorage, StoredFile
@@ -107,6 +107,14 @@ class TruncateResult:
     new_head: StreamCut
     bytes_freed: int
     chunks_deleted: int
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    stream: str
+    uid: str
+    bytes_freed: int
+    sealed_first: bool  # the stream was active and `force` sealed it in the deleting transaction
 
 
 @dataclass(frozen=True)
@@ -220,6 +228,12 @@ class StreamController:
         with self.db.write() as conn:
             if conn.execute(sa.select(t.scopes.c.name).where(t.scopes.c.name == scope)).first() is None:
                 raise NotFound(f"scope {scope!r} does not exist")
+            # a held stream cannot be deleted, so its scope is never empty; a hold left on the name of a
+            # stream deleted by an older version refuses the scope's deletion too (docs/holds.md)
+            held = stream_holds_in_scope(conn, scope)
+            if held:
+                raise HoldActive(f"scope {scope} cannot be deleted while stream {held[0].target} is under legal hold "
+                                 f"{held[0].id} ({held[0].reason}); remove the hold first", held[0].id, held[0].reason)
             if conn.execute(sa.select(t.streams.c.id).where(t.streams.c.scope == scope)).first() is not None:
                 raise InvalidInput(f"scope {scope!r} still has streams; delete them first")
             conn.execute(sa.delete(t.scopes).where(t.scopes.c.name == scope))
@@ -290,23 +304,34 @@ class StreamController:
         log.info("sealed stream %s", name)
         return True
 
-    def delete(self, name: str, reason: str = "manual delete") -> int:
-        """Delete a sealed stream and its data. Rows go first in one transaction (audited), then
-        the files; a crash in between leaves only unreferenced files for the sweep."""
+    def delete(self, name: str, reason: str = "manual delete", force: bool = False) -> DeleteResult:
+        """Delete a sealed stream and its data; with `force` an active stream is sealed and deleted
+        in one transaction. A held stream is refused (HoldActive) before anything changes, checked
+        under the stream row lock that HoldStore.add also takes. Rows go first in one transaction
+        (audited), then the files; a crash in between leaves only unreferenced files for the sweep."""
         self.storage.require_deletable()
         with self.db.write() as conn:
             state = self._state(conn, name, lock=True)
-            if state.info.state != SEALED:
-                raise InvalidInput(f"stream {name!r} must be sealed before it is deleted")
+            refuse_if_held(conn, "stream", state.info.name, "deleted")
+            sealed_first = state.info.state != SEALED
+            if sealed_first:
+                if not force:
+                    raise InvalidInput(f"stream {name!r} is not sealed; seal it first, or delete it with force "
+                                       "(CLI: --force), which seals and deletes it in one step")
+                # as seal() does: a commit in flight either lands before this or finds its segments gone
+                self._lock_segments(conn, state.stream_id, [s.id for s in state.active_segments()])
+                state = self._state(conn, name, lock=True)  # the tails those commits moved
             freed = sum(r.size for r in ranges_between(state.head, state.tail(), state.segments))
             conn.execute(sa.delete(t.chunks).where(t.chunks.c.stream_id == state.stream_id))
             conn.execute(sa.delete(t.streams).where(t.streams.c.id == state.stream_id))
-            self._audit(conn, "delete_stream", name, json.dumps(_str_keys(state.head)), None, freed, reason,
-                        {"uid": state.info.uid})
+            details: dict[str, Any] = {"uid": state.info.uid}
+            if sealed_first:
+                details["sealed_first"] = True
+            self._audit(conn, "delete_stream", name, json.dumps(_str_keys(state.head)), None, freed, reason, details)
         fault_point("delete.after_commit")
         self.storage.delete_dir(state.storage_dir())
         log.info("deleted stream %s (%d bytes)", name, freed)
-        return freed
+        return DeleteResult(state.info.name, state.info.uid, freed, sealed_first)
 
     # ---- scaling -----------------------------------------------------------------------------
     def scale(self, name: str, seal: Sequence[int], new_ranges: Sequence[tuple[float, float]]) -> list[Segment]:
@@ -419,10 +444,7 @@ class StreamController:
                 raise InvalidStreamCut(f"stream {name!r} was re-created while the cut was being checked")
             if state.info.state == SEALED:
                 raise StreamSealed(f"stream {name!r} is sealed; a sealed stream cannot be truncated")
-            held = holds_on(conn, "stream", state.info.name)  # under the row lock HoldStore.add also takes
-            if held:
-                raise HoldActive(f"stream {state.info.name} is under legal hold {held[0].id} ({held[0].reason}); "
-                                 f"it cannot be truncated until the hold is removed", held[0].id, held[0].reason)
+            refuse_if_held(conn, "stream", state.info.name, "truncated")  # under the row lock HoldStore.add takes
             if guard is not None:
                 guard(conn, state)
             order = compare_cuts(state.head, positions, state.ranges())
@@ -675,4 +697,4 @@ def _chunk_ref(row: Any) -> ChunkRef:
                     row.writer_id)
 
 
-__all__ = ["StreamController"]
+__all__ = ["DeleteResult", "StreamController"]
