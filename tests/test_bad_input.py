@@ -4,6 +4,7 @@ were."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -239,7 +240,12 @@ def test_cut_of_an_earlier_stream_with_the_same_name(world: World) -> None:
     c.seal_stream("sc/again")
     c.delete_stream("sc/again")
     c.create_stream("sc/again", tk.StreamConfig(segments=4))
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate("sc/again", old), "segment 0.0 has another key range")
+    new_uid = c.stream_state("sc/again").info.uid
+    refused(c, tk.InvalidStreamCut, lambda: c.truncate("sc/again", old),
+            f"cut of an earlier incarnation of stream sc/again (uid {old.uid}), the stream now has uid {new_uid}")
+    # the same cut as an older client wrote it, without the uid: its key ranges give it away
+    without_uid = json.dumps({k: v for k, v in old.to_dict().items() if k != "uid"})
+    refused(c, tk.InvalidStreamCut, lambda: c.truncate("sc/again", without_uid), "segment 0.0 has another key range")
 
 
 def test_cuts_naming_unknown_segments(world: World) -> None:
@@ -284,7 +290,7 @@ def test_truncation_behind_or_across_the_head(world: World) -> None:
     assert c.truncate(STREAM, first).bytes_freed == world.offset("0.1", 2)
     behind = cut(world, s0_0=0, s0_1=world.offset("0.1", 1))
     refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, behind), "cannot truncate sc/s at", "behind the head",
-            str(c.head_cut(STREAM)))
+            c.head_cut(STREAM).display())
     across = cut(world, s0_0=world.offset("0.0", 1), s0_1=world.offset("0.1", 1))
     refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, across), "partly behind the head")
     refused(c, tk.TruncatedData, lambda: c.read(STREAM, start=behind), "has been truncated")
@@ -462,5 +468,6 @@ def test_resolve_cut_accepts_exactly_the_valid_cuts(world: World, data: st.DataO
         return
     event("accepted")
     assert expected, f"{text} accepted"
-    assert str(resolved) == text and resolved.ranges is not None
+    assert resolved.display() == text and resolved.ranges is not None
+    assert str(resolved) == f"{text}@{c.stream_state(STREAM).info.uid}"
     assert c.head_cut(STREAM) <= resolved <= c.tail_cut(STREAM)

@@ -227,8 +227,9 @@ def test_stream_scenario_through_the_cli(tmp_path: Path) -> None:
     assert {r["segment"] for r in records if number_of(r["payload"]) >= 400} == {"0.0", "1.2", "3.6"}
 
     # head and tail
-    assert head.stdout == "t/s:0.0=0,0.1=0\n"
     tail_cut = tk.StreamCut.parse(tail.stdout)
+    uid = tail_cut.uid  # every cut printed carries the stream's uid
+    assert uid is not None and head.stdout == f"t/s:0.0=0,0.1=0@{uid}\n"
     assert tail_cut.ranges is not None and set(tail_cut.ranges) == {0, (1 << 32) | 2, (3 << 32) | 6}
     assert str(tail_cut) == before.json()["tail"]
 
@@ -237,12 +238,12 @@ def test_stream_scenario_through_the_cli(tmp_path: Path) -> None:
     x, y = offsets["0.0"][10], offsets["0.1"][10]
     cut = f"t/s:0.0={x},0.1={y}"
     truncated = ok(home, "stream", "truncate", "t/s", cut, "--reason", "test cut", "--json").json()
-    assert truncated["new_head"] == cut and truncated["old_head"] == "t/s:0.0=0,0.1=0"
+    assert truncated["new_head"] == f"{cut}@{uid}" and truncated["old_head"] == f"t/s:0.0=0,0.1=0@{uid}"
     assert truncated["bytes_freed"] == x + y
     after, audit_json, audit_text, read_json = concurrently(
         home, ("stream", "describe", "t/s", "--json"), ("audit", "list", "--stream", "t/s", "--json"),
         ("audit", "list"), ("stream", "read", "t/s", "--json"))
-    assert after.json()["head"] == cut and after.json()["truncated_bytes"] == x + y
+    assert after.json()["head"] == f"{cut}@{uid}" and after.json()["truncated_bytes"] == x + y
     assert after.json()["size_bytes"] == before.json()["size_bytes"] - (x + y)
     entry = audit_json.json()[0]
     assert (entry["action"], entry["bytes_freed"], entry["new_head"], entry["reason"]) == (
@@ -266,6 +267,25 @@ def test_stream_scenario_through_the_cli(tmp_path: Path) -> None:
         assert client.list_streams() == []
         assert [e["action"] for e in client.audit("t/j")] == ["delete_stream"]
     assert [p.name for p in (home / "data").rglob("*") if p.is_file()] == ["tidekeep-workspace.json"]
+
+    # a script keeps a cut: `truncate S "$(stream tail S)"` works on the stream it came from and is
+    # refused by a stream re-created under the same name, even with the same data
+    saved = {}
+    for incarnation in range(2):
+        ok(home, "stream", "create", "t/s", "--segments", "2")
+        ok(home, "stream", "write", "t/s", "--key-field", "1", stdin=csv_lines(0, 50))
+        if incarnation == 0:
+            saved = {"compact": ok(home, "stream", "tail", "t/s").stdout.strip(),
+                     "json": ok(home, "stream", "tail", "t/s", "--json").stdout.strip()}
+            assert "truncated" in ok(home, "stream", "truncate", "t/s", saved["compact"]).stdout
+            ok(home, "stream", "delete", "t/s", "--force")
+    new_uid = tk.StreamCut.parse(ok(home, "stream", "head", "t/s").stdout).uid
+    old_uid = tk.StreamCut.parse(saved["compact"]).uid
+    assert old_uid != new_uid and tk.StreamCut.parse(saved["compact"]) == tk.StreamCut.parse(
+        ok(home, "stream", "tail", "t/s").stdout)
+    for form in saved.values():
+        fails(home, 2, f"cut of an earlier incarnation of stream t/s (uid {old_uid}), the stream now has uid {new_uid}",
+              "stream", "truncate", "t/s", form)
 
 
 def test_binary_payloads_read_as_base64_in_json_and_replaced_in_text(in_process: InProcess) -> None:

@@ -27,13 +27,18 @@ def key_ranges(draw: st.DrawFn) -> tuple[float, float]:
     return low, high
 
 
+uids = st.text("0123456789abcdef", min_size=32, max_size=32)
+UID = "0123456789abcdef0123456789abcdef"
+OTHER_UID = "fedcba9876543210fedcba9876543210"
+
+
 @st.composite
 def stream_cuts(draw: st.DrawFn, with_ranges: bool | None = None) -> StreamCut:
     positions = draw(st.dictionaries(segment_ids, offsets, min_size=1, max_size=8))
     if with_ranges is None:
         with_ranges = draw(st.booleans())
     ranges = {s: draw(key_ranges()) for s in positions} if with_ranges else None
-    return StreamCut(draw(stream_names), positions, ranges)
+    return StreamCut(draw(stream_names), positions, ranges, draw(st.none() | uids))
 
 
 def one_line(exc: pytest.ExceptionInfo[BaseException]) -> str:
@@ -51,7 +56,8 @@ def test_json_form_round_trips_with_and_without_ranges(cut: StreamCut) -> None:
     back = StreamCut.parse(cut.to_json())
     assert back == cut
     assert back.stream == cut.stream and back.positions == cut.positions
-    assert back.ranges == cut.ranges
+    assert back.ranges == cut.ranges and back.uid == cut.uid
+    assert ("uid" in json.loads(cut.to_json())) == (cut.uid is not None)
     assert StreamCut.from_dict(json.loads(cut.to_json())).ranges == cut.ranges
     assert StreamCut.parse("  " + cut.to_json() + "\n") == cut
 
@@ -61,10 +67,12 @@ def test_json_form_round_trips_with_and_without_ranges(cut: StreamCut) -> None:
 def test_compact_form_round_trips_positions(cut: StreamCut) -> None:
     text = str(cut)
     assert text.startswith(cut.stream + ":")
+    assert text == cut.display() + ("" if cut.uid is None else "@" + cut.uid)
     back = StreamCut.parse(text)
-    assert back == cut and back.positions == cut.positions
+    assert back == cut and back.positions == cut.positions and back.uid == cut.uid
     assert back.ranges is None  # the compact form does not carry key ranges
     assert str(back) == text
+    assert StreamCut.parse(cut.display()).uid is None  # the form for messages leaves the uid out
 
 
 def test_compact_form_spells_segments_as_epoch_dot_number() -> None:
@@ -75,8 +83,32 @@ def test_compact_form_spells_segments_as_epoch_dot_number() -> None:
     assert StreamCut.parse(" iot/sensors:0.0=120, 0.1=0 ,1.4=55 ") == cut
 
 
-def test_equality_and_hash_ignore_ranges_and_key_order() -> None:
-    a = StreamCut("a/b", {2: 5, 1: 3}, {1: (0.0, 0.5), 2: (0.5, 1.0)})
+def test_the_uid_follows_the_positions_in_both_forms() -> None:
+    cut = StreamCut("iot/sensors", {segment_id(0, 0): 120, segment_id(0, 1): 0}, {0: (0.0, 0.5), 1: (0.5, 1.0)}, UID)
+    assert str(cut) == f"iot/sensors:0.0=120,0.1=0@{UID}"
+    assert cut.display() == "iot/sensors:0.0=120,0.1=0"
+    assert json.loads(cut.to_json()) == {"stream": "iot/sensors", "uid": UID, "positions": [
+        {"segment": "0.0", "offset": 120, "range": [0.0, 0.5]}, {"segment": "0.1", "offset": 0, "range": [0.5, 1.0]}]}
+    assert StreamCut.parse(f" iot/sensors:0.0=120, 0.1=0 @ {UID} ").uid == UID
+    # a cut written by an older client has no uid and still parses (only the stream's segments check it)
+    old = StreamCut.parse('{"stream": "iot/sensors", "positions": [{"segment": "0.0", "offset": 120, '
+                          '"range": [0, 0.5]}, {"segment": "0.1", "offset": 0, "range": [0.5, 1]}]}')
+    assert old == cut and old.uid is None and old.ranges == cut.ranges
+
+
+def test_cuts_of_different_incarnations_do_not_compare() -> None:
+    a = StreamCut("a/b", {0: 1}, {0: (0.0, 1.0)}, UID)
+    b = StreamCut("a/b", {0: 2}, {0: (0.0, 1.0)}, OTHER_UID)
+    with pytest.raises(InvalidStreamCut) as exc:
+        _ = a <= b
+    assert one_line(exc) == (f"cannot compare cuts of different incarnations of stream a/b (uid {UID} and "
+                             f"uid {OTHER_UID})")
+    # a cut without a uid compares with either
+    assert StreamCut("a/b", {0: 0}, {0: (0.0, 1.0)}) < a and a < StreamCut("a/b", {0: 2}, {0: (0.0, 1.0)})
+
+
+def test_equality_and_hash_ignore_ranges_uid_and_key_order() -> None:
+    a = StreamCut("a/b", {2: 5, 1: 3}, {1: (0.0, 0.5), 2: (0.5, 1.0)}, UID)
     b = StreamCut("a/b", {1: 3, 2: 5})
     assert a == b and hash(a) == hash(b)
     assert list(a.positions) == [1, 2]
@@ -153,6 +185,13 @@ MALFORMED_COMPACT = [
     ("a/b:0.4294967296=0", "segment 0.4294967296 is out of range"),
     ("a/b:0.0=1;0.1=2", "bad entry"),
     ("a/b:٠.٠=٥", "bad entry"),  # non-ASCII digits are not digits here
+    (f"a/b:0.0=1@{UID[:31]}", f"uid '{UID[:31]}' is not 32 lowercase hex digits"),
+    (f"a/b:0.0=1@{UID}0", "is not 32 lowercase hex digits"),
+    (f"a/b:0.0=1@{UID.upper()}", "is not 32 lowercase hex digits"),
+    ("a/b:0.0=1@", "uid '' is not 32 lowercase hex digits"),
+    (f"a/b:0.0=1@{UID}@{UID}", "is not 32 lowercase hex digits"),
+    (f"a/b:@{UID}", "bad entry ''"),
+    (f"a/b@{UID}:0.0=1", "is not a 'scope/stream' name"),
 ]
 
 
@@ -176,8 +215,11 @@ def doc(positions: object = None, stream: object = "a/b", **extra: object) -> st
 
 MALFORMED_JSON = [
     ("{", "malformed stream cut JSON: Expecting property name"),
-    ('{"stream": "a/b"}', "exactly the keys 'stream' and 'positions'"),
-    (doc(extra_key=1), "exactly the keys 'stream' and 'positions'"),
+    ('{"stream": "a/b"}', "the keys 'stream' and 'positions' (and optionally 'uid')"),
+    (doc(extra_key=1), "the keys 'stream' and 'positions' (and optionally 'uid')"),
+    (doc(uid=5), "uid 5 is not 32 lowercase hex digits"),
+    (doc(uid=None), "uid None is not 32 lowercase hex digits"),
+    (doc(uid=UID.upper()), f"uid '{UID.upper()}' is not 32 lowercase hex digits"),
     ("[1, 2]", "malformed stream cut"),
     (doc(stream="ab"), "'ab' is not a 'scope/stream' name"),
     (doc(stream=5), "5 is not a 'scope/stream' name"),
@@ -230,7 +272,7 @@ def test_non_strings_are_refused() -> None:
         with pytest.raises(InvalidStreamCut) as exc:
             StreamCut.parse(value)  # type: ignore[arg-type]
         assert "expected a string" in one_line(exc)
-    with pytest.raises(InvalidStreamCut, match="exactly the keys"):
+    with pytest.raises(InvalidStreamCut, match="the keys 'stream' and 'positions'"):
         StreamCut.from_dict(["a/b"])
 
 
@@ -241,14 +283,15 @@ def test_long_malformed_text_is_shortened_in_the_message() -> None:
     assert len(one_line(exc)) < 250
 
 
-CUT_ALPHABET = st.sampled_from([*'0123456789.=,:/ab_-{}[]" \n', "stream", "positions", "segment", "offset", "range",
-                                "a/b:", "0.1="])
+CUT_ALPHABET = st.sampled_from([*'0123456789.=,:/ab_-{}[]" \n@', "stream", "positions", "segment", "offset", "range",
+                                "a/b:", "0.1=", "uid", UID])
 cut_like_text = st.one_of(
     st.text(),
     st.lists(CUT_ALPHABET, max_size=40).map("".join),
     st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
                  lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-                     st.sampled_from(["stream", "positions", "segment", "offset", "range", "x"]), inner, max_size=4),
+                     st.sampled_from(["stream", "positions", "segment", "offset", "range", "uid", "x"]), inner,
+                     max_size=4),
                  max_leaves=12).map(json.dumps),
 )
 
@@ -263,4 +306,5 @@ def test_parse_fuzz_gives_a_cut_or_invalid_stream_cut(text: str) -> None:
         return
     assert isinstance(cut, StreamCut) and cut.positions
     assert all(isinstance(o, int) and 0 <= o < 2**63 for o in cut.positions.values())
-    assert StreamCut.parse(str(cut)) == cut
+    assert StreamCut.parse(str(cut)) == cut and StreamCut.parse(str(cut)).uid == cut.uid
+    assert StreamCut.parse(cut.to_json()).uid == cut.uid

@@ -96,6 +96,17 @@ def test_offsets_round_trip(case) -> None:  # type: ignore[no-untyped-def]
     assert cut_of(offset, "a/b") == cut and cut_of(offset, "a/b").ranges == cut.ranges
 
 
+def test_offsets_carry_the_stream_uid_and_checkpoints_without_it_still_read() -> None:
+    uid = "0123456789abcdef0123456789abcdef"
+    cut = StreamCut("a/b", {0: 5}, {0: (0.0, 1.0)}, uid)
+    offset = offset_of(cut)
+    assert offset["uid"] == uid and cut_of(offset, "a/b").uid == uid
+    # an offset from a checkpoint written before offsets carried the uid
+    older = {"stream": "a/b", "positions": [{"segment": "0.0", "offset": 5, "range": [0.0, 1.0]}]}
+    assert cut_of(older, "a/b") == cut and cut_of(older, "a/b").uid is None
+    assert cut_of(older, "a/b").ranges == cut.ranges
+
+
 @st.composite
 def watermark_cases(draw: st.DrawFn) -> tuple[ScaledStream, list[Watermark]]:
     count = draw(st.integers(1, 4))

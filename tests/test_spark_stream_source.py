@@ -193,6 +193,27 @@ def test_truncated_checkpoint_fails_or_skips(spark, sqlite_client: tk.Client, tm
     assert numbers(rows) == list(range(80, 100))
 
 
+def test_a_checkpoint_of_a_deleted_stream_is_refused_by_the_recreated_one(spark, sqlite_client: tk.Client,
+                                                                           tmp_path: Path) -> None:
+    """Offsets carry the stream's uid: a query restarted from its checkpoint after the stream was
+    deleted and re-created (same segments, same writes, so the same offsets) fails instead of
+    reading the new stream from the old positions; a new checkpoint reads it all."""
+    client = sqlite_client
+    client.create_stream("iot/again", tk.StreamConfig(segments=2))
+    write_events(client, "iot/again", 0, 40)
+    old_uid = client.stream_state("iot/again").info.uid
+    assert numbers(run(spark, client, "iot/again", tmp_path / "ck")) == list(range(40))
+    client.delete_stream("iot/again", force=True)
+    client.create_stream("iot/again", tk.StreamConfig(segments=2))
+    write_events(client, "iot/again", 0, 60)
+    new_uid = client.stream_state("iot/again").info.uid
+    refusal = (rf"InvalidStreamCut.*cut of an earlier incarnation of stream iot/again \(uid {old_uid}\), the "
+               rf"stream now has uid {new_uid}")
+    with pytest.raises(StreamingQueryException, match=refusal):
+        run(spark, client, "iot/again", tmp_path / "ck")
+    assert numbers(run(spark, client, "iot/again", tmp_path / "new")) == list(range(60))
+
+
 @pytest.mark.parametrize(("options", "message"), [
     ({"stream": "iot/nope"}, "stream 'iot/nope' does not exist"),
     ({"stream": "iot/bad", "start": "iot/bad:0.0=x"}, "malformed stream cut"),

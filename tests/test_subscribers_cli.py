@@ -49,12 +49,13 @@ def test_publish_a_manual_cut_and_see_it_in_describe_and_subscribers(home: Path)
     before = ok_json(home, "retention", "subscribers", STREAM)
     assert [(s["reader_group"], s["retention_type"], s["acknowledged"], s["age_ms"], s["unconsumed_bytes"])
             for s in before] == [("slow", MANUAL, None, None, 500)]
-    assert before[0]["effective"] == before[0]["start"] == f"{STREAM}:0.0=0"
+    uid = tk.StreamCut.parse(first).uid  # the stream's; every cut shown carries it
+    assert uid is not None and before[0]["effective"] == before[0]["start"] == f"{STREAM}:0.0=0@{uid}"
 
     published = ok_json(home, "rg", "retention-cut", "slow", first)
     assert published == {"reader_group": "slow", "acknowledged": {STREAM: first}}
     after = ok_json(home, "retention", "subscribers", STREAM)
-    assert after[0]["acknowledged"] == first == f"{STREAM}:0.0=300"
+    assert after[0]["acknowledged"] == first == f"{STREAM}:0.0=300@{uid}"
     assert after[0]["unconsumed_bytes"] == 200 and after[0]["age_ms"] >= 0 and after[0]["acknowledged_at"]
     described = ok_json(home, "rg", "describe", "slow")
     assert described["streams"][STREAM]["subscriber"]["acknowledged"] == first

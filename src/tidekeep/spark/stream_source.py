@@ -142,8 +142,8 @@ def clamp_to_head(positions: dict[int, int], state: StreamState, on_truncated: s
     if order in (CutOrder.BEFORE, CutOrder.EQUAL):
         return positions
     if on_truncated != SKIP:
-        raise TruncatedData(f"cannot read {state.name} from {what} {state.cut(positions)}: data before the head "
-                            f"{state.cut(state.head)} has been truncated (.option(\"on_truncated\", \"skip\") "
+        raise TruncatedData(f"cannot read {state.name} from {what} {state.shown(positions)}: data before the head "
+                            f"{state.shown(state.head)} has been truncated (.option(\"on_truncated\", \"skip\") "
                             "reads on from the head)")
     log.warning("stream %s: %s %s lies before the head %s (truncated); reading on from the head", state.name,
                 what, state.cut(positions), state.cut(state.head))

@@ -43,7 +43,16 @@ from ..store.database import Database
 from ..store.fencing import LeaseFence, confirm_fence
 from ..store.schema_transactions import transaction_chunks
 from .config import StreamConfig
-from .cuts import CutOrder, SegmentRange, StreamCut, check_cut, compare_cuts, furthest, ranges_between
+from .cuts import (
+    CutOrder,
+    SegmentRange,
+    StreamCut,
+    check_cut,
+    check_incarnation,
+    compare_cuts,
+    furthest,
+    ranges_between,
+)
 from .model import Segment, equal_ranges, initial_segments, plan_scale, segment_name
 
 log = logging.getLogger("tidekeep.streams")
@@ -92,8 +101,13 @@ class StreamState:
         return {s.id: (s.key_low, s.key_high) for s in self.segments.values()}
 
     def cut(self, positions: Mapping[int, int]) -> StreamCut:
+        """A cut of this stream, self-describing: with key ranges and this incarnation's uid."""
         ranges = self.ranges()
-        return StreamCut(self.name, positions, {s: ranges[s] for s in positions})
+        return StreamCut(self.name, positions, {s: ranges[s] for s in positions}, self.info.uid)
+
+    def shown(self, positions: Mapping[int, int]) -> str:
+        """A cut in compact form without the uid, for messages (they name the stream already)."""
+        return StreamCut(self.name, positions).display()
 
     def storage_dir(self) -> str:
         scope, stream = split_stream_name(self.name)
@@ -393,6 +407,7 @@ class StreamController:
         if isinstance(cut, StreamCut):
             if cut.stream != state.name:
                 raise InvalidStreamCut(f"stream cut is for {cut.stream!r}, not {state.name!r}")
+            check_incarnation(cut, state.name, state.info.uid)
             if cut.ranges is not None:
                 for seg, rng in cut.ranges.items():
                     known = state.segments.get(seg)
@@ -449,11 +464,11 @@ class StreamController:
                 guard(conn, state)
             order = compare_cuts(state.head, positions, state.ranges())
             if order is CutOrder.AFTER:
-                raise InvalidStreamCut(f"cannot truncate {name} at {state.cut(positions)}: it is behind the head "
-                                       f"{state.cut(state.head)}")
+                raise InvalidStreamCut(f"cannot truncate {name} at {state.shown(positions)}: it is behind the head "
+                                       f"{state.shown(state.head)}")
             if order is CutOrder.OVERLAPS:
-                raise InvalidStreamCut(f"cannot truncate {name} at {state.cut(positions)}: it is partly behind "
-                                       f"the head {state.cut(state.head)}")
+                raise InvalidStreamCut(f"cannot truncate {name} at {state.shown(positions)}: it is partly behind "
+                                       f"the head {state.shown(state.head)}")
             old_head = state.cut(state.head)
             if order is CutOrder.EQUAL:
                 return TruncateResult(name, old_head, old_head, 0, 0)
@@ -588,10 +603,11 @@ class StreamController:
         ranges = state.ranges()
         head_order = compare_cuts(state.head, start_pos, ranges)
         if head_order in (CutOrder.AFTER, CutOrder.OVERLAPS):
-            raise TruncatedData(f"cannot read {name} from {state.cut(start_pos)}: data before the head "
-                                f"{state.cut(state.head)} has been truncated")
+            raise TruncatedData(f"cannot read {name} from {state.shown(start_pos)}: data before the head "
+                                f"{state.shown(state.head)} has been truncated")
         if compare_cuts(start_pos, end_pos, ranges) in (CutOrder.AFTER, CutOrder.OVERLAPS):
-            raise InvalidStreamCut(f"start cut {state.cut(start_pos)} is not at or before end cut {state.cut(end_pos)}")
+            raise InvalidStreamCut(f"start cut {state.shown(start_pos)} is not at or before end cut "
+                                  f"{state.shown(end_pos)}")
         seg_ranges = ranges_between(start_pos, end_pos, state.segments)
         tasks: list[ReadTask] = []
         with self.db.read() as conn:

@@ -3,7 +3,8 @@
 A stream cut maps segments to logical offsets at event boundaries so that the segments' key ranges
 tile [0, 1) and the cut is consistent with the segments' lineage (no segment lies partly before
 and partly after the cut). Order runs head -> tail: `a <= b` means a is at or before b for every
-routing key. Two cuts overlap when neither is <= the other.
+routing key. Two cuts overlap when neither is <= the other. A cut may carry its stream's uid, which
+ties it to one incarnation of the stream (`check_incarnation`).
 """
 
 from __future__ import annotations
@@ -27,14 +28,21 @@ class CutOrder(enum.Enum):
     OVERLAPS = "overlaps"
 
 
+UID_PATTERN = re.compile(r"[0-9a-f]{32}", re.ASCII)  # a stream's uid: uuid4().hex (StreamController.create_stream)
+
+
 @dataclass(frozen=True)
 class StreamCut:
     """A position in a stream. `ranges` (segment -> key range) makes a cut self-describing so it can
-    be compared without the metadata store; cuts from the client always carry it."""
+    be compared without the metadata store; `uid` names the stream's incarnation (a stream deleted
+    and re-created under the same name has a new uid), so a cut of an earlier one is refused. Cuts
+    from the client always carry both. Neither takes part in equality: a cut parsed from a form
+    without them equals the cut it was made from."""
 
     stream: str
     positions: Mapping[int, int]
     ranges: Mapping[int, tuple[float, float]] | None = field(default=None, compare=False, hash=False)
+    uid: str | None = field(default=None, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "positions", dict(sorted(self.positions.items())))
@@ -52,13 +60,21 @@ class StreamCut:
             if self.ranges is not None and seg in self.ranges:
                 entry["range"] = list(self.ranges[seg])
             entries.append(entry)
-        return {"stream": self.stream, "positions": entries}
+        data: dict[str, Any] = {"stream": self.stream, "positions": entries}
+        if self.uid is not None:
+            data["uid"] = self.uid
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))
 
     def __str__(self) -> str:
-        """Compact form: "scope/stream:0.0=120,0.1=0,1.2=55" (segment epoch.number=offset)."""
+        """Compact form: "scope/stream:0.0=120,0.1=0,1.2=55@<uid>" (segment epoch.number=offset, then
+        the stream's uid when the cut carries it)."""
+        return self.display() + ("" if self.uid is None else f"@{self.uid}")
+
+    def display(self) -> str:
+        """The compact form without the uid, for messages that name the stream anyway."""
         body = ",".join(f"{segment_name(seg)}={off}" for seg, off in self.positions.items())
         return f"{self.stream}:{body}"
 
@@ -80,6 +96,9 @@ class StreamCut:
     def compare(self, other: StreamCut) -> CutOrder:
         if self.stream != other.stream:
             raise InvalidStreamCut(f"cannot compare cuts of different streams {self.stream!r} and {other.stream!r}")
+        if self.uid is not None and other.uid is not None and self.uid != other.uid:
+            raise InvalidStreamCut(f"cannot compare cuts of different incarnations of stream {self.stream} "
+                                   f"(uid {self.uid} and uid {other.uid})")
         return compare_cuts(self.positions, other.positions, _ranges_of(self, other))
 
     def __le__(self, other: StreamCut) -> bool:
@@ -109,6 +128,21 @@ def _ranges_of(*cuts: StreamCut) -> dict[int, tuple[float, float]]:
     return ranges
 
 
+def check_incarnation(cut: StreamCut, stream: str, uid: str) -> None:
+    """Refuse a cut that names another incarnation of the stream (one with another uid). A cut
+    without a uid (compact text without `@uid`, JSON of older clients) passes: only the checks
+    against the stream's segments apply to it (docs/streams.md)."""
+    if cut.uid is not None and cut.uid != uid:
+        raise InvalidStreamCut(f"cut of an earlier incarnation of stream {stream} (uid {cut.uid}), the stream now "
+                               f"has uid {uid}")
+
+
+def _check_uid(uid: object, bad: Callable[[str], InvalidStreamCut]) -> str:
+    if not isinstance(uid, str) or not UID_PATTERN.fullmatch(uid):
+        raise bad(f"uid {uid!r} is not 32 lowercase hex digits")
+    return uid
+
+
 _COMPACT_ENTRY = re.compile(r"(\d{1,10})\.(\d{1,10})=(\d{1,19})", re.ASCII)
 
 
@@ -116,7 +150,11 @@ def _parse_compact(text: str) -> StreamCut:
     shown = text if len(text) <= 80 else text[:77] + "..."
     stream, sep, body = text.rpartition(":")
     if not sep:
-        raise InvalidStreamCut(f"malformed stream cut {shown!r}: expected 'scope/stream:E.N=OFFSET,...'")
+        raise InvalidStreamCut(f"malformed stream cut {shown!r}: expected 'scope/stream:E.N=OFFSET,...[@UID]'")
+    body, at, uid_text = body.partition("@")
+    uid = None
+    if at:
+        uid = _check_uid(uid_text.strip(), lambda why: InvalidStreamCut(f"malformed stream cut {shown!r}: {why}"))
     try:
         split_stream_name(stream)
     except Exception:
@@ -128,7 +166,7 @@ def _parse_compact(text: str) -> StreamCut:
             raise InvalidStreamCut(f"malformed stream cut {shown!r}: bad entry {item.strip()!r}, expected E.N=OFFSET")
         epoch, number, offset = (int(g) for g in match.groups())
         _add_position(positions, epoch, number, offset, shown)
-    return StreamCut(stream, positions)
+    return StreamCut(stream, positions, uid=uid)
 
 
 def _add_position(positions: dict[int, int], epoch: int, number: int, offset: int, shown: str) -> int:
@@ -157,8 +195,9 @@ def _from_dict(data: Any) -> StreamCut:
     def bad(why: str) -> InvalidStreamCut:
         return InvalidStreamCut(f"malformed stream cut JSON: {why}")
 
-    if not isinstance(data, dict) or set(data) != {"stream", "positions"}:
-        raise bad("expected an object with exactly the keys 'stream' and 'positions'")
+    if not isinstance(data, dict) or not {"stream", "positions"} <= set(data) <= {"stream", "positions", "uid"}:
+        raise bad("expected an object with the keys 'stream' and 'positions' (and optionally 'uid')")
+    uid = _check_uid(data["uid"], bad) if "uid" in data else None
     stream = data["stream"]
     try:
         split_stream_name(stream)
@@ -191,7 +230,7 @@ def _from_dict(data: Any) -> StreamCut:
             ranges[seg] = (float(rng[0]), float(rng[1]))
     if ranges and set(ranges) != set(positions):
         raise bad("either every position has a 'range' or none has")
-    return StreamCut(stream, positions, ranges or None)
+    return StreamCut(stream, positions, ranges or None, uid)
 
 
 # ---- the algebra on plain maps -------------------------------------------------------------------

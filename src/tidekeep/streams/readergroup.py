@@ -111,8 +111,8 @@ def resolve_config(controller: StreamController, config: ReaderGroupConfig) -> d
         end_pos = None if end is None else controller.to_positions(state, end)
         if end_pos is not None and compare_cuts(start_pos, end_pos, state.ranges()) in (
                 CutOrder.AFTER, CutOrder.OVERLAPS):
-            raise InvalidStreamCut(f"reader group config: start cut {state.cut(start_pos)} is not at or before "
-                                   f"end cut {state.cut(end_pos)}")
+            raise InvalidStreamCut(f"reader group config: start cut {state.shown(start_pos)} is not at or before "
+                                   f"end cut {state.shown(end_pos)}")
         streams[name] = {"start": core._keys_out(start_pos),
                          "end": None if end_pos is None else core._keys_out(end_pos)}
     return {"streams": streams, **options}

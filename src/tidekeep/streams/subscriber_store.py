@@ -57,6 +57,7 @@ class Subscriber:
     start_positions: dict[int, int]  # the group's start cut, which holds the stream until then
     updated_ms: int | None  # when `positions` was published
     unconsumed_bytes: int = 0  # from the effective cut (clamped to the head) to the tail
+    stream_uid: str | None = None  # the stream's incarnation, carried by the cuts `to_dict` shows
 
     @property
     def effective(self) -> dict[int, int]:
@@ -70,12 +71,16 @@ class Subscriber:
         return {
             "stream": self.stream, "reader_group": self.reader_group, "retention_type": self.retention_type,
             "generation": self.generation,
-            "acknowledged": None if self.positions is None else str(StreamCut(self.stream, self.positions)),
+            "acknowledged": None if self.positions is None else self._cut(self.positions),
             "acknowledged_ms": self.updated_ms,
-            "start": str(StreamCut(self.stream, self.start_positions)),
-            "effective": str(StreamCut(self.stream, self.effective)),
+            "start": self._cut(self.start_positions),
+            "effective": self._cut(self.effective),
             "unconsumed_bytes": self.unconsumed_bytes,
         }
+
+
+    def _cut(self, positions: Mapping[int, int]) -> str:
+        return str(StreamCut(self.stream, positions, uid=self.stream_uid))
 
 
 def unconsumed_bytes(cut: Mapping[int, int], head: Mapping[int, int], tail: Mapping[int, int],
@@ -246,7 +251,7 @@ class SubscriberStore:
         effective = acknowledged if acknowledged is not None else start
         return Subscriber(state.name, row.reader_group, _retention_type(row.config), row.generation, acknowledged,
                           start, row.updated_ms if acknowledged is not None else None,
-                          unconsumed_bytes(effective, state.head, state.tail(), state.segments))
+                          unconsumed_bytes(effective, state.head, state.tail(), state.segments), state.info.uid)
 
     def identity(self, group: str) -> tuple[int, str | None]:
         """The group's generation and subscriber uid, read together (what a handle remembers)."""
@@ -298,8 +303,8 @@ class SubscriberStore:
                     if order in (CutOrder.BEFORE, CutOrder.OVERLAPS):
                         how = "is before" if order is CutOrder.BEFORE else "is partly before"
                         raise InvalidStreamCut(
-                            f"retention stream cut {state.cut(positions)} of reader group {group} moves backwards: "
-                            f"it {how} its previous acknowledgement {state.cut(previous)}")
+                            f"retention stream cut {state.shown(positions)} of reader group {group} moves backwards: "
+                            f"it {how} its previous acknowledgement {state.shown(previous)}")
                 conn.execute(sa.update(subs).where(subs.c.stream_id == state.stream_id,
                                                    subs.c.reader_group == group)
                              .values(positions=_positions_out(positions), updated_ms=now))

@@ -31,7 +31,7 @@ from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_watermarks import watermarks as wm_table
 from ..store.schema_watermarks import writer_marks
 from .controller import StreamController, StreamState
-from .cuts import StreamCut, furthest
+from .cuts import StreamCut, check_incarnation, furthest
 from .model import Segment, segment_name
 from .watermarks import Watermark, WriterMark, active_writers, compare, latest_marks, next_watermark
 
@@ -173,6 +173,7 @@ class WatermarkStore:
         if isinstance(position, StreamCut):
             if position.stream != state.name:
                 raise InvalidStreamCut(f"position is for stream {position.stream!r}, not {state.name!r}")
+            check_incarnation(position, state.name, state.info.uid)
             positions = dict(position.positions)
         elif isinstance(position, Mapping):
             positions = {}
