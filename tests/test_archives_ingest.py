@@ -317,3 +317,37 @@ def test_a_killed_ingest_never_leaves_a_registered_archive_without_its_file(faul
             assert Path(client.storage.full_path(archive.path)).is_file()
     finally:
         client.close()
+
+
+def test_an_archive_written_where_the_driver_cannot_see_fails_the_ingest_and_registers_nothing(
+        tmp_path: Path, spark) -> None:
+    """A real `tidekeep archives ingest` whose write tasks put their archives in a directory private
+    to their worker (the fault seam archive_ingest.private_storage, read by the executors) fails with
+    StagedFileMissing naming the file, the task and the storage root (exit 14, one line), and
+    registers nothing; without the fault the same ingest registers every message once."""
+    from helpers.procs import worker_env
+
+    url = f"sqlite:///{tmp_path / 'metadata.db'}"
+    env = worker_env(url, tmp_path / "data", tmp_path / "ws", fault="archive_ingest.private_storage")
+    env["TIDEKEEP_SPARK_MASTER"] = "local[1]"
+    private = tmp_path / "private"  # the executors' temporary directory: where their "own disks" are
+    private.mkdir()
+    env["TMPDIR"] = str(private)
+    log = write(tmp_path / "app.log", STACK)
+    done = subprocess.run([sys.executable, "-m", "tidekeep.cli.main", "archives", "ingest", "app", str(log)],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == tk.StagedFileMissing.exit_code == 14, done.stderr[-2000:]
+    [line] = [x for x in done.stderr.splitlines() if x.startswith("error:")]
+    assert line.startswith("error: staged file archives/app/_ingest-") and "Traceback" not in done.stderr
+    assert f"is missing from storage {(tmp_path / 'data').resolve()} (written by partition 0" in line
+    assert list(private.rglob("*.parquet"))  # the task did write: on its private disk
+
+    client = tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"))
+    try:
+        assert client.archives.list() == [] and client.archives.datasets() == [] and catalog_rows(client) == []
+        assert archive_files(client) == []
+        report = client.archives.ingest("app", [log])
+        assert [a.message_count for a in client.archives.list()] == [2] == [a.message_count for a in report.archives]
+        assert [p.name for p in archive_files(client)] == [f"{report.archives[0].id}.parquet"]
+    finally:
+        client.close()

@@ -27,7 +27,7 @@ from pyspark.sql.types import BinaryType, LongType, StringType, StructField, Str
 
 import tidekeep as tk
 from helpers.procs import worker_env
-from helpers.storage import referenced_paths, stored_files
+from helpers.storage import chunk_rows, referenced_paths, stored_files
 from tidekeep.spark.datasource import StorageLocation
 from tidekeep.spark.sink import (
     NOTE_MAX_EVENT_TIME,
@@ -42,6 +42,7 @@ from tidekeep.spark.sink import (
     write_stream,
     write_task,
 )
+from tidekeep.spark.staged import StagedFile, first_mismatch
 from tidekeep.store.chunks import ChunkRef, ChunkStorage
 from tidekeep.streams.model import Router, Segment
 
@@ -598,6 +599,124 @@ def test_query_dying_between_tidekeep_commit_and_spark_log_restarts_exactly_once
     assert stored_files(client) == referenced_paths(client)
 
 
+# ---- no silent loss: the driver commits only files it can see --------------------------------------
+
+_PRIVATE_PROCESS = """
+import json, sys
+from tidekeep.spark.session import build_spark
+batch_options, stream_options, source, checkpoint = json.loads(sys.argv[1]), json.loads(sys.argv[2]), *sys.argv[3:]
+spark = build_spark("local[2]", "tidekeep-sink-private")
+schema = "body string, key string, t timestamp"
+outcome = {}
+try:
+    spark.read.schema(schema).parquet(source).write.format("tidekeep").mode("append").options(**batch_options).save()
+    outcome["batch"] = None
+except Exception as exc:
+    outcome["batch"] = str(exc)
+query = (spark.readStream.schema(schema).parquet(source).writeStream.format("tidekeep").options(**stream_options)
+         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+try:
+    query.awaitTermination(300)
+    outcome["stream"] = None if query.exception() is None else str(query.exception())
+except Exception as exc:
+    outcome["stream"] = str(exc)
+print("OUTCOME " + json.dumps(outcome), flush=True)
+"""
+
+
+def test_a_task_writing_to_a_private_directory_fails_the_batch_and_commits_nothing(
+        spark, sqlite_client: tk.Client, tmp_path: Path) -> None:
+    """A Spark process whose tasks write their chunk files into a directory private to their worker
+    (the fault seam sink.private_storage, read by the executors) runs a batch write and a streaming
+    query: both fail at the driver's commit with StagedFileMissing naming the file, the task and the
+    storage root, and nothing is committed. Without the fault, the same batch write and the same
+    query restarted from its checkpoint write every row exactly once."""
+    client = sqlite_client
+    streams = {"batch": OUT, "stream": "iot/out-stream"}
+    for name in streams.values():
+        client.create_stream(name, tk.StreamConfig(segments=3))
+    source = tmp_path / "source"
+    spark.createDataFrame(rows(0, 90), SCHEMA).repartition(3).write.parquet(str(source))
+    tails = {name: client.tail_cut(name) for name in streams.values()}
+    options = {which: sink_options(client, stream=name) for which, name in streams.items()}
+    checkpoint = tmp_path / "ckpt"
+    private = tmp_path / "private"  # the executors' temporary directory: where their "own disks" are
+    private.mkdir()
+
+    env = worker_env(client.settings.metadata_url, client.settings.storage_uri, tmp_path / "ws",
+                     fault="sink.private_storage")
+    env["TMPDIR"] = str(private)
+    run = subprocess.run([sys.executable, "-c", _PRIVATE_PROCESS, json.dumps(options["batch"]),
+                          json.dumps(options["stream"]), str(source), str(checkpoint)], env=env,
+                         capture_output=True, text=True, timeout=300, check=False)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("OUTCOME ")]
+    assert run.returncode == 0 and lines, run.stdout[-2000:] + run.stderr[-3000:]
+    outcome = json.loads(lines[0].removeprefix("OUTCOME "))
+    root = client.storage.root
+    for which in streams:
+        error = outcome[which]
+        assert error is not None, f"the {which} write committed files the driver cannot see"
+        assert "tidekeep.errors.StagedFileMissing: staged file streams/" in error
+        assert f"is missing from storage {root}" in error and "written by partition " in error
+
+    for name in streams.values():  # nothing committed, nothing visible, nothing left in the storage
+        assert client.tail_cut(name) == tails[name]
+        assert chunk_rows(client, name) == []
+        assert [t for t in client.list_transactions(name) if t.state == tk.TxnState.COMMITTED] == []
+        assert list(client.read(name)) == []
+    assert stored_files(client) == set()
+    assert list(private.rglob("*.parquet"))  # the tasks did write: on their private disks
+
+    # the fault gone: the batch write again, and the query restarted from its checkpoint
+    spark.read.schema(SCHEMA).parquet(str(source)).write.format("tidekeep").mode("append") \
+        .options(**options["batch"]).save()
+    query = (spark.readStream.schema(SCHEMA).parquet(str(source)).writeStream.format("tidekeep")
+             .options(**options["stream"]).option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    _run(query)
+    for name in streams.values():
+        assert sorted(e.payload.decode() for e in client.read(name)) == sorted(f"ev{i}" for i in range(90))
+        assert len([t for t in client.list_transactions(name) if t.state == tk.TxnState.COMMITTED]) == 1
+    assert stored_files(client) == referenced_paths(client)
+
+
+@pytest.mark.parametrize("damage", ["deleted", "shorter", "longer"])
+def test_a_staged_file_missing_or_of_another_size_fails_the_commit_and_commits_nothing(
+        client: tk.Client, out: str, damage: str) -> None:
+    """Between the tasks' writes and the driver's commit a staged file disappears or changes size:
+    the commit raises StagedFileMissing naming it and the storage root, begins no transaction, and
+    deletes the files that are there; the batch written again commits every row once."""
+    plan = plan_sink(sink_options(client, writer_id="q3", chunk_size="300B"), SCHEMA, overwrite=False,
+                     streaming=True)
+    messages = [write_task(plan.target, iter(_task_batches(rows(0, 60)))),
+                write_task(plan.target, iter(_task_batches(rows(60, 100))))]
+    victim = messages[1].chunks[-1].path
+    full = Path(client.storage.full_path(victim))
+    if damage == "deleted":
+        full.unlink()
+    else:
+        data = full.read_bytes()
+        full.write_bytes(data[:-7] if damage == "shorter" else data + b"garbage")
+    found = f"has {full.stat().st_size} bytes" if full.exists() else "is missing"
+    tail = client.tail_cut(OUT)
+
+    with pytest.raises(tk.StagedFileMissing) as failure:
+        commit_messages(plan, messages, sequence=1)
+    assert failure.value.path == victim
+    message = str(failure.value)
+    assert f"staged file {victim} " in message and f"storage {client.storage.root}" in message
+    assert found in message
+    assert client.tail_cut(OUT) == tail and chunk_rows(client, OUT) == [] and client.list_transactions(OUT) == []
+    assert client.streams.last_sequence(OUT, "q3")[1] == 0
+    assert stored_files(client) == set()  # the files that were there are deleted, as an abort does
+
+    again = [write_task(plan.target, iter(_task_batches(rows(0, 100))))]
+    result = commit_messages(plan, again, sequence=1)
+    assert (result.rows, result.duplicate) == (100, False)
+    assert sorted(p for _, p in read_back(client)) == sorted(f"ev{i}" for i in range(100))
+    assert stored_files(client) == referenced_paths(client)
+
+
 # ---- the executor side (property) -------------------------------------------------------------------
 
 
@@ -633,3 +752,19 @@ def test_task_chunks_keep_every_row_in_order(tmp_path_factory: pytest.TempPathFa
         assert [p for _, p in mine] == [p for p, e in zip(payloads, events, strict=True) if e[1] == key]
         assert len({s for s, _ in mine}) <= 1
     assert (message.rows, message.max_event_time_ms) == (len(events), max(e[2] for e in events))
+
+
+@given(st.lists(st.tuples(st.sampled_from(["d1/a", "d1/b", "d2/c", "d3/d"]), st.integers(0, 3)), max_size=4,
+                unique_by=lambda f: f[0]),
+       st.dictionaries(st.sampled_from(["d1/a", "d1/b", "d2/c", "d3/d", "d4/e"]), st.integers(0, 3)))
+def test_the_first_staged_file_not_found_at_its_size_is_reported(files: list[tuple[str, int]],
+                                                                 found: dict[str, int]) -> None:
+    """Oracle: scanning the files in order, the first whose path is absent from what the driver found
+    or found at another size, with the size found (None when absent)."""
+    staged = [StagedFile(path, size, f"task {i}") for i, (path, size) in enumerate(files)]
+    expected = None
+    for file in staged:
+        if file.path not in found or found[file.path] != file.size:
+            expected = (file, found.get(file.path))
+            break
+    assert first_mismatch(staged, found) == expected

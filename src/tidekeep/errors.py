@@ -140,3 +140,16 @@ class HoldActive(TidekeepError):
         super().__init__(message)
         self.hold_id = hold_id
         self.reason = reason
+
+
+class StagedFileMissing(TidekeepError):
+    """A file a Spark task reported writing is not in the storage the driver commits to, or not at
+    the size the task wrote: the task wrote where the driver cannot see (a directory private to its
+    worker). Raised before anything is committed; the message names the file, the task and the
+    storage root. Distinct from ChunkMissing, which reports a committed chunk that was lost."""
+
+    exit_code = 14
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path

@@ -47,3 +47,11 @@ def pause_point(name: str) -> None:
             deadline = time.monotonic() + GATE_LIMIT_S
             while os.path.exists(value[1:]) and time.monotonic() < deadline:
                 time.sleep(0.01)
+
+
+def fault_active(name: str) -> bool:
+    """Whether `TIDEKEEP_FAULT` names `name`, for a seam that misbehaves on purpose instead of
+    dying: e.g. `sink.private_storage` makes a Spark sink task write its chunk files into a
+    directory private to its worker, as a worker isolated from the driver's disk would."""
+    armed = os.environ.get("TIDEKEEP_FAULT")
+    return bool(armed) and name in armed.split(",")

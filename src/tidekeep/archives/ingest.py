@@ -13,7 +13,9 @@
    written: a bad file fails the job before any archive file exists.
 4. Write: each partition's task writes archive files with pyarrow (archive_writer.py) into a
    staging directory of this ingest and returns their metadata.
-5. The driver moves the files to `archives/<dataset>/<id>.parquet` and registers every archive,
+5. The driver checks that every file a task reported is in the storage at the size the task wrote
+   (StagedFileMissing otherwise: the task wrote where the driver cannot see), then moves the files
+   to `archives/<dataset>/<id>.parquet` and registers every archive,
    with its catalog record and the audit entry, in ONE transaction (ArchiveStore.register). If
    anything fails before that commit, the files written so far are deleted, so a failed ingest
    leaves nothing behind (a process killed outright can leave unregistered files, never
@@ -29,6 +31,7 @@ import math
 import os
 import posixpath
 import re
+import tempfile
 import time
 import uuid
 import zlib
@@ -39,9 +42,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 
 from ..errors import InvalidInput, NotFound
-from ..faults import fault_point
+from ..faults import fault_active, fault_point
+from ..spark.staged import StagedFile, describe_task, verify_staged
 from .archive_writer import ArchiveWriter, open_storage, written_table
 from .messages import BLOCK_BYTES, read_messages
 from .model import ARCHIVE_SCHEMA, ARCHIVES_DIR, Archive, archive_path, check_dataset
@@ -68,7 +73,9 @@ PARSED_SCHEMA = pa.schema([
 ])
 PARSED_DDL = "file INT, seq BIGINT, key BIGINT, timestamp BIGINT, message STRING, raw_bytes BIGINT"
 WRITTEN_DDL = ("id STRING, file STRING, begin_ts BIGINT, end_ts BIGINT, message_count BIGINT, raw_bytes BIGINT, "
-               "stored_bytes BIGINT")
+               "stored_bytes BIGINT, task STRING")
+# the fault seam (TIDEKEEP_FAULT) that makes a write task put its archives in a directory private to its worker
+PRIVATE_STORAGE_FAULT = "archive_ingest.private_storage"
 
 
 class CorruptLogFile(InvalidInput):
@@ -200,6 +207,9 @@ def write_partition(storage_uri: str, staging: str, files: list[str], target_siz
     Keys of timestamp-less messages sort first, so the partition is at most one run of those
     followed by one run of timestamped messages; each run gets its own writer."""
     fs, root = open_storage(storage_uri)
+    if fault_active(PRIVATE_STORAGE_FAULT):
+        # tests: this task's worker has a disk of its own, as a worker isolated from the driver's
+        fs, root = pafs.LocalFileSystem(), tempfile.mkdtemp(prefix="tidekeep-private-storage-")
     sources = pa.array(files, pa.string())
     writers: dict[bool, ArchiveWriter] = {}
     try:
@@ -229,7 +239,9 @@ def write_partition(storage_uri: str, staging: str, files: list[str], target_siz
             writer.abort()
         raise
     if written:
-        yield written_table(written).to_batches()[0]
+        table = written_table(written)
+        task = pa.array([describe_task()] * table.num_rows, pa.string())
+        yield table.append_column("task", task).to_batches()[0]
 
 
 # ---- driver side ----------------------------------------------------------------------------------
@@ -311,6 +323,9 @@ def ingest_logs(client: Client, dataset: str, paths: Sequence[str | os.PathLike[
             if typed is not None:
                 raise typed from None
             raise
+        # every archive a task wrote must be where the driver registers it, at the size it wrote
+        verify_staged(fs, client.storage.root,
+                      [StagedFile(row["file"], row["stored_bytes"], row["task"]) for row in written])
         archives: list[Archive] = []
         for row in sorted(written, key=lambda r: (r["begin_ts"] is not None, r["begin_ts"] or 0, r["id"])):
             final = archive_path(dataset, row["id"])

@@ -11,8 +11,10 @@ Semantics (issue 9, point 3):
   write chunk files under a staging directory of the stream, `<stream dir>/txn/spark-<random>/`.
   Nothing is visible yet. A task returns the chunks it wrote (in write order), its row count and the
   maximum event time it saw; a task that fails deletes what it wrote before re-raising.
-- **The driver's commit** of a micro-batch is ONE tidekeep transaction: begin (writer id = the
-  sink's), stage every task's chunks, commit with the batch sequence `batchId + 1`. The sequence is
+- **The driver's commit** of a micro-batch first checks every chunk file is in the storage at the
+  size its task reported (staged.py: a task that wrote where the driver cannot see fails the batch
+  with StagedFileMissing before anything is begun). Then it is ONE tidekeep transaction: begin (writer
+  id = the sink's), stage every task's chunks, commit with the batch sequence `batchId + 1`. The sequence is
   checked against the writer's last one in the same metadata transaction that appends the data, so
   a batch Spark re-executes (a restart from a checkpoint whose commit log lacks it) is aborted and
   its files deleted instead of appended twice. Chunks staged in segments a scale sealed since the
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import tempfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,7 +68,8 @@ from pyspark.sql.types import (
 )
 
 from ..config import MAX_EVENT_SIZE
-from ..errors import EventTooLarge, InvalidInput, StreamSealed
+from ..errors import EventTooLarge, InvalidInput, StagedFileMissing, StreamSealed
+from ..faults import fault_active
 from ..names import check_name
 from ..store.chunks import ChunkStorage
 from ..streams.controller import SEALED, PendingChunk
@@ -73,6 +77,7 @@ from ..streams.model import EVENT_HEADER_BYTES, Router
 from ..streams.txn import write_chunks
 from ..units import parse_size_bytes
 from .datasource import SOURCE_NAME, StorageLocation, checked_options
+from .staged import StagedFile, describe_task, verify_staged
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -90,6 +95,8 @@ SINK_CHUNK_BYTES = 16 * 1024 * 1024
 # How long the driver's transaction may stay open: covers staging and re-routing a large batch; a
 # driver that dies mid-commit leaves it to expire, and Spark re-runs the batch in a new one.
 SINK_LEASE = "10m"
+# the fault seam (TIDEKEEP_FAULT) that makes a task write into a directory private to its worker
+PRIVATE_STORAGE_FAULT = "sink.private_storage"
 
 _KNOWN_OPTIONS = {"stream", "path", "payload_column", "routing_key_column", "event_time_column", "note_time",
                   "writer_id", "chunk_size", "home", "metadata_url", "storage", "checkpointlocation"}
@@ -252,18 +259,29 @@ class SinkTarget:
 
 @dataclass
 class SinkCommitMessage(WriterCommitMessage):
-    """One task's result: the chunks it wrote, in write order."""
+    """One task's result: the chunks it wrote, in write order, with each file's size in bytes as the
+    task's worker saw it and which task it was (the driver checks the files before committing)."""
 
     directory: str
     chunks: list[PendingChunk] = field(default_factory=list)
     rows: int = 0
     max_event_time_ms: int | None = None
+    sizes: dict[str, int] = field(default_factory=dict)  # chunk path -> bytes
+    task: str = ""
+
+    def staged_files(self) -> list[StagedFile]:
+        # a chunk the task's own listing lacked gets size -1, which no stored file has
+        return [StagedFile(c.path, self.sizes.get(c.path, -1), self.task) for c in self.chunks]
 
 
 def write_task(target: SinkTarget, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
     """Executor side: route and write one task's rows as chunk files. Storage only."""
     location = target.location
-    storage = ChunkStorage(location.uri if "://" in location.uri else location.root)
+    root = location.uri if "://" in location.uri else location.root
+    if fault_active(PRIVATE_STORAGE_FAULT):
+        # tests: this task's worker has a disk of its own, as a worker isolated from the driver's
+        root = tempfile.mkdtemp(prefix="tidekeep-private-storage-")
+    storage = ChunkStorage(root)
     message = SinkCommitMessage(f"{target.stream_dir}/txn/spark-{uuid.uuid4().hex}")
     holder = SimpleNamespace(storage=storage)  # write_chunks needs only the controller's storage
     payloads: list[pa.Array] = []
@@ -297,6 +315,9 @@ def write_task(target: SinkTarget, batches: Iterator[pa.RecordBatch]) -> SinkCom
                 if pending >= target.chunk_size:
                     flush()
         flush()
+        # what this worker sees of its files: one listing of the task's own directory
+        message.sizes = {f.path: f.size for f in storage.list_files(message.directory)}
+        message.task = describe_task()
     except BaseException:
         # the task fails: what it wrote is no one's (Spark's abort never hears of this task's files)
         storage.discard(c.path for c in message.chunks)
@@ -394,7 +415,11 @@ def commit_messages(plan: SinkPlan, messages: Sequence[SinkCommitMessage | None]
     """The driver's commit of one batch: one transaction holding every task's chunks, committed with
     the batch `sequence` (None for a batch write job) and the note time. A replayed sequence aborts
     the transaction and deletes the files (result `duplicate`). On any error the transaction is
-    aborted and the files deleted, unless the outcome is unknown (then the sweep decides)."""
+    aborted and the files deleted, unless the outcome is unknown (then the sweep decides).
+
+    First every chunk file must be in the storage at the size its task wrote: if one is not (the
+    task wrote where the driver cannot see), StagedFileMissing is raised before a transaction is
+    begun, and the files that are there are deleted as an abort deletes them."""
     sent = [m for m in messages if m is not None]
     chunks = [c for m in sent for c in m.chunks]
     rows = sum(m.rows for m in sent)
@@ -407,6 +432,11 @@ def commit_messages(plan: SinkPlan, messages: Sequence[SinkCommitMessage | None]
             # these very messages were committed before (a retried commit call): staging their files
             # again would let that transaction's abort delete committed data
             return SinkCommit(None, 0, True, None, {})
+        try:
+            verify_staged(client.storage.fs, client.storage.root, [f for m in sent for f in m.staged_files()])
+        except StagedFileMissing:
+            _discard(client, sent)
+            raise
         txn = client.transactional_writer(plan.options.stream, plan.writer_id, lease=SINK_LEASE).begin()
         try:
             client.transactions.stage(txn.id, chunks)
@@ -429,15 +459,19 @@ def abort_messages(plan: SinkPlan, messages: Sequence[SinkCommitMessage | None])
     Spark also aborts a batch whose commit failed, and a commit can fail after tidekeep committed it
     (the commit process died before answering): files a committed chunk refers to always stay. If
     the store cannot say, nothing is deleted and the orphan sweep decides later."""
-    sent = [m for m in messages if m is not None]
-    paths = [c.path for m in sent for c in m.chunks]
     client = open_sink_client(plan.options)
     try:
-        committed = client.streams.referenced_paths(paths)
-        client.storage.discard(p for p in paths if p not in committed)
-        _delete_dirs(client, sent)
+        _discard(client, [m for m in messages if m is not None])
     finally:
         client.close()
+
+
+def _discard(client: Client, messages: Sequence[SinkCommitMessage]) -> None:
+    """Delete the messages' files but those a committed chunk refers to, and their empty directories."""
+    paths = [c.path for m in messages for c in m.chunks]
+    committed = client.streams.referenced_paths(paths)
+    client.storage.discard(p for p in paths if p not in committed)  # this job's own, never committed
+    _delete_dirs(client, messages)
 
 
 def _previous_mark(client: Client, plan: SinkPlan) -> int | None:
