@@ -342,7 +342,7 @@ def test_an_archive_written_where_the_driver_cannot_see_fails_the_ingest_and_reg
     assert f"is missing from storage {(tmp_path / 'data').resolve()} (written by partition 0" in line
     assert list(private.rglob("*.parquet"))  # the task did write: on its private disk
 
-    client = tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"))
+    client = tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"), create=True)
     try:
         assert client.archives.list() == [] and client.archives.datasets() == [] and catalog_rows(client) == []
         assert archive_files(client) == []

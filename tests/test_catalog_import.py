@@ -213,3 +213,27 @@ def test_first_bad_row_in_file_order(sqlite_client: tk.Client, spark, tmp_path: 
     assert str(caught.value).startswith(f"{folder / 'a.csv'} line 9: field 'create_time' is not a time")
     assert str(caught.value).endswith("(1 more bad rows)")
     assert sqlite_client.catalog.count() == 0
+
+
+def test_a_relative_sqlite_url_reaches_the_executors_as_the_drivers_file(spark, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """metadata.url `sqlite:///meta.db` given relative, in a process that changed directory after
+    Spark started: the driver opens meta.db in its working directory; executors run in the directory
+    Spark started in and must write into the same file, not into a meta.db of their own there."""
+    import uuid
+
+    spark_directory = Path.cwd()  # where the session's Python workers run (the test session's start)
+    name = f"meta-{uuid.uuid4().hex[:12]}.db"
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    client = tk.connect(tmp_path / "ws", metadata_url=f"sqlite:///{name}", storage=str(tmp_path / "data"), create=True)
+    try:
+        assert client.settings.metadata_url == f"sqlite:///{work / name}"
+        report = client.catalog.import_path(write(tmp_path / "a.csv", CSV))
+        assert (report.inserted, len(table_rows(client))) == (3, 3)
+        assert list(spark_directory.glob(f"{name}*")) == []
+    finally:
+        client.close()
+        for stray in spark_directory.glob(f"{name}*"):  # what executors wrote into before the fix
+            stray.unlink()

@@ -10,7 +10,16 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tidekeep.config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT, KEYS, env_name, load_settings, read_config_file
+from tidekeep.config import (
+    CONFIG_FILE_NAME,
+    DEFAULT_CONFIG_TEXT,
+    KEYS,
+    absolute_metadata_url,
+    absolute_storage_uri,
+    env_name,
+    load_settings,
+    read_config_file,
+)
 from tidekeep.errors import ConfigError, InvalidInput
 
 
@@ -62,7 +71,8 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
            "archive_output.retention_period": "43200", "results_cache.retention_period": "null",
            "garbage_collector.sweep_interval.archive": "180", "garbage_collector.sweep_interval.search_result": "15",
            "garbage_collector.logging_level": "debug", "search.max_runtime": "30m", "archives.target_size": "64MiB",
-           "watermark.frequency": "250ms", "search.heartbeat_interval": "2s"}
+           "watermark.frequency": "250ms", "search.heartbeat_interval": "2s",
+           "spark.shared_filesystem": "yes"}
     assert set(raw) == set(KEYS), "a new setting needs a case here"
     s = load_settings(tmp_path, env={env_name(k): v for k, v in raw.items()})
     assert env_name("writer.batch_size") == "TIDEKEEP_WRITER_BATCH_SIZE"
@@ -75,7 +85,8 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
         "archive_output.retention_period": 43200, "results_cache.retention_period": None,
         "garbage_collector.sweep_interval.archive": 180, "garbage_collector.sweep_interval.search_result": 15,
         "garbage_collector.logging_level": "DEBUG", "search.max_runtime": 1_800_000,
-        "archives.target_size": 64 * 1024 * 1024, "watermark.frequency": 250, "search.heartbeat_interval": 2000}
+        "archives.target_size": 64 * 1024 * 1024, "watermark.frequency": 250, "search.heartbeat_interval": 2000,
+        "spark.shared_filesystem": True}
     assert s.metadata_url == "postgresql+psycopg://u@h/db" and s.storage_uri == "/data/x"
 
 
@@ -175,6 +186,8 @@ def test_self_referencing_yaml_is_a_config_error(tmp_path: Path) -> None:
     ("catalog:\n  partitions: -1\n", "catalog.partitions", "must not be negative"),
     ("catalog:\n  purge_failure_threshold: true\n", "catalog.purge_failure_threshold", "True"),
     ("catalog:\n  purge_age: forever\n", "catalog.purge_age", "'forever'"),
+    ("spark:\n  shared_filesystem: maybe\n", "spark.shared_filesystem", "'maybe'"),
+    ("spark:\n  shared_filesystem: 1\n", "spark.shared_filesystem", "expected true or false"),
 ])
 def test_bad_values_name_key_and_file(tmp_path: Path, text: str, key: str, detail: str) -> None:
     path = write_config(tmp_path, text)
@@ -278,3 +291,59 @@ def test_clp_archive_keys_reject_bad_values_naming_the_key(tmp_path: Path, text:
     write_config(tmp_path, text)
     with pytest.raises(ConfigError, match=re.escape(repr(key))):
         load_settings(tmp_path, env={})
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("true", True), ("Yes", True), ("on", True), ("1", True), (True, True),
+    ("false", False), ("NO", False), ("off", False), ("0", False), (False, False),
+])
+def test_shared_filesystem_takes_yes_and_no_words(tmp_path: Path, value: object, expected: bool) -> None:
+    assert load_settings(tmp_path, overrides={"spark.shared_filesystem": value}, env={})[
+        "spark.shared_filesystem"] is expected
+    assert load_settings(tmp_path, env={})["spark.shared_filesystem"] is False
+
+
+@pytest.mark.parametrize("layer", ["file", "env", "flag"])
+def test_relative_sqlite_and_storage_paths_are_made_absolute_against_the_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layer: str) -> None:
+    """Spark executors and the Python workers Spark plans in resolve paths against their own working
+    directory: a relative path given in any layer is absolute once the settings are loaded."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    given = {"metadata.url": "sqlite:///state/meta.db?timeout=5", "storage.uri": "chunks/../data"}
+    home = tmp_path / "ws"
+    env: dict[str, str] = {}
+    overrides: dict[str, str] = {}
+    if layer == "file":
+        write_config(home, "metadata:\n  url: sqlite:///state/meta.db?timeout=5\nstorage:\n  uri: chunks/../data\n")
+    elif layer == "env":
+        env = {env_name(k): v for k, v in given.items()}
+    else:
+        overrides = given
+    settings = load_settings(home, overrides, env=env)
+    assert settings.metadata_url == f"sqlite:///{work}/state/meta.db?timeout=5"
+    assert settings.storage_uri == f"{work}/data"
+    monkeypatch.chdir(tmp_path)  # fixed when loaded: a later change of directory changes nothing
+    assert settings.metadata_url == f"sqlite:///{work}/state/meta.db?timeout=5"
+
+
+@pytest.mark.parametrize("url", [
+    "sqlite:////abs/meta.db", "sqlite://", "sqlite:///:memory:", "sqlite:///file:meta.db?mode=ro&uri=true",
+    "postgresql+psycopg://u:p@h:5432/db", "postgresql://h/db?options=-csearch_path%3Dx",
+])
+def test_other_metadata_urls_are_kept_as_given(tmp_path: Path, url: str) -> None:
+    assert absolute_metadata_url(url) == url
+    assert load_settings(tmp_path, overrides={"metadata.url": url}, env={}).metadata_url == url
+
+
+@pytest.mark.parametrize("uri", ["/abs/data", "s3://bucket/prefix", "file:///abs/data", "gs://b/p", "mock://x"])
+def test_other_storage_uris_are_kept_as_given(tmp_path: Path, uri: str) -> None:
+    assert absolute_storage_uri(uri) == uri
+    assert load_settings(tmp_path, overrides={"storage.uri": uri}, env={}).storage_uri == uri
+
+
+def test_a_sqlite_url_keeps_its_driver_name_when_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert absolute_metadata_url("sqlite+pysqlite:///m.db") == f"sqlite+pysqlite:///{tmp_path}/m.db"
+    assert absolute_storage_uri("data") == f"{tmp_path}/data"

@@ -268,8 +268,10 @@ class Client:
         return get_spark(self.settings)
 
     def spark_options(self) -> dict[str, str]:
-        """Options that point spark.read.format("tidekeep") at this workspace."""
-        return {"metadata_url": self.settings.metadata_url, "storage": self.settings.storage_uri}
+        """Options that point spark.read.format("tidekeep") at this workspace (absolute paths) and
+        carry its spark.shared_filesystem declaration."""
+        return {"metadata_url": self.settings.metadata_url, "storage": self.settings.storage_uri,
+                "shared_filesystem": str(self.settings["spark.shared_filesystem"]).lower()}
 
     def close(self) -> None:
         self.db.dispose()

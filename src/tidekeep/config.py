@@ -89,6 +89,17 @@ def _minutes(value: Any) -> int:
     return result
 
 
+def _boolean(value: Any) -> bool:
+    """true/false from YAML, or true/false, yes/no, on/off, 1/0 from the environment or a flag."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in {"true", "yes", "on", "1"}:
+        return True
+    if isinstance(value, str) and value.strip().lower() in {"false", "no", "off", "0"}:
+        return False
+    raise InvalidInput(f"expected true or false, got {value!r}")
+
+
 def _cron(value: Any) -> str:
     from .catalog.schedule import check_schedule  # on use: the settings module stays import-light
 
@@ -108,6 +119,9 @@ KEYS: dict[str, _Key] = {
     "storage.uri": _Key(_optional_text, None, "pyarrow.fs URI or path for data; default: <home>/data"),
     "spark.master": _Key(_text, "local[*]", "Spark master URL"),
     "spark.app_name": _Key(_text, "tidekeep", "Spark application name"),
+    "spark.shared_filesystem": _Key(_boolean, False,
+                                    "every Spark executor sees the driver's files at the same paths (so a "
+                                    "SQLite metadata file and local storage work with a non-local master)"),
     "writer.batch_size": _Key(_positive(parse_size_bytes), 4 * 1024 * 1024, "flush a segment batch at this size"),
     "writer.linger": _Key(parse_duration_ms, 100, "flush pending events after this long"),
     "sweep.grace": _Key(parse_duration_ms, 3_600_000,
@@ -245,7 +259,39 @@ def load_settings(
     for key, raw in (overrides or {}).items():
         if raw is not None:
             values[key] = _parse_value(key, raw, "flags")
+    # relative paths are taken against this process's working directory, now: Spark executors and
+    # the Python workers Spark plans in run elsewhere, and would resolve them against their own
+    if values["metadata.url"] is not None:
+        values["metadata.url"] = absolute_metadata_url(values["metadata.url"])
+    if values["storage.uri"] is not None:
+        values["storage.uri"] = absolute_storage_uri(values["storage.uri"])
     return Settings(home=home_path, values=values)
+
+
+def absolute_metadata_url(url: str) -> str:
+    """A SQLite URL whose file path is relative, made absolute against the working directory; every
+    other URL (PostgreSQL, in-memory SQLite, a `file:` URI database, an absolute path) as given."""
+    if not url.strip().lower().startswith("sqlite"):
+        return url
+    import sqlalchemy as sa
+
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        return url  # not a URL: the metadata store reports it when it opens
+    database = parsed.database
+    if (parsed.get_backend_name() != "sqlite" or not database or database == ":memory:"
+            or database.startswith("file:") or os.path.isabs(database)):
+        return url
+    return parsed.set(database=os.path.abspath(database)).render_as_string(hide_password=False)
+
+
+def absolute_storage_uri(uri: str) -> str:
+    """A storage path that is relative, made absolute against the working directory; a URI
+    (`s3://…`, `file:///…`) or an absolute path as given."""
+    if "://" in uri or os.path.isabs(uri):
+        return uri
+    return os.path.abspath(uri)
 
 
 DEFAULT_CONFIG_TEXT = """\
@@ -258,6 +304,7 @@ metadata:
 #   uri: s3://bucket/tidekeep    # any pyarrow.fs URI; default: ./data in this directory
 spark:
   master: local[*]
+  # shared_filesystem: true  # every executor sees this machine's files (SQLite, local storage) at the same paths
 writer:
   batch_size: 4MiB
   linger: 100ms

@@ -309,7 +309,9 @@ def ingest_logs(client: Client, dataset: str, paths: Sequence[str | os.PathLike[
             report_progress(int(fraction * raw_estimate), raw_estimate)
 
     target_size = int(client.settings["archives.target_size"])
-    spark = client.spark()
+    from ..spark.session import job_spark
+
+    spark = job_spark(client.settings, storage=True, inputs=files)  # executors read the files, write archives
     partitions = range_partitions(raw_estimate, target_size, spark.sparkContext.defaultParallelism)
     storage_uri = client.storage.uri_of("")
     staging = f"{ARCHIVES_DIR}/{dataset}/_ingest-{ingest_id}"

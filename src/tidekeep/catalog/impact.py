@@ -100,14 +100,17 @@ def impact_summary(client: Client, rules: Any = None, now_ms: int | None = None)
     cutoffs = {r.rule_number: cutoff_ms(now, r.age) for r in expiring}
     case_rules = rules_that_matter(active, set(cutoffs))
     columns = sorted(set(needed_columns(case_rules, holds)) | {"feed", "type"})
-    spark = client.spark()
+    from ..spark.session import job_spark
+
+    spark = job_spark(client.settings, metadata=True)  # executors read the records from the metadata store
     url = client.settings.metadata_url
     upper = max(cutoffs.values())
     with client.db.read() as conn:
         stats = source.scan_stats(conn, 0, upper, "UNLOCKED")
     ranges = source.plan_ranges(0, upper, stats, partition_count(
         client.settings["catalog.partitions"], spark.sparkContext.defaultParallelism, stats.rows))
-    frame = period_frame(spark, url, source.check_columns(columns), ranges, 0, upper)
+    frame = period_frame(spark, url, source.check_columns(columns), ranges, 0, upper,
+                         client.settings["spark.shared_filesystem"])
     cutoff = None
     for number, value in cutoffs.items():
         cutoff = (F.when(F.col("rule") == number, F.lit(value)) if cutoff is None

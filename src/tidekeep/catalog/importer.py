@@ -370,7 +370,10 @@ def import_records(client: Client, path: str | os.PathLike[str], format: str | N
             headers[index] = csv_header(first, f"{name} line 1")
 
     client.db.ensure_schema()
-    spark = client.spark()
+    from ..spark.session import job_spark
+
+    # executors read the input files and write the records into the metadata store
+    spark = job_spark(client.settings, metadata=True, inputs=files)
     sc = spark.sparkContext
     items = _parquet_items(sc, files) if kind == "parquet" else _text_items(sc, kind, files)
 

@@ -36,7 +36,9 @@ import sqlalchemy as sa
 
 from ..errors import LeaseLost
 from ..faults import fault_point
+from ..spark.cluster import check_settings_reach
 from ..spark.progress import monotonic, track_tasks
+from ..spark.session import job_spark
 from ..store.fencing import LeaseFence, check_fence, confirm_fence
 from ..store.schema_catalog import catalog_runs
 from . import source
@@ -164,8 +166,9 @@ def needed_columns(rules: Sequence[Any], holds: Sequence[Any]) -> list[str]:
 
 
 def period_frame(spark: SparkSession, url: str, columns: Sequence[str], ranges: Sequence[tuple[int, int]],
-                 from_ms: int, to_ms: int) -> DataFrame:
+                 from_ms: int, to_ms: int, shared_filesystem: bool = False) -> DataFrame:
     return (spark.read.format(source.SOURCE_NAME).option("metadata_url", url).option("columns", ",".join(columns))
+            .option("shared_filesystem", str(shared_filesystem).lower())
             .option("status", "UNLOCKED").option("from", str(from_ms)).option("to", str(to_ms))
             .option("ranges", json.dumps([list(r) for r in ranges])).load())
 
@@ -228,6 +231,9 @@ def _finish_period(client: Client, report: RunReport, period: PeriodReport, fenc
 def run_retention_job(client: Client, dry_run: bool = False, progress: Progress | None = None,
                       now_ms: int | None = None, fence: LeaseFence | None = None) -> RunReport:
     started = time.monotonic()
+    # executors open the metadata store: a SQLite file they cannot reach is refused before anything
+    # changes (the master of the session is checked again when Spark is needed)
+    check_settings_reach(client.settings, metadata=True)
     now = client.clock.now_ms() if now_ms is None else now_ms
     inputs = load_inputs(client, now, drop_stale_trackers=not dry_run, fence=fence)
     report = RunReport(None, now, dry_run, inputs.rules_version)
@@ -275,7 +281,7 @@ def _process(client: Client, inputs: JobInputs, report: RunReport, progress: Pro
                 if progress is not None:
                     progress(base + int(fraction * rows), total)
 
-            spark = spark or client.spark()
+            spark = spark or job_spark(client.settings, metadata=True)
             entry.deleted = _run_period(spark, client, url, inputs, ctx, period, period_stats, deleting,
                                         report.dry_run, within_period, fence)
         entry.elapsed_s = time.monotonic() - period_started
@@ -309,7 +315,8 @@ def _run_period(spark: SparkSession, client: Client, url: str, inputs: JobInputs
     ranges = source.plan_ranges(period.from_ms, period.to_ms, stats,
                                 partition_count(client.settings["catalog.partitions"],
                                                 spark.sparkContext.defaultParallelism, stats.rows))
-    frame = period_frame(spark, url, columns, ranges, period.from_ms, period.to_ms)
+    frame = period_frame(spark, url, columns, ranges, period.from_ms, period.to_ms,
+                         client.settings["spark.shared_filesystem"])
     ruled = frame.withColumn("rule", first_match_column(rules, ctx))
     # the rule says DELETE in this period and no hold matches (null rule: no match, kept)
     doomed = F.coalesce(F.col("rule").isin(sorted(deleting)) & ~held_column(inputs.holds, ctx), F.lit(False))

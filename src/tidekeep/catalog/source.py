@@ -154,7 +154,8 @@ class CatalogReadOptions:
     ranges: tuple[tuple[int, int], ...] | None  # pre-planned by the caller (the retention job)
 
 
-_KNOWN_OPTIONS = {"metadata_url", "home", "columns", "status", "from", "to", "partitions", "ranges", "path"}
+_KNOWN_OPTIONS = {"metadata_url", "home", "shared_filesystem", "columns", "status", "from", "to", "partitions",
+                  "ranges", "path"}
 END_OF_TIME = 253_402_300_800_000  # 10000-01-01T00:00Z: beyond any valid record time
 
 
@@ -172,11 +173,11 @@ def parse_options(options: Mapping[str, str]) -> CatalogReadOptions:
     unknown = sorted(set(options) - _KNOWN_OPTIONS)
     if unknown:
         raise InvalidInput(f"unknown catalog source option(s) {', '.join(map(repr, unknown))}")
-    url = options.get("metadata_url")
-    if not url:
-        from ..config import load_settings
+    from ..config import absolute_metadata_url, load_settings
 
-        url = load_settings(options.get("home")).metadata_url
+    url = options.get("metadata_url")
+    # executors open the URL: a relative SQLite path is made absolute here, where Spark plans
+    url = absolute_metadata_url(url) if url else load_settings(options.get("home")).metadata_url
     columns = check_columns([c.strip() for c in options.get("columns", ",".join(COLUMN_TYPES)).split(",")
                              if c.strip()])
     status = options.get("status") or None
@@ -234,10 +235,24 @@ class CatalogDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> Any:
-        return spark_schema(parse_options(self.options).columns)
+        return spark_schema(options_for_executors(self.options).columns)
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return CatalogReader(parse_options(self.options))
+        return CatalogReader(options_for_executors(self.options))
+
+
+def options_for_executors(options: Mapping[str, str]) -> CatalogReadOptions:
+    """parse_options, and the executors' reach: they open the metadata store, so a SQLite file is
+    refused with ConfigError on a non-local master (the spark.master setting, which
+    register_data_sources sets to the session's) unless the filesystem is declared shared."""
+    from ..config import load_settings
+    from ..spark.cluster import check_settings_reach
+
+    parsed = parse_options(options)
+    shared = options.get("shared_filesystem") or None
+    settings = load_settings(options.get("home"), {"metadata.url": parsed.url, "spark.shared_filesystem": shared})
+    check_settings_reach(settings, metadata=True)
+    return parsed
 
 
 class CatalogReader(DataSourceReader):

@@ -39,6 +39,7 @@ from ..streams.controller import ReadPlan, ReadTask
 from ..streams.cuts import StreamCut
 from ..streams.reader import EVENT_SCHEMA, read_task
 from ..units import parse_size_bytes
+from .cluster import check_settings_reach
 from .watermark_column import Thresholds, segment_thresholds, watermark_array
 
 if TYPE_CHECKING:
@@ -74,7 +75,9 @@ ARROW_SCHEMA = EVENT_SCHEMA.set(
 _BATCH_ONLY = {"end"}
 # options of spark.readStream only (stream_source.py); schema() accepts them, the batch reader refuses them
 STREAM_ONLY = {"reader_group", "max_bytes_per_trigger", "on_truncated"}
-_COMMON = {"stream", "start", "home", "metadata_url", "storage", "partition_size", "path"}
+# where the workspace is: the options every tidekeep source and the sink take
+WORKSPACE_OPTIONS = frozenset({"home", "metadata_url", "storage", "shared_filesystem"})
+_COMMON = {"stream", "start", "partition_size", "path"} | WORKSPACE_OPTIONS
 _KNOWN_OPTIONS = _COMMON | _BATCH_ONLY | STREAM_ONLY
 HEAD, TAIL = "head", "tail"
 
@@ -96,6 +99,7 @@ class ReadOptions:
     metadata_url: str | None
     storage: str | None
     partition_size: int = PARTITION_TARGET_BYTES
+    shared_filesystem: str | None = None  # the spark.shared_filesystem setting, as given
 
 
 def checked_options(options: Mapping[str, str], known: set[str], what: str,
@@ -129,7 +133,7 @@ def parse_read_options(options: Mapping[str, str], known: set[str] | None = None
     return ReadOptions(stream, _parse_cut_option(lowered.get("start"), stream, "start", HEAD),
                        _parse_cut_option(lowered.get("end"), stream, "end", TAIL),
                        lowered.get("home") or None, lowered.get("metadata_url") or None,
-                       lowered.get("storage") or None, partition_size)
+                       lowered.get("storage") or None, partition_size, lowered.get("shared_filesystem") or None)
 
 
 def _parse_cut_option(value: str | None, stream: str, which: str, default: str) -> CutSpec:
@@ -145,9 +149,47 @@ def _parse_cut_option(value: str | None, stream: str, which: str, default: str) 
 
 def open_client(options: ReadOptions) -> Client:
     """A client on the workspace the options name; settings resolve as tidekeep.connect() does."""
+    return connect_workspace(options.home, options.metadata_url, options.storage, options.shared_filesystem)
+
+
+def connect_workspace(home: str | None, metadata_url: str | None, storage: str | None,
+                      shared_filesystem: str | None) -> Client:
+    """A client on the workspace the options name (settings resolve as tidekeep.connect() does).
+    Executors of the sources and the sink open its storage: one they could not reach on the
+    session's master (the spark.master setting, which register_data_sources sets to the session's)
+    is refused with ConfigError, unless the filesystem is declared shared (cluster.py)."""
     from ..client import connect
 
-    return connect(options.home, metadata_url=options.metadata_url, storage=options.storage)
+    settings = {"spark.shared_filesystem": shared_filesystem} if shared_filesystem else None
+    client = connect(home, metadata_url=metadata_url, storage=storage, settings=settings)
+    try:
+        check_settings_reach(client.settings, storage=True)
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+def caller_options(options: Mapping[str, object]) -> dict[str, str]:
+    """Options as strings, with the workspace's paths made absolute here, in the caller's process:
+    the Python worker Spark plans in, and the executors, may run in another directory or elsewhere."""
+    from ..config import absolute_metadata_url, absolute_storage_uri
+
+    raw: dict[str, str] = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        if isinstance(value, StreamCut):
+            raw[key] = value.to_json()
+        elif key == "home":
+            raw[key] = str(Path(str(value)).resolve())
+        elif key == "metadata_url":
+            raw[key] = absolute_metadata_url(str(value))
+        elif key == "storage":
+            raw[key] = absolute_storage_uri(str(value))
+        else:
+            raw[key] = str(value)
+    return raw
 
 
 def plan_stream_read(client: Client, options: ReadOptions) -> ReadPlan:
@@ -350,12 +392,6 @@ def load_stream(spark: SparkSession, stream: str, start: StreamCut | str | None 
     """spark.read.format("tidekeep") with the options checked in the caller first, so bad input
     raises tidekeep's typed errors here rather than a Spark AnalysisException that wraps them.
     `options`: home, metadata_url, storage, partition_size (as for the data source)."""
-    raw: dict[str, str] = {"stream": stream}
-    for key, value in {"start": start, "end": end, **options}.items():
-        if value is None:
-            continue
-        if key == "home":
-            value = Path(value).resolve()  # type: ignore[arg-type]  # the planning worker may run elsewhere
-        raw[key] = value.to_json() if isinstance(value, StreamCut) else str(value)
+    raw = caller_options({"stream": stream, "start": start, "end": end, **options})
     check_read(parse_read_options(raw))
     return spark.read.format(SOURCE_NAME).options(**raw).load()

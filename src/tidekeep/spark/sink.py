@@ -76,7 +76,14 @@ from ..streams.controller import SEALED, PendingChunk
 from ..streams.model import EVENT_HEADER_BYTES, Router
 from ..streams.txn import write_chunks
 from ..units import parse_size_bytes
-from .datasource import SOURCE_NAME, StorageLocation, checked_options
+from .datasource import (
+    SOURCE_NAME,
+    WORKSPACE_OPTIONS,
+    StorageLocation,
+    caller_options,
+    checked_options,
+    connect_workspace,
+)
 from .staged import StagedFile, describe_task, verify_staged
 
 if TYPE_CHECKING:
@@ -99,7 +106,7 @@ SINK_LEASE = "10m"
 PRIVATE_STORAGE_FAULT = "sink.private_storage"
 
 _KNOWN_OPTIONS = {"stream", "path", "payload_column", "routing_key_column", "event_time_column", "note_time",
-                  "writer_id", "chunk_size", "home", "metadata_url", "storage", "checkpointlocation"}
+                  "writer_id", "chunk_size", "checkpointlocation"} | WORKSPACE_OPTIONS
 
 
 # ---- options and columns (pure: no workspace) ------------------------------------------------------
@@ -120,6 +127,7 @@ class SinkOptions:
     home: str | None
     metadata_url: str | None
     storage: str | None
+    shared_filesystem: str | None = None  # the spark.shared_filesystem setting, as given
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -144,7 +152,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     return SinkOptions(stream, lowered.get("payload_column") or DEFAULT_PAYLOAD_COLUMN,
                        lowered.get("routing_key_column") or None, event_time, note_time, writer_id,
                        lowered.get("checkpointlocation") or None, chunk_size, lowered.get("home") or None,
-                       lowered.get("metadata_url") or None, lowered.get("storage") or None)
+                       lowered.get("metadata_url") or None, lowered.get("storage") or None,
+                       lowered.get("shared_filesystem") or None)
 
 
 @dataclass(frozen=True)
@@ -372,9 +381,7 @@ class SinkPlan:
 
 
 def open_sink_client(options: SinkOptions) -> Client:
-    from ..client import connect
-
-    return connect(options.home, metadata_url=options.metadata_url, storage=options.storage)
+    return connect_workspace(options.home, options.metadata_url, options.storage, options.shared_filesystem)
 
 
 def plan_sink(options: Mapping[str, str], schema: StructType, overwrite: bool, streaming: bool,
@@ -555,21 +562,10 @@ def make_stream_writer(options: Mapping[str, str], schema: StructType, overwrite
 # ---- helpers that raise the typed errors in the caller ----------------------------------------------
 
 
-def _raw_options(stream: str, options: Mapping[str, Any]) -> dict[str, str]:
-    raw = {"stream": stream}
-    for key, value in options.items():
-        if value is None:
-            continue
-        if key == "home":
-            value = Path(value).resolve()  # the planning worker may run elsewhere
-        raw[key] = str(value)
-    return raw
-
-
 def save_to_stream(df: DataFrame, stream: str, **options: Any) -> None:
     """df.write.format("tidekeep").mode("append").save() with the options checked here first, so bad
     input raises tidekeep's typed error rather than a Spark exception wrapping it."""
-    raw = _raw_options(stream, options)
+    raw = caller_options({"stream": stream, **options})
     plan_sink(raw, df.schema, overwrite=False, streaming=False)
     df.write.format(SOURCE_NAME).mode("append").options(**raw).save()
 
@@ -577,7 +573,7 @@ def save_to_stream(df: DataFrame, stream: str, **options: Any) -> None:
 def write_stream(df: DataFrame, stream: str, **options: Any) -> DataStreamWriter:
     """df.writeStream.format("tidekeep") with the options checked here first (the writer id, which may
     come from the checkpoint, is checked when the query starts). Add a checkpoint and start() it."""
-    raw = _raw_options(stream, options)
+    raw = caller_options({"stream": stream, **options})
     plan_sink(raw, df.schema, overwrite=False, streaming=True, require_writer_id=False)
     return df.writeStream.format(SOURCE_NAME).outputMode("append").options(**raw)
 
