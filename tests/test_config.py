@@ -72,7 +72,7 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
            "garbage_collector.sweep_interval.archive": "180", "garbage_collector.sweep_interval.search_result": "15",
            "garbage_collector.logging_level": "debug", "search.max_runtime": "30m", "archives.target_size": "64MiB",
            "watermark.frequency": "250ms", "search.heartbeat_interval": "2s",
-           "spark.shared_filesystem": "yes"}
+           "spark.shared_filesystem": "yes", "catalog.data_roots": "/srv/a, s3://bucket/x/"}
     assert set(raw) == set(KEYS), "a new setting needs a case here"
     s = load_settings(tmp_path, env={env_name(k): v for k, v in raw.items()})
     assert env_name("writer.batch_size") == "TIDEKEEP_WRITER_BATCH_SIZE"
@@ -86,7 +86,7 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
         "garbage_collector.sweep_interval.archive": 180, "garbage_collector.sweep_interval.search_result": 15,
         "garbage_collector.logging_level": "DEBUG", "search.max_runtime": 1_800_000,
         "archives.target_size": 64 * 1024 * 1024, "watermark.frequency": 250, "search.heartbeat_interval": 2000,
-        "spark.shared_filesystem": True}
+        "spark.shared_filesystem": True, "catalog.data_roots": ("/srv/a", "s3://bucket/x")}
     assert s.metadata_url == "postgresql+psycopg://u@h/db" and s.storage_uri == "/data/x"
 
 
@@ -347,3 +347,68 @@ def test_a_sqlite_url_keeps_its_driver_name_when_made_absolute(tmp_path: Path, m
     monkeypatch.chdir(tmp_path)
     assert absolute_metadata_url("sqlite+pysqlite:///m.db") == f"sqlite+pysqlite:///{tmp_path}/m.db"
     assert absolute_storage_uri("data") == f"{tmp_path}/data"
+def test_data_roots_from_a_yaml_list_the_environment_and_flags(tmp_path: Path) -> None:
+    write_config(tmp_path / "ws", "catalog:\n  data_roots:\n    - /srv/a/\n    - file:///srv/b//c/./\n"
+                                  "    - s3://bucket/feeds\n    - /srv/a\n")
+    s = load_settings(tmp_path / "ws", env={})
+    assert s["catalog.data_roots"] == ("/srv/a", "/srv/b/c", "s3://bucket/feeds")  # normal forms, repeats dropped
+    s = load_settings(tmp_path / "ws", env={"TIDEKEEP_CATALOG_DATA_ROOTS": " /srv/x , s3://b/%61"})
+    assert s["catalog.data_roots"] == ("/srv/x", "s3://b/a")
+    assert load_settings(tmp_path / "ws", overrides={"catalog.data_roots": ""}, env={})["catalog.data_roots"] == ()
+    # a literal "%" in a URI path stays quoted, so the stored form parses back to the same place
+    s = load_settings(tmp_path / "ws", overrides={"catalog.data_roots": "s3://b/100%25"}, env={})
+    assert s["catalog.data_roots"] == ("s3://b/100%25",)
+    assert load_settings(tmp_path / "ws", overrides={"catalog.data_roots": s["catalog.data_roots"][0]},
+                         env={})["catalog.data_roots"] == ("s3://b/100%25",)
+
+
+@pytest.mark.parametrize(("value", "detail"), [
+    ("data/x", "'data/x' is neither an absolute path nor a URI"),
+    ("/a,,/b", "got the entry ''"),
+    ("file://host/x", "'file://host/x' names a host"),
+    ("s3://b/x?region=eu", "'s3://b/x?region=eu' has a query or fragment"),
+    ("s3://b/%ff", "not valid percent-encoded UTF-8"),
+])
+def test_bad_data_roots_name_the_key(tmp_path: Path, value: str, detail: str) -> None:
+    message = config_error(load_settings, tmp_path, overrides={"catalog.data_roots": value}, env={})
+    assert message.startswith("bad value for 'catalog.data_roots' in flags: ") and detail in message
+    path = write_config(tmp_path / "ws", "catalog:\n  data_roots: 5\n")
+    message = config_error(load_settings, tmp_path / "ws", env={})
+    assert message == f"bad value for 'catalog.data_roots' in {path}: expected a list of absolute paths or URIs, got 5"
+
+
+def test_data_roots_may_not_overlap_tidekeeps_own_areas(tmp_path: Path) -> None:
+    home = (tmp_path / "ws").resolve()
+    storage = home / "data"
+
+    def problem(roots: str, **env: str) -> str:
+        return config_error(load_settings, home, overrides={"catalog.data_roots": roots}, env=env)
+
+    assert problem(str(storage)) == (f"bad value for 'catalog.data_roots' in flags: {str(storage)!r} contains "
+                                     f"tidekeep's stream data ({storage}/streams)")
+    assert problem(f"/elsewhere,{storage}/streams/s") .endswith(
+        f"{storage}/streams/s' lies inside tidekeep's stream data ({storage}/streams)")
+    assert "search results" in problem(f"{storage}/search-results/1")
+    assert "log archives" in problem(f"{storage}/ARCHIVES")  # case is ignored against tidekeep's areas
+    elsewhere = str(tmp_path / "store")  # storage outside the home, so the home holds only these two
+    assert f"contains tidekeep's metadata database ({home}/metadata.db)" in problem(str(home) + "/",
+                                                                                  TIDEKEEP_STORAGE_URI=elsewhere)
+    assert "workspace settings file" in problem(f"file://{home}/tidekeep.yaml")
+    assert "metadata database" in problem(f"{tmp_path}/db", TIDEKEEP_METADATA_URL=f"sqlite:///{tmp_path}/db/m.db")
+    message = problem(str(storage), TIDEKEEP_CATALOG_DATA_ROOTS="/ok")  # flags win, and are named
+    assert message.startswith("bad value for 'catalog.data_roots' in flags: ")
+    env_message = config_error(load_settings, home, env={"TIDEKEEP_CATALOG_DATA_ROOTS": str(home)})
+    assert env_message.startswith("bad value for 'catalog.data_roots' in environment variable "
+                                  "TIDEKEEP_CATALOG_DATA_ROOTS: ")
+    # a root reached through a symlink is compared as it resolves
+    (tmp_path / "link").symlink_to(storage, target_is_directory=True)
+    assert "contains tidekeep's stream data" in problem(str(tmp_path / "link"))
+    # a root that only shares a prefix with an area, another bucket, or a data folder inside the storage
+    # root that is none of tidekeep's areas: fine
+    fine = f"{storage}2,{home}/data/catalog,{home}/streams,s3://bucket/streams,/srv/x"
+    assert load_settings(home, overrides={"catalog.data_roots": fine}, env={})["catalog.data_roots"] == tuple(
+        fine.split(","))
+    # with the metadata in PostgreSQL there is no metadata file to protect, but tidekeep.yaml stays
+    pg = {"TIDEKEEP_METADATA_URL": "postgresql+psycopg://u@h/db", "TIDEKEEP_STORAGE_URI": elsewhere}
+    assert load_settings(home, overrides={"catalog.data_roots": f"{home}/metadata.db"}, env=pg)
+    assert "workspace settings file" in problem(str(home), **pg)

@@ -106,6 +106,33 @@ def _cron(value: Any) -> str:
     return check_schedule(value)
 
 
+def _data_roots(value: Any) -> tuple[str, ...]:
+    """Absolute paths or URIs, as a YAML list or a comma-separated string, each in its normal form
+    (docs/catalog-purge.md); repeats are dropped. Whether they overlap tidekeep's own areas depends
+    on other keys, so load_settings checks that once every key is known."""
+    from .catalog.locations import Refused, parse_absolute  # on use, as _cron
+
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ()
+    if isinstance(value, str):
+        items: list[Any] = value.split(",")
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise InvalidInput(f"expected a list of absolute paths or URIs, got {value!r}")
+    roots: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise InvalidInput(f"expected absolute paths or URIs, got the entry {item!r}")
+        try:
+            place = parse_absolute(item.strip())
+        except Refused as exc:
+            raise InvalidInput(f"{item.strip()!r} {exc}") from None
+        if place.uri not in roots:
+            roots.append(place.uri)
+    return tuple(roots)
+
+
 @dataclass(frozen=True)
 class _Key:
     parse: Callable[[Any], Any]
@@ -138,6 +165,8 @@ KEYS: dict[str, _Key] = {
                               "records DELETED for longer than this have their data purged"),
     "catalog.purge_batch_size": _Key(_positive(_count), 1000, "records purged per batch"),
     "catalog.purge_failure_threshold": _Key(_non_negative, 100, "the purge stops after more failures than this"),
+    "catalog.data_roots": _Key(_data_roots, (), "absolute paths or URIs under which records may name their "
+                                                "data; relative locations are under the storage root"),
     # archives: the keys of CLP's etc/clp-config.yml, with CLP's units (minutes) and defaults
     "archive_output.retention_period": _Key(_minutes_or_null, None,
                                             "archive retention in minutes after the archive's newest log "
@@ -249,23 +278,35 @@ def load_settings(
     env = os.environ if env is None else env
     home_path = resolve_home(home, env)
     values = {key: spec.default for key, spec in KEYS.items()}
-    values.update(read_config_file(home_path / CONFIG_FILE_NAME))
+    config_path = home_path / CONFIG_FILE_NAME
+    from_file = read_config_file(config_path)
+    values.update(from_file)
+    sources = dict.fromkeys(from_file, str(config_path))
     for name, raw in env.items():
         if not name.startswith("TIDEKEEP_") or name in _ENV_NOT_SETTINGS or name.startswith(_ENV_IGNORED_PREFIXES):
             continue
         if name not in _ENV_TO_KEY:
             raise ConfigError(f"unknown setting in environment variable {name}")
         values[_ENV_TO_KEY[name]] = _parse_value(_ENV_TO_KEY[name], raw, f"environment variable {name}")
+        sources[_ENV_TO_KEY[name]] = f"environment variable {name}"
     for key, raw in (overrides or {}).items():
         if raw is not None:
             values[key] = _parse_value(key, raw, "flags")
+            sources[key] = "flags"
     # relative paths are taken against this process's working directory, now: Spark executors and
     # the Python workers Spark plans in run elsewhere, and would resolve them against their own
     if values["metadata.url"] is not None:
         values["metadata.url"] = absolute_metadata_url(values["metadata.url"])
     if values["storage.uri"] is not None:
         values["storage.uri"] = absolute_storage_uri(values["storage.uri"])
-    return Settings(home=home_path, values=values)
+    settings = Settings(home=home_path, values=values)
+    if values["catalog.data_roots"]:
+        from .catalog.location_rules import data_root_problem  # on use: only when data roots are set
+
+        problem = data_root_problem(settings)
+        if problem is not None:
+            raise ConfigError(f"bad value for 'catalog.data_roots' in {sources['catalog.data_roots']}: {problem}")
+    return settings
 
 
 def absolute_metadata_url(url: str) -> str:
@@ -318,6 +359,9 @@ catalog:
   delete_batch_size: 1000
   schedule: "0 0 * * *"      # the catalog retention job under `tidekeep serve` (cron, UTC)
   purge_age: 7d
+  # data_roots:              # absolute paths or URIs where records may keep their data; a record
+  #   - /srv/stroom/data     # with an absolute location elsewhere is refused (relative locations
+  #   - s3://bucket/feeds    # are under the storage root); never inside tidekeep's own areas
 # archives (CLP's settings, in minutes): archive retention is off until you set it
 archive_output:
   retention_period: null     # e.g. 43200 = 30 days after an archive's newest log timestamp
