@@ -138,15 +138,25 @@ def test_missing_files_and_records_without_location_count_as_success(purge_clien
     assert (report.purged, report.failures) == (2, 0) and remaining_ids(client) == set()
 
 
-def test_absolute_locations_are_deleted_where_they_point(purge_client: tk.Client, tmp_path: Path) -> None:
-    client = purge_client
-    outside = tmp_path / "elsewhere"
+def test_absolute_locations_are_deleted_where_they_point_under_a_data_root(tmp_path: Path, metadata_url: str) -> None:
+    outside, other = tmp_path / "elsewhere", tmp_path / "elsewhere2"  # other only shares a prefix with the root
     outside.mkdir()
+    other.mkdir()
     (outside / "a.dat").write_bytes(b"a")
     (outside / "b.dat").write_bytes(b"b")
-    add_records(client, [{"location": str(outside / "a.dat")}, {"location": f"file://{outside / 'b.dat'}"}])
-    assert client.catalog.purge().purged == 2
-    assert list(outside.iterdir()) == []
+    (other / "c.dat").write_bytes(b"c")
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
+                        clock=tk.ManualClock(NOW), settings={"catalog.data_roots": [str(outside)]})
+    try:
+        add_records(client, [{"location": str(outside / "a.dat")}, {"location": f"file://{outside / 'b.dat'}"}])
+        [kept] = add_records(client, [{"location": str(other / "c.dat")}])
+        report = client.catalog.purge()
+        assert (report.purged, report.failures) == (2, 1) and remaining_ids(client) == {kept}
+        assert list(outside.iterdir()) == [] and (other / "c.dat").read_bytes() == b"c"
+        assert report.failed[0]["error"] == (
+            f"location {str(other / 'c.dat')!r} is not under any catalog.data_roots entry")
+    finally:
+        client.close()
 
 
 def test_failures_keep_their_rows_are_excluded_and_reported(purge_client: tk.Client, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The purge loop's cursor (purge_plan.advance) against a brute-force oracle: run the loop over a
 simulated catalog and compare with walking the eligible records in (status_time, id) descending
-order in chunks of the batch size. Also the location rules."""
+order in chunks of the batch size. (The location rules: test_catalog_purge_locations_properties.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidekeep.catalog import purge_plan
-from tidekeep.catalog.purge_plan import PurgeCursor, advance, resolve_location
+from tidekeep.catalog.purge_plan import PurgeCursor, advance
 
 
 @dataclass(frozen=True)
@@ -76,13 +76,3 @@ def test_the_loop_purges_exactly_what_the_oracle_says(rows: list[Row], threshold
 
 def test_threshold_is_now_minus_the_purge_age() -> None:
     assert purge_plan.start(1_000_000, 7_000).threshold_ms == 993_000
-
-
-def test_locations() -> None:
-    assert resolve_location("catalog/a/b.dat").relative == "catalog/a/b.dat"
-    assert resolve_location("catalog/./a/../b.dat").relative == "catalog/b.dat"
-    assert resolve_location("s3://bucket/x").uri == "s3://bucket/x"
-    assert resolve_location("/abs/x").uri == "/abs/x"
-    for bad in ("../x", "a/../../x", "..", ".", "a/.."):
-        assert resolve_location(bad).problem == f"location {bad!r} is outside the storage root"
-    assert resolve_location("  ").problem == "empty location"

@@ -6,5 +6,6 @@ Modules: fields.py (what an expression can test), expressions/ (AST, parsers, co
 records.py / record_store.py / dictionaries.py / importer.py / generate.py (records in and out),
 ages.py / rules.py / rules_store.py / periods.py (rules and the pure period algorithm),
 source.py / writeback.py / job.py / impact.py / explain.py (the Spark job and its previews),
-purge.py, and api.py (`client.catalog`).
+purge.py / purge_plan.py, locations.py / location_rules.py (where a record's data may live,
+checked at add, import, generate and purge), and api.py (`client.catalog`).
 """

@@ -42,6 +42,8 @@ from sqlalchemy.engine import Connection
 
 from ..errors import InvalidInput
 from ..store.schema_catalog import catalog_records
+from .location_rules import location_rules
+from .locations import LocationRules, decide
 from .records import MAX_TEXT, MAX_TIME_MS
 
 if TYPE_CHECKING:
@@ -95,6 +97,17 @@ def _check_choices(values: Sequence[str] | None, default: tuple[str, ...], what:
         if not isinstance(value, str) or not value.strip() or len(value) > MAX_TEXT:
             raise InvalidInput(f"generate: invalid {what[:-1]} {value!r}: expected text of 1-{MAX_TEXT} characters")
     return tuple(values)
+
+
+def _check_feed_locations(feeds: Sequence[str], rules: LocationRules) -> None:
+    """Every location is catalog/<feed>/<id>.dat. The id part is a plain name, so the folder decides:
+    when catalog/<feed> neither escapes the storage root nor overlaps one of tidekeep's areas (in
+    either direction), no file in it can (locations.py)."""
+    for feed in feeds:
+        folder = f"catalog/{feed}"
+        problem = decide(folder, rules).problem(folder)
+        if problem is not None:
+            raise InvalidInput(f"generate: feed {feed!r} would put records at {folder}/<id>.dat, but {problem}")
 
 
 def _weights(n: int) -> np.ndarray:
@@ -257,6 +270,7 @@ def generate_records(client: Client, rows: int, seed: int = 0, progress: Progres
         raise InvalidInput(f"generate: invalid start_ms {start_ms!r}: expected epoch ms up to year 9999")
     feed_names = _check_choices(feeds, DEFAULT_FEEDS, "feeds")
     type_names = _check_choices(types, DEFAULT_TYPES, "types")
+    _check_feed_locations(feed_names, location_rules(client.settings))
 
     began = time.perf_counter()
     if rows == 0:

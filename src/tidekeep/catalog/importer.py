@@ -11,10 +11,11 @@ epoch ms or ISO-8601 text (Parquet timestamps too). In CSV an empty field is "no
 fields may not contain line breaks (each line is one record, so errors can name it).
 
 The job runs in three steps, none of which brings the rows to the driver:
-1. validate: every row is parsed and checked (records.record_from_mapping, the same gate as
-   `client.catalog.add`) in the executors; each partition returns only its first error and counts.
-   Ids given twice in the input are found with a shuffle of the ids. Any bad row fails the import
-   with InvalidInput naming the file and line (row for Parquet) BEFORE anything is written.
+1. validate: every row is parsed and checked (records.record_from_mapping and the location rules
+   of locations.py, the same gates as `client.catalog.add`) in the executors; each partition
+   returns only its first error and counts. Ids given twice in the input are found with a shuffle
+   of the ids. Any bad row fails the import with InvalidInput naming the file and line (row for
+   Parquet) BEFORE anything is written.
 2. on PostgreSQL the id sequence is moved past the largest explicit id, so rows without an id never
    take an id the input gives explicitly; on SQLite, which assigns max(rowid) + 1, rows with ids are
    written in a job before the rows without.
@@ -42,6 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput, NotFound
 from ..faults import fault_point
+from .location_rules import location_rules
+from .locations import LocationRules, check_location
 from .records import ATTRIBUTE_NAME, ATTRIBUTE_PREFIX, COLUMNS, MetaRecord, record_from_mapping
 
 if TYPE_CHECKING:
@@ -191,8 +194,10 @@ def _where(files: list[str], kind: str, file_index: int, number: int) -> str:
     return f"{files[file_index]} {'row' if kind == 'parquet' else 'line'} {number}"
 
 
-def _parse(kind: str, files: list[str], headers: dict[int, list[str]], item: Item) -> MetaRecord | None:
-    """A validated record, None for a blank line; InvalidInput naming the place otherwise."""
+def _parse(kind: str, files: list[str], headers: dict[int, list[str]], rules: LocationRules,
+           item: Item) -> MetaRecord | None:
+    """A validated record (its location checked against `rules`), None for a blank line;
+    InvalidInput naming the place otherwise."""
     file_index, number, raw = item
     where = _where(files, kind, file_index, number)
     if kind == "csv":
@@ -203,7 +208,9 @@ def _parse(kind: str, files: list[str], headers: dict[int, list[str]], item: Ite
         mapping = {k: parquet_value(v) for k, v in raw.items() if v is not None}
     if mapping is None:
         return None
-    return record_from_mapping(mapping, where)
+    record = record_from_mapping(mapping, where)
+    check_location(record.location, rules, where)
+    return record
 
 
 def _text_items(sc: Any, kind: str, files: list[str]) -> Any:
@@ -245,13 +252,13 @@ def _parquet_items(sc: Any, files: list[str]) -> Any:
     return sc.parallelize(tasks, len(tasks)).flatMap(_read_row_group)
 
 
-def _check_partition(kind: str, files: list[str], headers: dict[int, list[str]],
+def _check_partition(kind: str, files: list[str], headers: dict[int, list[str]], rules: LocationRules,
                      items: Iterable[Item]) -> Iterator[Checked]:
     rows = with_id = bad = max_id = 0
     first_error: tuple[int, int, str] | None = None
     for item in items:
         try:
-            record = _parse(kind, files, headers, item)
+            record = _parse(kind, files, headers, rules, item)
         except InvalidInput as exc:
             bad += 1
             error = (item[0], item[1], str(exc))
@@ -310,7 +317,7 @@ def _write_postgres(conn: Any, rows: list[dict[str, Any]]) -> int:
     return inserted
 
 
-def _write_partition(kind: str, files: list[str], headers: dict[int, list[str]], url: str,
+def _write_partition(kind: str, files: list[str], headers: dict[int, list[str]], rules: LocationRules, url: str,
                      only: bool | None, items: Iterable[Item]) -> Iterator[tuple[int, int]]:
     """Write one partition's records in batches; `only` True/False restricts to rows with/without id.
     The task opens its own engine and closes it after, so no connection outlives the task."""
@@ -321,7 +328,7 @@ def _write_partition(kind: str, files: list[str], headers: dict[int, list[str]],
     batch: list[MetaRecord] = []
     try:
         for item in items:
-            record = _parse(kind, files, headers, item)
+            record = _parse(kind, files, headers, rules, item)
             if record is None or (only is not None and (record.id is not None) != only):
                 continue
             batch.append(record)
@@ -336,10 +343,11 @@ def _write_partition(kind: str, files: list[str], headers: dict[int, list[str]],
     yield inserted, skipped
 
 
-def _duplicate_id(items: Any, kind: str, files: list[str], headers: dict[int, list[str]]) -> str | None:
+def _duplicate_id(items: Any, kind: str, files: list[str], headers: dict[int, list[str]],
+                  rules: LocationRules) -> str | None:
     """The first id given twice in the input, with where it appears, or None (a shuffle of the ids)."""
     def ids(item: Item) -> list[tuple[int, tuple[int, tuple[int, int]]]]:
-        record = _parse(kind, files, headers, item)
+        record = _parse(kind, files, headers, rules, item)
         return [] if record is None or record.id is None else [(record.id, (1, (item[0], item[1])))]
 
     duplicates = (items.flatMap(ids)
@@ -377,7 +385,8 @@ def import_records(client: Client, path: str | os.PathLike[str], format: str | N
     sc = spark.sparkContext
     items = _parquet_items(sc, files) if kind == "parquet" else _text_items(sc, kind, files)
 
-    summaries = items.mapPartitions(lambda part: _check_partition(kind, files, headers, part)).collect()
+    rules = location_rules(client.settings)
+    summaries = items.mapPartitions(lambda part: _check_partition(kind, files, headers, rules, part)).collect()
     checked = Checked()
     for summary in summaries:
         checked = checked.merge(summary)
@@ -385,7 +394,7 @@ def import_records(client: Client, path: str | os.PathLike[str], format: str | N
         more = f" ({checked.bad - 1} more bad rows)" if checked.bad > 1 else ""
         raise InvalidInput(checked.first_error[2] + more)
     if checked.with_id:
-        duplicate = _duplicate_id(items, kind, files, headers)
+        duplicate = _duplicate_id(items, kind, files, headers, rules)
         if duplicate is not None:
             raise InvalidInput(duplicate)
 
@@ -406,7 +415,7 @@ def import_records(client: Client, path: str | os.PathLike[str], format: str | N
     partitions = items.getNumPartitions()
     step = max(1, sc.defaultParallelism)
     for only in phases:
-        writer = items.mapPartitions(lambda part, o=only: _write_partition(kind, files, headers, url, o, part))
+        writer = items.mapPartitions(lambda part, o=only: _write_partition(kind, files, headers, rules, url, o, part))
         for start in range(0, partitions, step):
             counts = sc.runJob(writer, lambda it: it, list(range(start, min(start + step, partitions))))
             inserted += sum(c[0] for c in counts)

@@ -2,9 +2,11 @@
 (reference 1.7, Stroom's "Data Delete" job). The decisions are in purge_plan.py; this is the shell.
 
 Per batch: fetch up to `catalog.purge_batch_size` DELETED records with `status_time` at or below
-the sliding threshold, not excluded, not held, newest first; delete each record's data at its
-`location` through pyarrow.fs (a missing file is a success: the data is gone either way); then
-delete the rows of the successes in one audited transaction. Files go first and rows second, so a
+the sliding threshold, not excluded, not held, newest first; check each record's `location`
+against the location rules (locations.py: never into tidekeep's own areas, absolute ones only
+under `catalog.data_roots`) and delete the data there through pyarrow.fs (a missing file is a
+success: the data is gone either way); then delete the rows of the successes in one audited
+transaction, whose audit row names the files removed. Files go first and rows second, so a
 crash in between leaves rows whose files are already gone, and the rerun deletes those rows
 (missing file = success): the purge is idempotent and never leaves data without a row to find it.
 A record whose data cannot be deleted keeps its row, is excluded for the rest of the run and
@@ -30,8 +32,9 @@ from sqlalchemy.engine import Connection
 from ..faults import fault_point
 from ..store.fencing import LeaseFence, check_fence, confirm_fence
 from ..store.schema_catalog import catalog_records as records_table
-from . import purge_plan
+from . import locations, purge_plan
 from .holds import HeldRecords, load_held_records
+from .location_rules import location_rules, real_file, real_rules
 from .runs import end_run, start_run
 
 if TYPE_CHECKING:
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int], None]
 DELETED = "DELETED"
 FAILED_IDS_SHOWN = 100  # the report names this many failed ids; the count is always exact
+AUDIT_FILES_SHOWN = 100  # a batch's audit row names this many removed files; the count is always exact
 
 
 @dataclass
@@ -75,51 +79,70 @@ class _Candidate:
     file_size: int
 
 
+@dataclass(frozen=True)
+class Deletion:
+    """What deleting one record's data did."""
+
+    error: str | None = None  # why it could not be deleted: the record is a failure and keeps its row
+    removed: str | None = None  # the file removed (its normal form); None when nothing was there
+    bytes: int = 0  # that file's size when it was removed
+
+
 class DataDeleter:
-    """Deletes record data on the storage filesystem or at a URI of its own; filesystems for other
-    URIs are opened once per scheme and authority."""
+    """Deletes record data on the storage filesystem or at a URI of its own, after checking the
+    location against the workspace's location rules (locations.py) as they are now: a row may have
+    been added before the rules, written by hand, or the settings may have changed since. A refused
+    location is a failure, never a deletion. Local files are checked a second time with the
+    symlinks of their directories resolved. Filesystems for other URIs are opened once per scheme
+    and authority."""
 
     def __init__(self, client: Client) -> None:
         self.storage = client.storage
-        self._filesystems: dict[str, tuple[pafs.FileSystem, str]] = {}
+        self.rules = location_rules(client.settings)
+        self._real_rules = real_rules(self.rules)
+        self._local = pafs.LocalFileSystem()
+        self._filesystems: dict[tuple[str, str], pafs.FileSystem] = {}
 
-    def delete(self, location: str | None) -> str | None:
-        """None on success (deleted, or nothing there); otherwise why it failed."""
+    def delete(self, location: str | None) -> Deletion:
         if location is None:
-            return None  # a record without data: nothing to remove
-        where = purge_plan.resolve_location(location)
-        if where.problem is not None:
-            return where.problem
+            return Deletion()  # a record without data: nothing to remove
+        decision = locations.decide(location, self.rules)
+        if decision.place is None:
+            return Deletion(error=decision.problem(location))
+        place = decision.place
         try:
-            if where.relative is not None:
-                fs, path = self.storage.fs, self.storage.full_path(where.relative)
+            if place.scheme == "file":
+                reason = locations.decide_real(real_file(place), self._real_rules)
+                if reason is not None:
+                    return Deletion(error=f"location {locations.shown(location)} {reason}")
+            if decision.relative is not None:
+                fs, path = self.storage.fs, self.storage.full_path(decision.relative)
+            elif place.scheme == "file":
+                fs, path = self._local, place.path
             else:
-                fs, path = self._open(str(where.uri))
+                fs, path = self._open(place)
             info = fs.get_file_info(path)
             if info.type == pafs.FileType.NotFound:
-                return None
+                return Deletion()
             if info.type != pafs.FileType.File:
-                return f"{location!r} is not a file"  # never delete a directory tree on a record's say-so
+                # never delete a directory tree on a record's say-so
+                return Deletion(error=f"{location!r} is not a file")
             fs.delete_file(path)
         except FileNotFoundError:
-            return None  # removed meanwhile: gone is gone
+            return Deletion()  # removed meanwhile: gone is gone
+        except locations.Refused as exc:  # a resolved path that is not valid UTF-8 text
+            return Deletion(error=f"location {locations.shown(location)} resolves to a path that {exc.args[0]}")
         except (OSError, pa.ArrowException) as exc:
-            return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-        return None
+            return Deletion(error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+        return Deletion(removed=place.text, bytes=max(int(info.size or 0), 0))
 
-    def _open(self, uri: str) -> tuple[pafs.FileSystem, str]:
-        if uri.startswith("/"):
-            return pafs.LocalFileSystem(), uri
-        scheme, _, rest = uri.partition("://")
-        key = f"{scheme}://{rest.split('/', 1)[0]}"
-        if key not in self._filesystems:
-            fs, path = pafs.FileSystem.from_uri(uri)
-            self._filesystems[key] = (fs, path)
-            return fs, path
-        fs, _ = self._filesystems[key]
-        if scheme == "file":
-            return fs, "/" + rest.lstrip("/")
-        _, path = pafs.FileSystem.from_uri(uri)  # cheap for the path; the filesystem is reused
+    def _open(self, place: locations.Place) -> tuple[pafs.FileSystem, str]:
+        """The filesystem and path of a URI place; the URI is rebuilt from the normal form, so
+        pyarrow opens exactly what was checked."""
+        fs = self._filesystems.get((place.scheme, place.authority))
+        opened, path = pafs.FileSystem.from_uri(place.uri)  # cheap for the path; the filesystem is reused
+        if fs is None:
+            fs = self._filesystems[(place.scheme, place.authority)] = opened
         return fs, path
 
 
@@ -144,25 +167,32 @@ def _count(conn: Connection, where: Sequence[Any]) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def _delete_rows(client: Client, batch: Sequence[_Candidate], threshold_ms: int, run_id: int,
-                 fence: LeaseFence | None = None) -> tuple[int, int]:
+def _delete_rows(client: Client, batch: Sequence[_Candidate], removed: Sequence[tuple[int, Deletion]],
+                 threshold_ms: int, run_id: int, fence: LeaseFence | None = None) -> tuple[int, int]:
     """Delete the rows of records whose data is gone, in one audited transaction; returns the rows
-    and bytes actually deleted (a concurrent purge may have taken some already)."""
+    and bytes (their file_size) actually deleted (a concurrent purge may have taken some already).
+    The audit row names the files this batch removed: `bytes_freed` is their measured size."""
     ids = [c.id for c in batch]
     with client.db.write() as conn:
         check_fence(conn, fence)
         where = [records_table.c.id.in_(ids), records_table.c.status == DELETED,
                  records_table.c.status_time <= threshold_ms]
         present = conn.execute(sa.select(records_table.c.id, records_table.c.file_size).where(*where)).all()
-        if not present:
+        if not present and not removed:
             return 0, 0
-        conn.execute(sa.delete(records_table).where(*where))
+        if present:
+            conn.execute(sa.delete(records_table).where(*where))
         count, size = len(present), sum(r.file_size or 0 for r in present)
-        low, high = min(r.id for r in present), max(r.id for r in present)
-        client.streams._audit(conn, "catalog_purge", "catalog", None, None, size,
+        freed = sum(d.bytes for _, d in removed)
+        client.streams._audit(conn, "catalog_purge", "catalog", None, None, freed,
                               f"purged {count} records deleted before the purge threshold",
-                              {"count": count, "min_id": low, "max_id": high, "run": run_id,
-                               "threshold_ms": threshold_ms})
+                              {"count": count, "min_id": min((r.id for r in present), default=None),
+                               "max_id": max((r.id for r in present), default=None), "run": run_id,
+                               "threshold_ms": threshold_ms, "record_bytes": size,
+                               "files": [{"id": record_id, "path": d.removed, "bytes": d.bytes}
+                                         for record_id, d in removed[:AUDIT_FILES_SHOWN]],
+                               "files_removed": len(removed),
+                               "files_omitted": max(len(removed) - AUDIT_FILES_SHOWN, 0)})
     return count, size
 
 
@@ -215,17 +245,21 @@ def _purge_batches(client: Client, cursor: purge_plan.PurgeCursor, report: Purge
             confirm_fence(client.db, fence)  # the data goes next: only while the lease is still ours
         failed: list[int] = []
         done: list[_Candidate] = []
+        removed: list[tuple[int, Deletion]] = []
         for candidate in batch:
-            error = deleter.delete(candidate.location)
-            if error is None:
+            outcome = deleter.delete(candidate.location)
+            if outcome.error is None:
                 done.append(candidate)
+                if outcome.removed is not None:
+                    removed.append((candidate.id, outcome))
             else:
                 failed.append(candidate.id)
                 if len(report.failed) < FAILED_IDS_SHOWN:
-                    report.failed.append({"id": candidate.id, "location": candidate.location, "error": error})
+                    report.failed.append({"id": candidate.id, "location": candidate.location,
+                                          "error": outcome.error})
         fault_point("purge.after_files")
         if done:
-            count, size = _delete_rows(client, done, cursor.threshold_ms, int(report.run_id or 0), fence)
+            count, size = _delete_rows(client, done, removed, cursor.threshold_ms, int(report.run_id or 0), fence)
             report.purged += count
             report.bytes += size
         fault_point("purge.after_rows")
@@ -247,4 +281,4 @@ def _without_newly_held(client: Client, batch: list[_Candidate], held: HeldRecor
     return [c for c in batch if c.id in still]
 
 
-__all__ = ["DataDeleter", "PurgeReport", "purge_deleted"]
+__all__ = ["AUDIT_FILES_SHOWN", "DataDeleter", "Deletion", "PurgeReport", "purge_deleted"]

@@ -6,12 +6,11 @@ asks `advance` what next. The threshold slides down to the oldest status time of
 batch never re-reads what is younger than the last one; failed records are excluded by id so they
 are not fetched again (their rows stay); the loop ends on a short batch or once failures exceed
 the threshold. Every record of a full batch is either deleted or excluded, so each round makes
-progress and the loop ends.
+progress and the loop ends. Which locations may be deleted at all is decided in locations.py.
 """
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -53,28 +52,4 @@ def advance(cursor: PurgeCursor, batch_status_times: Sequence[int], failed_ids: 
     )
 
 
-@dataclass(frozen=True)
-class ResolvedLocation:
-    """Where a record's data lives: a path under the storage root, or a URI of its own."""
-
-    relative: str | None = None  # normalised, under the storage root
-    uri: str | None = None  # "scheme://..." or an absolute local path
-    problem: str | None = None  # why it cannot be deleted (counted as a failure)
-
-
-def resolve_location(location: str) -> ResolvedLocation:
-    """A record's `location`: "scheme://..." and absolute paths stand for themselves; anything else
-    is relative to the workspace storage root and may not climb out of it (a location is data, and
-    data must not be able to point the purge at files outside the store)."""
-    text = location.strip()
-    if not text:
-        return ResolvedLocation(problem="empty location")
-    if "://" in text or text.startswith("/"):
-        return ResolvedLocation(uri=text)
-    normal = posixpath.normpath(text)
-    if normal == "." or normal == ".." or normal.startswith("../"):
-        return ResolvedLocation(problem=f"location {location!r} is outside the storage root")
-    return ResolvedLocation(relative=normal)
-
-
-__all__ = ["PurgeCursor", "ResolvedLocation", "advance", "purge_threshold", "resolve_location", "start"]
+__all__ = ["PurgeCursor", "advance", "purge_threshold", "start"]

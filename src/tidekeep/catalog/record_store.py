@@ -1,7 +1,8 @@
 """Meta records in the metadata store: add, get, list, count, change status.
 
-The shell around records.py: every record is validated before the transaction starts, so a bad
-record leaves the store unchanged; all records of one `add` land in one transaction.
+The shell around records.py: every record is validated, its location included (locations.py),
+before the transaction starts, so a bad record leaves the store unchanged; all records of one
+`add` land in one transaction.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from ..errors import AlreadyExists, InvalidInput, NotFound
 from ..holds import hold_active
 from ..store.schema_catalog import catalog_records
 from .holds import first_hold_on_records
+from .location_rules import location_rules
+from .locations import check_location
 from .records import MetaRecord, Status, record_from_mapping, record_from_row
 
 if TYPE_CHECKING:
@@ -60,6 +63,10 @@ class RecordStore:
         if isinstance(records, (MetaRecord, dict, str, bytes)):
             raise InvalidInput("add: expected a list of records, got a single value")
         checked = [record_from_mapping(r, f"record {i}") for i, r in enumerate(records, start=1)]
+        if any(r.location is not None for r in checked):
+            rules = location_rules(self.client.settings)
+            for i, record in enumerate(checked, start=1):
+                check_location(record.location, rules, f"record {i}")
         explicit = [r.id for r in checked if r.id is not None]
         seen: set[int] = set()
         for record_id in explicit:
