@@ -21,7 +21,7 @@ from tidekeep.store.schema_catalog import catalog_records
 def rooted(spark, tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
     """A client with one data root, tmp_path/feeds; client.spark() is the session fixture."""
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   settings={"catalog.data_roots": [str(tmp_path / "feeds")]})
+                   settings={"catalog.data_roots": [str(tmp_path / "feeds")]}, create=True)
     assert c.spark() is spark
     yield c
     c.close()

@@ -146,7 +146,7 @@ def test_absolute_locations_are_deleted_where_they_point_under_a_data_root(tmp_p
     (outside / "b.dat").write_bytes(b"b")
     (other / "c.dat").write_bytes(b"c")
     client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                        clock=tk.ManualClock(NOW), settings={"catalog.data_roots": [str(outside)]})
+                        clock=tk.ManualClock(NOW), settings={"catalog.data_roots": [str(outside)]}, create=True)
     try:
         add_records(client, [{"location": str(outside / "a.dat")}, {"location": f"file://{outside / 'b.dat'}"}])
         [kept] = add_records(client, [{"location": str(other / "c.dat")}])

@@ -30,7 +30,7 @@ STREAM = "ops/events"
 @pytest.fixture
 def client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   clock=tk.ManualClock(NOW), settings={"writer.linger": 0})
+                   clock=tk.ManualClock(NOW), settings={"writer.linger": 0}, create=True)
     yield c
     c.close()
 
@@ -142,10 +142,13 @@ def test_every_area_of_tidekeep_is_refused_at_add_and_by_the_purge(tmp_path: Pat
     client = tk.Client(tk.config.Settings(home, values), tk.ManualClock(NOW))
     try:
         files = {"archives/ds/a.parquet": "log archives", "search-results/3/a.parquet": "search results",
-                 "streams/s/x-1/0.parquet": "stream data", "ARCHIVES/ds/b.parquet": "log archives"}
+                 "streams/s/x-1/0.parquet": "stream data", "ARCHIVES/ds/b.parquet": "log archives",
+                 "tidekeep-workspace.json": "workspace id file"}
         for rel in files:
             (data / rel).parent.mkdir(parents=True, exist_ok=True)
-            (data / rel).write_bytes(b"keep")
+            if rel != "tidekeep-workspace.json":  # init wrote that one: it stays as it is
+                (data / rel).write_bytes(b"keep")
+        marker = (data / "tidekeep-workspace.json").read_bytes()
         locations = [*files, str(home / "tidekeep.yaml")]
         for location in locations:
             with pytest.raises(tk.InvalidInput, match=r"^record 1: location .* tidekeep's "):
@@ -153,7 +156,8 @@ def test_every_area_of_tidekeep_is_refused_at_add_and_by_the_purge(tmp_path: Pat
         ids = insert_deleted(client, locations)
         report = client.catalog.purge()
         assert (report.purged, report.failures, remaining_ids(client)) == (0, len(locations), set(ids))
-        assert all((data / rel).read_bytes() == b"keep" for rel in files)
+        assert all((data / rel).read_bytes() == b"keep" for rel in files if rel != "tidekeep-workspace.json")
+        assert (data / "tidekeep-workspace.json").read_bytes() == marker
         assert (home / "tidekeep.yaml").read_text() == tk.config.DEFAULT_CONFIG_TEXT
         errors = {f["location"]: f["error"] for f in report.failed}
         for rel, what in files.items():
@@ -167,7 +171,8 @@ def test_every_area_of_tidekeep_is_refused_at_add_and_by_the_purge(tmp_path: Pat
 def test_data_roots_decide_absolute_locations_at_add(tmp_path: Path, metadata_url: str) -> None:
     root, sibling = tmp_path / "feeds", tmp_path / "feedsX"
     client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                        clock=tk.ManualClock(NOW), settings={"catalog.data_roots": f"{root},s3://bucket/feeds"})
+                        clock=tk.ManualClock(NOW), settings={"catalog.data_roots": f"{root},s3://bucket/feeds"},
+                            create=True)
     try:
         good = [str(root / "a.dat"), f"file://{root}/b.dat", "s3://bucket/feeds/x/c.dat", "catalog/d.dat"]
         ids = client.catalog.add([{"feed": "F", "type": "Raw", "create_time": NOW, "location": loc} for loc in good])
@@ -188,7 +193,7 @@ def test_data_roots_decide_absolute_locations_at_add(tmp_path: Path, metadata_ur
         client.close()
     # without the data root, the same rows are refused by the purge: settings may change after the add
     plain = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                       clock=tk.ManualClock(NOW))
+                       clock=tk.ManualClock(NOW), create=True)
     try:
         root.mkdir()
         (root / "a.dat").write_bytes(b"a")
@@ -242,7 +247,7 @@ def test_generate_refuses_feeds_whose_locations_reach_tidekeeps_areas(client: tk
 
 def test_the_audit_names_at_most_a_hundred_files_and_counts_them_all(tmp_path: Path, metadata_url: str) -> None:
     client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                        clock=tk.ManualClock(NOW))
+                        clock=tk.ManualClock(NOW), create=True)
     try:
         count = 103
         ids = insert_deleted(client, [f"catalog/f{i}.dat" for i in range(count)])
@@ -301,7 +306,7 @@ def test_a_symlink_to_a_path_that_is_not_utf8_is_a_failure_not_a_crash(tmp_path:
         handle.write(b"x")
     (root / "link").symlink_to(os.fsdecode(odd), target_is_directory=True)
     client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                        clock=tk.ManualClock(NOW), settings={"catalog.data_roots": [str(root)]})
+                        clock=tk.ManualClock(NOW), settings={"catalog.data_roots": [str(root)]}, create=True)
     try:
         [kept] = insert_deleted(client, [f"{root}/link/x"])
         report = client.catalog.purge()

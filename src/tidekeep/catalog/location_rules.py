@@ -2,9 +2,10 @@
 
 tidekeep's own areas are the storage root's `streams/` (chunk files, and each stream's `txn/`
 staging: streams/<scope>/<stream>-<uid>/, docs/streams.md), `archives/` and `search-results/`
-(docs/archives.md), the SQLite metadata file with its -wal, -shm, -journal and .migrate.lock
-siblings, and the workspace's tidekeep.yaml. A local area is listed both as written (absolute) and
-with its symlinks resolved, so neither spelling of it can be reached.
+(docs/archives.md), the workspace id file at its top (docs/workspace.md), the SQLite metadata
+file with its -wal, -shm, -journal and .migrate.lock siblings, and the workspace's tidekeep.yaml.
+A local area is listed both as written (absolute) and with its symlinks resolved, so neither
+spelling of it can be reached.
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from typing import TYPE_CHECKING
 
 from ..archives.model import ARCHIVES_DIR, RESULTS_DIR
 from ..errors import ConfigError
+from ..store.workspace import MARKER_FILE
 from .locations import Area, LocationRules, Place, Refused, check_data_root, parse_absolute, parse_uri
 
 if TYPE_CHECKING:
     from ..config import Settings
 
 STREAMS_DIR = "streams"
-STORAGE_AREAS = ((STREAMS_DIR, "stream data"), (ARCHIVES_DIR, "log archives"), (RESULTS_DIR, "search results"))
+STORAGE_AREAS = ((STREAMS_DIR, "stream data"), (ARCHIVES_DIR, "log archives"), (RESULTS_DIR, "search results"),
+                 (MARKER_FILE, "workspace id file"))
 SQLITE_SIBLINGS = ("", "-wal", "-shm", "-journal", ".migrate.lock")
 
 
