@@ -542,7 +542,8 @@ def test_cli_lists_and_aborts_transactions(client: tk.Client, stream: str, metad
     assert code == 0 and done.id in out and open_txn.id in out and "COMMITTED" in out
 
     code, out, err = _cli(tmp_path, metadata_url, "txn", "abort", open_txn.id, "--json", capsys=capsys)
-    assert (code, err) == (0, "") and json.loads(out) == {"id": open_txn.id, "aborted": True}
+    assert (code, err) == (0, "") and json.loads(out) == {"id": open_txn.id, "aborted": True,
+                                                            "files_left": []}
     assert open_txn.status() == tk.TxnState.ABORTED and stored_files(client) == referenced_paths(client)
 
     code, out, err = _cli(tmp_path, metadata_url, "txn", "abort", done.id, capsys=capsys)

@@ -43,7 +43,7 @@ from .streams.retention import RetentionDecision, RetentionRecord
 from .streams.retention_store import RetentionManager
 from .streams.rg_state import TooManyCheckpoints
 from .streams.txn import Transaction, TransactionalWriter
-from .streams.txn_store import TransactionInfo, TxnCommitResult, TxnState
+from .streams.txn_store import TransactionInfo, TxnAbortResult, TxnCommitResult, TxnState
 from .streams.watermark_store import WatermarkStore, WriterStatus
 from .streams.watermarks import TimeWindow, Watermark, WriterMark
 from .streams.writer import Writer, WriterConfig
@@ -98,6 +98,7 @@ __all__ = [
     "TransactionInfo",
     "TransactionalWriter",
     "TruncatedData",
+    "TxnAbortResult",
     "TxnCommitResult",
     "TxnState",
     "Watermark",

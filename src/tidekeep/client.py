@@ -30,7 +30,14 @@ from .store.workspace import (
     write_storage_id,
 )
 from .streams.config import StreamConfig
-from .streams.controller import StreamController, StreamInfo, StreamState, SweepResult, TruncateResult
+from .streams.controller import (
+    DeleteResult,
+    StreamController,
+    StreamInfo,
+    StreamState,
+    SweepResult,
+    TruncateResult,
+)
 from .streams.cuts import StreamCut, size_between
 from .streams.model import Segment, segment_id
 from .streams.reader import Event, iter_batches, iter_events
@@ -38,7 +45,7 @@ from .streams.readergroup import ReaderGroup, ReaderGroupConfig
 from .streams.retention_store import RetentionManager
 from .streams.subscriber_store import Subscriber
 from .streams.txn import TransactionalWriter
-from .streams.txn_store import TransactionInfo, TransactionStore
+from .streams.txn_store import TransactionInfo, TransactionStore, TxnAbortResult
 from .streams.watermark_store import WatermarkStore
 from .streams.writer import Writer, WriterConfig
 from .units import parse_duration_ms, parse_size_bytes
@@ -133,10 +140,11 @@ class Client:
     def seal_stream(self, name: str) -> bool:
         return self.streams.seal(name)
 
-    def delete_stream(self, name: str, force: bool = False) -> int:
-        """Delete a sealed stream (with `force`, seal an active one in the same step); returns the
-        bytes freed. A stream under a legal hold is refused (HoldActive) and nothing changes."""
-        return self.streams.delete(name, force=force).bytes_freed
+    def delete_stream(self, name: str, force: bool = False) -> DeleteResult:
+        """Delete a sealed stream (with `force`, seal an active one in the same step): the bytes freed,
+        and `files_left`, the files that could not be deleted after the commit (left for the sweep).
+        A stream under a legal hold is refused (HoldActive) and nothing changes."""
+        return self.streams.delete(name, force=force)
 
     # ---- scaling -------------------------------------------------------------------------------
     def scale(
@@ -218,8 +226,9 @@ class Client:
     def list_transactions(self, stream: str | None = None) -> list[TransactionInfo]:
         return self.transactions.list(stream)
 
-    def abort_transaction(self, txn_id: str) -> bool:
-        """Abort an open transaction by id (False if already aborted)."""
+    def abort_transaction(self, txn_id: str) -> TxnAbortResult:
+        """Abort an open transaction by id: truthy if it aborted now (falsy if already aborted), with
+        `files_left`, the staged files it could not delete (left for the sweep)."""
         return self.transactions.abort(txn_id)
 
     def expire_transactions(self, fence: LeaseFence | None = None) -> list[str]:

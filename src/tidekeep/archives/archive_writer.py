@@ -11,7 +11,7 @@ writer is told which kind it writes and refuses the other.
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import posixpath
 import uuid
 from dataclasses import asdict, dataclass
@@ -21,7 +21,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from ..store.deletion import FileLeft, failure_reason, warn_files_left
 from .model import ARCHIVE_SCHEMA
+
+log = logging.getLogger("tidekeep.archives.ingest")
 
 ZSTD_LEVEL = 3
 MAX_ROW_GROUP_RAW_BYTES = 64 << 20
@@ -112,9 +115,15 @@ class ArchiveWriter:
                 pass
             self._writer = None
             self.written.append(WrittenArchive(self._id, self._path(self._id), None, None, 0, 0, 0))
+        left = []
         for archive in self.written:
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 self.fs.delete_file(posixpath.join(self.root, archive.file))
+            except FileNotFoundError:
+                pass
+            except OSError as exc:  # never hide the task's own error: the orphan sweep removes these later
+                left.append(FileLeft(archive.file, failure_reason(exc)))
+        warn_files_left(log, "failed archive task", left, left_for="the archive orphan sweep", in_result=False)
         self.written = []
 
     def _path(self, archive_id: str) -> str:

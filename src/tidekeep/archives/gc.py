@@ -52,6 +52,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..faults import fault_point
+from ..store.deletion import DeleteOutcome, FileLeft, files_left_json, warn_files_left
 from ..store.fencing import LeaseFence, check_fence, confirm_fence
 from ..store.schema import audit as audit_table
 from ..store.schema_archives import archive_gc_journal as journal
@@ -105,9 +106,12 @@ class ArchiveGcReport:
     journal_dropped: int = 0  # journal rows of archives that were never deleted
     orphans: int = 0  # orphan files deleted (dry run: found)
     orphan_bytes: int = 0
+    # files that could not be deleted (read-only storage, permissions): a deleted archive's file keeps
+    # its journal row, so the next run's replay deletes it; an orphan stays an orphan for the next run
+    files_left: list[FileLeft] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(asdict(self), files_left=files_left_json(self.files_left))
 
     def summary(self) -> str:
         if not self.enabled:
@@ -127,7 +131,8 @@ class ArchiveGcReport:
             text += f"; journal: {self.replayed} file(s) finished, {self.journal_dropped} row(s) dropped"
         if self.kept_by_recheck:
             text += f"; {len(self.kept_by_recheck)} kept by the re-check"
-        return text + f"; {self.orphans} orphan file(s){' found' if self.dry_run else ' deleted'}"
+        text += f"; {self.orphans} orphan file(s){' found' if self.dry_run else ' deleted'}"
+        return text + (f"; {len(self.files_left)} file(s) could not be deleted" if self.files_left else "")
 
 
 @dataclass
@@ -214,13 +219,13 @@ def dead_search_error(job: SearchJob, now: int) -> str:
 
 
 # ---- storage ----------------------------------------------------------------------------------
-def delete_file(client: Client, rel_path: str) -> bool:
-    """Delete one file; False if it was already gone (which is fine: gone is gone)."""
-    try:
-        client.storage.fs.delete_file(client.storage.full_path(rel_path))
-        return True
-    except FileNotFoundError:
-        return False
+LEFT_FOR = "the next collector run"
+
+
+def delete_file(client: Client, rel_path: str) -> DeleteOutcome:
+    """Delete one file: `deleted` 1, or 0 if it was already gone (which is fine: gone is gone), or
+    the file in `failed` with why it could not be deleted (never raised)."""
+    return client.storage.delete([rel_path])
 
 
 def _drop_journal_row(client: Client, archive_id: str) -> None:
@@ -247,7 +252,10 @@ def replay_journal(client: Client, report: ArchiveGcReport, fence: LeaseFence | 
     for row in rows:
         if row.archive_id in alive:
             continue
-        delete_file(client, row.path)
+        left = delete_file(client, row.path).failed
+        if left:  # the journal row stays: the next replay tries again
+            report.files_left.extend(left)
+            continue
         _drop_journal_row(client, row.archive_id)
         report.replayed += 1
     log.info("journal replay: %d file deletion(s) finished, %d row(s) of archives never deleted dropped",
@@ -381,14 +389,18 @@ def delete_metadata(client: Client, plan: ArchivePlan, report: ArchiveGcReport,
 
 def delete_files(client: Client, archives: Sequence[Archive], report: ArchiveGcReport,
                  progress: Progress | None = None) -> None:
-    """Step 6: each file, then its journal row; a missing file counts as deleted."""
+    """Step 6: each file, then its journal row; a missing file counts as deleted. A file that
+    cannot be deleted keeps its journal row, so the next run's replay deletes it."""
     total = len(archives)
     for i, archive in enumerate(archives):
-        if delete_file(client, archive.path):
-            report.files_deleted += 1
+        outcome = delete_file(client, archive.path)
+        report.files_deleted += outcome.deleted
         if i == 0:
             fault_point("archive_gc.mid_files")
-        _drop_journal_row(client, archive.id)
+        if outcome.failed:
+            report.files_left.extend(outcome.failed)
+        else:
+            _drop_journal_row(client, archive.id)
         if progress is not None:
             progress(i + 1, total)
 
@@ -423,12 +435,16 @@ def sweep_orphans(client: Client, now: int, dry_run: bool, report: ArchiveGcRepo
     if not dry_run and (plan.files or plan.staging_dirs):
         confirm_fence(client.db, fence)
     for orphan in plan.files:
-        if dry_run or delete_file(client, orphan.path):
-            report.orphans += 1
-            report.orphan_bytes += orphan.size
+        if not dry_run:
+            outcome = delete_file(client, orphan.path)
+            report.files_left.extend(outcome.failed)
+            if not outcome.deleted:
+                continue  # already gone, or left for the next run
+        report.orphans += 1
+        report.orphan_bytes += orphan.size
     if not dry_run:
         for directory in plan.staging_dirs:
-            client.storage.delete_dir(directory)
+            report.files_left.extend(client.storage.delete_dir(directory).failed)
     if plan.files:
         log.info("orphan archive files %s: %d (%d bytes)", "found" if dry_run else "deleted", report.orphans,
                  report.orphan_bytes)
@@ -453,6 +469,7 @@ def collect_archives(client: Client, dry_run: bool = False, progress: Progress |
         if not dry_run:
             replay_journal(client, report, fence)
         log.info("archive sweep: %s", report.summary())
+        warn_files_left(log, "archive sweep", report.files_left, LEFT_FOR)
         return report
     if not dry_run:
         replay_journal(client, report, fence)
@@ -485,6 +502,7 @@ def collect_archives(client: Client, dry_run: bool = False, progress: Progress |
     report.candidates = [c for c in report.candidates if c["archive_id"] not in kept]
     sweep_orphans(client, now, False, report, fence)
     log.info("archive sweep: %s", report.summary())
+    warn_files_left(log, "archive sweep", report.files_left, LEFT_FOR)
     return report
 
 

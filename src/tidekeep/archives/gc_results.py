@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from ..faults import fault_point
+from ..store.deletion import FileLeft, files_left_json, warn_files_left
 from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_archives import archive_search_jobs as jobs_table
 from ..units import iso_utc
 from .expiry import completion_ms, results_to_expire, retention_ms
-from .gc import configure_gc_logging
+from .gc import LEFT_FOR, configure_gc_logging
 from .model import FINAL_STATES, RESULTS_DIR, JobState, SearchJob, results_dir
 from .store import job_from_row
 
@@ -46,9 +47,12 @@ class ResultGcReport:
     expired: list[dict[str, Any]] = field(default_factory=list)  # (dry run: would expire)
     bytes_freed: int = 0
     finished: int = 0  # directories of jobs marked by a crashed sweep, deleted now
+    # result files that could not be deleted (read-only storage, permissions): their jobs are marked,
+    # so the next run deletes them (finish_marked)
+    files_left: list[FileLeft] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(asdict(self), files_left=files_left_json(self.files_left))
 
     def summary(self) -> str:
         if not self.enabled:
@@ -57,7 +61,8 @@ class ResultGcReport:
         size = sum(e["bytes"] for e in self.expired)
         text = (f"search results: {verb} the results of {len(self.expired)} job(s) ({size} bytes), "
                 f"completed before {iso_utc(self.expiry_ms)}")
-        return text + (f"; finished {self.finished} directory deletion(s) of an earlier sweep" if self.finished else "")
+        text += f"; finished {self.finished} directory deletion(s) of an earlier sweep" if self.finished else ""
+        return text + (f"; {len(self.files_left)} file(s) could not be deleted" if self.files_left else "")
 
 
 def _results_bytes(client: Client, job_id: int) -> int:
@@ -84,8 +89,9 @@ def finish_marked(client: Client, report: ResultGcReport) -> None:
             jobs_table.c.id.in_(present), jobs_table.c.results_expired_ms.is_not(None))
             .order_by(jobs_table.c.id)).scalars())
     for job_id in marked:
-        client.storage.delete_dir(results_dir(job_id))
-        report.finished += 1
+        left = client.storage.delete_dir(results_dir(job_id)).failed
+        report.files_left.extend(left)
+        report.finished += 0 if left else 1
     if report.finished:
         log.info("search results: finished %d directory deletion(s) of an interrupted sweep", report.finished)
 
@@ -139,10 +145,11 @@ def collect_search_results(client: Client, dry_run: bool = False, fence: LeaseFe
             marked.append(job)
     fault_point("search_result_gc.after_mark")
     for job in marked:
-        client.storage.delete_dir(results_dir(job.id))
+        report.files_left.extend(client.storage.delete_dir(results_dir(job.id)).failed)
     report.expired = [_view(j, now, sizes[j.id]) for j in marked]
     report.bytes_freed = sum(sizes[j.id] for j in marked)
     log.info("search-result sweep: %s", report.summary())
+    warn_files_left(log, "search-result sweep", report.files_left, LEFT_FOR)
     return report
 
 

@@ -11,10 +11,11 @@ import typer
 from ..client import init_workspace
 from ..config import CONFIG_FILE_NAME
 from ..store.database import Database
+from ..store.deletion import files_left_json
 from ..store.workspace import read_database_id
 from ..units import format_duration, format_size, parse_duration_ms
 from .context import configure_logging, load, open_client, options, require_workspace
-from .output import emit, emit_json, fields
+from .output import emit, emit_json, fields, warn_files_left
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print a JSON document instead of text")]
 
@@ -94,10 +95,12 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
             result = client.sweep(grace_ms)
         if json_output:
             emit_json({"files_seen": result.files_seen, "files_deleted": result.files_deleted,
-                       "bytes_deleted": result.bytes_deleted, "grace_ms": grace_ms})
+                       "bytes_deleted": result.bytes_deleted, "grace_ms": grace_ms,
+                       "files_left": files_left_json(result.files_left)})
         else:
             emit(f"swept {result.files_seen} chunk files: deleted {result.files_deleted} orphan(s) "
                  f"({format_size(result.bytes_deleted)}) older than {format_duration(grace_ms)}")
+        warn_files_left(result.files_left, left_for="the next sweep")
 
     @db_app.command("upgrade")
     def upgrade(ctx: typer.Context, json_output: JsonFlag = False) -> None:

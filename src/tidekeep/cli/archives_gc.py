@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ..archives.gc import GcReport
+from ..archives.gc import LEFT_FOR, GcReport
 from .context import open_client
-from .output import emit, emit_json, emit_table, format_bytes, iso_utc
+from .output import emit, emit_json, emit_table, format_bytes, iso_utc, warn_files_left
 from .progress import progress_bar
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
@@ -87,3 +87,4 @@ def register(app: typer.Typer) -> None:
             emit_json(report.to_dict())
         else:
             print_report(report)
+        warn_files_left([*report.archives.files_left, *report.results.files_left], left_for=LEFT_FOR)

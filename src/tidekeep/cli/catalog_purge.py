@@ -10,7 +10,7 @@ import typer
 
 from ..catalog.purge import PurgeReport
 from .context import open_client
-from .output import emit, emit_json, emit_table, format_bytes, iso_utc
+from .output import emit, emit_json, emit_table, emit_warning, format_bytes, iso_utc
 from .progress import progress_bar
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
@@ -46,6 +46,10 @@ def register(app: typer.Typer) -> None:
             emit_json(report.to_dict())
         else:
             print_report(report)
+        if report.failures and not report.aborted:
+            # under the threshold the run goes on and exits 0; the failed records keep their rows
+            emit_warning(f"{report.failures} record(s) could not have their data deleted and keep their rows "
+                         f"for the next purge (first: {report.failed[0]['location']}: {report.failed[0]['error']})")
         if report.aborted:
             sys.stdout.flush()
             sys.stderr.write(f"error: purge stopped: {report.failures} failures exceed "

@@ -19,6 +19,7 @@ import typer
 from ..client import Client
 from ..config import CONFIG_FILE_NAME, Settings, load_settings
 from ..errors import ConfigError, NotFound
+from ..store.deletion import in_result
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,9 @@ def configure_logging(settings: Settings, verbose: bool) -> None:
     # on the handler too: a module logger with a level of its own (the garbage collectors'
     # garbage_collector.logging_level) must not print INFO lines next to a command's own output
     handler.setLevel(level)
+    # an operation that could not delete some files logs a warning naming them, and its result names
+    # them too; the command prints that result's `warning:` line, so the log record would say it twice
+    handler.addFilter(lambda record: not in_result(record))
     logger = logging.getLogger("tidekeep")
     logger.handlers[:] = [handler]
     logger.setLevel(level)

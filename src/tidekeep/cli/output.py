@@ -11,6 +11,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..store.deletion import LEFT_FOR_SWEEP, FileLeft, describe_files_left
 from ..streams.model import segment_name
 from ..units import iso_utc  # noqa: F401 - re-exported: every CLI module prints times with it
 
@@ -18,6 +19,21 @@ from ..units import iso_utc  # noqa: F401 - re-exported: every CLI module prints
 def emit(text: str = "") -> None:
     """One line of human output on stdout, encoded as UTF-8 whatever the locale says."""
     sys.stdout.buffer.write(text.encode("utf-8", "replace") + b"\n")
+
+
+def emit_warning(text: str) -> None:
+    """One `warning: ...` line on stderr (UTF-8): the command succeeded, with something to know."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.stderr.buffer.write(f"warning: {' '.join(text.split())}\n".encode("utf-8", "replace"))
+    sys.stderr.flush()
+
+
+def warn_files_left(files: Sequence[FileLeft], left_for: str = LEFT_FOR_SWEEP) -> None:
+    """The committed operation could not delete some files: say so on stderr (the exit code stays 0,
+    as the operation did happen); `--json` output carries them as `files_left`."""
+    if files:
+        emit_warning(describe_files_left(files, left_for))
 
 
 def emit_json(document: Any) -> None:

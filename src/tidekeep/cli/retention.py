@@ -14,7 +14,16 @@ from ..streams.model import segment_name
 from ..streams.retention import RetentionDecision, RetentionRecord, SubscriberView
 from ..units import format_duration, format_size, parse_duration_ms
 from .context import open_client
-from .output import emit, emit_json, emit_table, fields, format_bytes, head_positions_to_cut, iso_utc
+from .output import (
+    emit,
+    emit_json,
+    emit_table,
+    fields,
+    format_bytes,
+    head_positions_to_cut,
+    iso_utc,
+    warn_files_left,
+)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
 StreamName = Annotated[str, typer.Argument(metavar="STREAM", help="scope/stream")]
@@ -176,6 +185,7 @@ def register(app: typer.Typer) -> None:
         with open_client(ctx) as client:
             decision = client.retention.run(stream)
         emit_decision(decision, json_output, dry_run=False)
+        warn_files_left(decision.files_left)
 
     @app.command("history")
     def history(

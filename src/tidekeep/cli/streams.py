@@ -9,13 +9,14 @@ import typer
 
 from ..client import Client, parse_segment
 from ..errors import InvalidInput
+from ..store.deletion import files_left_json
 from ..streams.config import StreamConfig
 from ..streams.controller import SEALED, StreamInfo
 from ..streams.cuts import StreamCut
 from ..streams.model import Segment, segment_name
 from ..units import format_duration
 from .context import open_client
-from .output import emit, emit_json, emit_table, fields, format_bytes, iso_utc, key_range
+from .output import emit, emit_json, emit_table, fields, format_bytes, iso_utc, key_range, warn_files_left
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
 StreamName = Annotated[str, typer.Argument(metavar="NAME", help="scope/stream")]
@@ -222,10 +223,11 @@ def register(app: typer.Typer) -> None:
             result = client.streams.delete(name, force=force)
         if json_output:
             emit_json({"stream": name, "deleted": True, "sealed_first": result.sealed_first,
-                       "bytes_freed": result.bytes_freed})
+                       "bytes_freed": result.bytes_freed, "files_left": files_left_json(result.files_left)})
         else:
             emit(f"deleted stream {name}{' (sealed it first)' if result.sealed_first else ''}: "
                  f"{format_bytes(result.bytes_freed)} of data removed")
+        warn_files_left(result.files_left)
 
     @app.command("truncate")
     def truncate(
@@ -240,13 +242,15 @@ def register(app: typer.Typer) -> None:
             result = client.truncate(name, cut_argument(client, name, cut), reason)
         if json_output:
             emit_json({"stream": name, "old_head": str(result.old_head), "new_head": str(result.new_head),
-                       "bytes_freed": result.bytes_freed, "chunks_deleted": result.chunks_deleted})
-            return
-        if result.bytes_freed == 0 and result.old_head == result.new_head:
+                       "bytes_freed": result.bytes_freed, "chunks_deleted": result.chunks_deleted,
+                       "files_left": files_left_json(result.files_left)})
+        elif result.bytes_freed == 0 and result.old_head == result.new_head:
             emit(f"{name}: the head is already at {result.new_head}; nothing truncated")
-            return
-        fields([("truncated", name), ("old head", str(result.old_head)), ("new head", str(result.new_head)),
-                ("freed", f"{format_bytes(result.bytes_freed)} ({result.chunks_deleted} chunk files deleted)")])
+        else:
+            deleted = result.chunks_deleted - len(result.files_left)
+            fields([("truncated", name), ("old head", str(result.old_head)), ("new head", str(result.new_head)),
+                    ("freed", f"{format_bytes(result.bytes_freed)} ({deleted} chunk files deleted)")])
+        warn_files_left(result.files_left)
 
     @app.command("head")
     def head(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:

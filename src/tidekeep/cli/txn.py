@@ -6,10 +6,11 @@ from typing import Annotated, Any
 
 import typer
 
+from ..store.deletion import files_left_json
 from ..streams.model import segment_name
 from ..streams.txn_store import TransactionInfo
 from .context import open_client
-from .output import emit, emit_json, emit_table, iso_utc
+from .output import emit, emit_json, emit_table, iso_utc, warn_files_left
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
 
@@ -59,8 +60,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Abort an open transaction and delete its staged events."""
         with open_client(ctx) as client:
-            aborted = client.abort_transaction(txn_id)
+            result = client.abort_transaction(txn_id)
         if json_output:
-            emit_json({"id": txn_id, "aborted": aborted})
+            emit_json({"id": txn_id, "aborted": result.aborted, "files_left": files_left_json(result.files_left)})
         else:
-            emit(f"aborted transaction {txn_id}" if aborted else f"transaction {txn_id} was already aborted")
+            emit(f"aborted transaction {txn_id}" if result.aborted else f"transaction {txn_id} was already aborted")
+        warn_files_left(result.files_left)

@@ -94,12 +94,16 @@ def no_fences(resource: str) -> LeaseFence | None:
 def maintain(client: Client, fence: LeaseFence | None = None) -> str:
     """The periodic housekeeping under the sweep lease: abort transactions whose lease ran out
     (their staged files go with them), prune watermarks wholly before the streams' heads, then sweep
-    orphan chunk files — each refused (LeaseLost) once another process has taken the lease over."""
+    orphan chunk files — each refused (LeaseLost) once another process has taken the lease over.
+    Files that cannot be deleted (read-only storage) are logged as warnings by the expiry and the
+    sweep, counted here, and tried again by the next sweep."""
     expired = client.expire_transactions(fence)
     if expired:
         log.info("aborted %d expired transaction(s): %s", len(expired), ", ".join(expired))
     pruned = client.watermarks.prune_all(fence)
-    return f"{client.sweep(fence=fence)}; expired transactions: {len(expired)}; watermarks pruned: {pruned}"
+    swept = client.sweep(fence=fence)
+    text = f"{swept}; expired transactions: {len(expired)}; watermarks pruned: {pruned}"
+    return text + (f"; files left (could not be deleted): {len(swept.files_left)}" if swept.files_left else "")
 
 
 def catalog_task(client: Client, options: ServeOptions, fence_of: FenceOf = no_fences) -> CatalogTask:

@@ -42,6 +42,7 @@ so the typed error itself is raised there.
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import tempfile
 import uuid
@@ -72,6 +73,7 @@ from ..errors import EventTooLarge, InvalidInput, StagedFileMissing, StreamSeale
 from ..faults import fault_active
 from ..names import check_name
 from ..store.chunks import ChunkStorage
+from ..store.deletion import warn_files_left
 from ..streams.controller import SEALED, PendingChunk
 from ..streams.model import EVENT_HEADER_BYTES, Router
 from ..streams.txn import write_chunks
@@ -85,6 +87,8 @@ from .datasource import (
     connect_workspace,
 )
 from .staged import StagedFile, describe_task, verify_staged
+
+log = logging.getLogger("tidekeep.spark.sink")
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -329,8 +333,8 @@ def write_task(target: SinkTarget, batches: Iterator[pa.RecordBatch]) -> SinkCom
         message.task = describe_task()
     except BaseException:
         # the task fails: what it wrote is no one's (Spark's abort never hears of this task's files)
-        storage.discard(c.path for c in message.chunks)
-        storage.discard_dir(message.directory)
+        left = storage.discard(c.path for c in message.chunks) + storage.discard_dir(message.directory)
+        warn_files_left(log, "failed sink task", left.failed, in_result=False)
         raise
     return message
 
@@ -477,7 +481,9 @@ def _discard(client: Client, messages: Sequence[SinkCommitMessage]) -> None:
     """Delete the messages' files but those a committed chunk refers to, and their empty directories."""
     paths = [c.path for m in messages for c in m.chunks]
     committed = client.streams.referenced_paths(paths)
-    client.storage.discard(p for p in paths if p not in committed)  # this job's own, never committed
+    # this job's own files, never committed: no workspace proof needed
+    left = client.storage.discard(p for p in paths if p not in committed).failed
+    warn_files_left(log, "aborted sink batch", left, in_result=False)
     _delete_dirs(client, messages)
 
 
@@ -500,7 +506,8 @@ def _abort(client: Client, txn_id: str, chunks: Sequence[PendingChunk], messages
         # committed after all (an acknowledgement lost on the way back) or the store is unreachable:
         # the files may be referenced, so they stay and the orphan sweep decides
         return
-    client.storage.discard(c.path for c in chunks)
+    left = client.storage.discard(c.path for c in chunks).failed
+    warn_files_left(log, f"aborted sink transaction {txn_id}", left, in_result=False)
     _delete_dirs(client, messages)
 
 

@@ -9,7 +9,7 @@ file is reported by name and never read as wrong or missing data.
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,6 +22,9 @@ import pyarrow.parquet as pq
 
 from ..errors import ChunkMissing, ConfigError, CorruptChunk, NotFound, WorkspaceMismatch
 from ..streams.model import EVENT_HEADER_BYTES
+from .deletion import DeleteOutcome, FileLeft, failure_reason
+
+log = logging.getLogger("tidekeep.storage")
 
 CHUNK_SCHEMA = pa.schema(
     [
@@ -131,30 +134,53 @@ class ChunkStorage:
             self._offsets_cache[ref.path] = cached
         return cached
 
-    def delete(self, rel_paths: Iterable[str]) -> int:
+    def delete(self, rel_paths: Iterable[str]) -> DeleteOutcome:
+        """Delete each file, going on past failures. A missing file is no failure (gone is gone);
+        any other OSError (read-only filesystem, permissions) leaves the file, named with its reason
+        in the outcome — never raised: callers delete after their metadata commit, which stands.
+        Only in a workspace proven to be itself (require_deletable)."""
         self.require_deletable()
         return self.discard(rel_paths)
 
-    def discard(self, rel_paths: Iterable[str]) -> int:
-        """Delete files this process wrote moments ago and knows to be unreferenced (a writer's
-        uncommitted chunks): no workspace proof needed, they are its own."""
+    def discard(self, rel_paths: Iterable[str]) -> DeleteOutcome:
+        """`delete` for files this process wrote moments ago and knows to be unreferenced (a
+        writer's uncommitted chunks): no workspace proof needed, they are its own."""
         deleted = 0
+        failed: list[FileLeft] = []
         for rel in rel_paths:
             try:
                 self.fs.delete_file(self.full_path(rel))
                 deleted += 1
             except FileNotFoundError:
                 pass
-        return deleted
+            except OSError as exc:
+                failed.append(FileLeft(rel, failure_reason(exc)))
+        return DeleteOutcome(deleted, tuple(failed))
 
-    def delete_dir(self, rel_dir: str) -> None:
+    def delete_dir(self, rel_dir: str) -> DeleteOutcome:
+        """Delete a directory and everything in it: its files one by one (as `delete`, so every
+        file that can go goes and the outcome names those that cannot), then the emptied tree. A
+        directory that cannot be listed stands in the outcome for everything under it; an empty
+        tree that cannot be removed is only logged, as it holds no data."""
         self.require_deletable()
-        self.discard_dir(rel_dir)
+        return self.discard_dir(rel_dir)
 
-    def discard_dir(self, rel_dir: str) -> None:
-        """Delete a directory this process filled itself (a task's staging directory)."""
-        with contextlib.suppress(FileNotFoundError):
+    def discard_dir(self, rel_dir: str) -> DeleteOutcome:
+        """`delete_dir` for a directory this process filled itself (a task's staging directory)."""
+        try:
+            files = self.list_files(rel_dir)
+        except OSError as exc:
+            return DeleteOutcome(0, (FileLeft(rel_dir, failure_reason(exc)),))
+        outcome = self.discard(f.path for f in files)
+        if outcome.failed:
+            return outcome  # the tree cannot go while files remain in it
+        try:
             self.fs.delete_dir(self.full_path(rel_dir))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("directory %s holds no files but could not be removed (%s)", rel_dir, failure_reason(exc))
+        return outcome
 
     def list_files(self, rel_dir: str) -> list[StoredFile]:
         selector = pafs.FileSelector(self.full_path(rel_dir), recursive=True, allow_not_found=True)

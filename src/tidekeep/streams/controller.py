@@ -40,6 +40,7 @@ from ..names import check_name, split_stream_name
 from ..store import schema as t
 from ..store.chunks import ChunkRef, ChunkStorage, StoredFile
 from ..store.database import Database
+from ..store.deletion import FileLeft, warn_files_left
 from ..store.fencing import LeaseFence, confirm_fence
 from ..store.schema_transactions import transaction_chunks
 from .config import StreamConfig
@@ -120,7 +121,10 @@ class TruncateResult:
     old_head: StreamCut
     new_head: StreamCut
     bytes_freed: int
-    chunks_deleted: int
+    chunks_deleted: int  # chunks removed from the stream's metadata (their files: see files_left)
+    # chunk files the truncation could not delete after its commit (read-only storage, permissions):
+    # unreferenced now, so the sweep removes them once deletion works again
+    files_left: tuple[FileLeft, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,7 @@ class DeleteResult:
     uid: str
     bytes_freed: int
     sealed_first: bool  # the stream was active and `force` sealed it in the deleting transaction
+    files_left: tuple[FileLeft, ...] = ()  # files the deletion could not remove after its commit (for the sweep)
 
 
 @dataclass(frozen=True)
@@ -176,6 +181,8 @@ class SweepResult:
     files_seen: int
     files_deleted: int
     bytes_deleted: int = 0
+    # orphans the sweep could not delete (read-only storage, permissions); the next sweep tries again
+    files_left: tuple[FileLeft, ...] = field(default=(), repr=False)
 
 
 SWEEP_BATCH = 1000  # orphan files deleted per confirmation of the sweep's lease
@@ -322,7 +329,8 @@ class StreamController:
         """Delete a sealed stream and its data; with `force` an active stream is sealed and deleted
         in one transaction. A held stream is refused (HoldActive) before anything changes, checked
         under the stream row lock that HoldStore.add also takes. Rows go first in one transaction
-        (audited), then the files; a crash in between leaves only unreferenced files for the sweep."""
+        (audited), then the files; a crash in between, or files that cannot be deleted (returned as
+        `files_left`), leave only unreferenced files for the sweep."""
         self.storage.require_deletable()
         with self.db.write() as conn:
             state = self._state(conn, name, lock=True)
@@ -343,9 +351,10 @@ class StreamController:
                 details["sealed_first"] = True
             self._audit(conn, "delete_stream", name, json.dumps(_str_keys(state.head)), None, freed, reason, details)
         fault_point("delete.after_commit")
-        self.storage.delete_dir(state.storage_dir())
+        left = self.storage.delete_dir(state.storage_dir()).failed
         log.info("deleted stream %s (%d bytes)", name, freed)
-        return DeleteResult(state.info.name, state.info.uid, freed, sealed_first)
+        warn_files_left(log, f"deleted stream {name}", left)
+        return DeleteResult(state.info.name, state.info.uid, freed, sealed_first, left)
 
     # ---- scaling -----------------------------------------------------------------------------
     def scale(self, name: str, seal: Sequence[int], new_ranges: Sequence[tuple[float, float]]) -> list[Segment]:
@@ -490,9 +499,10 @@ class StreamController:
                         json.dumps(_str_keys(positions)), freed, reason,
                         {"chunks": len(doomed), **(details or {})}, actor)
         fault_point("truncate.after_commit")
-        self.storage.delete(doomed)
-        result = TruncateResult(name, old_head, state.cut(positions), freed, len(doomed))
+        left = self.storage.delete(doomed).failed
+        result = TruncateResult(name, old_head, state.cut(positions), freed, len(doomed), left)
         log.info("truncated %s at %s: %d bytes freed (%s)", name, result.new_head, freed, reason)
+        warn_files_left(log, f"truncated {name}", left)
         return result
 
     # ---- writes ------------------------------------------------------------------------------
@@ -661,16 +671,21 @@ class StreamController:
         doomed = [f for f in files if f.path not in known and f.mtime_ms <= cutoff]
         deleted = 0
         removed: list[StoredFile] = []
+        failed: list[FileLeft] = []
         try:
             for start in range(0, len(doomed), SWEEP_BATCH):
                 confirm_fence(self.db, fence)
                 batch = doomed[start:start + SWEEP_BATCH]
-                deleted += self.storage.delete(f.path for f in batch)
-                removed.extend(batch)
+                outcome = self.storage.delete(f.path for f in batch)
+                deleted += outcome.deleted
+                failed.extend(outcome.failed)
+                left = {f.path for f in outcome.failed}
+                removed.extend(f for f in batch if f.path not in left)
         finally:
             if removed:  # audited even when a lost lease stopped the sweep part-way
                 self._audit_sweep(removed, grace_ms)
-        return SweepResult(len(files), deleted, sum(f.size for f in removed))
+            warn_files_left(log, "sweep", tuple(failed), left_for="the next sweep")
+        return SweepResult(len(files), deleted, sum(f.size for f in removed), tuple(failed))
 
     def _audit_sweep(self, removed: Sequence[StoredFile], grace_ms: int) -> None:
         freed = sum(f.size for f in removed)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..store.deletion import FileLeft, files_left_json
 from ..units import format_duration, format_size
 from .config import RetentionKind, RetentionPolicy
 from .cuts import CutOrder, compare_cuts, initial_cut, size_between
@@ -103,6 +104,9 @@ class RetentionDecision:
     lower_bound: dict[int, int] | None = None  # the subscribers' lower bound LB (None: no subscriber)
     case: str | None = None  # DESIGN §5 consumption case "i".."v" that applied, if any
     subscribers: tuple[SubscriberView, ...] = ()
+    # set by a run whose truncation could not delete some chunk files after its commit (read-only
+    # storage, permissions): the truncation stands; the sweep removes these files later
+    files_left: tuple[FileLeft, ...] = ()
 
     @property
     def truncates(self) -> bool:
@@ -133,6 +137,7 @@ class RetentionDecision:
             "subscribers": [v.to_dict() for v in self.subscribers],
             "records": [dict(r.record.to_dict(), retained=r.retained,
                              age_ms=self.now_ms - r.record.recording_time_ms) for r in self.records],
+            "files_left": files_left_json(self.files_left),
         }
 
 

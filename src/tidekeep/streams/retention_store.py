@@ -131,6 +131,8 @@ class RetentionManager:
                                                   reason=f"retention {decision.rule}: {decision.reason}", actor=actor,
                                                   details=consumption_details(decision, state), guard=guard)
                 moved = result.new_head != result.old_head
+                if result.files_left:  # the truncate logged them; the run's result names them too
+                    decision = dataclasses.replace(decision, files_left=result.files_left)
             except SubscribersChanged:
                 if attempt == SUBSCRIBER_ATTEMPTS:
                     raise

@@ -149,7 +149,7 @@ class Transaction:
         """Discard the transaction and its staged data. False if it was already aborted."""
         with self._lock:
             self._payloads, self._keys, self._pending_bytes, self._in_doubt = [], [], 0, None
-            aborted = self._store.abort(self.id)
+            aborted = self._store.abort(self.id).aborted  # files it could not delete: logged, swept later
             self._closed_as = TxnState.ABORTED
             return aborted
 

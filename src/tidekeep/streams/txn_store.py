@@ -41,6 +41,7 @@ from ..faults import fault_error, fault_point, pause_point
 from ..store import schema as t
 from ..store import schema_transactions as tx
 from ..store.database import RETRY_ATTEMPTS, retry_store
+from ..store.deletion import FileLeft, warn_files_left
 from ..store.fencing import LeaseFence, check_fence
 from .controller import SEALED, PendingChunk, SegmentsSealed, StreamController, StreamState, merge_positions
 from .model import segment_name
@@ -82,6 +83,20 @@ class TransactionInfo:
     positions: dict[int, int]  # segment -> end offset of the commit (empty unless committed)
     events: int
     staged_chunks: int
+
+
+@dataclass(frozen=True)
+class TxnAbortResult:
+    """What `abort` did: `aborted` is False if the transaction was already aborted (the result is
+    truthy exactly when it aborted now). `files_left`: staged files the abort could not delete after
+    its commit (read-only storage, permissions); unreferenced, so the sweep removes them later."""
+
+    txn_id: str
+    aborted: bool
+    files_left: tuple[FileLeft, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.aborted
 
 
 @dataclass(frozen=True)
@@ -244,7 +259,8 @@ class TransactionStore:
         try:
             retry_store(lambda: self._stage(txn_id, chunks), f"staging in transaction {txn_id}")
         except (TransactionClosed, NotFound):
-            self.storage.discard(c.path for c in chunks)  # certainly unreferenced
+            left = self.storage.discard(c.path for c in chunks).failed  # certainly unreferenced
+            warn_files_left(log, f"transaction {txn_id}: staging refused", left, in_result=False)
             raise
 
     def _stage(self, txn_id: str, chunks: Sequence[PendingChunk]) -> None:
@@ -265,22 +281,23 @@ class TransactionStore:
                          .values(events=row.events + sum(c.event_count for c in fresh)))
         fault_error("txn.stage.lost_ack", StoreUnavailable, "connection lost after staging")
 
-    def abort(self, txn_id: str, reason: str = REASON_ABORTED) -> bool:
-        """Abort an open transaction and delete its staged data. False if it was already aborted."""
+    def abort(self, txn_id: str, reason: str = REASON_ABORTED) -> TxnAbortResult:
+        """Abort an open transaction and delete its staged data. The result is falsy if it was
+        already aborted, and names the staged files it could not delete (left for the sweep)."""
         check_txn_id(txn_id)
         self.storage.require_deletable()  # before the metadata changes: the files go after it
         with self.db.write() as conn:
             row = self._row(conn, txn_id, lock=True)
             if row.state == TxnState.ABORTED:
-                return False
+                return TxnAbortResult(txn_id, False)
             if row.state == TxnState.COMMITTED:
                 raise TransactionClosed(f"cannot abort transaction {txn_id}: it is committed")
             paths = self._end(conn, [txn_id], reason)
         fault_point("txn.abort.after_commit")
-        self.storage.delete(paths)
-        self.storage.delete_dir(self._txn_dir(row))
+        left = self._delete_staged(paths, [row])
         log.info("aborted transaction %s (%s)", txn_id, reason)
-        return True
+        warn_files_left(log, f"aborted transaction {txn_id}", left)
+        return TxnAbortResult(txn_id, True, left)
 
     def expire(self, fence: LeaseFence | None = None) -> list[str]:
         """Abort every open transaction whose lease ran out; returns their ids. With a `fence` (the
@@ -296,12 +313,20 @@ class TransactionStore:
                 .where(tx.transactions.c.state == TxnState.OPEN.value, tx.transactions.c.lease_expiry_ms < now)
                 .order_by(tx.transactions.c.id).with_for_update(of=tx.transactions)).all()
             paths = self._end(conn, [r.id for r in rows], REASON_EXPIRED)
-        self.storage.delete(paths)
-        for row in rows:
-            self.storage.delete_dir(self._txn_dir(row))
+        left = self._delete_staged(paths, rows)
         if rows:
             log.info("expired %d transactions whose lease ran out", len(rows))
+        # the ids stay the result (housekeeping reads them); the files left are the log's to tell
+        warn_files_left(log, f"expired {len(rows)} transaction(s)", left, in_result=False)
         return [r.id for r in rows]
+
+    def _delete_staged(self, paths: Sequence[str], rows: Sequence[Any]) -> tuple[FileLeft, ...]:
+        """After the commit that ended them: the transactions' staged files, then their directories.
+        Returns the files that could not be deleted."""
+        outcome = self.storage.delete(paths)
+        for row in rows:
+            outcome += self.storage.delete_dir(self._txn_dir(row))
+        return outcome.failed
 
     def _end(self, conn: Connection, txn_ids: Sequence[str], reason: str) -> list[str]:
         """Mark transactions aborted and drop their staged rows; returns the files to delete."""
@@ -382,12 +407,14 @@ class TransactionStore:
                 return _result(self._row(conn, txn_id))
         if isinstance(result, _Duplicate):
             self._delete_new_files(chunks, staged)
-            self.storage.discard(result.paths)  # the transaction's own files, unreferenced
-            self.storage.discard_dir(self._txn_dir(row))
+            # the transaction's own files, unreferenced
+            outcome = self.storage.discard(result.paths) + self.storage.discard_dir(self._txn_dir(row))
+            warn_files_left(log, f"transaction {txn_id}: duplicate batch aborted", outcome.failed, in_result=False)
             log.info("transaction %s: batch sequence %s of writer %s was committed before; aborted",
                      txn_id, sequence, row.writer_id)
             return result.result
-        self.storage.discard(replaced)  # re-routed away: no row refers to them any more
+        left = self.storage.discard(replaced).failed  # re-routed away: no row refers to them any more
+        warn_files_left(log, f"committed transaction {txn_id}", left, in_result=False)
         log.info("committed transaction %s: %d events", txn_id, result.events)
         return result
 
@@ -401,7 +428,8 @@ class TransactionStore:
             except Exception:  # the outcome is unknown and the store unreachable: the sweep decides
                 return
             new = [p for p in new if p not in keep]
-        self.storage.discard(new)
+        left = self.storage.discard(new).failed
+        warn_files_left(log, "transaction commit: re-routed copies", left, in_result=False)
 
     @staticmethod
     def _advance_sequence(conn: Connection, row: Any, writer: Any, sequence: int, positions: Mapping[int, int],

@@ -48,6 +48,7 @@ from ..faults import fault_point
 from ..names import check_name
 from ..store.chunks import build_chunk_table
 from ..store.database import retry_store
+from ..store.deletion import warn_files_left
 from ..units import parse_duration_ms
 from .controller import CommitResult, PendingChunk, SegmentsSealed, StreamController
 from .model import EVENT_HEADER_BYTES, Router, routing_key_position, segment_name
@@ -419,7 +420,7 @@ class Writer:
             try:
                 result = self._commit_with_retry(pending, sequence)
             except SegmentsSealed as sealed:
-                self._controller.storage.discard(p.path for p in pending)  # certainly not committed
+                self._discard(pending)  # certainly not committed
                 state = self._controller.state(self.stream)
                 if state.info.uid != self._uid or state.info.state != "ACTIVE":
                     raise
@@ -430,7 +431,7 @@ class Writer:
                 pending = self._write_files(batch, sequence)  # the batch is routed afresh, still in write order
                 continue
             except _NOT_LANDED as exc:
-                self._controller.storage.discard(p.path for p in pending)
+                self._discard(pending)
                 if isinstance(exc, WriterFenced):
                     self._fenced = exc
                 raise
@@ -443,7 +444,7 @@ class Writer:
         fault_point("writer.after_commit")
         if result.duplicate and not result.landed_before:
             # the sequence was committed, but not with these files
-            self._controller.storage.discard(p.path for p in pending)
+            self._discard(pending)
             if not explicit:
                 # another writer committed under this id without an epoch (a transaction commit with a
                 # batch sequence): dropping this batch as its duplicate would lose acknowledged events
@@ -477,6 +478,11 @@ class Writer:
             self._controller.storage.write_chunk(path, table)
             pending.append(PendingChunk(seg, path, length, table.num_rows))
         return pending
+
+    def _discard(self, pending: Sequence[PendingChunk]) -> None:
+        """Delete this writer's own uncommitted chunk files; what cannot go is logged, for the sweep."""
+        left = self._controller.storage.discard(p.path for p in pending).failed
+        warn_files_left(log, f"writer {self.writer_id}: uncommitted chunk files", left, in_result=False)
 
     def _commit_with_retry(self, pending: Sequence[PendingChunk], sequence: int) -> CommitResult:
         """Commit, retrying a busy or lost store with the same sequence and files: a retry of a commit
