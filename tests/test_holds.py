@@ -216,7 +216,7 @@ def test_delete_of_a_held_stream_is_refused_and_changes_nothing(held: tk.Client,
 
     client.holds.remove(hold_id)
     stored = _stream_snapshot(client)["stored"]
-    assert client.delete_stream(STREAM, force=active) == stored > 0
+    assert client.delete_stream(STREAM, force=active).bytes_freed == stored > 0
     assert client.list_streams() == [] and stored_files(client) == set()
     entry = client.audit(STREAM, limit=1)[0]
     assert entry["action"] == "delete_stream" and json.loads(entry["details"]) == (
