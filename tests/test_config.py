@@ -72,7 +72,7 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
            "garbage_collector.sweep_interval.archive": "180", "garbage_collector.sweep_interval.search_result": "15",
            "garbage_collector.logging_level": "debug", "search.max_runtime": "30m", "archives.target_size": "64MiB",
            "watermark.frequency": "250ms", "search.heartbeat_interval": "2s",
-           "spark.shared_filesystem": "yes", "catalog.data_roots": "/srv/a, s3://bucket/x/"}
+           "spark.shared_filesystem": "yes", "catalog.data_roots": "/srv/a, s3://bucket/x/", "storage.fsync": "no"}
     assert set(raw) == set(KEYS), "a new setting needs a case here"
     s = load_settings(tmp_path, env={env_name(k): v for k, v in raw.items()})
     assert env_name("writer.batch_size") == "TIDEKEEP_WRITER_BATCH_SIZE"
@@ -86,7 +86,7 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
         "garbage_collector.sweep_interval.archive": 180, "garbage_collector.sweep_interval.search_result": 15,
         "garbage_collector.logging_level": "DEBUG", "search.max_runtime": 1_800_000,
         "archives.target_size": 64 * 1024 * 1024, "watermark.frequency": 250, "search.heartbeat_interval": 2000,
-        "spark.shared_filesystem": True, "catalog.data_roots": ("/srv/a", "s3://bucket/x")}
+        "spark.shared_filesystem": True, "catalog.data_roots": ("/srv/a", "s3://bucket/x"), "storage.fsync": False}
     assert s.metadata_url == "postgresql+psycopg://u@h/db" and s.storage_uri == "/data/x"
 
 
@@ -412,3 +412,62 @@ def test_data_roots_may_not_overlap_tidekeeps_own_areas(tmp_path: Path) -> None:
     pg = {"TIDEKEEP_METADATA_URL": "postgresql+psycopg://u@h/db", "TIDEKEEP_STORAGE_URI": elsewhere}
     assert load_settings(home, overrides={"catalog.data_roots": f"{home}/metadata.db"}, env=pg)
     assert "workspace settings file" in problem(str(home), **pg)
+# ---- storage.fsync: a flag ------------------------------------------------------------------------
+
+FLAG_WORDS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def test_storage_fsync_is_on_by_default(tmp_path: Path) -> None:
+    assert load_settings(tmp_path, env={})["storage.fsync"] is True
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("true", True), ("TRUE", True), (" Yes ", True), ("1", True), ("false", False), ("No", False), ("0", False)])
+def test_storage_fsync_takes_true_false_words_from_env_and_flags(tmp_path: Path, raw: str, expected: bool) -> None:
+    assert load_settings(tmp_path, env={"TIDEKEEP_STORAGE_FSYNC": raw})["storage.fsync"] is expected
+    assert load_settings(tmp_path, overrides={"storage.fsync": raw}, env={})["storage.fsync"] is expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("storage:\n  fsync: false\n", False), ("storage:\n  fsync: no\n", False), ("storage:\n  fsync: 0\n", False),
+    ("storage:\n  fsync: true\n", True), ("storage:\n  fsync: 1\n", True), ("storage:\n  fsync: 'yes'\n", True)])
+def test_storage_fsync_from_yaml(tmp_path: Path, text: str, expected: bool) -> None:
+    write_config(tmp_path, text)
+    assert load_settings(tmp_path, env={})["storage.fsync"] is expected
+
+
+@pytest.mark.parametrize("raw", ["on", "off", "2", "-1", "", "  ", "y", "n", "truee", "1.0", "none"])
+def test_storage_fsync_refuses_other_words_naming_key_and_source(tmp_path: Path, raw: str) -> None:
+    shown = " ".join(repr(raw).split())  # error messages are one line with single blanks
+    message = config_error(load_settings, tmp_path, env={"TIDEKEEP_STORAGE_FSYNC": raw})
+    assert message.startswith("bad value for 'storage.fsync' in environment variable TIDEKEEP_STORAGE_FSYNC: ")
+    assert shown in message
+    message = config_error(load_settings, tmp_path, overrides={"storage.fsync": raw}, env={})
+    assert message.startswith("bad value for 'storage.fsync' in flags: ") and shown in message
+
+
+@pytest.mark.parametrize(("text", "detail"), [
+    ("storage:\n  fsync: 2\n", "2"), ("storage:\n  fsync: 1.0\n", "1.0"), ("storage:\n  fsync: null\n", "None"),
+    ("storage:\n  fsync: [true]\n", "[True]"), ("storage:\n  fsync: maybe\n", "'maybe'")])
+def test_storage_fsync_refuses_other_yaml_values(tmp_path: Path, text: str, detail: str) -> None:
+    path = write_config(tmp_path, text)
+    message = config_error(load_settings, tmp_path, env={})
+    assert message.startswith(f"bad value for 'storage.fsync' in {path}: ") and detail in message
+
+
+flag_text = st.one_of(
+    st.text(max_size=8),
+    st.tuples(st.sampled_from([*sorted(FLAG_WORDS), "on", "off", "2"]), st.sampled_from(["", " ", "\t"]),
+              st.booleans()).map(lambda t: t[1] + (t[0].upper() if t[2] else t[0]) + t[1]),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flag_text)
+def test_storage_fsync_flag_matches_the_word_table(tmp_path: Path, raw: str) -> None:
+    """Oracle: exactly the six words (any case, surrounding blanks) are accepted, each with its meaning."""
+    expected = FLAG_WORDS.get(raw.strip().lower())
+    if expected is None:
+        assert "'storage.fsync'" in config_error(load_settings, tmp_path, overrides={"storage.fsync": raw}, env={})
+    else:
+        assert load_settings(tmp_path, overrides={"storage.fsync": raw}, env={})["storage.fsync"] is expected

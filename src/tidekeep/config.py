@@ -65,6 +65,26 @@ def _count(value: Any) -> int:
     raise InvalidInput(f"expected a whole number, got {value!r}")
 
 
+_TRUE_WORDS = {"true", "yes", "1"}
+_FALSE_WORDS = {"false", "no", "0"}
+
+
+def _flag(value: Any) -> bool:
+    """On or off: a YAML boolean, or true/false/yes/no/1/0 (any case) from the environment or a flag.
+    Anything else ("on", "2", "") is refused rather than read as a guess."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE_WORDS:
+            return True
+        if word in _FALSE_WORDS:
+            return False
+    raise InvalidInput(f"expected true or false (yes/no, 1/0), got {value!r}")
+
+
 def _non_negative(value: Any) -> int:
     result = _count(value)
     if result < 0:
@@ -144,6 +164,8 @@ KEYS: dict[str, _Key] = {
     "metadata.url": _Key(_optional_text, None, "SQLAlchemy URL; default: SQLite file <home>/metadata.db"),
     "metadata.busy_timeout": _Key(_positive(parse_duration_ms), 30_000, "SQLite busy timeout"),
     "storage.uri": _Key(_optional_text, None, "pyarrow.fs URI or path for data; default: <home>/data"),
+    "storage.fsync": _Key(_flag, True, "fsync local data files and their directories before the metadata commit "
+                                       "that names them, and commit SQLite with synchronous=FULL"),
     "spark.master": _Key(_text, "local[*]", "Spark master URL"),
     "spark.app_name": _Key(_text, "tidekeep", "Spark application name"),
     "spark.shared_filesystem": _Key(_boolean, False,
@@ -343,6 +365,7 @@ metadata:
   busy_timeout: 30s
 # storage:
 #   uri: s3://bucket/tidekeep    # any pyarrow.fs URI; default: ./data in this directory
+#   fsync: true                  # local data is on disk before its commit; false trades that for speed
 spark:
   master: local[*]
   # shared_filesystem: true  # every executor sees this machine's files (SQLite, local storage) at the same paths
