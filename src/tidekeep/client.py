@@ -81,9 +81,10 @@ class Client:
     def __init__(self, settings: Settings, clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
         self.clock = clock
-        self.db = Database(settings.metadata_url, settings["metadata.busy_timeout"])
+        self.db = Database(settings.metadata_url, settings["metadata.busy_timeout"],
+                           durable_commits=settings["storage.fsync"])
         try:
-            self.storage = ChunkStorage(settings.storage_uri)
+            self.storage = ChunkStorage(settings.storage_uri, fsync=settings["storage.fsync"])
             self.workspace_id = self.verify_workspace()
         except BaseException:
             self.db.dispose()
@@ -277,10 +278,11 @@ class Client:
         return get_spark(self.settings)
 
     def spark_options(self) -> dict[str, str]:
-        """Options that point spark.read.format("tidekeep") at this workspace (absolute paths) and
-        carry its spark.shared_filesystem declaration."""
+        """Options that point spark.read.format("tidekeep") (and the sink) at this workspace (absolute
+        paths), with its spark.shared_filesystem declaration and its storage.fsync setting."""
         return {"metadata_url": self.settings.metadata_url, "storage": self.settings.storage_uri,
-                "shared_filesystem": str(self.settings["spark.shared_filesystem"]).lower()}
+                "shared_filesystem": str(self.settings["spark.shared_filesystem"]).lower(),
+                "fsync": "true" if self.settings["storage.fsync"] else "false"}
 
     def close(self) -> None:
         self.db.dispose()
@@ -314,7 +316,8 @@ def init_workspace(home: str | os.PathLike[str] | None = None,
     created = not config_path.exists()
     if created:
         config_path.write_text(DEFAULT_CONFIG_TEXT, encoding="utf-8")
-    db = Database(settings.metadata_url, settings["metadata.busy_timeout"], create=True)
+    db = Database(settings.metadata_url, settings["metadata.busy_timeout"], create=True,
+                  durable_commits=settings["storage.fsync"])
     try:
         db.ensure_schema()
         workspace_id = plan.workspace_id
@@ -322,12 +325,12 @@ def init_workspace(home: str | os.PathLike[str] | None = None,
             workspace_id = stamp_database(db, new_workspace_id(), clock.now_ms())
     finally:
         db.dispose()
-    storage = ChunkStorage(settings.storage_uri, create=True)
+    storage = ChunkStorage(settings.storage_uri, create=True, fsync=settings["storage.fsync"])
     if plan.stamp_storage:
         assert workspace_id is not None
         current = read_storage_id(storage.fs, storage.root, storage.uri)
         if current is None:
-            write_storage_id(storage.fs, storage.root, workspace_id, clock.now_ms())
+            write_storage_id(storage.file_writer, storage.root, workspace_id, clock.now_ms())
         elif current != workspace_id:  # stamped by a concurrent init of another workspace meanwhile
             raise WorkspaceMismatch(mismatch_message(workspace_id, current, shown, settings.storage_uri))
     return settings, created

@@ -6,7 +6,8 @@ timestamp is its begin and its last is its end. Rows are buffered into row group
 `row_group_raw_bytes` of text; after each row group is written the file's size is checked, and at
 `target_size` or more the archive is closed. An archive is therefore at most `target_size` plus one
 row group (plus the footer). Timestamped and timestamp-less messages never share an archive: a
-writer is told which kind it writes and refuses the other.
+writer is told which kind it writes and refuses the other. Files go through the storage's
+StorageWriter: with `storage.fsync` on local storage an archive is on disk once it is closed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..store.deletion import FileLeft, failure_reason, warn_files_left
+from ..store.durable import StorageWriter
 from .model import ARCHIVE_SCHEMA
 
 log = logging.getLogger("tidekeep.archives.ingest")
@@ -59,20 +61,20 @@ WRITTEN_SCHEMA = pa.schema([
 ])
 
 
-def open_storage(root_uri: str) -> tuple[pafs.FileSystem, str]:
-    """The filesystem and root path of a storage URI (a local path works too)."""
+def open_storage(root_uri: str, fsync: bool) -> StorageWriter:
+    """The writer of a storage URI (a local path works too), with the storage.fsync setting."""
     if "://" in root_uri:
         fs, root = pafs.FileSystem.from_uri(root_uri)
     else:
         fs, root = pafs.LocalFileSystem(), root_uri
-    return fs, root.rstrip("/")
+    return StorageWriter(fs, root.rstrip("/"), fsync)
 
 
 class ArchiveWriter:
-    def __init__(self, fs: pafs.FileSystem, root: str, directory: str, target_size: int,
-                 with_timestamps: bool) -> None:
-        self.fs = fs
-        self.root = root
+    def __init__(self, storage: StorageWriter, directory: str, target_size: int, with_timestamps: bool) -> None:
+        self.storage = storage
+        self.fs = storage.fs
+        self.root = storage.root
         self.directory = directory  # relative to root
         self.target_size = target_size
         self.group_bytes = row_group_raw_bytes(target_size)
@@ -110,7 +112,7 @@ class ArchiveWriter:
         if self._writer is not None:
             try:
                 self._writer.close()
-                self._sink.close()
+                self._sink.close()  # not through the storage writer: the file goes below, no need to sync it
             except Exception:  # the task is failing already; its files go below
                 pass
             self._writer = None
@@ -151,9 +153,7 @@ class ArchiveWriter:
 
     def _open_file(self) -> None:
         self._id = uuid.uuid4().hex
-        full = posixpath.join(self.root, self._path(self._id))
-        self.fs.create_dir(posixpath.dirname(full), recursive=True)
-        self._sink = self.fs.open_output_stream(full)
+        self._sink = self.storage.open(posixpath.join(self.root, self._path(self._id)))
         # messages are (nearly) all distinct: a dictionary attempt on them only costs time; sources
         # repeat; sorted timestamps delta-encode to almost nothing; statistics only where search
         # can use them (the time range of a row group)
@@ -167,10 +167,11 @@ class ArchiveWriter:
     def _close_file(self) -> None:
         if self._writer is None:
             return
+        full = posixpath.join(self.root, self._path(self._id))
         self._writer.close()
-        self._sink.close()
+        self.storage.close(self._sink, full)
         self._writer = None
-        stored = self.fs.get_file_info(posixpath.join(self.root, self._path(self._id))).size
+        stored = self.fs.get_file_info(full).size
         self.written.append(WrittenArchive(self._id, self._path(self._id), self._begin, self._end, self._count,
                                            self._raw, int(stored)))
 

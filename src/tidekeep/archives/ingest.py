@@ -12,14 +12,15 @@
    their own archives. The shuffle means every input is fully parsed before any archive is
    written: a bad file fails the job before any archive file exists.
 4. Write: each partition's task writes archive files with pyarrow (archive_writer.py) into a
-   staging directory of this ingest and returns their metadata.
+   staging directory of this ingest and returns their metadata. With `storage.fsync` (local
+   storage) every file and its directory entries are on disk before the task returns.
 5. The driver checks that every file a task reported is in the storage at the size the task wrote
    (StagedFileMissing otherwise: the task wrote where the driver cannot see), then moves the files
-   to `archives/<dataset>/<id>.parquet` and registers every archive,
-   with its catalog record and the audit entry, in ONE transaction (ArchiveStore.register). If
-   anything fails before that commit, the files written so far are deleted, so a failed ingest
-   leaves nothing behind (a process killed outright can leave unregistered files, never
-   registered archives without files).
+   to `archives/<dataset>/<id>.parquet` (with fsync it then syncs that directory, so the new names
+   are on disk too) and registers every archive, with its catalog record and the audit entry, in
+   ONE transaction (ArchiveStore.register). If anything fails before that commit, the files written
+   so far are deleted, so a failed ingest leaves nothing behind (a process killed outright can leave
+   unregistered files, never registered archives without files).
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
 from ..errors import InvalidInput, NotFound
 from ..faults import fault_active, fault_point
@@ -201,15 +201,17 @@ def parse_files(files: list[str], rules: TimestampRules, block_bytes: int,
                 raise _input_error(path, exc) from None
 
 
-def write_partition(storage_uri: str, staging: str, files: list[str], target_size: int,
+def write_partition(storage_uri: str, fsync: bool, staging: str, files: list[str], target_size: int,
                     batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: write one sorted range partition into archives; yields their metadata.
     Keys of timestamp-less messages sort first, so the partition is at most one run of those
-    followed by one run of timestamped messages; each run gets its own writer."""
-    fs, root = open_storage(storage_uri)
+    followed by one run of timestamped messages; each run gets its own writer. `fsync` is the
+    driver's storage.fsync setting (executors have no settings of their own)."""
+    uri = storage_uri
     if fault_active(PRIVATE_STORAGE_FAULT):
         # tests: this task's worker has a disk of its own, as a worker isolated from the driver's
-        fs, root = pafs.LocalFileSystem(), tempfile.mkdtemp(prefix="tidekeep-private-storage-")
+        uri = tempfile.mkdtemp(prefix="tidekeep-private-storage-")
+    storage = open_storage(uri, fsync)
     sources = pa.array(files, pa.string())
     writers: dict[bool, ArchiveWriter] = {}
     try:
@@ -231,7 +233,7 @@ def write_partition(storage_uri: str, staging: str, files: list[str], target_siz
                     writers[False].close()  # all timestamp-less rows of the partition came first
                 writer = writers.get(with_ts)
                 if writer is None:
-                    writer = writers[with_ts] = ArchiveWriter(fs, root, staging, target_size, with_ts)
+                    writer = writers[with_ts] = ArchiveWriter(storage, staging, target_size, with_ts)
                 writer.write(table, int(pc.sum(part.column("raw_bytes")).as_py() or 0))
         written = [a for w in writers.values() for a in w.close()]
     except BaseException:
@@ -262,7 +264,7 @@ def _delete_quietly(fs: Any, full_path: str, directory: bool = False) -> None:
         pass
 
 
-def _run_job(client: Client, files: list[str], rules: TimestampRules, storage_uri: str, staging: str,
+def _run_job(client: Client, files: list[str], rules: TimestampRules, storage_uri: str, fsync: bool, staging: str,
              partitions: int, target_size: int, on_fraction: Callable[[float], None]) -> list[dict[str, Any]]:
     from ..spark.progress import track_tasks
 
@@ -277,7 +279,7 @@ def _run_job(client: Client, files: list[str], rules: TimestampRules, storage_ur
     # building Spark's columnar cache of the messages costs more than parsing them again.
     ordered = parsed.repartitionByRange(partitions, "key").sortWithinPartitions("key", "file", "seq")
     written = ordered.mapInArrow(
-        lambda it: write_partition(storage_uri, staging, files, target_size, it), WRITTEN_DDL)
+        lambda it: write_partition(storage_uri, fsync, staging, files, target_size, it), WRITTEN_DDL)
     with track_tasks(spark, f"tidekeep-ingest-{posixpath.basename(staging)}", on_fraction):
         rows = written.collect()
     return [row.asDict() for row in rows]
@@ -319,7 +321,8 @@ def ingest_logs(client: Client, dataset: str, paths: Sequence[str | os.PathLike[
     moved: list[str] = []
     try:
         try:
-            written = _run_job(client, files, rules, storage_uri, staging, partitions, target_size, on_fraction)
+            written = _run_job(client, files, rules, storage_uri, client.storage.fsync, staging, partitions,
+                               target_size, on_fraction)
         except Exception as exc:
             typed = _spark_input_error(exc)
             if typed is not None:
@@ -335,6 +338,8 @@ def ingest_logs(client: Client, dataset: str, paths: Sequence[str | os.PathLike[
             moved.append(final)
             archives.append(Archive(row["id"], dataset, row["begin_ts"], row["end_ts"], row["message_count"],
                                     row["raw_bytes"], row["stored_bytes"], final, now, ingest_id))
+        if moved:
+            client.storage.file_writer.moved_into(client.storage.full_path(posixpath.dirname(moved[0])))
         from .store import ArchiveStore
 
         fault_point("archive_ingest.before_register")  # crash tests: files in place, nothing registered

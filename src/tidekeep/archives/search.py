@@ -12,7 +12,8 @@
 3. A Spark job runs one task per archive. A task reads the archive with pyarrow.fs (only the
    timestamp and message columns; row groups whose timestamp statistics lie outside the range are
    skipped), filters with pyarrow.compute and writes the matches to
-   search-results/<job id>/<archive id>.parquet (no file when an archive has no match).
+   search-results/<job id>/<archive id>.parquet (no file when an archive has no match); with
+   `storage.fsync` (local storage) the file and its name are on disk before the task returns.
 4. The job ends SUCCEEDED, FAILED (the first archive that could not be read, named, or the Spark
    error) or — decided elsewhere — CANCELLED by `tidekeep archives cancel`, KILLED by the
    collector past search.max_runtime, or FAILED by the collector when its heartbeat stopped (the
@@ -57,7 +58,9 @@ class ArchiveTask:
 
     archive_id: str
     archive_uri: str
-    results_uri: str  # the job's results directory
+    storage_uri: str  # the storage root
+    results_dir: str  # the job's results directory, relative to the storage root
+    fsync: bool  # the driver's storage.fsync setting
 
 
 @dataclass(frozen=True)
@@ -99,14 +102,17 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    from .archive_writer import open_storage
     from .model import RESULT_SCHEMA
 
     fs, path = _filesystem(task.archive_uri)
-    results_fs, results_path = _filesystem(task.results_uri)
+    results = open_storage(task.storage_uri, task.fsync)
+    results_path = posixpath.join(results.root, task.results_dir)
     final = posixpath.join(results_path, f"{task.archive_id}.parquet")
     partial = posixpath.join(results_path, f".{task.archive_id}.parquet.partial")
     matches = 0
     writer: Any = None
+    sink: Any = None
     with fs.open_input_file(path) as handle:
         parquet = pq.ParquetFile(handle)
         meta = parquet.metadata
@@ -138,17 +144,19 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
                     "archive_id": pa.repeat(pa.scalar(task.archive_id, pa.string()), table.num_rows),
                 }, schema=RESULT_SCHEMA)
                 if writer is None:
-                    results_fs.create_dir(results_path, recursive=True)
-                    writer = pq.ParquetWriter(partial, RESULT_SCHEMA, filesystem=results_fs, compression="zstd")
+                    sink = results.open(partial)
+                    writer = pq.ParquetWriter(sink, RESULT_SCHEMA, compression="zstd")
                 writer.write_table(found)
                 matches += found.num_rows
         finally:
             if writer is not None:
                 writer.close()
+                results.close_file(sink)
     if writer is not None:
         # written under a hidden name, then moved: a task killed mid-write never leaves a half file
         # where read_results looks
-        results_fs.move(partial, final)
+        results.fs.move(partial, final)
+        results.moved_into(results_path)
     return matches
 
 
@@ -264,8 +272,9 @@ def _run(client: Client, sc: Any, job: SearchJob, matcher: Matcher, time_range: 
         jobs.finish(job.id, JobState.SUCCEEDED, archives_searched=0, results_count=0)
         return jobs.get(job.id)
 
-    results_uri = client.storage.uri_of(path)
-    tasks = [ArchiveTask(a.id, client.storage.uri_of(a.path), results_uri) for a in archives]
+    storage_uri = client.storage.uri_of("")
+    tasks = [ArchiveTask(a.id, client.storage.uri_of(a.path), storage_uri, path, client.storage.fsync)
+             for a in archives]
     counters = (sc.accumulator(0), sc.accumulator(0))  # archives searched, results: partial counts on cancel
     tag = f"tidekeep-search-{job.id}-{uuid.uuid4().hex[:12]}"
     watcher = _Watcher(jobs, job.id, lambda: sc.cancelJobsWithTag(tag), counters, total, progress)

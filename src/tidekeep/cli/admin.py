@@ -48,7 +48,8 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
             "storage": storage_dir is None or storage_dir.is_dir(),
         }
         settings, config_created = init_workspace(settings.home, options(ctx).overrides())
-        database = Database(settings.metadata_url, settings["metadata.busy_timeout"])
+        database = Database(settings.metadata_url, settings["metadata.busy_timeout"],
+                            durable_commits=settings["storage.fsync"])
         try:
             revision = database.current_revision()
             workspace_id = read_database_id(database)
@@ -108,7 +109,8 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
         settings = load(ctx)
         require_workspace(settings)
         configure_logging(settings, options(ctx).verbose)
-        database = Database(settings.metadata_url, settings["metadata.busy_timeout"])
+        database = Database(settings.metadata_url, settings["metadata.busy_timeout"],
+                            durable_commits=settings["storage.fsync"])
         try:
             before = database.current_revision()
             database.ensure_schema()  # migrates to head; refuses a schema from a newer tidekeep

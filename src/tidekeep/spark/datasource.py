@@ -76,7 +76,7 @@ _BATCH_ONLY = {"end"}
 # options of spark.readStream only (stream_source.py); schema() accepts them, the batch reader refuses them
 STREAM_ONLY = {"reader_group", "max_bytes_per_trigger", "on_truncated"}
 # where the workspace is: the options every tidekeep source and the sink take
-WORKSPACE_OPTIONS = frozenset({"home", "metadata_url", "storage", "shared_filesystem"})
+WORKSPACE_OPTIONS = frozenset({"home", "metadata_url", "storage", "shared_filesystem", "fsync"})
 _COMMON = {"stream", "start", "partition_size", "path"} | WORKSPACE_OPTIONS
 _KNOWN_OPTIONS = _COMMON | _BATCH_ONLY | STREAM_ONLY
 HEAD, TAIL = "head", "tail"
@@ -100,6 +100,7 @@ class ReadOptions:
     storage: str | None
     partition_size: int = PARTITION_TARGET_BYTES
     shared_filesystem: str | None = None  # the spark.shared_filesystem setting, as given
+    fsync: str | None = None  # the storage.fsync setting (commits of reader-group positions), checked on connect
 
 
 def checked_options(options: Mapping[str, str], known: set[str], what: str,
@@ -133,7 +134,8 @@ def parse_read_options(options: Mapping[str, str], known: set[str] | None = None
     return ReadOptions(stream, _parse_cut_option(lowered.get("start"), stream, "start", HEAD),
                        _parse_cut_option(lowered.get("end"), stream, "end", TAIL),
                        lowered.get("home") or None, lowered.get("metadata_url") or None,
-                       lowered.get("storage") or None, partition_size, lowered.get("shared_filesystem") or None)
+                       lowered.get("storage") or None, partition_size, lowered.get("shared_filesystem") or None,
+                       lowered.get("fsync") or None)
 
 
 def _parse_cut_option(value: str | None, stream: str, which: str, default: str) -> CutSpec:
@@ -149,18 +151,20 @@ def _parse_cut_option(value: str | None, stream: str, which: str, default: str) 
 
 def open_client(options: ReadOptions) -> Client:
     """A client on the workspace the options name; settings resolve as tidekeep.connect() does."""
-    return connect_workspace(options.home, options.metadata_url, options.storage, options.shared_filesystem)
+    return connect_workspace(options.home, options.metadata_url, options.storage, options.shared_filesystem,
+                             options.fsync)
 
 
 def connect_workspace(home: str | None, metadata_url: str | None, storage: str | None,
-                      shared_filesystem: str | None) -> Client:
+                      shared_filesystem: str | None, fsync: str | None = None) -> Client:
     """A client on the workspace the options name (settings resolve as tidekeep.connect() does).
     Executors of the sources and the sink open its storage: one they could not reach on the
     session's master (the spark.master setting, which register_data_sources sets to the session's)
     is refused with ConfigError, unless the filesystem is declared shared (cluster.py)."""
     from ..client import connect
 
-    settings = {"spark.shared_filesystem": shared_filesystem} if shared_filesystem else None
+    settings = {key: value for key, value in (("spark.shared_filesystem", shared_filesystem),
+                                              ("storage.fsync", fsync)) if value}
     client = connect(home, metadata_url=metadata_url, storage=storage, settings=settings)
     try:
         check_settings_reach(client.settings, storage=True)
@@ -211,10 +215,12 @@ def plan_stream_read(client: Client, options: ReadOptions) -> ReadPlan:
 @dataclass(frozen=True)
 class StorageLocation:
     """Where chunk files live, in a form that pickles to executors. `uri` is the storage setting
-    (a pyarrow.fs URI or a local path); `root` the resolved directory inside that filesystem."""
+    (a pyarrow.fs URI or a local path); `root` the resolved directory inside that filesystem;
+    `fsync` the storage.fsync setting, for executors that write (the sink)."""
 
     uri: str
     root: str
+    fsync: bool = True
 
     def filesystem(self) -> pafs.FileSystem:
         if "://" in self.uri:
@@ -307,7 +313,7 @@ def plan_thresholds(client: Client, plan: ReadPlan) -> dict[int, Thresholds]:
 
 def partitions_of(client: Client, plan: ReadPlan, target_bytes: int) -> list[ChunkPartition]:
     """The partitions of a read plan, with their watermark thresholds (driver side)."""
-    location = StorageLocation(client.storage.uri, client.storage.root)
+    location = StorageLocation(client.storage.uri, client.storage.root, client.storage.fsync)
     return build_partitions(plan.stream, plan.tasks, location, target_bytes, plan_thresholds(client, plan))
 
 

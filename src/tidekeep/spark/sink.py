@@ -8,7 +8,8 @@ Semantics (issue 9, point 3):
 
 - **Executors** route each Arrow batch's rows to the stream's active segments as a Writer does
   (`streams.txn.route_events`/`write_chunks`: one hash per distinct key, random for null keys) and
-  write chunk files under a staging directory of the stream, `<stream dir>/txn/spark-<random>/`.
+  write chunk files under a staging directory of the stream, `<stream dir>/txn/spark-<random>/`
+  (with the driver's `storage.fsync`: on disk, names included, before the task returns).
   Nothing is visible yet. A task returns the chunks it wrote (in write order), its row count and the
   maximum event time it saw; a task that fails deletes what it wrote before re-raising.
 - **The driver's commit** of a micro-batch first checks every chunk file is in the storage at the
@@ -132,6 +133,7 @@ class SinkOptions:
     metadata_url: str | None
     storage: str | None
     shared_filesystem: str | None = None  # the spark.shared_filesystem setting, as given
+    fsync: str | None = None  # the storage.fsync setting, checked when the workspace opens
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -157,7 +159,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
                        lowered.get("routing_key_column") or None, event_time, note_time, writer_id,
                        lowered.get("checkpointlocation") or None, chunk_size, lowered.get("home") or None,
                        lowered.get("metadata_url") or None, lowered.get("storage") or None,
-                       lowered.get("shared_filesystem") or None)
+                       lowered.get("shared_filesystem") or None, lowered.get("fsync") or None)
 
 
 @dataclass(frozen=True)
@@ -294,7 +296,7 @@ def write_task(target: SinkTarget, batches: Iterator[pa.RecordBatch]) -> SinkCom
     if fault_active(PRIVATE_STORAGE_FAULT):
         # tests: this task's worker has a disk of its own, as a worker isolated from the driver's
         root = tempfile.mkdtemp(prefix="tidekeep-private-storage-")
-    storage = ChunkStorage(root)
+    storage = ChunkStorage(root, fsync=location.fsync)
     message = SinkCommitMessage(f"{target.stream_dir}/txn/spark-{uuid.uuid4().hex}")
     holder = SimpleNamespace(storage=storage)  # write_chunks needs only the controller's storage
     payloads: list[pa.Array] = []
@@ -385,7 +387,8 @@ class SinkPlan:
 
 
 def open_sink_client(options: SinkOptions) -> Client:
-    return connect_workspace(options.home, options.metadata_url, options.storage, options.shared_filesystem)
+    return connect_workspace(options.home, options.metadata_url, options.storage, options.shared_filesystem,
+                             options.fsync)
 
 
 def plan_sink(options: Mapping[str, str], schema: StructType, overwrite: bool, streaming: bool,
@@ -402,7 +405,7 @@ def plan_sink(options: Mapping[str, str], schema: StructType, overwrite: bool, s
         state = client.streams.state(parsed.stream)
         if state.info.state == SEALED:
             raise StreamSealed(f"stream {parsed.stream!r} is sealed; it takes no writes")
-        location = StorageLocation(client.storage.uri, client.storage.root)
+        location = StorageLocation(client.storage.uri, client.storage.root, client.storage.fsync)
         target = SinkTarget(parsed.stream, state.storage_dir(), location, Router(state.active_segments()),
                             columns, parsed.chunk_size)
     finally:

@@ -3,6 +3,8 @@
 A chunk is one Parquet file (zstd) holding a batch of events of one segment: relative offset,
 routing key and payload. It is written completely before its metadata is committed; until then
 it is invisible, and if the commit never happens the orphan sweep removes it after a grace period.
+With `storage.fsync` on local storage the file and its directory entries are on disk when
+`write_chunk` returns (store/durable.py), so the commit never names a file a crash can take back.
 Reading verifies the file against its metadata (event count and length), so a missing or damaged
 file is reported by name and never read as wrong or missing data.
 """
@@ -23,6 +25,7 @@ import pyarrow.parquet as pq
 from ..errors import ChunkMissing, ConfigError, CorruptChunk, NotFound, WorkspaceMismatch
 from ..streams.model import EVENT_HEADER_BYTES
 from .deletion import DeleteOutcome, FileLeft, failure_reason
+from .durable import StorageWriter
 
 log = logging.getLogger("tidekeep.storage")
 
@@ -75,9 +78,10 @@ class ChunkStorage:
     """The workspace's storage root. Without `create` a local root must exist (NotFound otherwise:
     nothing is created). Deleting files needs `workspace_id`: the client sets it once it has matched
     the root's workspace id with the metadata store's (store/workspace.py); until then `delete` and
-    `delete_dir` refuse, and only `discard` removes files — those this process just wrote itself."""
+    `delete_dir` refuse, and only `discard` removes files — those this process just wrote itself.
+    With `fsync` every file is durable before its write returns (store/durable.py)."""
 
-    def __init__(self, uri: str, create: bool = False) -> None:
+    def __init__(self, uri: str, create: bool = False, fsync: bool = True) -> None:
         try:
             if "://" in uri:
                 self.fs, root = pafs.FileSystem.from_uri(uri)
@@ -87,8 +91,10 @@ class ChunkStorage:
             raise ConfigError(f"bad value for 'storage.uri': {uri!r}: {exc}") from None
         self.uri = uri
         self.root = root.rstrip("/")
+        self.fsync = fsync  # as configured; `file_writer.durable` says whether it applies to this filesystem
+        self.file_writer = StorageWriter(self.fs, self.root, fsync)
         if create:
-            self.fs.create_dir(self.root, recursive=True)
+            self.file_writer.create_root()
         elif (isinstance(self.fs, pafs.LocalFileSystem)
               and self.fs.get_file_info(self.root).type != pafs.FileType.Directory):
             raise NotFound(f"no tidekeep workspace storage at {uri}: {self.root} is not a directory; run "
@@ -113,12 +119,11 @@ class ChunkStorage:
         return "file://" + self.full_path(rel_path)
 
     def write_chunk(self, rel_path: str, table: pa.Table) -> None:
-        full = self.full_path(rel_path)
-        self.fs.create_dir(posixpath.dirname(full), recursive=True)
         # payloads and offsets are (nearly) all distinct: a dictionary attempt there only costs time,
         # and increasing offsets delta-encode to almost nothing; routing keys repeat, so they keep one
-        pq.write_table(table, full, filesystem=self.fs, compression="zstd", write_statistics=False,
-                       use_dictionary=["routing_key"], column_encoding={"rel_offset": "DELTA_BINARY_PACKED"})
+        self.file_writer.write_parquet(self.full_path(rel_path), table, compression="zstd",
+                                       write_statistics=False, use_dictionary=["routing_key"],
+                                       column_encoding={"rel_offset": "DELTA_BINARY_PACKED"})
 
     def read_chunk(self, ref: ChunkRef, columns: list[str] | None = None) -> pa.Table:
         return read_chunk_file(self.fs, self.full_path(ref.path), ref, columns)
@@ -180,6 +185,7 @@ class ChunkStorage:
             pass
         except OSError as exc:
             log.warning("directory %s holds no files but could not be removed (%s)", rel_dir, failure_reason(exc))
+        self.file_writer.forget(self.full_path(rel_dir))
         return outcome
 
     def list_files(self, rel_dir: str) -> list[StoredFile]:

@@ -1,7 +1,10 @@
 """The metadata database: engine set-up (SQLite or PostgreSQL), transactions, and migrations.
 
 SQLite runs in WAL mode with a busy timeout and foreign keys on; write transactions start with
-BEGIN IMMEDIATE so two writers never deadlock on a lock upgrade. PostgreSQL runs at READ
+BEGIN IMMEDIATE so two writers never deadlock on a lock upgrade. With durable commits (the
+storage.fsync setting, on by default) connections run with synchronous=FULL, so every commit
+syncs the WAL before it returns; without, synchronous=NORMAL syncs it only at checkpoints, and
+the last commits before a power failure can be lost (the database stays consistent). PostgreSQL runs at READ
 COMMITTED; code that must serialise on a row takes it with SELECT ... FOR UPDATE, always in
 ascending key order so two transactions never wait on each other in a cycle.
 
@@ -68,9 +71,11 @@ def _sqlite_path(url: sa.URL) -> Path | None:
 class Database:
     """The metadata store at `url`. Without `create` it must already hold a tidekeep schema (an older
     one is migrated): a SQLite file that does not exist, or a store without the schema, is NotFound
-    and nothing is created — a typo in a URL never conjures an empty workspace."""
+    and nothing is created — a typo in a URL never conjures an empty workspace. `durable_commits`:
+    SQLite syncs every commit (synchronous=FULL; docs/configuration.md "Durability")."""
 
-    def __init__(self, url: str, busy_timeout_ms: int = 30_000, create: bool = False) -> None:
+    def __init__(self, url: str, busy_timeout_ms: int = 30_000, create: bool = False,
+                 durable_commits: bool = True) -> None:
         try:
             parsed = sa.make_url(url)
         except sa.exc.ArgumentError:
@@ -91,7 +96,7 @@ class Database:
                 pool_size=8,
                 max_overflow=8,
             )
-            self._configure_sqlite(self.engine, busy_timeout_ms)
+            self._configure_sqlite(self.engine, busy_timeout_ms, durable_commits)
         elif parsed.get_backend_name() == "postgresql":
             if parsed.drivername == "postgresql":
                 parsed = parsed.set(drivername="postgresql+psycopg")
@@ -116,7 +121,11 @@ class Database:
             raise ConfigError(f"bad value for 'metadata.url': {url!r} is not a database URL") from None
 
     @staticmethod
-    def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
+    def _configure_sqlite(engine: Engine, busy_timeout_ms: int, durable_commits: bool) -> None:
+        # per connection, at connect: synchronous only matters when a transaction commits (and at
+        # checkpoints), so reads pay nothing for FULL
+        synchronous = "FULL" if durable_commits else "NORMAL"
+
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
             dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
@@ -124,7 +133,7 @@ class Database:
             cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             _enable_wal(cursor, busy_timeout_ms)
             cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute(f"PRAGMA synchronous={synchronous}")
             cursor.close()
             # catalog expressions compile MATCHES_REGEX to regexp(); imported here to avoid an import cycle
             from ..catalog.expressions.sql import register_sqlite_functions

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 
 from ..errors import TidekeepError, WorkspaceMismatch
 from .database import Database
+from .durable import StorageWriter
 from .schema_workspace import workspace as workspace_table
 
 MARKER_FILE = "tidekeep-workspace.json"
@@ -135,10 +136,13 @@ def read_storage_id(fs: pafs.FileSystem, root: str, shown: str) -> str | None:
                                 "workspace id of the metadata store that owns this data)") from None
 
 
-def write_storage_id(fs: pafs.FileSystem, root: str, workspace_id: str, now_ms: int) -> None:
+def write_storage_id(writer: StorageWriter, root: str, workspace_id: str, now_ms: int) -> None:
+    """Write the marker through the storage's writer: durable like every data file (storage.fsync)."""
     body = json.dumps({"workspace_id": workspace_id, "created_ms": now_ms}).encode() + b"\n"
-    with fs.open_output_stream(_marker_path(root)) as handle:
-        handle.write(body)
+    path = _marker_path(root)
+    sink = writer.open(path)
+    sink.write(body)
+    writer.close(sink, path)
 
 
 def storage_has_data(fs: pafs.FileSystem, root: str) -> bool:
