@@ -17,6 +17,11 @@ same payloads and the same number of files:
                                                                directory, same aggregation
 
 Ratios are tidekeep / baseline throughput (1.0 = as fast as raw Parquet). Timing never fails anything.
+
+Durability cost: writer.write_many with storage.fsync on (the default: chunk files and their
+directories fsynced, SQLite commits with synchronous=FULL) against the same writes with it off, in
+two workspaces on the same disk, with small (64 KiB) and large (4 MiB, the default) batches; the
+ratio is on / off throughput.
 Progress and details go to stderr, the result table to stdout.
 """
 
@@ -44,6 +49,7 @@ import tidekeep as tk
 SEGMENTS = 4
 ROUTING_KEYS = 300
 SIZES = (100, 1024)
+DURABILITY_BATCHES = (("64KiB", 64 * 1024), ("4MiB", 4 * 1024 * 1024))  # small, and writer.batch_size's default
 
 
 @dataclass
@@ -58,6 +64,21 @@ class Figure:
     @property
     def ratio(self) -> float:
         return self.baseline_s / self.tidekeep_s
+
+
+@dataclass
+class DurabilityFigure:
+    size: int
+    batch: str
+    events: int
+    payload_bytes: int
+    chunks: int  # chunk files (and metadata commits) per run
+    fsync_on_s: float
+    fsync_off_s: float
+
+    @property
+    def ratio(self) -> float:
+        return self.fsync_off_s / self.fsync_on_s
 
 
 # ---- data ----------------------------------------------------------------------------------------
@@ -99,13 +120,17 @@ def best_of(repeat: int, run: Callable[[], object], setup: Callable[[], object] 
 
 
 class Bench:
-    def __init__(self, root: Path, events: int, repeat: int, profile: bool) -> None:
+    def __init__(self, root: Path, events: int, repeat: int, profile: bool, with_durability: bool = True) -> None:
         self.root = root
         self.events = events
         self.repeat = repeat
         self.profile = profile
-        self.client = tk.connect(home=root / "ws", create=True)
+        self.with_durability = with_durability
+        self.client = tk.connect(home=root / "ws", create=True)  # storage.fsync on: the default
+        self.client_without_fsync = tk.connect(home=root / "ws-nofsync", settings={"storage.fsync": False},
+                                               create=True)
         self.figures: list[Figure] = []
+        self.durability: list[DurabilityFigure] = []
         self.spark_overhead_s = 0.0
         self._runs = 0
 
@@ -121,9 +146,31 @@ class Bench:
                 write(payload, key)
             writer.flush()
 
-    def write_many_tidekeep(self, stream: str, payloads: list[bytes], keys: list[str]) -> None:
-        with self.client.writer(stream, "bench-writer") as writer:
+    def write_many_tidekeep(self, stream: str, payloads: list[bytes], keys: list[str],
+                            client: tk.Client | None = None, batch_size: int | None = None) -> None:
+        with (client or self.client).writer(stream, "bench-writer", batch_size=batch_size) as writer:
             writer.write_many(payloads, keys)
+
+    def run_durability(self, size: int, payloads: list[bytes], keys: list[str]) -> None:
+        """write_many with storage.fsync on and off, small and large batches. The two sides alternate
+        run by run (each on a new stream), so a change of machine load hits both; best of `repeat`."""
+        total = sum(map(len, payloads))
+        sides = ((True, self.client), (False, self.client_without_fsync))
+        for label, batch_size in DURABILITY_BATCHES:
+            best = {fsync: float("inf") for fsync, _ in sides}
+            chunks = 0
+            for _ in range(self.repeat):
+                for fsync, client in sides:
+                    stream = self.stream_name(size)
+                    client.create_stream(stream, tk.StreamConfig(segments=SEGMENTS))
+                    gc.collect()
+                    started = time.perf_counter()
+                    self.write_many_tidekeep(stream, payloads, keys, client, batch_size)
+                    best[fsync] = min(best[fsync], time.perf_counter() - started)
+                    chunks = len(client.streams.plan_read(stream).tasks)
+            figure = DurabilityFigure(size, label, self.events, total, chunks, best[True], best[False])
+            print(f"  fsync on/off, {label} batches: {chunks} chunks per run, {figure.ratio:.2f}x", file=sys.stderr)
+            self.durability.append(figure)
 
     def write_baseline(self, out_dir: Path, payloads: list[bytes], keys: list[str], files: int) -> None:
         shutil.rmtree(out_dir, ignore_errors=True)
@@ -201,6 +248,8 @@ class Bench:
 
         if spark is not None:
             self.figures.append(self.spark_figure(spark, size, stream, files, total))
+        if self.with_durability:
+            self.run_durability(size, payloads, keys)
 
     def spark_figure(self, spark, size: int, stream: str, files: list[str], total: int) -> Figure:  # type: ignore[no-untyped-def]
         from pyspark.sql import functions as F
@@ -260,6 +309,16 @@ def table(figures: list[Figure]) -> str:
     return "\n".join(lines)
 
 
+def durability_table(figures: list[DurabilityFigure]) -> str:
+    lines = ["| event | batch | chunks per run | fsync on events/s | fsync on MB/s | fsync off events/s "
+             "| fsync off MB/s | ratio on/off |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for f in figures:
+        lines.append(f"| {f.size} B | {f.batch} | {f.chunks} | {f.events / f.fsync_on_s:,.0f} "
+                     f"| {f.payload_bytes / f.fsync_on_s / 1e6:,.1f} | {f.events / f.fsync_off_s:,.0f} "
+                     f"| {f.payload_bytes / f.fsync_off_s / 1e6:,.1f} | {f.ratio:.2f}x |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=None, help="events per size (default 200000, quick 20000)")
@@ -269,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="event sizes in bytes (default 100 1024)")
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark read")
     parser.add_argument("--profile", action="store_true", help="cProfile the tidekeep write and reads")
+    parser.add_argument("--no-durability", action="store_true", help="skip the storage.fsync on/off comparison")
     args = parser.parse_args(argv)
     if min(args.sizes) < 64:
         parser.error("event sizes below 64 bytes are not supported (the JSON-like payload needs room)")
@@ -283,15 +343,19 @@ def main(argv: list[str] | None = None) -> int:
         spark.sparkContext.setLogLevel("ERROR")
     root = Path(tempfile.mkdtemp(prefix="tidekeep-bench-"))
     try:
-        bench = Bench(root, events, repeat, args.profile)
+        bench = Bench(root, events, repeat, args.profile, with_durability=not args.no_durability)
         for size in args.sizes:
             bench.run_size(size, spark)
         bench.client.close()
+        bench.client_without_fsync.close()
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(f"\ntidekeep stream benchmark: {events} events per size, best of {repeat}, "
               f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, pyarrow {pa.__version__}, "
               f"load average at the end {load}")
         print(table(bench.figures))
+        if bench.durability:
+            print("\nDurability cost: write_many with storage.fsync on (default) vs off, same run:")
+            print(durability_table(bench.durability))
         if bench.spark_overhead_s:
             print(f"\nSpark fixed cost per tidekeep query (empty stream, same aggregation): "
                   f"{bench.spark_overhead_s:.2f} s")

@@ -41,7 +41,7 @@ def _ready(client: tk.Client) -> tk.Client:
 @pytest.fixture
 def client_without_fsync(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
     c = tk.connect(home=tmp_path / "ws-off", metadata_url=metadata_url, storage=str(tmp_path / "data-off"),
-                   settings={"writer.linger": 0, "storage.fsync": "false"})
+                   settings={"writer.linger": 0, "storage.fsync": "false"}, create=True)
     yield c
     c.close()
 
@@ -111,7 +111,7 @@ def test_sqlite_commits_with_synchronous_full(sqlite_client: tk.Client) -> None:
 
 
 def test_sqlite_without_fsync_commits_with_synchronous_normal(tmp_path: Path) -> None:
-    client = tk.connect(home=tmp_path / "ws", settings={"storage.fsync": False})
+    client = tk.connect(home=tmp_path / "ws", settings={"storage.fsync": False}, create=True)
     try:
         with client.db.write() as conn:
             assert conn.exec_driver_sql("PRAGMA synchronous").scalar_one() == 1
@@ -154,7 +154,7 @@ def test_ingested_archives_are_on_disk_before_they_are_registered(
 
 @pytest.mark.spark
 def test_ingest_with_fsync_off_syncs_nothing_anywhere(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    client = tk.connect(home=tmp_path / "ws", settings={"storage.fsync": False})
+    client = tk.connect(home=tmp_path / "ws", settings={"storage.fsync": False}, create=True)
     try:
         recorder = DurabilityRecorder(monkeypatch, executor_log=tmp_path / "executor-fsyncs.jsonl")
         with executor_fsyncs_recorded(spark, recorder.executor_log):
