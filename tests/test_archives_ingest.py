@@ -330,6 +330,7 @@ def test_an_archive_written_where_the_driver_cannot_see_fails_the_ingest_and_reg
     url = f"sqlite:///{tmp_path / 'metadata.db'}"
     env = worker_env(url, tmp_path / "data", tmp_path / "ws", fault="archive_ingest.private_storage")
     env["TIDEKEEP_SPARK_MASTER"] = "local[1]"
+    tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"), create=True).close()
     private = tmp_path / "private"  # the executors' temporary directory: where their "own disks" are
     private.mkdir()
     env["TMPDIR"] = str(private)

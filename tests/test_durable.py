@@ -40,7 +40,7 @@ def test_a_durable_write_syncs_the_file_then_each_new_directory_up_to_the_root(
 
 
 def test_a_second_file_in_a_known_directory_costs_two_fsyncs(tmp_path: Path, recorder: DurabilityRecorder) -> None:
-    storage = ChunkStorage(str(tmp_path / "data"))
+    storage = ChunkStorage(str(tmp_path / "data"), create=True)
     storage.write_chunk("streams/s/x-1/0.0/first.parquet", _table())
     before = len(recorder.synced)
     storage.write_chunk("streams/s/x-1/0.0/second.parquet", _table())
@@ -58,7 +58,7 @@ def test_a_second_file_in_a_known_directory_costs_two_fsyncs(tmp_path: Path, rec
 def test_a_directory_another_process_created_is_synced_into_its_parent(
         tmp_path: Path, recorder: DurabilityRecorder) -> None:
     # another process made the directories a moment ago: nothing says it has synced them yet
-    storage = ChunkStorage(str(tmp_path / "data"))
+    storage = ChunkStorage(str(tmp_path / "data"), create=True)
     os.makedirs(storage.full_path("archives/web/_ingest-1"))
     storage.write_chunk("archives/web/_ingest-1/a.parquet", _table())
     full = storage.full_path("archives/web/_ingest-1/a.parquet")
@@ -66,9 +66,9 @@ def test_a_directory_another_process_created_is_synced_into_its_parent(
 
 
 def test_a_deleted_and_recreated_directory_is_synced_again(tmp_path: Path, recorder: DurabilityRecorder) -> None:
-    storage = ChunkStorage(str(tmp_path / "data"))
+    storage = ChunkStorage(str(tmp_path / "data"), create=True)
     storage.write_chunk("streams/s/x-1/txn/t1/0.0-a.parquet", _table())
-    storage.delete_dir("streams/s/x-1/txn/t1")
+    storage.discard_dir("streams/s/x-1/txn/t1")  # its own staging directory, as an aborting writer does
     before = len(recorder.synced)
     storage.write_chunk("streams/s/x-1/txn/t1/0.0-b.parquet", _table())
     full = storage.full_path("streams/s/x-1/txn/t1/0.0-b.parquet")
@@ -92,7 +92,7 @@ def test_files_renamed_into_a_directory_are_synced_there(tmp_path: Path, recorde
 
 def test_the_storage_root_is_created_durably(tmp_path: Path, recorder: DurabilityRecorder) -> None:
     root = tmp_path / "new" / "deeper" / "data"
-    storage = ChunkStorage(str(root))
+    storage = ChunkStorage(str(root), create=True)
     assert root.is_dir()
     for created in (root, root.parent, root.parent.parent):
         assert any(s.path == str(created.parent) and s.names and created.name in s.names for s in recorder.synced)
@@ -101,8 +101,8 @@ def test_the_storage_root_is_created_durably(tmp_path: Path, recorder: Durabilit
 
 def test_with_fsync_off_nothing_is_synced_and_the_chunk_is_the_same(
         tmp_path: Path, recorder: DurabilityRecorder) -> None:
-    durable = ChunkStorage(str(tmp_path / "on"), fsync=True)
-    fast = ChunkStorage(str(tmp_path / "off"), fsync=False)
+    durable = ChunkStorage(str(tmp_path / "on"), create=True, fsync=True)
+    fast = ChunkStorage(str(tmp_path / "off"), create=True, fsync=False)
     before = len(recorder.synced)
     fast.write_chunk("streams/s/x-1/0.0/c.parquet", _table())
     assert recorder.synced[before:] == []

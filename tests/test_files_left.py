@@ -38,6 +38,7 @@ from tidekeep.archives.model import ARCHIVE_SCHEMA, JobState, results_dir
 from tidekeep.archives.store import SearchJobStore
 from tidekeep.store.chunks import ChunkStorage
 from tidekeep.store.deletion import FileLeft, describe_files_left
+from tidekeep.store.durable import StorageWriter
 from tidekeep.store.schema_archives import archive_gc_journal
 from tidekeep.store.schema_catalog import catalog_records
 
@@ -118,7 +119,8 @@ def test_the_read_only_helper_really_stops_deletion_and_undoes_itself(tmp_path: 
 
 
 def test_storage_deletion_goes_on_past_failures_and_names_each_file_left(tmp_path: Path) -> None:
-    storage = ChunkStorage(str(tmp_path / "data"))
+    storage = ChunkStorage(str(tmp_path / "data"), create=True)
+    storage.workspace_id = "0" * 32  # as a client sets it once the workspace ids matched
     for rel in ("a/1", "a/2", "b/1", "b/2", "c/1"):
         Path(storage.full_path(rel)).parent.mkdir(parents=True, exist_ok=True)
         Path(storage.full_path(rel)).write_bytes(b"x")
@@ -236,7 +238,8 @@ def test_truncation_on_a_read_only_data_directory_through_the_cli(
         stdout, warning = cli_warns(home, url, "stream", "truncate", STREAM, f"{STREAM}:0.0={rows[3].base_offset}",
                                     "--json")
         document = json.loads(stdout)
-        assert document["new_head"] == f"{STREAM}:0.0={rows[3].base_offset}" and document["chunks_deleted"] == 1
+        uid = client.stream_state(STREAM).info.uid  # cuts name their stream instance (docs/streams.md)
+        assert document["new_head"] == f"{STREAM}:0.0={rows[3].base_offset}@{uid}" and document["chunks_deleted"] == 1
         assert [f["path"] for f in document["files_left"]] == [rows[2].path]
         assert document["files_left"][0]["reason"] == REASON
         assert warning.startswith(f"{WARNING_PREFIX}1 file(s) could not be deleted")
@@ -497,7 +500,8 @@ def test_a_failing_archive_task_never_hides_its_error_behind_its_clean_up(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """An ingest task that fails deletes what it wrote; if that cannot be done, the task's own
     error still surfaces (the clean-up logs a warning and the orphan sweep takes the files)."""
-    writer = ArchiveWriter(pafs.LocalFileSystem(), str(tmp_path), "staging/web", 1 << 20, with_timestamps=True)
+    writer = ArchiveWriter(StorageWriter(pafs.LocalFileSystem(), str(tmp_path), fsync=True), "staging/web", 1 << 20,
+                           with_timestamps=True)
     writer.write(pa.Table.from_pydict({"timestamp": [1, 2], "message": ["a", "b"], "source": ["s", "s"]},
                                       schema=ARCHIVE_SCHEMA), 4)
     written = writer.close()
