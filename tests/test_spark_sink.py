@@ -599,6 +599,28 @@ def test_query_dying_between_tidekeep_commit_and_spark_log_restarts_exactly_once
     assert stored_files(client) == referenced_paths(client)
 
 
+def test_a_batch_commit_whose_answer_is_lost_is_resolved_not_replayed(
+        spark, sqlite_client: tk.Client, tmp_path: Path) -> None:
+    """Every micro-batch's tidekeep commit lands and its answer is lost (the fault point raises
+    StoreUnavailable after the commit): the driver's commit finds the transaction committed instead
+    of failing the batch, so nothing is aborted, replayed or dropped as a duplicate."""
+    client = sqlite_client
+    client.create_stream(OUT, tk.StreamConfig(segments=3))
+    _source(spark, tmp_path, [(0, 20), (20, 40), (40, 60)])
+    env = worker_env(client.settings.metadata_url, client.settings.storage_uri, tmp_path / "ws")
+    env["TIDEKEEP_FAULT_RAISE"] = "txn.commit.lost_ack"
+    done = subprocess.run([sys.executable, "-c", _QUERY_PROCESS, json.dumps(sink_options(client)),
+                           str(tmp_path / "source"), str(tmp_path / "ckpt")], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert sorted(p for _, p in read_back(client)) == sorted(f"ev{i}" for i in range(60))
+    batches = committed(client)
+    assert len(batches) == 3
+    assert [t.end_reason for t in client.list_transactions(OUT)].count("duplicate batch") == 0
+    assert client.streams.last_sequence(OUT, batches[0].writer_id)[1] == 3
+    assert stored_files(client) == referenced_paths(client)
+
+
 # ---- no silent loss: the driver commits only files it can see --------------------------------------
 
 _PRIVATE_PROCESS = """
