@@ -16,7 +16,7 @@ from helpers.procs import worker_env
 from tidekeep.archives.model import JobState
 
 CLI = [sys.executable, "-m", "tidekeep.cli.main"]
-TTL_MINUTES = 1
+TTL_MINUTES = 10
 MINUTE = 60_000
 
 
@@ -26,16 +26,19 @@ def test_a_running_search_process_holds_back_the_collector(tmp_path: Path, metad
     assert subprocess.run([*CLI, "init"], env=env, capture_output=True, timeout=120).returncode == 0
     setup_ms = int(time.time() * 1000)
     writer = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
-    # `readable` ends 30 s before set-up: a search created within the next 30 s may read it (its end is
-    # at or after creation - 1 min); `stale` ended long before: expired for any search created now
+    # `readable` ends 30 s before set-up: a search created within the next 9.5 minutes may read it (its
+    # end is at or after creation - 10 min); `stale` ended long before: expired for any search created now
     readable = make_archive(writer, "app", [(setup_ms - 40_000, "login ok"), (setup_ms - 30_000, "login failed")])
     stale = make_archive(writer, "app", [(setup_ms - 20 * MINUTE, "login failed long ago")])
     writer.close()
 
-    # the search pauses 6 s in its archive task, so it is RUNNING and reading while the collector sweeps;
-    # its heartbeat promise is long enough that the collector's ten-minute jump below leaves it alive
+    # the search waits in its archive task while the gate file exists, so it is RUNNING and reading
+    # while the collector sweeps; its heartbeat promise is long enough that the collector's jump of
+    # twenty minutes below leaves it alive
+    gate = tmp_path / "search-paused"
+    gate.touch()
     search = subprocess.Popen([*CLI, "archives", "search", "app", "login", "--json"],
-                              env={**env, "TIDEKEEP_PAUSE": "search_archive=6000",
+                              env={**env, "TIDEKEEP_PAUSE": f"search_archive=@{gate}",
                                    "TIDEKEEP_SEARCH_HEARTBEAT_INTERVAL": "1h"},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     clock = tk.ManualClock(setup_ms)
@@ -46,10 +49,10 @@ def test_a_running_search_process_holds_back_the_collector(tmp_path: Path, metad
         while not collector.archives.jobs() and time.monotonic() < deadline and search.poll() is None:
             time.sleep(0.1)
         job = collector.archives.jobs()[0]
-        assert job.state is JobState.RUNNING and job.created_ms < setup_ms + 30_000
-        # ten minutes later by the collector's clock: by now - TTL both archives have expired, but
+        assert job.state is JobState.RUNNING and job.created_ms < setup_ms + 9 * MINUTE
+        # twenty minutes later by the collector's clock: by now - TTL both archives have expired, but
         # the running search was created when `readable` was not expired and may still be reading it
-        clock.advance(10 * MINUTE + (job.created_ms - setup_ms))
+        clock.advance(20 * MINUTE + (job.created_ms - setup_ms))
         report = collector.archives.gc()
         assert report.archives.expiry_ms == job.created_ms - TTL_MINUTES * MINUTE
         assert report.archives.held_back_by_job == job.id
@@ -59,6 +62,7 @@ def test_a_running_search_process_holds_back_the_collector(tmp_path: Path, metad
         assert collector.storage.fs.get_file_info(collector.storage.full_path(readable.path)).size > 0
         assert collector.archives.job(job.id).state is JobState.RUNNING  # the sweep ran mid-search
 
+        gate.unlink()  # the search reads on
         out, err = search.communicate(timeout=180)
         assert search.returncode == 0, err
         finished = collector.archives.job(job.id)
