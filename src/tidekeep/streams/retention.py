@@ -304,8 +304,7 @@ def consumption_choice(
     """The consumption cases (i)-(v) of docs/retention.md for a stream that holds at least min.
     `retained` is the retention set in recording order with each record's retained amount. TIME needs
     a Cmin (the caller stops without one); SIZE knows exactly what LB keeps, so (i) and a LB above max
-    need no recorded cut, and only the cases that need Cmin choose nothing without it (reference B3
-    cases 1 and 2).
+    need no recorded cut, and only the cases that need Cmin choose nothing without it.
 
     The one rule every path keeps: a cut that is not at or before LB -- one that drops data some
     subscriber has not read -- is chosen only when LB keeps more than max by the policy's own
