@@ -1,6 +1,6 @@
 """Retention rules and the rule set (Stroom's DataRetentionRule / DataRetentionRules).
 
-Precedence (DESIGN §5): active rules are tested in ascending rule number; the first rule whose
+Precedence (docs/catalog-rules.md): active rules are tested in ascending rule number; the first rule whose
 expression matches a record decides; no match retains; a forever rule (age None) always retains.
 A rule is active when it is enabled and its expression is enabled (Stroom's getActiveRules); an
 enabled expression whose children are all disabled matches everything.

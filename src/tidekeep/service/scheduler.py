@@ -143,7 +143,7 @@ class RetentionService:
         self.describe = describe or (lambda stream, decision: f"ran {stream}: {decision!r}")
         # further scheduled work, looked at once per pass after the sweep (the catalog job: catalog/schedule.py)
         self.periodic = list(periodic)
-        # watermarks (issue 8): streams with recent writer marks are leased like retention streams (the
+        # watermarks (docs/watermarks.md): streams with recent writer marks are leased like retention streams (the
         # same "retention:<stream>" lease), and their owner computes a watermark every watermark_every_ms
         self.list_watermark_streams = watermark_streams
         self.watermark = watermark

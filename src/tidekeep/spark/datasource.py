@@ -366,7 +366,7 @@ class TidekeepDataSource(DataSource):
 
         return TidekeepStreamReader(self.options)
 
-    # writes (issue 9): df.write / df.writeStream .format("tidekeep"); the sink lives in sink.py
+    # writes (docs/spark.md "Writing"): df.write / df.writeStream .format("tidekeep"); the sink lives in sink.py
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .sink import make_batch_writer
 

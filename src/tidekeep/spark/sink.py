@@ -4,7 +4,7 @@
        .option("payload_column", "body").option("routing_key_column", "sensor")
        .option("event_time_column", "time").option("checkpointLocation", "/ckpt/q1").start())
 
-Semantics (issue 9, point 3):
+Semantics (docs/spark.md "Writing"):
 
 - **Executors** route each Arrow batch's rows to the stream's active segments as a Writer does
   (`streams.txn.route_events`/`write_chunks`: one hash per distinct key, random for null keys) and

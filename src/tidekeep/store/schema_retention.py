@@ -2,7 +2,7 @@
 
 One row per retention-set record: a tail cut recorded by a retention cycle at `recording_time_ms`,
 with `recording_size` = the cut's absolute logical byte position since the stream was created
-(reference A3) and the cut's positions as JSON ({"segment id": offset}). The primary key
+(docs/retention.md) and the cut's positions as JSON ({"segment id": offset}). The primary key
 (stream, recording time) makes two processes recording the same instant collide instead of
 duplicating; rows go with their stream (cascade).
 """

@@ -24,7 +24,7 @@ class RetentionPolicy:
     """Keep at least `min` and at most `max` (None: no max) of a stream, by time (ms) or size (bytes).
 
     min may be 0: with subscribers the stream then acts as a message queue that keeps only what some
-    subscriber has not consumed (DESIGN §5); without subscribers min 0 lets size/time retention
+    subscriber has not consumed (docs/retention.md); without subscribers min 0 lets size/time retention
     truncate up to the newest recorded cut (Cmin is the newest record, which retains 0 or more)."""
 
     kind: RetentionKind

@@ -1,4 +1,4 @@
-"""A reader's time window per stream (issue 8, point 5): the shell around watermarks.WindowTracker.
+"""A reader's time window per stream (docs/watermarks.md): the shell around watermarks.WindowTracker.
 
 The position is the reader group's: every segment of the group's frontier at its shared offset, with
 this reader's own segments at its local (newer) offsets — Pravega's `lastReadPosition` map. The

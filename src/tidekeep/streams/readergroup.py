@@ -412,7 +412,7 @@ class Reader:
 
     # ---- watermarks ----------------------------------------------------------------------------
     def time_window(self, stream: str) -> TimeWindow:
-        """The range of writer time this reader is reading in `stream` (reference D6): lower from the
+        """The range of writer time this reader is reading in `stream` (docs/watermarks.md): lower from the
         last watermark the group's position has passed, upper from the next one ahead; either is None
         near the head or the tail. Only moves forward as the group reads."""
         if self._closed:

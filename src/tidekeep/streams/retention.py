@@ -1,9 +1,9 @@
-"""Size- and time-based retention: the pure decision (DESIGN §5, seed pravega-stream-retention.md).
+"""Size- and time-based retention: the pure decision (docs/retention.md).
 
 Nothing here touches the store: the shell (retention_store.py) loads the stream's segments, head,
 tail size and retention set, calls `decide`, and applies the result.
 
-Definitions (DESIGN §5):
+Definitions (docs/retention.md):
 - retained(c) = tail_size - c.recording_size (SIZE, bytes) or now - c.recording_time (TIME, ms):
   what stays if the stream is truncated at retention-set cut c.
 - Cmin = the record with the smallest retained >= min (truncate as far as possible, keep min).
@@ -35,7 +35,7 @@ ABOVE_MAX = "above-max"
 BETWEEN_LIMITS = "between-limits"
 BEHIND_HEAD = "behind-head"
 HELD = "held"  # only in previews: a legal hold blocks the truncation the rules chose
-# consumption-based retention (DESIGN §5 cases i-v), used when the decision gets a subscriber lower bound
+# consumption-based retention (docs/retention.md, cases i-v), used when the decision gets a subscriber lower bound
 CBR_WITHIN_LIMITS = "cbr-within-limits"  # (i)
 CBR_BELOW_MIN = "cbr-below-min"  # (ii)
 CBR_ABOVE_MAX = "cbr-above-max"  # (iii)
@@ -50,7 +50,7 @@ RULES = (NO_POLICY, EMPTY_SET, BELOW_MIN, NO_CMIN, NO_MAX, ABOVE_MAX, BETWEEN_LI
 class RetentionRecord:
     """One retention-set entry: a tail cut recorded at `recording_time_ms`, whose
     `recording_size` is the absolute logical byte position of the cut since the stream was created
-    (bytes already truncated still count, reference A3)."""
+    (bytes already truncated still count, docs/retention.md)."""
 
     recording_time_ms: int
     recording_size: int
@@ -102,7 +102,7 @@ class RetentionDecision:
     stream_amount: int | None = None  # the stream's current amount as the rules saw it (bytes or ms)
     recorded: RetentionRecord | None = None  # the tail record this cycle added (or would add: preview)
     lower_bound: dict[int, int] | None = None  # the subscribers' lower bound LB (None: no subscriber)
-    case: str | None = None  # DESIGN §5 consumption case "i".."v" that applied, if any
+    case: str | None = None  # docs/retention.md consumption case "i".."v" that applied, if any
     subscribers: tuple[SubscriberView, ...] = ()
     # set by a run whose truncation could not delete some chunk files after its commit (read-only
     # storage, permissions): the truncation stands; the sweep removes these files later
@@ -204,7 +204,7 @@ def decide(
     ones with their final length), `tail_size` the absolute size of the current tail, `records` the
     retention set in recording order (including a tail record this cycle adds). With a subscriber
     `lower_bound` (subscribers.lower_bound of `subscribers`' effective cuts) the consumption cases
-    of DESIGN §5 replace the size/time rules once the stream holds at least min and a Cmin exists."""
+    of docs/retention.md replace the size/time rules once the stream holds at least min and a Cmin exists."""
     ordered = sorted(records, key=lambda r: r.recording_time_ms)
     bound = None if lower_bound is None else dict(lower_bound)
 
@@ -261,7 +261,7 @@ def decide(
                   chosen=chosen.record, **common)
 
 
-# ---- consumption-based retention (DESIGN §5) -------------------------------------------------------------
+# ---- consumption-based retention (docs/retention.md) ----------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -463,7 +463,7 @@ def prune(
     records: Iterable[RetentionRecord], truncation_positions: Mapping[int, int],
     ranges: Mapping[int, tuple[float, float]],
 ) -> list[RetentionRecord]:
-    """The records that survive a truncation (reference A5): find the latest record whose cut is at
+    """The records that survive a truncation (docs/retention.md): find the latest record whose cut is at
     or before the truncation cut and drop it and every record recorded no later than it."""
     ordered = sorted(records, key=lambda r: r.recording_time_ms)
     last_at_or_before = None
@@ -477,7 +477,7 @@ def prune(
 
 def should_record(records: Iterable[RetentionRecord], now_ms: int, frequency_ms: int) -> bool:
     """Record the tail cut only if the set is empty or its newest record is older than the
-    frequency, strictly (reference A2: 5 min later no, 30 min + 1 ms yes)."""
+    frequency, strictly (docs/retention.md: 5 min later no, 30 min + 1 ms yes)."""
     newest = max((r.recording_time_ms for r in records), default=None)
     return newest is None or now_ms - newest > frequency_ms
 

@@ -1,10 +1,10 @@
 """Retention cycles on the metadata store (the shell around streams/retention.py).
 
-A cycle: record the tail cut if due (reference A2), decide (pure), truncate through the stream
+A cycle: record the tail cut if due (docs/retention.md), decide (pure), truncate through the stream
 controller (so the truncation is audited with the rule and honours legal holds), prune the set
-(reference A5). `preview` runs the same decision without changing anything.
+(docs/retention.md). `preview` runs the same decision without changing anything.
 
-Consumption-based retention (DESIGN §5): the subscribers' views are loaded in the same transaction as
+Consumption-based retention (docs/retention.md): the subscribers' views are loaded in the same transaction as
 the head, the tail and the retention set; with at least one subscriber the decision also gets their
 lower bound LB, and a truncation it causes is audited with the subscribers, LB and the case.
 """
@@ -47,7 +47,7 @@ log = logging.getLogger("tidekeep.retention")
 
 def tail_record(state: StreamState, now_ms: int) -> RetentionRecord:
     """The stream's tail cut as a retention record: its size counts every byte ever written before
-    it, sealed segments included (reference A3)."""
+    it, sealed segments included (docs/retention.md)."""
     tail = state.tail()
     return RetentionRecord(now_ms, size_between(initial_cut(state.segments.values()), tail, state.segments), tail)
 
@@ -79,7 +79,7 @@ class RetentionManager:
 
     @staticmethod
     def _due(records: list[RetentionRecord], now_ms: int, frequency_ms: int) -> bool:
-        # a record is only ever appended after the newest one (reference A2, addReferenceToStreamCutIfLatest)
+        # a record is only ever appended after the newest one (as Pravega's addReferenceToStreamCutIfLatest)
         newest = records[-1].recording_time_ms if records else None
         return should_record(records, now_ms, frequency_ms) and (newest is None or now_ms > newest)
 
@@ -154,7 +154,7 @@ class RetentionManager:
                 fault_point("retention.after_truncate")
             break
         # after a truncation at (or a head already past) the chosen cut, every record at or before it can
-        # never be chosen again (reference A5). A truncation at the subscribers' lower bound prunes by
+        # never be chosen again (docs/retention.md). A truncation at the subscribers' lower bound prunes by
         # the cut itself: LB is no record, and a queue that always truncates at LB would otherwise
         # never prune its retention set
         if decision.cut is not None:

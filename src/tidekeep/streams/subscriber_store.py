@@ -4,7 +4,7 @@ A reader group whose retention type is not NONE subscribes to each of its stream
 `stream_subscribers` per (stream, group), written in the same transaction as the group change
 (create, reset, delete; rg_store.py calls `register_group` / `unregister_group`). A subscriber
 holds its stream at its *effective cut*: the latest acknowledged cut, or the group's start cut
-while it has acknowledged nothing (DESIGN §5: never truncate data a subscriber has not read).
+while it has acknowledged nothing (docs/retention.md: never truncate data a subscriber has not read).
 
 Acknowledgements arrive two ways, both checked and applied under the subscriber row's lock:
 - MANUAL_RELEASE_AT_USER_STREAMCUT: `SubscriberStore.publish` (ReaderGroup.update_retention_stream_cut);

@@ -1,4 +1,4 @@
-"""The subscriber lower bound (DESIGN §5, reference B2): pure.
+"""The subscriber lower bound (docs/retention.md): pure.
 
 LB is the latest complete stream cut that is at or before every subscriber's cut. Nothing here
 touches the store; the shell loads the subscribers' effective cuts and the stream's segments.

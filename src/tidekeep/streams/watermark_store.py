@@ -1,10 +1,10 @@
-"""Watermarks (issue 8, point 4): writer marks and watermarks in the metadata store — the thin shell
+"""Watermarks (docs/watermarks.md): writer marks and watermarks in the metadata store — the thin shell
 around the pure computation in watermarks.py.
 
 - A **note** records (writer, time, position) in one transaction: the position is read from the
   writer's committed positions (`writers.positions`, updated with every batch it commits) unless the
   caller gives one; it is checked against the writer's previous mark (time and offsets never go
-  backwards, reference D2) and against the stream (known segments, offsets within the tail).
+  backwards, docs/watermarks.md) and against the stream (known segments, offsets within the tail).
 - A transaction commit with a timestamp records its writer's mark at the offsets where it landed, in
   the commit's own transaction (`record_mark`), so the mark and the data appear together.
 - **compute** loads the marks and the last stored watermark, calls `next_watermark` and appends the
@@ -233,7 +233,7 @@ class WatermarkStore:
 
     def writers(self, stream: str) -> list[WriterStatus]:
         """Every writer with a mark: its last mark, and whether it is active against the last
-        watermark now (reference D3)."""
+        watermark now (docs/watermarks.md)."""
         now = self.clock.now_ms()
         with self.db.read() as conn:
             stream_id = self._stream_id(conn, stream)

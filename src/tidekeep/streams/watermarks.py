@@ -1,4 +1,4 @@
-"""Watermarks (issue 8, points 3 and 5): the pure computation and the reader's time window.
+"""Watermarks (docs/watermarks.md): the pure computation and the reader's time window.
 
 Nothing here touches a store or a clock: `now_ms` is an argument, marks and watermarks are values.
 
@@ -6,9 +6,9 @@ Nothing here touches a store or a clock: `now_ms` is an argument, marks and wate
 these offsets" (only the segments W wrote to; offsets are after its last committed event, never -1;
 empty for a writer that has committed nothing yet: it then bounds the time only).
 A list of marks may hold a writer's history in the order noted; its last mark counts. Time or an
-offset going backwards within one writer's marks is refused (reference D2).
+offset going backwards within one writer's marks is refused (docs/watermarks.md).
 
-**Active writers** (reference D3). Against the previous watermark, a writer *participates* if its
+**Active writers** (docs/watermarks.md). Against the previous watermark, a writer *participates* if its
 time is above the previous lower time (or there is no previous watermark). A non-participating writer
 stays *active* — and holds watermarks back — while `now - noted_ms < timeout`; after that it is left
 out until its next note (it rejoins as soon as it notes a time above the watermark). A *closed*
