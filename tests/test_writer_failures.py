@@ -7,6 +7,7 @@ server committed (a proxy that swallows the COMMIT's answer)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -177,6 +178,23 @@ def pg_admin(pg_url: str) -> Iterator[sa.Engine]:
     engine.dispose()
 
 
+@contextlib.contextmanager
+def stream_writer(tmp_path: Path, url: str) -> Iterator[tuple[tk.Client, tk.Writer]]:
+    """A workspace on `url` with STREAM and a writer holding the events "a:0".."a:4", not yet flushed."""
+    with tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"),
+                    settings={"writer.linger": 0}, create=True) as client:
+        client.create_stream(STREAM, tk.StreamConfig(segments=2))
+        writer = client.writer(STREAM, "w")
+        write_all(writer, events("a", 5))
+        yield client, writer
+
+
+def assert_written_once(client: tk.Client, *batches: list[tuple[bytes, str]]) -> None:
+    """Every event of the batches is in the stream exactly once, and no file is left unreferenced."""
+    assert payload_counts(client) == Counter(p for batch in batches for p, _ in batch)
+    assert stored_files(client) == referenced_paths(client)
+
+
 class BackendKiller:
     """Terminates the backend of this client's next `times` transactions just before they commit
     (only once `armed()` says so)."""
@@ -200,27 +218,18 @@ class BackendKiller:
 
 def test_a_terminated_backend_at_commit_is_retried_and_writes_once(tmp_path: Path, pg_url: str,
                                                                     pg_admin: sa.Engine) -> None:
-    with tk.connect(home=tmp_path / "ws", metadata_url=pg_url, storage=str(tmp_path / "data"),
-                    settings={"writer.linger": 0}, create=True) as client:
-        client.create_stream(STREAM, tk.StreamConfig(segments=2))
-        writer = client.writer(STREAM, "w")
-        write_all(writer, events("a", 5))
+    with stream_writer(tmp_path, pg_url) as (client, writer):
         killer = BackendKiller(client, pg_admin, times=1)
         writer.flush()  # the retry on a new connection lands it
         assert len(killer.killed) == 1
         write_all(writer, events("b", 5))
         writer.close()
-        assert payload_counts(client) == Counter(p for p, _ in events("a", 5) + events("b", 5))
-        assert stored_files(client) == referenced_paths(client)
+        assert_written_once(client, events("a", 5), events("b", 5))
 
 
 def test_a_store_lost_at_every_commit_attempt_keeps_the_events(tmp_path: Path, pg_url: str,
                                                                 pg_admin: sa.Engine) -> None:
-    with tk.connect(home=tmp_path / "ws", metadata_url=pg_url, storage=str(tmp_path / "data"),
-                    settings={"writer.linger": 0}, create=True) as client:
-        client.create_stream(STREAM, tk.StreamConfig(segments=2))
-        writer = client.writer(STREAM, "w")
-        write_all(writer, events("a", 5))
+    with stream_writer(tmp_path, pg_url) as (client, writer):
         killer = BackendKiller(client, pg_admin, times=1_000)
         with pytest.raises(tk.StoreUnavailable, match="metadata store unavailable"):
             writer.flush()
@@ -230,8 +239,7 @@ def test_a_store_lost_at_every_commit_attempt_keeps_the_events(tmp_path: Path, p
         writer.flush()
         write_all(writer, events("b", 3))
         writer.close()
-        assert payload_counts(client) == Counter(p for p, _ in events("a", 5) + events("b", 3))
-        assert stored_files(client) == referenced_paths(client)
+        assert_written_once(client, events("a", 5), events("b", 3))
 
 
 @pytest.fixture
@@ -247,11 +255,7 @@ def test_a_connection_lost_after_the_server_committed_is_resolved_not_guessed(
     finds out that its batch landed (retrying it with the same sequence and files) before it takes
     the next sequence: nothing is written twice and the next batch is not dropped as a duplicate."""
     proxy, url = proxied
-    with tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"),
-                    settings={"writer.linger": 0}, create=True) as client:
-        client.create_stream(STREAM, tk.StreamConfig(segments=2))
-        writer = client.writer(STREAM, "w")
-        write_all(writer, events("a", 5))
+    with stream_writer(tmp_path, url) as (client, writer):
         proxy.arm(1)
         writer.flush()
         assert proxy.dropped == 1
@@ -260,8 +264,7 @@ def test_a_connection_lost_after_the_server_committed_is_resolved_not_guessed(
         writer.flush()
         assert writer.last_sequence == 2
         writer.close()
-        assert payload_counts(client) == Counter(p for p, _ in events("a", 5) + events("b", 5))
-        assert stored_files(client) == referenced_paths(client)
+        assert_written_once(client, events("a", 5), events("b", 5))
 
 
 def test_an_unknown_outcome_the_writer_could_not_resolve_is_resolved_by_the_next_flush(
@@ -270,11 +273,7 @@ def test_an_unknown_outcome_the_writer_could_not_resolve_is_resolved_by_the_next
     fails with StoreUnavailable (outcome unknown). The next flush learns that the batch landed and
     drops it from the writer instead of writing it again; the batch after gets a new sequence."""
     proxy, url = proxied
-    with tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"),
-                    settings={"writer.linger": 0}, create=True) as client:
-        client.create_stream(STREAM, tk.StreamConfig(segments=2))
-        writer = client.writer(STREAM, "w")
-        write_all(writer, events("a", 5))
+    with stream_writer(tmp_path, url) as (client, writer):
         proxy.arm(1)
         killer = BackendKiller(client, pg_admin, times=1_000, armed=lambda: proxy.dropped > 0)
         with pytest.raises(tk.StoreUnavailable):
@@ -287,8 +286,7 @@ def test_an_unknown_outcome_the_writer_could_not_resolve_is_resolved_by_the_next
         write_all(writer, events("b", 2))
         writer.close()
         assert writer.last_sequence == 2
-        assert payload_counts(client) == Counter(p for p, _ in events("a", 5) + events("b", 2))
-        assert stored_files(client) == referenced_paths(client)
+        assert_written_once(client, events("a", 5), events("b", 2))
 
 
 # ---- the lost-acknowledgement fault point, both stores ---------------------------------------------
