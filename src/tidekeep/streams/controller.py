@@ -501,7 +501,9 @@ class StreamController:
         fault_point("truncate.after_commit")
         left = self.storage.delete(doomed).failed
         result = TruncateResult(name, old_head, state.cut(positions), freed, len(doomed), left)
-        log.info("truncated %s at %s: %d bytes freed (%s)", name, result.new_head, freed, reason)
+        # DEBUG: whoever asked for the truncation reports it once (the CLI prints it, `serve` logs it with
+        # its rule, docs/service.md); an INFO line here would say it a second time
+        log.debug("truncated %s at %s: %d bytes freed (%s)", name, result.new_head, freed, reason)
         warn_files_left(log, f"truncated {name}", left)
         return result
 

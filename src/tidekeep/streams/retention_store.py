@@ -147,8 +147,8 @@ class RetentionManager:
                 if decision.cut is not None:
                     raise refused or InvalidStreamCut(f"retention of {stream}: the chosen cut could not be applied")
             else:
-                log.info("retention truncated %s: rule %s, %d bytes freed (%s)", stream, decision.rule,
-                         decision.freed_bytes, decision.reason)
+                log.debug("retention truncated %s: rule %s, %d bytes freed (%s)", stream, decision.rule,
+                          decision.freed_bytes, decision.reason)
                 # a crash here leaves the set unpruned: the next cycle finds the chosen cut at the head
                 # (behind-head) and prunes then, so no truncation is repeated or lost
                 fault_point("retention.after_truncate")
