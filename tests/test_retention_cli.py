@@ -73,7 +73,7 @@ def test_policy_preview_run_history(home: Path) -> None:
     (("stream", "policy", STREAM, "--size", "5:"), "expected MIN or MIN:MAX"),
     (("stream", "policy", STREAM, "--size", "1GB", "--none"), "only one retention"),
     (("stream", "policy", STREAM), "give one of --size"),
-    (("retention", "preview", STREAM, "--at", "yesterday-ish"), "invalid time 'yesterday-ish'"),
+    (("retention", "preview", STREAM, "--at", "yesterday-ish"), "invalid --at 'yesterday-ish'"),
     (("retention", "run", "ret/nope"), "stream 'ret/nope' does not exist"),
 ])
 def test_bad_input_is_one_line_and_changes_nothing(home: Path, args: tuple[str, ...], message: str) -> None:

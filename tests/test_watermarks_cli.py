@@ -201,6 +201,21 @@ def test_note_with_positions_and_bad_notes(home: Path) -> None:
         assert client.watermarks.marks(other) == []
 
 
+def test_note_takes_iso_8601_or_epoch_ms_and_refuses_other_text(home: Path) -> None:
+    stream = make(home, "wm/note-iso")
+    iso, bad, before_epoch = run_all(
+        home, ["watermark", "note", stream, "2024-06-01T14:00:00.250+02:00", "--writer", "a", "--json"],
+        ["watermark", "note", stream, "yesterday", "--writer", "b"],
+        ["watermark", "note", stream, "1969-12-31T23:00:00Z", "--writer", "b"])
+    assert iso.returncode == 0 and json.loads(iso.stdout)["time_ms"] == 1_717_243_200_250, iso.stderr
+    later = cli(home, "watermark", "note", stream, "1717243200251", "--writer", "a")  # a's time only grows
+    assert later.returncode == 0 and "at time 1717243200251" in later.stdout, later.stderr
+    check_fails(bad, 2, "invalid time 'yesterday': expected epoch milliseconds or an ISO-8601 time")
+    check_fails(before_epoch, 2, "invalid time '1969-12-31T23:00:00Z': before 1970-01-01T00:00:00Z")
+    with tk.connect(home) as client:
+        assert [(m.writer_id, m.time_ms) for m in client.watermarks.marks(stream)] == [("a", 1_717_243_200_251)]
+
+
 def test_unknown_stream_help_and_stream_create_timeout(home: Path) -> None:
     checks: list[tuple[list[str], Callable[[Done], None]]] = []
     for args in (["list", "wm/nope"], ["writers", "wm/nope"], ["compute", "wm/nope"],
@@ -218,7 +233,7 @@ def test_unknown_stream_help_and_stream_create_timeout(home: Path) -> None:
     for command, words in [(["watermark", "list"], ["--limit", "--all", "--json"]),
                            (["watermark", "writers"], ["lagging", "inactive", "--json"]),
                            (["watermark", "compute"], ["conditional", "--json"]),
-                           (["watermark", "note"], ["--writer", "--position", "TIME_MS", "--json"]),
+                           (["watermark", "note"], ["--writer", "--position", "TIME", "ISO-8601", "--json"]),
                            (["stream", "create"], ["--timestamp-aggregation-timeout"])]:
         checks.append(([*command, "--help"], helped(command, words)))
 

@@ -9,16 +9,13 @@ the integer-millisecond timestamps inside the written range.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 from ..errors import InvalidInput
+from ..times import parse_time_ms
 
 MIN_MS = 0  # 1970-01-01T00:00:00.000Z
 MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_INTEGER = re.compile(r"[+-]?\d+")
 
 
 @dataclass(frozen=True)
@@ -52,26 +49,11 @@ def _check_range(ms: int, flag: str, value: object) -> int:
 
 
 def parse_time(value: int | str | None, flag: str, *, round_up: bool = False) -> int | None:
-    """Epoch ms from an integer or text; `round_up` rounds sub-millisecond text up (for a begin)."""
+    """Epoch ms from an integer or text (times.parse_time_ms); `round_up` rounds sub-millisecond text
+    up (for a begin). A search bound must lie in years 1970-9999."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise InvalidInput(f"invalid {flag} {value!r}: expected epoch milliseconds or an ISO-8601 time")
-    if isinstance(value, int):
-        return _check_range(value, flag, value)
-    text = value.strip()
-    if _INTEGER.fullmatch(text):
-        return _check_range(int(text), flag, value)
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidInput(f"invalid {flag} {value!r}: expected epoch milliseconds or an ISO-8601 time "
-                           "like 2024-06-01T12:00:00Z") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    micros = (parsed - _EPOCH) // timedelta(microseconds=1)  # exact: no float on the way
-    ms = -((-micros) // 1000) if round_up else micros // 1000
-    return _check_range(ms, flag, value)
+    return _check_range(parse_time_ms(value, flag, round_up=round_up), flag, value)
 
 
 def parse_range(begin: int | str | None, end: int | str | None) -> TimeRange:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -12,6 +11,7 @@ from ..errors import InvalidInput
 from ..streams.config import RetentionKind, RetentionPolicy, StreamConfig
 from ..streams.model import segment_name
 from ..streams.retention import RetentionDecision, RetentionRecord, SubscriberView
+from ..times import parse_time_ms
 from ..units import format_duration, format_size, parse_duration_ms
 from .context import open_client
 from .output import (
@@ -52,20 +52,11 @@ def policy_from_options(size: str | None, time: str | None, none: bool = False) 
 
 
 def parse_at(text: str, now_ms: int) -> int:
-    """--at: "+DURATION" from now (e.g. +2h), milliseconds since the epoch, or ISO-8601 (UTC if no zone)."""
+    """--at: "+DURATION" from now (e.g. +2h), or a time (times.parse_time_ms: epoch ms or ISO-8601)."""
     stripped = text.strip()
     if stripped.startswith("+"):
         return now_ms + parse_duration_ms(stripped[1:])
-    if stripped.isdigit():
-        return int(stripped)
-    try:
-        moment = datetime.fromisoformat(stripped.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidInput(f"invalid time {text!r}: expected +DURATION (like +2h), epoch milliseconds or "
-                           "ISO-8601 like 2026-01-31T12:00:00Z") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+    return parse_time_ms(stripped, "--at")
 
 
 def age_text(ms: int) -> str:

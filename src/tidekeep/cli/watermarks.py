@@ -13,6 +13,7 @@ import typer
 from ..streams.model import segment_name
 from ..streams.watermark_store import WriterStatus
 from ..streams.watermarks import Watermark
+from ..times import parse_time_ms
 from .context import open_client
 from .output import emit, emit_json, emit_table, iso_utc
 
@@ -101,7 +102,8 @@ def register(app: typer.Typer) -> None:
     def note(
         ctx: typer.Context,
         stream: StreamArg,
-        time_ms: Annotated[int, typer.Argument(metavar="TIME_MS", help="The writer's time (ms)")],
+        time: Annotated[str, typer.Argument(
+            metavar="TIME", help="The writer's time: epoch milliseconds or ISO-8601 (no zone: UTC)")],
         writer: Annotated[str, typer.Option("--writer", metavar="ID", help="The writer id")],
         position: Annotated[str | None, typer.Option(
             "--position", metavar="CUT", help="The writer's position, e.g. 's/x:0.0=120,0.1=0' "
@@ -113,7 +115,7 @@ def register(app: typer.Typer) -> None:
         E.g. a batch job that has finished a time range. Time and offsets never go backwards for one
         writer."""
         with open_client(ctx) as client:
-            mark = client.watermarks.note(stream, writer, time_ms, position)
+            mark = client.watermarks.note(stream, writer, parse_time_ms(time, "time"), position)
         if json_output:
             emit_json(mark.to_dict())
         else:
