@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
     @app.command("runs")
     def runs(
         ctx: typer.Context,
-        limit: Annotated[int, typer.Option("--limit", min=1, help="How many runs, newest first")] = 20,
+        limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, help="How many runs, newest first")] = 20,
         json_output: JsonFlag = False,
     ) -> None:
         """Recent retention job and purge runs, newest first."""

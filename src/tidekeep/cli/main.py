@@ -37,7 +37,9 @@ from . import (
 from . import retention as retention_cli
 from . import watermarks as watermarks_cli
 from .context import GlobalOptions, parse_set_options
+from .help_format import use_metavars_in_help
 
+use_metavars_in_help()  # --help shows metavars, not <bool>/<str> (cli/help_format.py)
 app = typer.Typer(
     name="tidekeep",
     help="Keep streaming and log data exactly as long as policy says.",
