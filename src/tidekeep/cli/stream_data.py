@@ -20,8 +20,10 @@ import typer
 
 from ..errors import InvalidInput, NotFound, StreamSealed
 from ..streams.controller import SEALED
+from ..units import parse_duration_ms
 from .context import open_client
 from .events import KeyExtractor, event_record, event_text, field_key, json_key, parse_lines
+from .follow import FollowOptions, follow
 from .output import emit, emit_json, emit_json_line
 from .streams import StreamName, cut_argument
 
@@ -128,27 +130,70 @@ def register(app: typer.Typer) -> None:
         limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="Stop after N events")] = None,
         json_output: Annotated[bool, typer.Option(
             "--json", help="One JSON object per event: payload, routing key, segment, offset, ...")] = False,
+        follow_: Annotated[bool, typer.Option(
+            "--follow", "-f", help="Keep reading new events as they are written, until Ctrl-C, --limit, "
+            "--idle-timeout or the stream is sealed")] = False,
+        poll_interval: Annotated[str, typer.Option(
+            "--poll-interval", metavar="DURATION", help="With --follow: how often to look for new events")] = "500ms",
+        idle_timeout: Annotated[str | None, typer.Option(
+            "--idle-timeout", metavar="DURATION",
+            help="With --follow: stop (exit 0) when no new event arrives for this long [default: never]")] = None,
     ) -> None:
         """Print events between two cuts, per routing key in write order; payloads as UTF-8 text."""
         if limit is not None and limit < 0:
             raise InvalidInput(f"invalid --limit {limit}: must be 0 or more")
+        options = follow_options(follow_, to_cut, poll_interval, idle_timeout)
         out = sys.stdout.buffer
         with open_client(ctx) as client:
             start = None if from_cut is None else cut_argument(client, name, from_cut)
             end = None if to_cut is None else cut_argument(client, name, to_cut)
-            events = client.read(name, start, end)
+            events = (client.read(name, start, end) if options is None
+                      else follow(client, name, start, options, end_of_round=out.flush))
             printed = 0
             try:
-                for event in events:
-                    if limit is not None and printed >= limit:
-                        break
+                # the limit is checked after each event, not before the next: a follow must not wait
+                # for an event it will not print
+                for event in events if limit != 0 else ():
                     if json_output:
                         emit_json_line(event_record(event))
                     else:
                         out.write(event_text(event))
                     printed += 1
+                    if limit is not None and printed >= limit:
+                        break
                 out.flush()
             except BrokenPipeError:
                 # the reader went away (`| head`): stop quietly, like other Unix filters
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, sys.stdout.fileno())
+            except KeyboardInterrupt:
+                # Ctrl-C is how a follow ends: what was read is printed, no error line, and the exit
+                # code says "stopped by SIGINT" (130) as for `tail -f` (docs/cli.md)
+                if options is None:
+                    raise
+                with contextlib.suppress(BrokenPipeError):
+                    out.flush()
+                raise typer.Exit(130) from None
+
+
+def follow_options(enabled: bool, to_cut: str | None, poll_interval: str,
+                   idle_timeout: str | None) -> FollowOptions | None:
+    """The --follow settings (None without --follow); the follow-only flags are checked either way."""
+    poll_ms = _duration("--poll-interval", poll_interval)
+    if poll_ms <= 0:
+        raise InvalidInput(f"invalid --poll-interval {poll_interval!r}: must be greater than zero")
+    idle_ms = None if idle_timeout is None else _duration("--idle-timeout", idle_timeout)
+    if not enabled:
+        if idle_timeout is not None:
+            raise InvalidInput("--idle-timeout only applies with --follow")
+        return None
+    if to_cut is not None:
+        raise InvalidInput("give --to or --follow, not both: --follow reads on past the tail")
+    return FollowOptions(poll_interval_s=poll_ms / 1000, idle_timeout_ms=idle_ms)
+
+
+def _duration(flag: str, text: str) -> int:
+    try:
+        return parse_duration_ms(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"bad {flag}: {exc}") from None
