@@ -19,6 +19,7 @@ from ..errors import InvalidInput
 from ..streams.cuts import StreamCut
 from ..streams.model import segment_name
 from ..streams.readergroup import EventRead, ReaderGroupConfig, RetentionType
+from ..streams.rg_reset import CHECKPOINT, CUTS, HEAD, TAIL, ResetTarget, apply_reset, plan_reset
 from .context import open_client
 from .output import emit, emit_json, emit_json_line, emit_table, iso_utc
 
@@ -203,6 +204,68 @@ def register(app: typer.Typer) -> None:
                              f"upper {_or_dash(window.upper_ms)}")
             finally:
                 reader.close()
+
+
+def reset_target(kind: str, values: list[str]) -> ResetTarget:
+    """`--to head|tail` (no values), `--to cut CUT...` (one per stream), `--to checkpoint NAME`."""
+    word = kind.strip().lower()
+    if word in (HEAD, TAIL):
+        if values:
+            raise InvalidInput(f"--to {word} takes no further arguments, got {' '.join(values)!r}")
+        return ResetTarget.head() if word == HEAD else ResetTarget.tail()
+    if word == "cut":
+        if not values:
+            raise InvalidInput("--to cut needs the cuts: one per stream of the group, e.g. --to cut 's/x:0.0=120'")
+        return ResetTarget.to_cuts(values)
+    if word == CHECKPOINT:
+        if len(values) != 1:
+            raise InvalidInput("--to checkpoint needs exactly one checkpoint name")
+        return ResetTarget.to_checkpoint(values[0])
+    raise InvalidInput(f"invalid --to {kind!r}: use head, tail, cut CUT... or checkpoint NAME")
+
+
+def register_reset(app: typer.Typer) -> None:
+    @app.command("reset")
+    def reset(
+        ctx: typer.Context,
+        name: GroupName,
+        to: Annotated[str, typer.Option(
+            "--to", metavar="head|tail|cut|checkpoint",
+            help="Where to start again: every stream's head (earliest) or tail (latest, skip what is unread), "
+                 "the cuts given (one per stream), or a completed checkpoint of the group")],
+        values: Annotated[list[str] | None, typer.Argument(
+            metavar="CUT|CHECKPOINT", help="With --to cut: the cuts; with --to checkpoint: its name")] = None,
+        force: Annotated[bool, typer.Option(
+            "--force", help="Reset even while readers are online (they continue from the new positions)")] = False,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the new positions; change nothing")] = False,
+        json_output: JsonFlag = False,
+    ) -> None:
+        """Move a reader group to new positions (Kafka's --reset-offsets, Pravega's resetReaderGroup).
+
+        Refused while readers are online unless --force. The group's end cuts and options stay;
+        pending and completed checkpoints are dropped (the group starts a new generation)."""
+        target = reset_target(to, list(values or []))
+        with open_client(ctx) as client:
+            group = client.reader_group(name)
+            plan = plan_reset(group, target)
+            generation = None
+            if not dry_run:
+                generation = apply_reset(group, plan, allow_online_readers=force)
+        if json_output:
+            emit_json({**plan.to_dict(), "dry_run": dry_run, "new_generation": generation})
+            return
+        emit(f"{'would reset' if dry_run else 'reset'} reader group {name} to {_target_text(plan.target)}"
+             + ("" if generation is None else f" (generation {generation})"))
+        emit_table(["STREAM", "CURRENT POSITION", "NEW POSITION"],
+                   [[r.stream, str(r.current), str(r.new)] for r in plan.streams])
+        if dry_run and plan.online_readers:
+            emit(f"online readers: {', '.join(plan.online_readers)} (the reset needs --force while they are)")
+
+
+def _target_text(target: ResetTarget) -> str:
+    if target.kind == CHECKPOINT:
+        return f"checkpoint {target.checkpoint}"
+    return "the given cuts" if target.kind == CUTS else target.kind
 
 
 def _or_dash(value: int | None) -> str:

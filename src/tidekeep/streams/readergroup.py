@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from ..errors import ChunkMissing, InvalidInput, InvalidStreamCut, NotFound, TidekeepError, TruncatedData
+from ..errors import ChunkMissing, ConflictError, InvalidInput, InvalidStreamCut, NotFound, TidekeepError, TruncatedData
 from ..names import check_name, split_stream_name
 from ..store import schema as t
 from ..units import parse_duration_ms
@@ -40,6 +40,10 @@ CHUNKS_PER_FILL = 4  # chunks read per trip to storage for one segment
 
 class CheckpointTimeout(TidekeepError):
     """A checkpoint did not complete within the time waited for it (it may still complete)."""
+
+
+class ReadersOnline(ConflictError):
+    """A reset was refused because readers are still members of the group (docs/reader-groups.md)."""
 
 
 class RetentionType(enum.Enum):
@@ -207,14 +211,23 @@ class ReaderGroup:
     def config(self) -> dict[str, Any]:
         return self.row().config
 
-    def reset(self, config: ReaderGroupConfig) -> int:
+    def reset(self, config: ReaderGroupConfig, allow_online_readers: bool = True) -> int:
         """Start over with a new config (e.g. from a checkpoint's cuts); online readers stay members
-        and pick up the new assignment at their next sync. Returns the new generation."""
+        and pick up the new assignment at their next sync. Returns the new generation. With
+        `allow_online_readers=False` the reset is refused (ReadersOnline) if any reader is a member
+        when it would be applied (checked in the same optimistic update, so no reader slips in)."""
         resolved = resolve_config(self.controller, config)
         starts, ends = _starts_and_ends(resolved)
         now = self.controller.clock.now_ms()
-        row = self.store.update(self.name, lambda r, topo: core.initial_state(starts, ends, topo, now, r.state.readers),
-                                new_config=resolved, bump_generation=True)
+
+        def transition(r: GroupRow, topo: Mapping[str, Mapping[int, Segment]]) -> core.GroupState:
+            if r.state.readers and not allow_online_readers:
+                online = ", ".join(sorted(r.state.readers))
+                raise ReadersOnline(f"reader group {self.name!r} has online readers ({online}): stop them first, "
+                                    "or reset anyway (CLI: --force)")
+            return core.initial_state(starts, ends, topo, now, r.state.readers)
+
+        row = self.store.update(self.name, transition, new_config=resolved, bump_generation=True)
         self.known_generation, self._subscriber_uid = row.generation, row.subscriber_uid
         log.info("reset reader group %s to generation %d", self.name, row.generation)
         return row.generation
