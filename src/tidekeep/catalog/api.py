@@ -96,11 +96,12 @@ class Catalog:
 
         return run_retention_job(self.client, dry_run=dry_run, progress=progress, now_ms=now_ms, fence=fence)
 
-    def impact(self, rules: Any = None, now_ms: int | None = None) -> Any:
-        """Per rule, feed and type: what would be deleted if the job ran now with no trackers."""
+    def impact(self, rules: Any = None, now_ms: int | None = None, progress: Progress | None = None) -> Any:
+        """Per rule, feed and type: what would be deleted if the job ran now with no trackers.
+        `progress` counts the candidate records scanned."""
         from .impact import impact_summary
 
-        return impact_summary(self.client, rules=rules, now_ms=now_ms)
+        return impact_summary(self.client, rules=rules, now_ms=now_ms, progress=progress)
 
     def explain(self, record_id: int, now_ms: int | None = None) -> Any:
         """The rule that decides a record's retention, its age, retain-until time and holds."""

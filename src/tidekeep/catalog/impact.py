@@ -10,10 +10,12 @@ appear. Unlike Stroom's summary, LOCKED records are not counted, because the job
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..spark.progress import Progress, monotonic, track_tasks, units_done
 from . import source
 
 if TYPE_CHECKING:
@@ -73,7 +75,8 @@ def resolve_rules(client: Client, rules: Any) -> tuple[str, tuple[Any, ...]]:
     return "", check_rules(rules)
 
 
-def impact_summary(client: Client, rules: Any = None, now_ms: int | None = None) -> ImpactSummary:
+def impact_summary(client: Client, rules: Any = None, now_ms: int | None = None,
+                   progress: Progress | None = None) -> ImpactSummary:
     from pyspark.sql import functions as F
 
     from .ages import cutoff_ms
@@ -125,7 +128,18 @@ def impact_summary(client: Client, rules: Any = None, now_ms: int | None = None)
         F.sum(F.when(~F.col("held"), F.coalesce(F.col("file_size"), F.lit(0))).otherwise(0)).alias("bytes"),
         F.sum(F.when(F.col("held"), 1).otherwise(0)).alias("held_rows"))
     by_number = {r.rule_number: r for r in expiring}
+    # progress in records: the candidates scanned (those created before the latest cutoff), as the
+    # fraction of the Spark job's work done (spark/progress.py)
+    report = monotonic(progress or (lambda _done, _total: None))
+    report(0, stats.rows)
+
+    def on_fraction(fraction: float) -> None:
+        report(units_done(fraction, stats.rows), stats.rows)
+
+    with track_tasks(spark, f"tidekeep-impact-{os.getpid()}-{now}", on_fraction):
+        collected = grouped.collect()
+    report(stats.rows, stats.rows)
     rows = sorted((ImpactRow(int(g["rule"]), by_number[int(g["rule"])].name, by_number[int(g["rule"])].age_string,
                              g["feed"], g["type"], int(g["rows"]), int(g["bytes"]), int(g["held_rows"]))
-                   for g in grouped.collect()), key=lambda r: (r.rule, r.feed, r.type))
+                   for g in collected), key=lambda r: (r.rule, r.feed, r.type))
     return ImpactSummary(now, version, tuple(rows))

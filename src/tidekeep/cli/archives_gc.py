@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
         archive_output.retention_period (never one a running search may read, never a held one), then
         search results older than results_cache.retention_period after their job completed. A
         collector whose retention period is null does nothing. Resumes a sweep that crashed."""
-        with open_client(ctx) as client, progress_bar("deleting archive files", not json_output) as update:
+        with open_client(ctx) as client, progress_bar("deleting", not json_output, unit="files") as update:
             report = client.archives.gc(dry_run=dry_run, progress=update)
         if json_output:
             emit_json(report.to_dict())

@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Compress text logs into archives (Parquet, zstd, sorted by time, at most archives.target_size
         each) with a Spark job. Lines without a timestamp join the message before them."""
-        with open_client(ctx) as client, progress_bar("ingesting", not json_output) as update:
+        with open_client(ctx) as client, progress_bar("ingesting", not json_output, unit="bytes") as update:
             report = client.archives.ingest(dataset, paths, timezone=timezone, timestamp_format=timestamp_format,
                                             progress=update)
         if json_output:

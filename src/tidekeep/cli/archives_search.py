@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run a search job over DATASET's archives (those overlapping the time range and not expired)
         and print the job and the first page of results. Exits 1 unless the job SUCCEEDED."""
-        with open_client(ctx) as client, progress_bar("searching archives", not json_output) as update:
+        with open_client(ctx) as client, progress_bar("searching archives", not json_output, unit="archives") as update:
             from ..archives.results import check_paging
 
             check_paging(1, page_size)  # before the job: bad input creates nothing

@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
 
         Period by period, youngest first, in create-time slices; trackers make the next run incremental.
         """
-        with open_client(ctx) as client, progress_bar("records", not json_output) as update:
+        with open_client(ctx) as client, progress_bar("retention job", not json_output, unit="records") as update:
             report = client.catalog.run(dry_run=dry_run, progress=update)
         if json_output:
             emit_json(report.to_dict())
@@ -70,8 +70,8 @@ def register(app: typer.Typer) -> None:
         json_output: JsonFlag = False,
     ) -> None:
         """What the job would delete if it ran now with no trackers, per rule, feed and type."""
-        with open_client(ctx) as client:
-            summary = client.catalog.impact(rules=rules)
+        with open_client(ctx) as client, progress_bar("impact", not json_output, unit="records") as update:
+            summary = client.catalog.impact(rules=rules, progress=update)
         if json_output:
             emit_json(summary.to_dict())
             return

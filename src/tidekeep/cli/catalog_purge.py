@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         """Delete the data (at each record's location), then the rows, of records DELETED for longer
         than catalog.purge_age, in batches of catalog.purge_batch_size. Held records are left alone.
         Exits 1 if it stopped because failures exceeded catalog.purge_failure_threshold."""
-        with open_client(ctx) as client, progress_bar("purging", not json_output) as update:
+        with open_client(ctx) as client, progress_bar("purging", not json_output, unit="records") as update:
             report = client.catalog.purge(progress=update, dry_run=dry_run)
             threshold = client.settings["catalog.purge_failure_threshold"]
         if json_output:

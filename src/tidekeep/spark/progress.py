@@ -1,17 +1,47 @@
-"""Progress of Spark work for tidekeep's progress bars: the fraction of finished tasks of a job
-group (the catalog job, the archive ingest), and a wrapper that never lets a bar go back."""
+"""Progress of Spark work for tidekeep's progress bars: the fraction of a job group's work done,
+read from Spark's status tracker (the catalog job, `catalog impact`, the archive ingest), turned
+into the operation's own unit with a known total (records, bytes), and a wrapper that never lets a
+bar go back.
+
+The fraction weighs every stage of the group's jobs the same and counts a stage Spark has not
+submitted yet as not started: a job whose first stage is done is not shown as finished while its
+second has not begun (counting only the tasks of submitted stages would show 100 % there).
+"""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 Progress = Callable[[int, int], None]  # (done, total)
+
+
+@dataclass(frozen=True)
+class StageTasks:
+    """One submitted stage as Spark's status tracker reports it."""
+
+    total: int  # numTasks
+    completed: int  # numCompletedTasks
+
+
+def stage_fraction(stages: Sequence[StageTasks | None]) -> float | None:
+    """The fraction done of a group's stages (None: a stage not submitted yet); None if no stage is known."""
+    if not stages:
+        return None
+    parts = [0.0 if s is None else 1.0 if s.total <= 0 else min(max(s.completed, 0), s.total) / s.total
+             for s in stages]
+    return sum(parts) / len(parts)
+
+
+def units_done(fraction: float, total: int) -> int:
+    """How many of `total` units (records, bytes) a fraction of the work stands for, within [0, total]."""
+    return max(0, min(total, int(fraction * total)))
 
 
 @contextmanager
@@ -24,16 +54,15 @@ def track_tasks(spark: SparkSession, group: str, on_fraction: Callable[[float], 
     def poll() -> None:
         tracker = sc.statusTracker()
         while not done.wait(0.5):
-            total = finished = 0
+            stages: list[StageTasks | None] = []
             for job_id in tracker.getJobIdsForGroup(group):
                 job = tracker.getJobInfo(job_id)
                 for stage_id in job.stageIds if job else ():
                     stage = tracker.getStageInfo(stage_id)
-                    if stage:
-                        total += stage.numTasks
-                        finished += stage.numCompletedTasks
-            if total:
-                on_fraction(finished / total)
+                    stages.append(None if stage is None else StageTasks(stage.numTasks, stage.numCompletedTasks))
+            fraction = stage_fraction(stages)
+            if fraction is not None:
+                on_fraction(fraction)
 
     thread = threading.Thread(target=poll, name="spark-progress", daemon=True)
     thread.start()
