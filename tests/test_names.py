@@ -1,4 +1,5 @@
-"""Names become storage paths: each part is [A-Za-z0-9_-]{1,255}, a stream is "scope/stream"."""
+"""Names become storage paths: each part is [A-Za-z0-9_-]{1,255}, a stream is "scope/stream"; names
+of things to create are limited further so that every path component built from them fits 255 bytes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidekeep.errors import InvalidInput, InvalidName
-from tidekeep.names import check_name, split_stream_name
+from tidekeep.names import (
+    MAX_SEQUENCE,
+    NAME_MAX,
+    READER_GROUP_NAME_MAX,
+    SCOPE_NAME_MAX,
+    STREAM_NAME_MAX,
+    UID_DIGITS,
+    WRITER_ID_MAX,
+    check_name,
+    check_new_scope_name,
+    check_writer_id,
+    chunk_file_name,
+    split_new_stream_name,
+    split_stream_name,
+    stream_directory_name,
+)
 
 ALLOWED = set(string.ascii_letters + string.digits + "_-")
 valid_parts = st.text(alphabet=sorted(ALLOWED), min_size=1, max_size=255)
@@ -104,3 +120,40 @@ def test_stream_name_fuzz(name: str) -> None:
         assert split_stream_name(name) == tuple(parts)
     else:
         refused(split_stream_name, name)
+
+
+# ---- length limits: every path component built from a name fits 255 bytes ---------------------------
+
+
+def test_the_longest_names_build_components_of_exactly_the_filesystem_limit() -> None:
+    assert len(stream_directory_name("t" * STREAM_NAME_MAX, "f" * UID_DIGITS).encode()) == NAME_MAX
+    assert len(chunk_file_name("w" * WRITER_ID_MAX, MAX_SEQUENCE).encode()) == NAME_MAX
+    assert SCOPE_NAME_MAX == READER_GROUP_NAME_MAX == NAME_MAX
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet="ab-", max_size=300), st.text(alphabet="ab_", max_size=300))
+def test_a_new_stream_name_is_accepted_exactly_when_its_directories_fit(scope: str, stream: str) -> None:
+    fits = (scope != "" and len(scope.encode()) <= NAME_MAX and stream != ""
+            and len(stream_directory_name(stream, "0" * UID_DIGITS).encode()) <= NAME_MAX)
+    if fits:
+        assert split_new_stream_name(f"{scope}/{stream}") == (scope, stream)
+    else:
+        refused(split_new_stream_name, f"{scope}/{stream}")
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet="w-_", max_size=300))
+def test_a_writer_id_is_accepted_exactly_when_its_chunk_files_fit(writer_id: str) -> None:
+    if writer_id and len(chunk_file_name(writer_id, MAX_SEQUENCE).encode()) <= NAME_MAX:
+        assert check_writer_id(writer_id) == writer_id
+    else:
+        assert "invalid writer id" in refused(check_writer_id, writer_id)
+
+
+def test_lookups_keep_the_general_limit() -> None:
+    # a stream an older version created with a longer name can still be described and deleted
+    long_stream = "t" * (STREAM_NAME_MAX + 1)
+    assert split_stream_name(f"sc/{long_stream}") == ("sc", long_stream)
+    assert "is 223 characters long (at most 222)" in refused(split_new_stream_name, f"sc/{long_stream}")
+    assert "is 256 characters long (at most 255)" in refused(check_new_scope_name, "s" * 256)

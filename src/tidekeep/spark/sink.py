@@ -72,7 +72,7 @@ from pyspark.sql.types import (
 from ..config import MAX_EVENT_SIZE
 from ..errors import EventTooLarge, InvalidInput, StagedFileMissing, StreamSealed
 from ..faults import fault_active
-from ..names import check_name
+from ..names import check_writer_id
 from ..store.chunks import ChunkStorage
 from ..store.deletion import warn_files_left
 from ..streams.controller import SEALED, PendingChunk
@@ -149,7 +149,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         raise InvalidInput('note_time "max_event_time" needs an event time: .option("event_time_column", col)')
     writer_id = lowered.get("writer_id") or None
     if writer_id is not None:
-        check_name(writer_id, "writer id")
+        check_writer_id(writer_id)
     chunk_size = SINK_CHUNK_BYTES
     if lowered.get("chunk_size"):
         chunk_size = parse_size_bytes(lowered["chunk_size"])
@@ -219,7 +219,7 @@ def writer_id_from_checkpoint(checkpoint_location: str) -> str:
     except (OSError, ValueError, KeyError, IndexError, TypeError, pa.ArrowException) as exc:
         raise InvalidInput(f"cannot derive a writer id from checkpoint {checkpoint_location!r} "
                            f"({type(exc).__name__}); set .option(\"writer_id\", id)") from None
-    return check_name(f"spark-{query_id}", "writer id")
+    return check_writer_id(f"spark-{query_id}")
 
 
 def _checkpoint_fs(location: str) -> tuple[pafs.FileSystem, str]:

@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ..faults import fault_error, fault_point
 from ..holds import refuse_if_held, stream_holds_in_scope
-from ..names import check_name, split_stream_name
+from ..names import check_name, check_new_scope_name, split_new_stream_name, split_stream_name, stream_directory_name
 from ..store import schema as t
 from ..store.chunks import ChunkRef, ChunkStorage, StoredFile
 from ..store.database import Database
@@ -112,7 +112,7 @@ class StreamState:
 
     def storage_dir(self) -> str:
         scope, stream = split_stream_name(self.name)
-        return f"streams/{scope}/{stream}-{self.info.uid}"
+        return f"streams/{scope}/{stream_directory_name(stream, self.info.uid)}"
 
 
 @dataclass(frozen=True)
@@ -230,7 +230,7 @@ class StreamController:
 
     # ---- scopes ------------------------------------------------------------------------------
     def create_scope(self, scope: str) -> bool:
-        check_name(scope, "scope name")
+        check_new_scope_name(scope)
         with self.db.write() as conn:
             return self._ensure_scope(conn, scope)
 
@@ -261,7 +261,7 @@ class StreamController:
 
     # ---- streams -----------------------------------------------------------------------------
     def create_stream(self, name: str, config: StreamConfig) -> StreamInfo:
-        scope, stream = split_stream_name(name)
+        scope, stream = split_new_stream_name(name)
         if not isinstance(config, StreamConfig):
             raise InvalidInput(f"invalid stream config {config!r}: use tidekeep.StreamConfig")
         segments = initial_segments(config.segments)

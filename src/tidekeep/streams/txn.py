@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from ..config import MAX_EVENT_SIZE
 from ..errors import EventTooLarge, InvalidInput, NotFound, TransactionClosed
-from ..names import check_name
+from ..names import check_writer_id
 from ..store.chunks import ChunkRef, build_chunk_table
 from .controller import PendingChunk, StreamState
 from .model import EVENT_HEADER_BYTES, Router, routing_key_position, segment_name
@@ -66,7 +66,7 @@ class TransactionalWriter:
     """Begins transactions on one stream for one writer id."""
 
     def __init__(self, store: TransactionStore, stream: str, writer_id: str, lease_ms: int, batch_size: int) -> None:
-        check_name(writer_id, "writer id")
+        check_writer_id(writer_id)
         if lease_ms <= 0:
             raise InvalidInput(f"invalid lease {lease_ms} ms: must be greater than zero")
         store.controller.state(stream)  # the stream must exist

@@ -38,6 +38,7 @@ from ..errors import (
     TransactionExpired,
 )
 from ..faults import fault_error, fault_point, pause_point
+from ..names import stream_directory_name
 from ..store import schema as t
 from ..store import schema_transactions as tx
 from ..store.database import RETRY_ATTEMPTS, retry_store
@@ -341,7 +342,7 @@ class TransactionStore:
 
     @staticmethod
     def _txn_dir(row: Any) -> str:
-        return f"streams/{row.scope}/{row.stream_name}-{row.uid}/txn/{row.id}"
+        return f"streams/{row.scope}/{stream_directory_name(row.stream_name, row.uid)}/txn/{row.id}"
 
     # ---- commit --------------------------------------------------------------------------------
     def commit(self, txn_id: str, timestamp: int | None, reroute: RerouteFn,

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..errors import ConflictError, InvalidInput, InvalidStreamCut, WriterFenced
-from ..names import check_name
+from ..names import check_writer_id
 from ..store import schema as t
 from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_watermarks import watermarks as wm_table
@@ -140,7 +140,7 @@ class WatermarkStore:
         """Record that `writer_id` has reached `time_ms` at `position` (default: the offsets after its
         last committed event, as the store has them). A Writer passes its `epoch`: a writer fenced by a
         newer one with the same id may not move that one's mark (WriterFenced)."""
-        check_name(writer_id, "writer id")
+        check_writer_id(writer_id)
         check_time(time_ms)
         if source not in MARK_SOURCES:
             raise InvalidInput(f"invalid mark source {source!r}: one of {', '.join(MARK_SOURCES)}")

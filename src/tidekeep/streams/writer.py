@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -45,7 +44,7 @@ from ..errors import (
     WriterFenced,
 )
 from ..faults import fault_point
-from ..names import check_name
+from ..names import MAX_SEQUENCE, check_writer_id, chunk_file_name
 from ..store.chunks import build_chunk_table
 from ..store.database import retry_store
 from ..store.deletion import warn_files_left
@@ -118,7 +117,7 @@ class Writer:
 
     def __init__(self, controller: StreamController, stream: str, writer_id: str, batch_size: int,
                  linger_ms: int, clock: Clock, config: WriterConfig | None = None) -> None:
-        check_name(writer_id, "writer id")
+        check_writer_id(writer_id)
         if config is not None and not isinstance(config, WriterConfig):
             raise InvalidInput(f"invalid writer config {config!r}: use WriterConfig(...)")
         self.config = config or WriterConfig()
@@ -231,8 +230,9 @@ class Writer:
         if not all(isinstance(item, tuple) and len(item) == 2 for item in items):
             raise InvalidInput("write_batch takes (payload, routing_key) pairs")
         batch = _Batch(_payload_array([p for p, _ in items]), _key_array([k for _, k in items], len(items)))
-        if sequence is not None and (not isinstance(sequence, int) or isinstance(sequence, bool) or sequence < 1):
-            raise InvalidInput(f"invalid batch sequence {sequence!r}: must be an integer >= 1")
+        if sequence is not None and (not isinstance(sequence, int) or isinstance(sequence, bool)
+                                     or not 1 <= sequence <= MAX_SEQUENCE):
+            raise InvalidInput(f"invalid batch sequence {sequence!r}: must be an integer from 1 to {MAX_SEQUENCE}")
         with self._lock:
             self._check_usable()
             self._flush_locked()
@@ -474,7 +474,7 @@ class Writer:
         for seg in np.unique(targets).tolist():
             rows = pa.array(np.flatnonzero(targets == seg))  # ascending: write order within the segment
             table, length = build_chunk_table(batch.payloads.take(rows), batch.keys.take(rows))
-            path = f"{self._dir}/{segment_name(seg)}/{self.writer_id}-{sequence}-{uuid.uuid4().hex[:12]}.parquet"
+            path = f"{self._dir}/{segment_name(seg)}/{chunk_file_name(self.writer_id, sequence)}"
             self._controller.storage.write_chunk(path, table)
             pending.append(PendingChunk(seg, path, length, table.num_rows))
         return pending
