@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import tidekeep as tk
 from strategies import GRID, ScaledStream, valid_cut_frontiers
 from tidekeep.config import CONFIG_FILE_NAME, MAX_EVENT_SIZE
-from tidekeep.streams.model import Segment
+from tidekeep.streams.model import Segment, SegmentId
 
 STREAM, OTHER = "sc/s", "sc/other"
 WRITERS = ("w1", "w2")
@@ -57,7 +57,7 @@ def world(client: tk.Client) -> World:
     tails = {s["segment"]: s["tail"] for s in described["segments"]}
     starts: dict[str, list[int]] = {name: [] for name in tails}
     for ev in client.read(STREAM):
-        starts[f"{ev.segment >> 32}.{ev.segment & 0xFFFFFFFF}"].append(ev.offset)
+        starts[str(ev.segment)].append(ev.offset)
     boundaries = {name: sorted({*starts[name], tails[name]}) for name in tails}
     assert sorted(tails) == ["0.0", "0.1", "1.2", "1.3"]
     return World(client, boundaries, tails)
@@ -434,10 +434,11 @@ def as_scaled_stream(world: World) -> tuple[ScaledStream, dict[str, int]]:
     segments, grid, ids = {}, {}, {}
     for s in described["segments"]:
         low, high = s["key_range"]
-        grid[s["id"]] = (int(low * GRID), int(high * GRID))
-        assert grid[s["id"]] == (low * GRID, high * GRID)
-        segments[s["id"]] = Segment(s["id"], low, high, tail=s["tail"], sealed=s["sealed"])
-        ids[s["segment"]] = s["id"]
+        seg = int(SegmentId(s["segment"]))
+        grid[seg] = (int(low * GRID), int(high * GRID))
+        assert grid[seg] == (low * GRID, high * GRID)
+        segments[seg] = Segment(seg, low, high, tail=s["tail"], sealed=s["sealed"])
+        ids[s["segment"]] = seg
     return ScaledStream(segments, grid, described["current_epoch"]), ids
 
 

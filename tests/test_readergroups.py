@@ -224,7 +224,7 @@ def test_sigkilled_reader_handed_on_with_reader_offline_loses_nothing(
             marks = [r for r in procs.records(n) if r[0] == "checkpoint" and r[1] == "mid"]
             assert len(marks) == 1
             for seg, off in marks[0][2].get(STREAM, {}).items():
-                passed[int(seg)] = off
+                passed[int(tk.SegmentId(seg))] = off  # the helper writes str(segment): "E.N"
         assert checkpoint.cuts[STREAM].positions == passed
         procs.wait_for(lambda: len(procs.events("ra")) >= 1200, "reader ra to read more")
         procs.procs["ra"].send_signal(signal.SIGKILL)

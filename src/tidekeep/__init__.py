@@ -28,6 +28,7 @@ from .errors import (
 from .holds import Hold, HoldStore
 from .streams.config import RetentionKind, RetentionPolicy, StreamConfig
 from .streams.cuts import CutOrder, StreamCut
+from .streams.model import SegmentId
 from .streams.reader import Event
 from .streams.readergroup import (
     Checkpoint,
@@ -83,6 +84,7 @@ __all__ = [
     "RetentionPolicy",
     "RetentionRecord",
     "RetentionType",
+    "SegmentId",
     "StagedFileMissing",
     "StoreUnavailable",
     "StreamConfig",

@@ -39,7 +39,7 @@ from .streams.controller import (
     TruncateResult,
 )
 from .streams.cuts import StreamCut, size_between
-from .streams.model import Segment, segment_id
+from .streams.model import Segment, SegmentId
 from .streams.reader import Event, iter_batches, iter_events
 from .streams.readergroup import ReaderGroup, ReaderGroupConfig
 from .streams.retention_store import RetentionManager
@@ -60,17 +60,7 @@ SegmentRef = int | str
 
 def parse_segment(ref: SegmentRef) -> int:
     """A segment id from an int or the "epoch.number" display form."""
-    if isinstance(ref, int) and not isinstance(ref, bool):
-        if ref < 0:
-            raise InvalidInput(f"invalid segment {ref!r}")
-        return ref
-    if isinstance(ref, str):
-        parts = ref.strip().split(".")
-        if len(parts) == 2 and all(p.isdigit() for p in parts):
-            return segment_id(int(parts[0]), int(parts[1]))
-        if ref.strip().isdigit():
-            return int(ref.strip())
-    raise InvalidInput(f"invalid segment {ref!r}: expected 'epoch.number' like '0.1' or a segment id")
+    return SegmentId(ref)
 
 
 class Client:

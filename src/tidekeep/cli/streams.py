@@ -63,7 +63,7 @@ def info_record(info: StreamInfo) -> dict[str, Any]:
 
 
 def segment_record(segment: Segment) -> dict[str, Any]:
-    return {"segment": segment_name(segment.id), "id": segment.id, "epoch": segment.epoch,
+    return {"segment": segment_name(segment.id), "epoch": segment.epoch,
             "key_range": [segment.key_low, segment.key_high]}
 
 

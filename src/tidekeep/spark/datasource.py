@@ -37,6 +37,7 @@ from ..errors import InvalidInput, InvalidStreamCut
 from ..names import split_stream_name
 from ..streams.controller import ReadPlan, ReadTask
 from ..streams.cuts import StreamCut
+from ..streams.model import segment_name
 from ..streams.reader import EVENT_SCHEMA, read_task
 from ..units import parse_size_bytes
 from .cluster import check_settings_reach
@@ -246,7 +247,7 @@ class ChunkPartition(InputPartition):
         return sum(task.end - task.start for task in self.tasks)
 
     def __repr__(self) -> str:
-        return (f"ChunkPartition({self.stream}, segment={self.segment}, chunks={len(self.tasks)}, "
+        return (f"ChunkPartition({self.stream}, segment={segment_name(self.segment)}, chunks={len(self.tasks)}, "
                 f"bytes={self.logical_bytes})")
 
 

@@ -23,7 +23,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ..errors import ChunkMissing, ConfigError, CorruptChunk, NotFound, WorkspaceMismatch
-from ..streams.model import EVENT_HEADER_BYTES
+from ..streams.model import EVENT_HEADER_BYTES, segment_name
 from .deletion import DeleteOutcome, FileLeft, failure_reason
 from .durable import StorageWriter
 
@@ -208,7 +208,8 @@ def read_chunk_file(
     try:
         table = pq.read_table(full_path, filesystem=fs, columns=wanted)
     except FileNotFoundError:
-        raise ChunkMissing(f"chunk file {ref.path} is missing (segment {ref.segment}, offset {ref.base_offset})",
+        raise ChunkMissing(f"chunk file {ref.path} is missing (segment {segment_name(ref.segment)}, offset "
+                           f"{ref.base_offset})",
                            ref.path) from None
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
         if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowException) and "not found" in str(exc).lower():

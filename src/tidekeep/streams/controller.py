@@ -54,7 +54,7 @@ from .cuts import (
     furthest,
     ranges_between,
 )
-from .model import Segment, equal_ranges, initial_segments, plan_scale, segment_name
+from .model import Segment, SegmentId, equal_ranges, initial_segments, plan_scale, segment_name
 
 log = logging.getLogger("tidekeep.streams")
 
@@ -113,6 +113,13 @@ class StreamState:
     def storage_dir(self) -> str:
         scope, stream = split_stream_name(self.name)
         return f"streams/{scope}/{stream_directory_name(stream, self.info.uid)}"
+
+
+def _offset(value: object) -> int:
+    """An offset of a {segment: offset} cut."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
+        return int(value)
+    raise InvalidStreamCut(f"invalid offset {value!r} in a stream cut: expected an integer from 0 to 2^63 - 1")
 
 
 @dataclass(frozen=True)
@@ -425,8 +432,8 @@ class StreamController:
                             f"stream cut does not match {state.name!r}: segment {segment_name(seg)} has another key "
                             "range (a cut of an earlier stream with this name?)")
             positions = dict(cut.positions)
-        elif isinstance(cut, Mapping):
-            positions = {int(k): int(v) for k, v in cut.items()}
+        elif isinstance(cut, Mapping):  # {segment: offset}, a segment as its id or "epoch.number"
+            positions = {int(SegmentId(k)): _offset(v) for k, v in cut.items()}
         else:
             raise InvalidStreamCut(f"invalid stream cut {cut!r}: expected a StreamCut or its string form")
         check_cut(positions, state.segments, state.name, lambda seg, off: self._is_event_boundary(state, seg, off))

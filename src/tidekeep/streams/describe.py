@@ -26,7 +26,7 @@ def describe(state: StreamState) -> dict[str, Any]:
             for epoch, created in state.epochs
         ],
         "segments": [
-            {"segment": segment_name(s.id), "id": s.id, "epoch": s.epoch, "key_range": [s.key_low, s.key_high],
+            {"segment": segment_name(s.id), "epoch": s.epoch, "key_range": [s.key_low, s.key_high],
              "head": s.head, "tail": s.tail, "length": s.tail, "readable_bytes": s.tail - s.head,
              "sealed": s.sealed}
             for s in segments.values()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import itertools
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,6 +36,58 @@ def segment_number(seg_id: int) -> int:
 def segment_name(seg_id: int) -> str:
     """Display form "epoch.number", also used in the compact stream-cut string."""
     return f"{segment_epoch(seg_id)}.{segment_number(seg_id)}"
+
+
+MAX_EPOCH = 2**31 - 1  # ids are signed 64-bit columns in the metadata store
+MAX_NUMBER = 2**32 - 1
+_SEGMENT_TEXT = re.compile(r"(\d{1,10})\.(\d{1,10})|(\d{1,19})", re.ASCII)
+
+
+class SegmentId(int):
+    """A segment, as the API hands it out (`Event.segment`, `Position.segment`): the 64-bit id
+    `(epoch << 32) | number` it is for `int()`, comparison, hashing and arithmetic, written
+    "epoch.number" wherever it is shown (`str`, f-strings, `repr`) — the one way segments are
+    written everywhere (docs/streams.md). `SegmentId("1.4")` and `SegmentId(4294967300)` are the
+    same segment; anything else is InvalidInput."""
+
+    __slots__ = ()
+
+    def __new__(cls, ref: int | str) -> SegmentId:
+        return super().__new__(cls, _segment_value(ref))
+
+    @property
+    def epoch(self) -> int:
+        return segment_epoch(self)
+
+    @property
+    def number(self) -> int:
+        return segment_number(self)
+
+    def __str__(self) -> str:
+        return segment_name(self)
+
+    def __repr__(self) -> str:
+        return f"SegmentId('{segment_name(self)}')"
+
+    def __format__(self, spec: str) -> str:
+        # an empty spec is str(); a numeric spec ("d", "x", ">12") formats the integer id
+        return segment_name(self) if not spec else int.__format__(int(self), spec)
+
+
+def _segment_value(ref: object) -> int:
+    """The integer id of a segment given as an id or as "epoch.number" text (digits alone: the id)."""
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        if ref >= 0 and segment_epoch(ref) <= MAX_EPOCH:
+            return int(ref)
+    elif isinstance(ref, str):
+        match = _SEGMENT_TEXT.fullmatch(ref.strip())
+        if match and match.group(3) is not None:
+            return _segment_value(int(match.group(3)))
+        if match and int(match.group(1)) <= MAX_EPOCH and int(match.group(2)) <= MAX_NUMBER:
+            return segment_id(int(match.group(1)), int(match.group(2)))
+    shown = ref if not isinstance(ref, str) or len(ref) <= 40 else ref[:37] + "..."
+    raise InvalidInput(f"invalid segment {shown!r}: expected 'epoch.number' like '0.1' (epoch up to {MAX_EPOCH}, "
+                       f"number up to {MAX_NUMBER}) or a segment id")
 
 
 def ranges_overlap(a_low: float, a_high: float, b_low: float, b_high: float) -> bool:

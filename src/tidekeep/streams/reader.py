@@ -17,6 +17,7 @@ import pyarrow.fs as pafs
 from ..errors import ChunkMissing
 from ..store.chunks import read_chunk_file
 from .controller import ReadPlan, ReadTask, StreamController
+from .model import SegmentId
 
 EVENT_SCHEMA = pa.schema([
     pa.field("stream", pa.string(), nullable=False),
@@ -32,7 +33,7 @@ EVENT_SCHEMA = pa.schema([
 class Event(NamedTuple):
     payload: bytes
     routing_key: str | None
-    segment: int
+    segment: SegmentId  # prints as epoch.number; int(segment) is the 64-bit id
     offset: int
     commit_time_ms: int
     writer_id: str
@@ -80,5 +81,5 @@ def iter_events(controller: StreamController, plan: ReadPlan) -> Iterator[Event]
         # segment, commit time and writer are the chunk's: repeat them instead of converting columns
         ref, n = task.chunk, batch.num_rows
         yield from map(Event, batch.column("payload").to_pylist(), batch.column("routing_key").to_pylist(),
-                       repeat(ref.segment, n), batch.column("offset").to_pylist(), repeat(ref.committed_ms, n),
-                       repeat(ref.writer_id, n))
+                       repeat(SegmentId(ref.segment), n), batch.column("offset").to_pylist(),
+                       repeat(ref.committed_ms, n), repeat(ref.writer_id, n))

@@ -25,7 +25,7 @@ from ..units import parse_duration_ms
 from . import rg_state as core
 from .controller import ReadTask, StreamController, _chunk_ref
 from .cuts import CutOrder, StreamCut, compare_cuts, size_between
-from .model import EVENT_HEADER_BYTES, Segment, segment_name
+from .model import EVENT_HEADER_BYTES, Segment, SegmentId, segment_name
 from .reader import read_task
 from .reader_window import StreamWindow
 from .rg_store import GroupRow, ReaderGroupStore
@@ -132,7 +132,7 @@ class Position(NamedTuple):
     """A place in one segment of a stream. (Named tuples: one is built per event read.)"""
 
     stream: str
-    segment: int
+    segment: SegmentId  # prints as epoch.number, int() is the id
     offset: int
 
     def __str__(self) -> str:
@@ -172,7 +172,7 @@ class Checkpoint:
 @dataclass
 class _Cursor:
     stream: str
-    segment: int
+    segment: SegmentId
     offset: int  # the next offset to return
     end: int | None
     buffer: deque[tuple[bytes, str | None, int, int]] = field(default_factory=deque)  # payload, key, offset, next
@@ -250,8 +250,9 @@ class ReaderGroup:
         row = self.store.update(self.name, lambda r, _topo: core.join(r.state, reader_id, now))
         return Reader(self, reader_id, row, sync_every_events, sync_interval_ms, config or ReaderConfig())
 
-    def reader_offline(self, reader_id: str,
-                       last_position: Mapping[str, Mapping[int, int]] | Sequence[EventRead] | None = None) -> None:
+    def reader_offline(
+        self, reader_id: str, last_position: Mapping[str, Mapping[int | str, int]] | Sequence[EventRead] | None = None,
+    ) -> None:
         """Hand a crashed reader's segments on from `last_position` — stream -> segment -> offset,
         or the last EventRead the application processed in each segment (reading resumes after
         it) — or from the last positions it stored: at-least-once, events after that are read again."""
@@ -313,7 +314,7 @@ class ReaderGroup:
                      "owner": g.owner, "status": g.status}
                     for name, slot in sorted(state.streams.items()) for seg, g in sorted(slot.segments.items())]
         return {
-            "name": row.name, "generation": row.generation, "config": row.config,
+            "name": row.name, "generation": row.generation, "config": _shown_config(row.config),
             "readers": [{"reader": r, "last_seen_ms": seen,
                          "segments": [f"{s}:{segment_name(g)}" for s, g in core.owned(state, r)]}
                         for r, seen in sorted(state.readers.items())],
@@ -321,6 +322,19 @@ class ReaderGroup:
             "pending_checkpoints": [c.name for c in state.pending],
             "last_checkpoint": state.completed[-1].name if state.completed else None,
         }
+
+
+def _shown_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The stored config with its start and end positions keyed by "epoch.number", as segments are
+    shown everywhere (the store keeps the ids)."""
+    def shown(positions: Mapping[str, int] | None) -> dict[str, int] | None:
+        if positions is None:
+            return None
+        return {segment_name(int(seg)): off for seg, off in sorted(positions.items(), key=lambda kv: int(kv[0]))}
+
+    streams = {name: {**slot, "start": shown(slot["start"]), "end": shown(slot["end"])}
+               for name, slot in config["streams"].items()}
+    return {**config, "streams": streams}
 
 
 def _subscription(sub: Any) -> dict[str, Any] | None:
@@ -332,7 +346,7 @@ def _subscription(sub: Any) -> dict[str, Any] | None:
 
 
 def _check_positions(
-    positions: Mapping[str, Mapping[int, int]] | Sequence[EventRead] | None,
+    positions: Mapping[str, Mapping[int | str, int]] | Sequence[EventRead] | None,
 ) -> dict[str, dict[int, int]] | None:
     if positions is None:
         return None
@@ -349,11 +363,24 @@ def _check_positions(
     for stream, segs in positions.items():
         if not isinstance(segs, Mapping):
             raise InvalidInput(f"last_position of {stream!r} must map segment -> offset")
+        checked: dict[int, int] = {}
         for seg, off in segs.items():
-            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (seg, off)):
-                raise InvalidInput(f"last_position {stream}:{seg!r}={off!r}: segment and offset must be integers >= 0")
-        result[stream] = dict(segs)
+            # a segment as handed out (Event.segment, Position.segment), its id, or "epoch.number"
+            valid = isinstance(seg, (int, str)) and not isinstance(seg, bool) and _is_segment(seg)
+            if not valid or not isinstance(off, int) or isinstance(off, bool) or off < 0:
+                raise InvalidInput(f"last_position {stream}:{seg!r}={off!r}: expected a segment ('epoch.number' or "
+                                   "its id) and an integer offset >= 0")
+            checked[int(SegmentId(seg))] = off
+        result[stream] = checked
     return result
+
+
+def _is_segment(ref: int | str) -> bool:
+    try:
+        SegmentId(ref)
+    except InvalidInput:
+        return False
+    return True
 
 
 class CheckpointHandle:
@@ -413,14 +440,14 @@ class Reader:
         self._closed = False
 
     # ---- positions -----------------------------------------------------------------------------
-    def positions(self) -> dict[str, dict[int, int]]:
+    def positions(self) -> dict[str, dict[SegmentId, int]]:
         """stream -> segment -> the next offset to read, for the segments this reader holds."""
-        result: dict[str, dict[int, int]] = {}
+        result: dict[str, dict[SegmentId, int]] = {}
         for (stream, seg), cursor in sorted(self._cursors.items()):
             result.setdefault(stream, {})[seg] = cursor.offset
         return result
 
-    def segments(self) -> list[tuple[str, int]]:
+    def segments(self) -> list[tuple[str, SegmentId]]:
         return sorted(self._cursors)
 
     # ---- watermarks ----------------------------------------------------------------------------
@@ -464,7 +491,8 @@ class Reader:
         for stream, seg in mine:
             if (stream, seg) not in self._cursors:
                 g = state.streams[stream].segments[seg]
-                self._cursors[(stream, seg)] = _Cursor(stream, seg, g.offset, g.end)
+                segment = SegmentId(seg)
+                self._cursors[(stream, segment)] = _Cursor(stream, segment, g.offset, g.end)
         self._checkpoint_due = core.next_checkpoint_for(state, self.reader_id)
         self._events_since_sync = 0
         self._last_sync_ms = self.clock.now_ms()
