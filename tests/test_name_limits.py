@@ -158,3 +158,11 @@ def test_the_longest_names_through_the_cli(in_process: InProcess) -> None:
         assert done.code == 2 and len(lines) == 1 and lines[0].startswith("error: invalid "), done.stderr
         assert fragment in lines[0] and done.stdout == ""
         assert cli_snapshot(home) == before
+
+
+def test_the_spark_sink_takes_the_longest_writer_id_and_refuses_one_more() -> None:
+    from tidekeep.spark.sink import parse_sink_options
+
+    assert parse_sink_options({"stream": "sc/s", "writer_id": WRITER}).writer_id == WRITER
+    with pytest.raises(tk.InvalidName, match=r"invalid writer id .*is 215 characters long \(at most 214\)"):
+        parse_sink_options({"stream": "sc/s", "writer_id": WRITER + "w"})
