@@ -111,7 +111,7 @@ def _cut_in_the_middle(client: tk.Client) -> str:
     positions = []
     for seg in sorted({e.segment for e in events}):
         offsets = sorted(e.offset for e in events if e.segment == seg)
-        positions.append(f"0.{seg}={offsets[len(offsets) // 2]}")
+        positions.append(f"{seg}={offsets[len(offsets) // 2]}")  # a segment prints as epoch.number
     return f"{STREAM}:{','.join(positions)}"
 
 
