@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import tidekeep as tk
 from test_cli import InProcess
-from tidekeep.errors import InvalidInput
+from tidekeep.errors import InvalidInput, TruncatedData
 from tidekeep.streams.model import MAX_EPOCH, MAX_NUMBER, SegmentId, segment_id
 
 E_N = re.compile(r"\d+\.\d+")
@@ -221,3 +221,37 @@ def test_every_cli_output_writes_segments_as_epoch_number(in_process: InProcess)
     assert {json.loads(line)["segment"] for line in outputs["stream read"].splitlines()} == {
         "0.0", "0.1", "1.2", "1.3"}
     assert [s["segment"] for s in json.loads(outputs["merge"])["new_segments"]] == ["2.4"]
+
+
+# ---- what the store keeps: SegmentIds handed back in are stored as ids ---------------------------
+
+
+def test_positions_keyed_by_segment_ids_are_stored_and_read_back(client: tk.Client) -> None:
+    """A cut, a reader group's start and a crashed reader's position built from the SegmentIds the API
+    hands out are stored as the integer id: the store reads them back (a stored "E.N" key broke every
+    later read of the stream or group)."""
+    scaled_stream(client)
+    events = list(client.read("sc/s"))
+    fifth = events[4]
+    assert isinstance(fifth.segment, SegmentId)
+    head = client.head_cut("sc/s")
+    start = tk.StreamCut("sc/s", {SegmentId(seg): off for seg, off in head.positions.items()}, uid=head.uid)
+    group = client.create_reader_group("g", tk.ReaderGroupConfig({"sc/s": (start, None)}, retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
+    reader = group.reader("r1")
+    first = reader.read_next_event(timeout_ms=0)
+    assert first.position is not None and first.next_offset is not None
+    group.reader_offline("r1", {"sc/s": {first.position.segment: first.next_offset}})
+
+    tail_before = client.tail_cut("sc/s")
+    cut = {**{SegmentId(seg): off for seg, off in head.positions.items()}, fifth.segment: fifth.offset}
+    client.truncate("sc/s", tk.StreamCut("sc/s", cut, uid=head.uid))
+    new_head = client.head_cut("sc/s")
+    assert new_head.positions[int(fifth.segment)] == fifth.offset
+    assert client.tail_cut("sc/s") == tail_before
+    assert client.describe_stream("sc/s")["name"] == "sc/s"
+    group.update_retention_stream_cut({"sc/s": client.tail_cut("sc/s")})
+    assert "sc/s" in group.describe()["streams"]
+    with group.reader("r2") as again:
+        with pytest.raises(TruncatedData):  # r1's stored position is before the new head
+            again.read_next_event(timeout_ms=0)
+        assert again.read_next_event(timeout_ms=0).is_event

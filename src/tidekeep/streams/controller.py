@@ -54,7 +54,7 @@ from .cuts import (
     furthest,
     ranges_between,
 )
-from .model import Segment, SegmentId, equal_ranges, initial_segments, plan_scale, segment_name
+from .model import Segment, SegmentId, equal_ranges, initial_segments, plan_scale, segment_key, segment_name
 
 log = logging.getLogger("tidekeep.streams")
 
@@ -284,7 +284,7 @@ class StreamController:
                 stream_id = conn.execute(sa.insert(t.streams).values(
                     scope=scope, name=stream, uid=uid, state=ACTIVE, config=config.to_json(), created_ms=now,
                     current_epoch=0, next_segment_number=len(segments),
-                    head=json.dumps({str(s.id): 0 for s in segments}), truncated_bytes=0,
+                    head=json.dumps({segment_key(s.id): 0 for s in segments}), truncated_bytes=0,
                 )).inserted_primary_key[0]
                 conn.execute(sa.insert(t.epochs).values(stream_id=stream_id, epoch=0, created_ms=now))
                 conn.execute(sa.insert(t.segments), [self._segment_row(stream_id, s, now) for s in segments])
@@ -725,11 +725,11 @@ class StreamController:
 def merge_positions(stored: str | None, ends: Mapping[int, int]) -> str:
     """A writer's stored positions (JSON) moved to `ends` in the segments it just appended to."""
     positions = furthest({int(k): v for k, v in json.loads(stored).items()} if stored else {}, ends)
-    return json.dumps({str(s): o for s, o in sorted(positions.items())})
+    return json.dumps({segment_key(s): o for s, o in sorted(positions.items())})
 
 
 def _str_keys(positions: Mapping[int, int]) -> dict[str, int]:
-    return {str(k): v for k, v in sorted(positions.items())}
+    return {segment_key(k): v for k, v in sorted(positions.items())}
 
 
 def _chunk_ref(row: Any) -> ChunkRef:

@@ -25,6 +25,12 @@ def segment_id(epoch: int, number: int) -> int:
     return (epoch << 32) | number
 
 
+def segment_key(seg_id: int) -> str:
+    """A segment as stored in JSON columns: the decimal 64-bit id, also for a SegmentId (whose str()
+    is "epoch.number", the form for people, not for what the store reads back)."""
+    return str(int(seg_id))
+
+
 def segment_epoch(seg_id: int) -> int:
     return seg_id >> 32
 

@@ -28,7 +28,7 @@ from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_retention import retention_set
 from .controller import StreamController, StreamState
 from .cuts import CutOrder, compare_cuts, initial_cut, size_between
-from .model import segment_name
+from .model import segment_key, segment_name
 from .retention import (
     BEHIND_HEAD,
     HELD,
@@ -299,7 +299,7 @@ def consumption_details(decision: RetentionDecision, state: StreamState) -> dict
 
 
 def _positions_json(positions: dict[int, int]) -> str:
-    return json.dumps({str(k): v for k, v in sorted(positions.items())})
+    return json.dumps({segment_key(k): v for k, v in sorted(positions.items())})
 
 
 __all__ = ["RetentionManager", "SubscribersChanged", "clamp_to_head", "consumption_details", "fenced",

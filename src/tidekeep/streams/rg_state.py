@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AlreadyExists, ConflictError, NotFound
-from .model import Segment
+from .model import Segment, segment_key
 
 UNASSIGNED, ASSIGNED, COMPLETED = "UNASSIGNED", "ASSIGNED", "COMPLETED"
 COMPLETED_CHECKPOINTS_KEPT = 20
@@ -84,13 +84,13 @@ class GroupState:
     def to_dict(self) -> dict[str, Any]:
         def slot(s: StreamSlot) -> dict[str, Any]:
             return {"start": _keys_out(s.start), "end": None if s.end is None else _keys_out(s.end),
-                    "segments": {str(k): [g.offset, g.end, g.owner, g.status] for k, g in s.segments.items()}}
+                    "segments": {segment_key(k): [g.offset, g.end, g.owner, g.status] for k, g in s.segments.items()}}
 
         return {
             "streams": {name: slot(s) for name, s in self.streams.items()},
             "readers": self.readers,
             "pending": [{"name": c.name, "created_ms": c.created_ms, "remaining": sorted(c.remaining),
-                         "snapshot": {st: {str(k): v for k, v in segs.items()} for st, segs in c.snapshot.items()}}
+                         "snapshot": {st: _keys_out(segs) for st, segs in c.snapshot.items()}}
                         for c in self.pending],
             "completed": [{"name": c.name, "created_ms": c.created_ms, "completed_ms": c.completed_ms,
                            "cuts": {st: _keys_out(p) for st, p in c.cuts.items()}} for c in self.completed],
@@ -115,7 +115,7 @@ class GroupState:
 
 
 def _keys_out(positions: Mapping[int, int]) -> dict[str, int]:
-    return {str(k): v for k, v in sorted(positions.items())}
+    return {segment_key(k): v for k, v in sorted(positions.items())}
 
 
 def _keys_in(positions: Mapping[str, int]) -> dict[int, int]:

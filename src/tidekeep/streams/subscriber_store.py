@@ -37,7 +37,7 @@ from ..store.schema_readergroups import reader_groups
 from ..store.schema_subscribers import stream_subscribers as subs
 from .controller import StreamController, StreamState
 from .cuts import CutOrder, StreamCut, compare_cuts, ranges_between
-from .model import Segment
+from .model import Segment, segment_key
 from .retention import SubscriberView
 
 log = logging.getLogger("tidekeep.subscribers")
@@ -97,7 +97,7 @@ def unconsumed_bytes(cut: Mapping[int, int], head: Mapping[int, int], tail: Mapp
 
 
 def _positions_out(positions: Mapping[int, int]) -> str:
-    return json.dumps({str(k): v for k, v in sorted(positions.items())})
+    return json.dumps({segment_key(k): v for k, v in sorted(positions.items())})
 
 
 def _positions_in(text: str | None) -> dict[int, int] | None:

@@ -45,7 +45,7 @@ from ..store.database import RETRY_ATTEMPTS, retry_store
 from ..store.deletion import FileLeft, warn_files_left
 from ..store.fencing import LeaseFence, check_fence
 from .controller import SEALED, PendingChunk, SegmentsSealed, StreamController, StreamState, merge_positions
-from .model import segment_name
+from .model import segment_key, segment_name
 from .watermark_store import record_mark
 
 log = logging.getLogger("tidekeep.txn")
@@ -500,7 +500,8 @@ class TransactionStore:
             conn.execute(sa.delete(tx.transaction_chunks).where(tx.transaction_chunks.c.txn_id == txn_id))
             conn.execute(sa.update(tx.transactions).where(tx.transactions.c.id == txn_id).values(
                 state=TxnState.COMMITTED.value, commit_timestamp=timestamp, committed_ms=now, ended_ms=now,
-                end_reason=REASON_COMMITTED, positions=json.dumps({str(s): e for s, e in sorted(positions.items())})))
+                end_reason=REASON_COMMITTED,
+                positions=json.dumps({segment_key(s): e for s, e in sorted(positions.items())})))
             if timestamp is not None:
                 # the writer's mark at the offsets where the transaction landed, with the data (a time
                 # below the writer's last mark is refused here, leaving the transaction open)

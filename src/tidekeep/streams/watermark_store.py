@@ -32,7 +32,7 @@ from ..store.schema_watermarks import watermarks as wm_table
 from ..store.schema_watermarks import writer_marks
 from .controller import StreamController, StreamState
 from .cuts import StreamCut, check_incarnation, furthest
-from .model import Segment, segment_name
+from .model import Segment, segment_key, segment_name
 from .watermarks import Watermark, WriterMark, active_writers, compare, latest_marks, next_watermark
 
 MARK_SOURCES = ("note", "auto", "txn")
@@ -68,7 +68,7 @@ def _load_positions(text: str | None) -> dict[int, int]:
 
 
 def _dump_positions(positions: Mapping[int, int]) -> str:
-    return json.dumps({str(s): o for s, o in sorted(positions.items())})
+    return json.dumps({segment_key(s): o for s, o in sorted(positions.items())})
 
 
 def _mark(row: Any) -> WriterMark:
