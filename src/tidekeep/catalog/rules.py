@@ -315,9 +315,20 @@ def to_yaml_document(ruleset: RuleSet) -> dict[str, Any]:
 
 
 def to_yaml_text(ruleset: RuleSet) -> str:
+    """The YAML rule file. A string holding a control or bidi character is written double-quoted,
+    where the escaped form the CLI prints (docs/cli.md) reads back as the same character."""
     import yaml
 
-    return yaml.safe_dump(to_yaml_document(ruleset), sort_keys=False, allow_unicode=True, width=120)
+    from ..printable import printable
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def represent_text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if printable(value) != value else None)
+
+    Dumper.add_representer(str, represent_text)
+    return yaml.dump(to_yaml_document(ruleset), Dumper=Dumper, sort_keys=False, allow_unicode=True, width=120)
 
 
 __all__ = [

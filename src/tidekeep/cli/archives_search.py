@@ -16,6 +16,7 @@ import typer
 
 from ..archives.model import JobState, SearchJob
 from ..archives.results import MAX_PAGE_SIZE, ResultsPage
+from ..printable import printable
 from ..units import format_duration
 from .context import open_client
 from .output import emit, emit_json, emit_table, fields, iso_utc
@@ -82,7 +83,7 @@ def _fail_unless_succeeded(job: SearchJob) -> None:
     sys.stdout.flush()
     why = {JobState.FAILED: f"failed: {job.error}", JobState.CANCELLED: "was cancelled",
            JobState.KILLED: "was killed (it ran longer than search.max_runtime)"}.get(job.state, str(job.state))
-    sys.stderr.write(f"error: search job {job.id} {' '.join(why.split())}\n")
+    sys.stderr.write(f"error: search job {job.id} {printable(' '.join(why.split()))}\n")
     raise typer.Exit(UNFINISHED_EXIT_CODE)
 
 

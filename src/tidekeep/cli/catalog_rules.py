@@ -8,7 +8,6 @@ rules as YAML, or as Stroom JSON with --stroom.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,7 +15,7 @@ import typer
 
 from ..catalog.rules import RetentionRule, RuleSet, to_stroom_json, to_yaml_text
 from .context import open_client
-from .output import emit, emit_json, emit_table, iso_utc
+from .output import emit, emit_document, emit_json, emit_table, iso_utc
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
 RuleFile = Annotated[Path, typer.Argument(metavar="FILE", help="A YAML rule file or Stroom DataRetentionRules JSON")]
@@ -105,6 +104,6 @@ def register(app: typer.Typer) -> None:
         with open_client(ctx) as client:
             saved = RulesStore(client).saved()
         if stroom:
-            emit(json.dumps(to_stroom_json(saved.ruleset, saved.updated_ms or 0), indent=2, ensure_ascii=False))
+            emit_json(to_stroom_json(saved.ruleset, saved.updated_ms or 0))
         else:
-            emit(to_yaml_text(saved.ruleset).rstrip("\n"))
+            emit_document(to_yaml_text(saved.ruleset).rstrip("\n"))

@@ -19,6 +19,7 @@ import typer
 from ..client import Client
 from ..config import CONFIG_FILE_NAME, Settings, load_settings
 from ..errors import ConfigError, NotFound
+from ..printable import PrintableFormatter
 from ..store.deletion import in_result
 
 
@@ -75,7 +76,7 @@ def configure_logging(settings: Settings, verbose: bool) -> None:
     stderr stay clean for scripts; with it, messages at the configured log.level show too."""
     level = logging.getLevelName(settings["log.level"]) if verbose else logging.WARNING
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
     # on the handler too: a module logger with a level of its own (the garbage collectors'
     # garbage_collector.logging_level) must not print INFO lines next to a command's own output
     handler.setLevel(level)

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..config import MAX_EVENT_SIZE
 from ..errors import EventTooLarge, InvalidInput
+from ..printable import printable
 from ..streams.model import segment_name
 from ..streams.reader import Event
 from .output import iso_utc
@@ -138,5 +139,6 @@ def event_record(event: Event) -> dict[str, Any]:
 
 
 def event_text(event: Event) -> bytes:
-    """The text form of an event: its payload as UTF-8, invalid bytes replaced by U+FFFD."""
-    return event.payload.decode("utf-8", "replace").encode("utf-8") + b"\n"
+    """The text form of an event: its payload as UTF-8, invalid bytes replaced by U+FFFD, control
+    characters escaped (docs/cli.md), so every event is exactly one line."""
+    return printable(event.payload.decode("utf-8", "replace")).encode("utf-8") + b"\n"

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 import typer
 
 from ..errors import StoreUnavailable, TidekeepError
+from ..printable import printable
 from . import (
     admin,
     archives_gc,
@@ -130,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _fail(message: str, code: int) -> None:
     sys.stdout.flush()
-    sys.stderr.write(f"error: {' '.join(message.split())}\n")
+    sys.stderr.write(f"error: {printable(' '.join(message.split()))}\n")  # echoed input stays one line
     sys.stderr.flush()
     raise SystemExit(code)
 

@@ -1,7 +1,9 @@
 """Printing for the CLI: JSON documents, aligned plain-text tables, times and cut forms.
 
 Text output is plain and never wrapped, so it stays greppable in pipes and CI logs; `--json`
-output is the stable machine interface.
+output is the stable machine interface. Every human line goes through `emit` (or `emit_warning`),
+which escapes control characters (see printable.py): one call prints exactly one line, whatever
+text a user put into a name, reason or payload.
 """
 
 from __future__ import annotations
@@ -11,21 +13,30 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..printable import json_safe, printable
 from ..store.deletion import LEFT_FOR_SWEEP, FileLeft, describe_files_left
 from ..streams.model import segment_name
 from ..units import iso_utc  # noqa: F401 - re-exported: every CLI module prints times with it
 
 
 def emit(text: str = "") -> None:
-    """One line of human output on stdout, encoded as UTF-8 whatever the locale says."""
-    sys.stdout.buffer.write(text.encode("utf-8", "replace") + b"\n")
+    """One line of human output on stdout, encoded as UTF-8 whatever the locale says; control
+    characters in it are escaped, so it stays one line."""
+    sys.stdout.buffer.write(printable(text).encode("utf-8") + b"\n")
+
+
+def emit_document(text: str) -> None:
+    """A document that is several lines by design (an exported YAML or JSON file): each of its
+    lines is printed as `emit` prints one."""
+    for line in text.split("\n"):
+        emit(line)
 
 
 def emit_warning(text: str) -> None:
     """One `warning: ...` line on stderr (UTF-8): the command succeeded, with something to know."""
     sys.stdout.flush()
     sys.stderr.flush()
-    sys.stderr.buffer.write(f"warning: {' '.join(text.split())}\n".encode("utf-8", "replace"))
+    sys.stderr.buffer.write(f"warning: {printable(' '.join(text.split()))}\n".encode())
     sys.stderr.flush()
 
 
@@ -37,18 +48,22 @@ def warn_files_left(files: Sequence[FileLeft], left_for: str = LEFT_FOR_SWEEP) -
 
 
 def emit_json(document: Any) -> None:
-    """One JSON document on stdout (indented, UTF-8)."""
-    emit(json.dumps(document, indent=2, ensure_ascii=False))
+    """One JSON document on stdout (indented, UTF-8); strings are exact (JSON escapes)."""
+    sys.stdout.buffer.write(json_safe(json.dumps(document, indent=2, ensure_ascii=False)).encode("utf-8") + b"\n")
 
 
 def emit_json_line(document: Any) -> None:
     """One JSON document on one line, for streams of records (JSON Lines)."""
-    sys.stdout.buffer.write(json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+    text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+    sys.stdout.buffer.write(json_safe(text).encode("utf-8") + b"\n")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "") -> list[str]:
-    """Left-aligned columns separated by two spaces; the last column is not padded."""
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
+    """Left-aligned columns separated by two spaces; the last column is not padded. Cells are
+    escaped before they are measured, so a control character can neither break a row nor its
+    alignment."""
+    cells = [[printable(str(h)) for h in headers]] + [
+        ["" if c is None else printable(str(c)) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = []
     for row in cells:

@@ -23,6 +23,7 @@ from .. import errors
 from ..archives.gc_schedule import CollectorTask, collector_tasks
 from ..catalog.schedule import CATALOG_RESOURCE, CatalogTask, parse_cron
 from ..client import Client
+from ..printable import PrintableFormatter
 from ..store.fencing import LeaseFence
 from .leases import LeaseStore, new_owner_id
 from .scheduler import SWEEP_RESOURCE, RetentionService, stream_resource
@@ -60,7 +61,7 @@ class JsonFormatter(logging.Formatter):
 def configure_service_logging(level: str, json_logs: bool) -> None:
     """One line per event on stderr; the service logs at the configured level (INFO by default)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if json_logs else logging.Formatter(
+    handler.setFormatter(JsonFormatter() if json_logs else PrintableFormatter(
         "%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger = logging.getLogger("tidekeep")
     logger.handlers[:] = [handler]
