@@ -108,3 +108,15 @@ def test_log_messages_are_one_line() -> None:
     formatter = PrintableFormatter("%(levelname)s %(message)s")
     record = logging.LogRecord("tidekeep", logging.WARNING, __file__, 1, "skipped %s", ("a\nFAKE\x1b[2J",), None)
     assert formatter.format(record) == "WARNING skipped a\\nFAKE\\x1b[2J"
+
+
+def test_an_exported_rule_file_reads_back_the_same_after_escaping() -> None:
+    from tidekeep.catalog.rules import parse_rules_text, to_yaml_text
+
+    text = ('rules:\n  - number: 1\n    name: "a\\u202eb\\x1bc\\nd"\n'
+            '    expression: "feed = \\"q\\u202e\\""\n    age: 1d\n')
+    ruleset = parse_rules_text(text)
+    assert ruleset.rules[0].name == "a\u202eb\x1bc\nd"
+    shown = "\n".join(printable(line) for line in to_yaml_text(ruleset).split("\n"))  # what `rules export` prints
+    no_unsafe_but_line_ends(shown)
+    assert parse_rules_text(shown) == ruleset
