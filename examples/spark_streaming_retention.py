@@ -55,9 +55,9 @@ def write_readings(client, first_ms: int, minutes: int) -> int:  # type: ignore[
 
 
 def input_size(client) -> str:  # type: ignore[no-untyped-def]
-    from tidekeep.units import format_size
+    from tidekeep.units import human_size
 
-    return format_size(client.size_between(client.head_cut(EVENTS), client.tail_cut(EVENTS)))
+    return human_size(client.size_between(client.head_cut(EVENTS), client.tail_cut(EVENTS)))
 
 
 def run_retention(client, label: str) -> None:  # type: ignore[no-untyped-def]

@@ -264,6 +264,19 @@ def test_clp_archive_keys_nested_as_in_clp_config(tmp_path: Path) -> None:
     assert s["garbage_collector.sweep_interval.search_result"] == 15
 
 
+def test_clp_minute_keys_also_take_durations_with_units(tmp_path: Path) -> None:
+    write_config(tmp_path, "archive_output:\n  retention_period: 30d\nresults_cache:\n  retention_period: 1d\n"
+                           "garbage_collector:\n  sweep_interval:\n    archive: 3h\n    search_result: 15m\n")
+    s = load_settings(tmp_path, env={})
+    assert s["archive_output.retention_period"] == 43200 and s["results_cache.retention_period"] == 1440
+    assert s["garbage_collector.sweep_interval.archive"] == 180
+    assert s["garbage_collector.sweep_interval.search_result"] == 15
+    from_env = load_settings(tmp_path, env={"TIDEKEEP_ARCHIVE_OUTPUT_RETENTION_PERIOD": "2w",
+                                            "TIDEKEEP_RESULTS_CACHE_RETENTION_PERIOD": "90"})
+    assert from_env["archive_output.retention_period"] == 20160  # a unit: converted to minutes
+    assert from_env["results_cache.retention_period"] == 90  # a plain number stays minutes
+
+
 def test_clp_archive_key_defaults(tmp_path: Path) -> None:
     s = load_settings(tmp_path, env={})
     assert s["archive_output.retention_period"] is None  # retention is off by default, as in CLP
@@ -279,6 +292,9 @@ def test_clp_archive_key_defaults(tmp_path: Path) -> None:
     ("archive_output:\n  retention_period: 1.5\n", "archive_output.retention_period"),
     ("archive_output:\n  retention_period: true\n", "archive_output.retention_period"),
     ("results_cache:\n  retention_period: -5\n", "results_cache.retention_period"),
+    ("results_cache:\n  retention_period: 90s\n", "results_cache.retention_period"),
+    ("archive_output:\n  retention_period: 0d\n", "archive_output.retention_period"),
+    ("garbage_collector:\n  sweep_interval:\n    archive: 1.5m\n", "garbage_collector.sweep_interval.archive"),
     ("garbage_collector:\n  sweep_interval:\n    archive: null\n", "garbage_collector.sweep_interval.archive"),
     ("garbage_collector:\n  sweep_interval:\n    stream: 5\n", "garbage_collector.sweep_interval.stream"),
     ("garbage_collector:\n  sweep_interval: 5\n", "garbage_collector.sweep_interval"),

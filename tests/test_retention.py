@@ -228,7 +228,7 @@ def test_removing_the_policy_stops_retention(rclient: tk.Client, clock: tk.Manua
 
 def test_bad_input_is_a_typed_error_and_changes_nothing(rclient: tk.Client) -> None:
     rclient.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(10)))
-    with pytest.raises(tk.InvalidInput, match="max 5 is less than min 10"):
+    with pytest.raises(tk.InvalidInput, match="max 5 B is less than min 10 B"):
         tk.RetentionPolicy.by_size(10, 5)
     with pytest.raises(tk.InvalidInput, match="min must not be negative, got -1"):
         tk.RetentionPolicy(tk.RetentionKind.TIME, -1)  # min 0 is allowed (a message queue, issue 7)

@@ -329,7 +329,7 @@ def test_min_zero_is_a_valid_policy_and_negative_is_not() -> None:
     assert RetentionPolicy.by_size(0).min == 0 and RetentionPolicy.by_time(0, "1h").max == 3_600_000
     with pytest.raises(InvalidInput, match="min must not be negative, got -1"):
         RetentionPolicy(RetentionKind.SIZE, -1)
-    with pytest.raises(InvalidInput, match="max 0 is less than min 5"):
+    with pytest.raises(InvalidInput, match="max 0 B is less than min 5 B"):
         RetentionPolicy.by_size(5, 0)
 
 

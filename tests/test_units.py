@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidekeep.errors import InvalidInput
-from tidekeep.units import parse_duration_ms, parse_size_bytes
+from tidekeep.units import (
+    format_duration,
+    format_size,
+    human_size,
+    parse_duration_ms,
+    parse_minutes,
+    parse_size_bytes,
+)
 
 INT64_MAX = 2**63 - 1
 
@@ -180,3 +187,81 @@ def test_fuzz_numbers_give_a_non_negative_int_or_invalid_input(value: float | in
         assert type(result) is int and 0 <= result <= INT64_MAX
         if not isinstance(value, timedelta):
             assert result == value
+
+
+# ---- printed forms ---------------------------------------------------------------------------
+
+PRINTED_SIZES = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
+                 "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}
+
+
+def size_oracle(n: int) -> str:
+    """The largest unit dividing n, by brute force over every unit."""
+    dividing = [(size, name) for name, size in PRINTED_SIZES.items() if n >= size and n % size == 0]
+    if not dividing:
+        return f"{n} B"
+    size, name = max(dividing)
+    return f"{n // size} {name}"
+
+
+multiples = st.builds(lambda k, unit: k * unit, st.integers(0, 10**6), st.sampled_from(list(PRINTED_SIZES.values())))
+sizes = st.one_of(st.integers(0, INT64_MAX), st.integers(0, 10**6), multiples.filter(lambda n: n <= INT64_MAX))
+
+
+@settings(max_examples=500)
+@given(sizes)
+def test_format_size_round_trips_and_picks_the_largest_dividing_unit(n: int) -> None:
+    assert parse_size_bytes(format_size(n)) == n
+    assert format_size(n) == size_oracle(n)
+
+
+@settings(max_examples=300)
+@given(st.one_of(st.integers(0, INT64_MAX), st.builds(lambda k, unit: k * unit, st.integers(0, 10**6),
+                                                     st.sampled_from(sorted(set(DURATION_UNITS.values()))))))
+def test_format_duration_round_trips(ms: int) -> None:
+    assert parse_duration_ms(format_duration(ms)) == ms
+
+
+@pytest.mark.parametrize(("written", "printed"), [
+    ("1KB", "1 KB"), ("2KB", "2 KB"), ("1KiB", "1 KiB"), ("2000KiB", "2000 KiB"), ("20GB", "20 GB"),
+    ("512MiB", "512 MiB"), ("1.5GB", "1500 MB"), ("1.5GiB", "1536 MiB"), ("1500", "1500 B"), ("0", "0 B"),
+    ("1000", "1 KB"), ("1024", "1 KiB"), ("1024000", "1000 KiB"), ("1024MB", "1024 MB"),
+])
+def test_a_configured_size_prints_in_the_units_it_was_written_in(written: str, printed: str) -> None:
+    assert format_size(parse_size_bytes(written)) == printed
+
+
+@given(st.integers(0, 2**60))
+def test_human_size_is_binary_with_one_decimal(n: int) -> None:
+    text = human_size(n)
+    number, unit = text.split(" ")
+    if n < 1024:
+        assert text == f"{n} B"
+        return
+    scale = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}[unit]
+    assert 1 <= n / scale < 1024 or unit == "PiB"
+    assert abs(float(number) - n / scale) <= 0.05 + 1e-9
+
+
+@pytest.mark.parametrize(("value", "minutes"), [
+    (60, 60), ("60", 60), (" 43200 ", 43200), ("30d", 43200), ("12h", 720), ("90m", 90), ("1w", 10080),
+    ("1.5h", 90), ("120s", 2), ("2min", 2),
+])
+def test_minutes_take_plain_numbers_or_durations(value: int | str, minutes: int) -> None:
+    assert parse_minutes(value) == minutes
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (0, "above zero"), ("0", "above zero"), ("-5", "above zero"), ("0d", "above zero"),
+    ("90s", "not a whole number of minutes"), ("1.5", "not a whole number"), ("30x", "unknown unit"),
+    (True, "expected a number of minutes"), (1.5, "expected a number of minutes"), (None, "expected a number"),
+])
+def test_bad_minutes_are_refused(value: object, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        parse_minutes(value)  # type: ignore[arg-type]
+
+
+@given(st.integers(1, 10**9))
+def test_minutes_round_trip_through_a_duration(minutes: int) -> None:
+    assert parse_minutes(str(minutes)) == minutes
+    assert parse_minutes(format_duration(minutes * 60_000)) == minutes

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from .errors import ConfigError, InvalidInput
-from .units import parse_duration_ms, parse_size_bytes
+from .units import parse_duration_ms, parse_minutes, parse_size_bytes
 
 CONFIG_FILE_NAME = "tidekeep.yaml"
 DEFAULT_HOME = ".tidekeep"
@@ -93,20 +93,15 @@ def _non_negative(value: Any) -> int:
 
 
 def _minutes_or_null(value: Any) -> int | None:
-    """A retention period as CLP writes it: whole minutes above zero, or null to disable."""
+    """A retention period as CLP writes it (whole minutes above zero) or as a duration ("30d"), or
+    null to disable."""
     if value is None or (isinstance(value, str) and value.strip().lower() in {"", "null", "none"}):
         return None
-    result = _count(value)
-    if result <= 0:
-        raise InvalidInput(f"must be a whole number of minutes above zero or null, got {value!r}")
-    return result
+    return parse_minutes(value)
 
 
 def _minutes(value: Any) -> int:
-    result = _count(value)
-    if result <= 0:
-        raise InvalidInput(f"must be a whole number of minutes above zero, got {value!r}")
-    return result
+    return parse_minutes(value)
 
 
 def _boolean(value: Any) -> bool:

@@ -1,7 +1,10 @@
-"""Parsing of durations ("90s", "7d") into milliseconds and sizes ("20GB", "512MiB") into bytes.
+"""Parsing of durations ("90s", "7d") into milliseconds and sizes ("20GB", "512MiB") into bytes, and
+their printed forms.
 
 Plain numbers are milliseconds for durations and bytes for sizes. Negative, non-finite, empty or
-unknown-unit values are rejected with InvalidInput naming the value.
+unknown-unit values are rejected with InvalidInput naming the value. One convention for sizes
+(docs/configuration.md): KB, MB, GB, TB, PB are powers of 1000 and KiB, MiB, GiB, TiB, PiB powers
+of 1024, in parsing and printing alike.
 """
 
 from __future__ import annotations
@@ -103,14 +106,49 @@ def parse_size_bytes(value: str | int | float) -> int:
     raise InvalidInput(f"invalid size {value!r}: expected a string like \"20GB\" or a number of bytes")
 
 
+# largest first; a decimal and a binary unit never have the same size
+_PRINTED_SIZE_UNITS = sorted(((size, name) for name, size in (
+    ("KB", 1000), ("MB", 1000**2), ("GB", 1000**3), ("TB", 1000**4), ("PB", 1000**5),
+    ("KiB", 1024), ("MiB", 1024**2), ("GiB", 1024**3), ("TiB", 1024**4), ("PiB", 1024**5))), reverse=True)
+
+
 def format_size(n: int) -> str:
-    """Human form of a byte count, binary units, for display only."""
+    """An exact size, as settings and retention policies are shown: the count in the largest unit
+    (decimal or binary) that divides it, so "2KB" prints as "2 KB", "512MiB" as "512 MiB" and 1500
+    as "1500 B"; parse_size_bytes reads it back as the same number of bytes."""
+    for size, name in _PRINTED_SIZE_UNITS:
+        if n >= size and n % size == 0:
+            return f"{n // size} {name}"
+    return f"{n} B"
+
+
+def human_size(n: int) -> str:
+    """A measured byte count for people (table cells, summaries): below 1 KiB the exact count, above
+    it one decimal in binary units ("1.9 KiB", "12.0 MiB"); --json output carries the exact count."""
     value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(value) < 1024 or unit == "PiB":
+            break
         value /= 1024
-    return f"{n} B"  # pragma: no cover
+    return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+
+
+def parse_minutes(value: str | int) -> int:
+    """A whole number of minutes above zero, as CLP's minute settings take it: a plain number is
+    minutes ("60", 60); a duration with a unit ("30d", "12h", "90m") is converted and must be a
+    whole number of minutes."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidInput(f"expected a number of minutes or a duration like \"30d\", got {value!r}")
+    if isinstance(value, int) or value.strip().lstrip("-").isdigit():
+        minutes = int(value)
+    else:
+        ms = parse_duration_ms(value)
+        if ms % 60_000:
+            raise InvalidInput(f"invalid duration {value!r}: not a whole number of minutes")
+        minutes = ms // 60_000
+    if minutes <= 0:
+        raise InvalidInput(f"must be a whole number of minutes above zero, got {value!r}")
+    return minutes
 
 
 def format_duration(ms: int) -> str:

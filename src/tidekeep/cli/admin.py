@@ -13,7 +13,7 @@ from ..config import CONFIG_FILE_NAME
 from ..store.database import Database
 from ..store.deletion import files_left_json
 from ..store.workspace import read_database_id
-from ..units import format_duration, format_size, parse_duration_ms
+from ..units import format_duration, human_size, parse_duration_ms
 from .context import configure_logging, load, open_client, options, require_workspace
 from .output import emit, emit_json, fields, warn_files_left
 
@@ -100,7 +100,7 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
                        "files_left": files_left_json(result.files_left)})
         else:
             emit(f"swept {result.files_seen} chunk files: deleted {result.files_deleted} orphan(s) "
-                 f"({format_size(result.bytes_deleted)}) older than {format_duration(grace_ms)}")
+                 f"({human_size(result.bytes_deleted)}) older than {format_duration(grace_ms)}")
         warn_files_left(result.files_left, left_for="the next sweep")
 
     @db_app.command("upgrade")

@@ -9,7 +9,7 @@ import typer
 
 from ..archives.gc import LEFT_FOR, GcReport
 from .context import open_client
-from .output import emit, emit_json, emit_table, format_bytes, iso_utc, warn_files_left
+from .output import emit, emit_json, emit_table, format_bytes, iso_utc, size_cell, warn_files_left
 from .progress import progress_bar
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
@@ -32,7 +32,7 @@ def print_report(report: GcReport) -> None:
     archives, results = report.archives, report.results
     emit(archives.summary())
     if archives.enabled and (archives.dry_run or archives.candidates):
-        rows = [[c["archive_id"], c["dataset"], iso_utc(c["end_ts"]), format_age(c["age_ms"]), c["bytes"],
+        rows = [[c["archive_id"], c["dataset"], iso_utc(c["end_ts"]), format_age(c["age_ms"]), size_cell(c["bytes"]),
                  c["why"]] for c in archives.candidates]
         if rows:
             emit("")
@@ -42,8 +42,8 @@ def print_report(report: GcReport) -> None:
         emit("")
         emit("expired but held (kept):")
         emit_table(["ARCHIVE", "DATASET", "END", "AGE", "BYTES", "WHY"],
-                   [[h["archive_id"], h["dataset"], iso_utc(h["end_ts"]), format_age(h["age_ms"]), h["bytes"],
-                     h["why"]] for h in archives.held])
+                   [[h["archive_id"], h["dataset"], iso_utc(h["end_ts"]), format_age(h["age_ms"]),
+                     size_cell(h["bytes"]), h["why"]] for h in archives.held])
     if archives.failed_jobs:
         emit("")
         emit("searches whose process died, that would be marked FAILED (no heartbeat):" if archives.dry_run
@@ -64,7 +64,7 @@ def print_report(report: GcReport) -> None:
         emit("search results that would expire:" if results.dry_run else "search results expired:")
         emit_table(["JOB", "DATASET", "STATE", "COMPLETED", "AGE", "BYTES"],
                    [[e["job_id"], e["dataset"], e["state"], iso_utc(e["completed_ms"]), format_age(e["age_ms"]),
-                     e["bytes"]] for e in results.expired])
+                     size_cell(e["bytes"])] for e in results.expired])
     if not archives.dry_run and archives.bytes_freed + results.bytes_freed:
         emit(f"freed {format_bytes(archives.bytes_freed + results.bytes_freed)}")
 

@@ -11,7 +11,7 @@ import typer
 from ..archives.ingest import IngestReport
 from ..archives.model import Archive
 from .context import open_client
-from .output import emit, emit_json, emit_table, fields, format_bytes, iso_utc
+from .output import emit, emit_json, emit_table, fields, format_bytes, iso_utc, size_cell
 from .progress import progress_bar
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
@@ -34,8 +34,8 @@ def print_report(report: IngestReport) -> None:
 
 def print_archives(archives: list[Archive]) -> None:
     emit_table(["ID", "DATASET", "BEGIN", "END", "MESSAGES", "RAW", "STORED"],
-               [[a.id, a.dataset, _time(a.begin_ts), _time(a.end_ts), f"{a.message_count:,}", f"{a.raw_bytes:,}",
-                 f"{a.stored_bytes:,}"] for a in archives])
+               [[a.id, a.dataset, _time(a.begin_ts), _time(a.end_ts), f"{a.message_count:,}", size_cell(a.raw_bytes),
+                 size_cell(a.stored_bytes)] for a in archives])
 
 
 def register(app: typer.Typer) -> None:
@@ -122,5 +122,5 @@ def register(app: typer.Typer) -> None:
             emit("no datasets")
         else:
             emit_table(["DATASET", "ARCHIVES", "MESSAGES", "STORED", "BEGIN", "END"],
-                       [[s["dataset"], s["archives"], f"{s['messages']:,}", f"{s['stored_bytes']:,}",
+                       [[s["dataset"], s["archives"], f"{s['messages']:,}", size_cell(s["stored_bytes"]),
                          _time(s["begin_ts"]), _time(s["end_ts"])] for s in summary])

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from .context import open_client
-from .output import emit, emit_json, emit_table, fields, format_bytes, iso_utc
+from .output import emit, emit_json, emit_table, fields, format_bytes, iso_utc, size_cell
 from .progress import progress_bar
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
@@ -34,13 +34,13 @@ def print_run(report: Any) -> None:
         per_rule = ", ".join(f"rule {k}: {v.rows:,}" for k, v in sorted(p.deleted.items())) or "-"
         deleting = ",".join(str(a["rule"]) for a in p.actions if a["action"] == "DELETE") or "-"
         rows.append([iso_utc(p.from_ms), iso_utc(p.to_ms), p.tracker_age, deleting, f"{p.candidates:,}",
-                     f"{p.rows:,}", p.bytes, per_rule])
+                     f"{p.rows:,}", size_cell(p.bytes), per_rule])
     emit_table(["FROM", "TO", "TRACKER", "DELETING RULES", "CANDIDATES", "DELETED", "BYTES", "BY RULE"], rows)
     by_rule = report.by_rule()
     if by_rule:
         emit("")
         emit_table(["RULE", "RECORDS", "BYTES"],
-                   [[_rule_label(report, k), f"{v.rows:,}", v.bytes] for k, v in by_rule.items()])
+                   [[_rule_label(report, k), f"{v.rows:,}", size_cell(v.bytes)] for k, v in by_rule.items()])
 
 
 def register(app: typer.Typer) -> None:
@@ -79,8 +79,8 @@ def register(app: typer.Typer) -> None:
              f"{format_bytes(summary.total_bytes)} would be deleted")
         if summary.rows:
             emit_table(["RULE", "AGE", "FEED", "TYPE", "RECORDS", "BYTES", "HELD"],
-                       [[f"{r.rule} {r.rule_name}", r.age, r.feed, r.type, f"{r.rows:,}", r.bytes, r.held_rows]
-                        for r in summary.rows])
+                       [[f"{r.rule} {r.rule_name}", r.age, r.feed, r.type, f"{r.rows:,}", size_cell(r.bytes),
+                         r.held_rows] for r in summary.rows])
 
     @app.command("explain")
     def explain(
@@ -122,5 +122,5 @@ def register(app: typer.Typer) -> None:
             report = e["report"] or {}
             rows.append([e["id"], e["kind"], e["state"], "yes" if e["dry_run"] else "no", iso_utc(e["now_ms"]),
                          iso_utc(e["started_ms"]), report.get("rows", report.get("purged", "")),
-                         report.get("bytes", "")])
+                         size_cell(report.get("bytes"))])
         emit_table(["RUN", "KIND", "STATE", "DRY RUN", "NOW", "STARTED", "RECORDS", "BYTES"], rows)

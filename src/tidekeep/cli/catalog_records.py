@@ -12,7 +12,7 @@ import typer
 from ..catalog.records import MetaRecord
 from ..errors import InvalidInput
 from .context import open_client
-from .output import emit, emit_json, emit_table, fields, iso_utc
+from .output import emit, emit_json, emit_table, fields, iso_utc, size_cell
 from .progress import progress_bar
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
@@ -147,7 +147,7 @@ def register(app: typer.Typer) -> None:
             emit("no records")
         else:
             emit_table(["ID", "FEED", "TYPE", "CREATED", "STATUS", "FILE SIZE", "LOCATION"],
-                       [[r.id, r.feed, r.type, iso_utc(r.create_time), r.status, r.file_size, r.location]
+                       [[r.id, r.feed, r.type, iso_utc(r.create_time), r.status, size_cell(r.file_size), r.location]
                         for r in records])
 
     @app.command("show")

@@ -16,7 +16,7 @@ from typing import Any
 from ..printable import json_safe, printable
 from ..store.deletion import LEFT_FOR_SWEEP, FileLeft, describe_files_left
 from ..streams.model import segment_name
-from ..units import iso_utc  # noqa: F401 - re-exported: every CLI module prints times with it
+from ..units import human_size, iso_utc  # noqa: F401 - iso_utc re-exported: every CLI module prints times with it
 
 
 def emit(text: str = "") -> None:
@@ -95,11 +95,15 @@ def head_positions_to_cut(stream: str, stored: str | None) -> str | None:
 
 
 def format_bytes(n: int) -> str:
-    """Exact byte count with a human form beside it: "12,288 bytes (12.0 KiB)"."""
-    from ..units import format_size
-
+    """Exact byte count with a human form beside it, for sentences: "12,288 bytes (12.0 KiB)"."""
     exact = f"{n:,} bytes"
-    return exact if n < 1024 else f"{exact} ({format_size(n)})"
+    return exact if n < 1024 else f"{exact} ({human_size(n)})"
+
+
+def size_cell(n: int | str | None) -> str:
+    """A byte count in a table cell: human-readable ("12.0 KiB"); `--json` has the exact number.
+    An absent count stays an empty cell."""
+    return "" if n is None or n == "" else human_size(int(n))
 
 
 def key_range(low: float, high: float) -> str:

@@ -22,6 +22,7 @@ from .output import (
     format_bytes,
     head_positions_to_cut,
     iso_utc,
+    size_cell,
     warn_files_left,
 )
 
@@ -103,7 +104,7 @@ def emit_subscribers(decision: RetentionDecision) -> None:
     emit_table(["READER GROUP", "GEN", "ACKNOWLEDGED CUT", "AGE", "UNCONSUMED"],
                [[v.reader_group, str(v.generation), subscriber_cut_text(decision.stream, v),
                  "-" if v.updated_ms is None else age_text(decision.now_ms - v.updated_ms),
-                 format_bytes(v.unconsumed_bytes)] for v in decision.subscribers], indent="  ")
+                 size_cell(v.unconsumed_bytes)] for v in decision.subscribers], indent="  ")
     fields([("lower bound", _cut_text(decision.stream, decision.lower_bound)),
             ("case", "-" if decision.case is None else f"({decision.case})")])
 
@@ -194,7 +195,7 @@ def register(app: typer.Typer) -> None:
             emit(f"no truncations of {stream}")
         else:
             emit_table(["TIME", "FREED", "NEW HEAD", "CONSUMPTION", "REASON"],
-                       [[e["time"], format_bytes(e["bytes_freed"]), e["new_head"], _history_case(e), e["reason"]]
+                       [[e["time"], size_cell(e["bytes_freed"]), e["new_head"], _history_case(e), e["reason"]]
                         for e in entries])
 
 

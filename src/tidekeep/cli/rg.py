@@ -21,7 +21,7 @@ from ..streams.model import segment_name
 from ..streams.readergroup import EventRead, ReaderGroupConfig, RetentionType
 from ..streams.rg_reset import CHECKPOINT, CUTS, HEAD, TAIL, ResetTarget, apply_reset, plan_reset
 from .context import open_client
-from .output import emit, emit_json, emit_json_line, emit_table, iso_utc
+from .output import emit, emit_json, emit_json_line, emit_table, iso_utc, size_cell
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
 GroupName = Annotated[str, typer.Argument(metavar="NAME", help="Reader group name")]
@@ -94,12 +94,13 @@ def register(app: typer.Typer) -> None:
             return
         emit(f"reader group {d['name']}  generation {d['generation']}  retention {d['config']['retention_type']}")
         emit_table(["STREAM", "POSITION", "UNREAD BYTES"],
-                   [[s, v["position"], v["unread_bytes"]] for s, v in sorted(d["streams"].items())])
+                   [[s, v["position"], size_cell(v["unread_bytes"])] for s, v in sorted(d["streams"].items())])
         subscribed = {s: v["subscriber"] for s, v in sorted(d["streams"].items()) if v.get("subscriber")}
         if subscribed:
             emit_table(["STREAM", "ACKNOWLEDGED CUT", "ACKNOWLEDGED AT", "UNCONSUMED BYTES"],
                        [[s, v["acknowledged"] or f"- (holds at {v['effective']})",
-                         iso_utc(v["acknowledged_ms"]) or "-", v["unconsumed_bytes"]] for s, v in subscribed.items()])
+                         iso_utc(v["acknowledged_ms"]) or "-", size_cell(v["unconsumed_bytes"])]
+                        for s, v in subscribed.items()])
         emit_table(["READER", "LAST SEEN", "SEGMENTS"],
                    [[r["reader"], iso_utc(r["last_seen_ms"]), " ".join(r["segments"]) or "-"] for r in d["readers"]])
         emit_table(["STREAM", "SEGMENT", "OFFSET", "OWNER", "STATUS"],

@@ -10,7 +10,7 @@ import typer
 
 from ..streams.subscriber_store import Subscriber
 from .context import open_client
-from .output import emit, emit_json, emit_table, format_bytes, iso_utc
+from .output import emit, emit_json, emit_table, iso_utc, size_cell
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
 
@@ -56,4 +56,4 @@ def register(app: typer.Typer) -> None:
         emit_table(["READER GROUP", "TYPE", "GEN", "ACKNOWLEDGED CUT", "AGE", "UNCONSUMED"],
                    [[s.reader_group, s.retention_type, s.generation,
                      s.to_dict()["acknowledged"] or f"- (holds at its start {s.to_dict()['start']})",
-                     age_text(age_ms(s, now)), format_bytes(s.unconsumed_bytes)] for s in found])
+                     age_text(age_ms(s, now)), size_cell(s.unconsumed_bytes)] for s in found])

@@ -35,7 +35,8 @@ class RetentionPolicy:
         if self.min < 0:
             raise InvalidInput(f"invalid retention policy: min must not be negative, got {self.min}")
         if self.max is not None and self.max < self.min:
-            raise InvalidInput(f"invalid retention policy: max {self.max} is less than min {self.min}")
+            fmt = format_duration if self.kind is RetentionKind.TIME else format_size
+            raise InvalidInput(f"invalid retention policy: max {fmt(self.max)} is less than min {fmt(self.min)}")
 
     @staticmethod
     def by_time(min: str | int | timedelta, max: str | int | timedelta | None = None) -> RetentionPolicy:
