@@ -236,7 +236,8 @@ def test_positions_keyed_by_segment_ids_are_stored_and_read_back(client: tk.Clie
     assert isinstance(fifth.segment, SegmentId)
     head = client.head_cut("sc/s")
     start = tk.StreamCut("sc/s", {SegmentId(seg): off for seg, off in head.positions.items()}, uid=head.uid)
-    group = client.create_reader_group("g", tk.ReaderGroupConfig({"sc/s": (start, None)}, retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
+    manual = tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT
+    group = client.create_reader_group("g", tk.ReaderGroupConfig({"sc/s": (start, None)}, retention_type=manual))
     reader = group.reader("r1")
     first = reader.read_next_event(timeout_ms=0)
     assert first.position is not None and first.next_offset is not None
