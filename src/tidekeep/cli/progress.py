@@ -12,7 +12,7 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 
-from ..units import format_size
+from ..units import human_size
 
 BYTES = "bytes"
 
@@ -20,7 +20,7 @@ BYTES = "bytes"
 def progress_text(done: int, total: int | None, unit: str) -> str:
     """`1,200 / 5,000 records`, `12.0 MiB / 1.5 GiB` for bytes; `1,200 records` while the total is unknown."""
     def amount(n: int) -> str:
-        return format_size(n) if unit == BYTES else f"{n:,}"
+        return human_size(n) if unit == BYTES else f"{n:,}"
 
     suffix = "" if unit == BYTES else f" {unit}"
     if total is None:
