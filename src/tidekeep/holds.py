@@ -146,7 +146,11 @@ class HoldStore:
 
     def _add_records_hold(self, expression: str, reason: str) -> int:
         # no row to lock: the purge and the job read the holds again right before they delete
+        from .catalog.expressions import parse
+        from .catalog.holds import check_room_for
+
         with self.streams.db.write() as conn:
+            check_room_for(conn, parse(expression))
             hold_id = conn.execute(sa.insert(holds_table).values(
                 kind="records", target=expression, reason=reason, created_ms=self.streams.clock.now_ms(),
                 created_by=self.streams.actor)).inserted_primary_key[0]

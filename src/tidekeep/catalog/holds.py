@@ -41,6 +41,15 @@ def record_holds(conn: Connection) -> list[tuple[Hold, Expr]]:
     return [(hold, parse(hold.target)) for hold in found]
 
 
+def check_room_for(conn: Connection, expression: Expr) -> None:
+    """InvalidInput when a new hold with `expression` would take the holds on records past
+    MAX_HELD_TERMS together: the purge and the job test all of them in one statement / column."""
+    from .expressions.shape import MAX_HELD_TERMS, check_total, count_terms
+
+    held = [count_terms(expr) for _, expr in record_holds(conn)]
+    check_total([*held, count_terms(expression)], MAX_HELD_TERMS, "the holds on records (with the new one)")
+
+
 def load_dictionaries(conn: Connection) -> dict[str, list[str]]:
     return {r.name: list(json.loads(r.words)) for r in conn.execute(sa.select(catalog_dictionaries))}
 
@@ -57,8 +66,9 @@ def held_predicate(holds: Sequence[tuple[Hold, Expr]], ctx: Any, table: sa.Table
     if not holds:
         return sa.false()
     from .expressions import to_sqlalchemy
+    from .expressions.sql import any_of
 
-    return sa.or_(*(to_sqlalchemy(expr, ctx, table) for _, expr in holds))
+    return any_of([to_sqlalchemy(expr, ctx, table) for _, expr in holds])
 
 
 def holds_matching(record: Mapping[str, Any], holds: Sequence[tuple[Hold, Expr]], ctx: Any) -> list[Hold]:
@@ -127,5 +137,5 @@ def first_hold_on_records(conn: Connection, record_ids: Sequence[int], now_ms: i
     return None
 
 
-__all__ = ["RECORDS_KIND", "HeldRecords", "archive_holds", "compile_context", "first_hold_on_records",
+__all__ = ["RECORDS_KIND", "HeldRecords", "archive_holds", "check_room_for", "compile_context", "first_hold_on_records",
            "held_predicate", "holds_matching", "load_held_records", "record_holds"]

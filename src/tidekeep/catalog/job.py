@@ -141,11 +141,12 @@ def held_column(holds: Sequence[Any], ctx: Any) -> Column:
     from pyspark.sql import functions as F
 
     from .expressions import to_spark
+    from .expressions.shape import balanced
 
-    column = F.lit(False)
-    for expr in holds:
-        column = column | to_spark(expr, ctx)
-    return column
+    if not holds:
+        return F.lit(False)
+    # pairwise, not a chain: Spark's analyzer recurses once per level (expressions/shape.py)
+    return balanced([to_spark(expr, ctx) for expr in holds], lambda left, right: left | right)
 
 
 def rules_that_matter(rules: Sequence[Any], deleting: set[int]) -> list[Any]:

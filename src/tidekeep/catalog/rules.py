@@ -85,13 +85,26 @@ def check_rule(rule: object, where: str | None = None) -> RetentionRule:
 
 
 def check_rules(rules: Iterable[object]) -> tuple[RetentionRule, ...]:
-    """Every rule's fields, then that rule numbers are unique. Order is kept as given."""
+    """Every rule's fields, then that rule numbers are unique and the rule set's size is within the
+    limits of docs/catalog-expressions.md. Order is kept as given."""
+    from .expressions.shape import MAX_RULE_SET_TERMS, MAX_RULES, check_size, check_total
+
     checked = tuple(check_rule(r) for r in rules)
     seen: set[int] = set()
     for rule in checked:
         if rule.rule_number in seen:
             raise InvalidInput(f"rule {rule.rule_number}: duplicate rule number {rule.rule_number}")
         seen.add(rule.rule_number)
+    # the job evaluates every rule in one Spark expression: bound its size here, not at run time
+    if len(checked) > MAX_RULES:
+        raise InvalidInput(f"the rule set has {len(checked)} rules, at most {MAX_RULES} are allowed")
+    sizes = []
+    for rule in checked:
+        try:
+            sizes.append(check_size(rule.expression))
+        except InvalidInput as exc:
+            raise InvalidInput(f"rule {rule.rule_number}: {exc}") from None
+    check_total(sizes, MAX_RULE_SET_TERMS, "the rules' expressions")
     return checked
 
 

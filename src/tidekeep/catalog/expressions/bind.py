@@ -20,6 +20,7 @@ from .ast import Condition, Expr, Op, Operator, Term
 from .dates import parse_date, resolve_date
 from .normalize import normalize
 from .regex import Regex, parse_regex
+from .shape import check_size
 
 C = Condition
 ORDERING = frozenset({C.GREATER_THAN, C.GREATER_THAN_OR_EQUAL_TO, C.LESS_THAN, C.LESS_THAN_OR_EQUAL_TO, C.BETWEEN})
@@ -139,7 +140,9 @@ def check_term(term: Term) -> Term:
 
 
 def validate(expr: Expr) -> None:
-    """Check every term (disabled ones too: they are saved and can be re-enabled)."""
+    """Check the size (shape.py) and every term (disabled ones too: they are saved and can be
+    re-enabled)."""
+    check_size(expr)
     _validate(expr, "expression")
 
 
@@ -224,9 +227,43 @@ def _bind(expr: Expr, ctx: CompileContext) -> Bound:
     if isinstance(expr, Operator):
         if not expr.children:
             return BoundConst(True)  # only the top level can be childless after normalize
-        return BoundOp(expr.op, tuple(_bind(child, ctx) for child in expr.children))
+        children: list[Bound] = []
+        for child in expr.children:
+            bound = _bind(child, ctx)
+            if isinstance(bound, BoundOp) and bound.op is expr.op and expr.op is not Op.NOT:
+                children.extend(bound.children)  # (a or b) or c is a or b or c: one wide node, kept shallow
+            else:
+                children.append(bound)
+        if expr.op is Op.OR:
+            children = _as_sets(children)
+            if len(children) == 1:
+                return children[0]
+        return BoundOp(expr.op, tuple(children))
     term = check_term(expr)
     return bind_term(lookup_field(term.field), term.condition, term.value, ctx)
+
+
+def _as_sets(children: list[Bound]) -> list[Bound]:
+    """OR children with the equality and IN terms on one field merged into one IN term, in the place
+    of the first: `f = a or f = b or f in (c)` is `f in (a, b, c)` (each is false on a missing
+    value), and one set-membership test is what every engine evaluates fastest."""
+    merged: list[Bound] = []
+    sets: dict[str, int] = {}  # field name -> index in merged of its IN term
+    for child in children:
+        if not (isinstance(child, BoundTerm) and child.kind in ("eq", "in")):
+            merged.append(child)
+            continue
+        values = child.values if child.kind == "in" else (child.value,)
+        name = child.field.name
+        if name not in sets:
+            sets[name] = len(merged)
+            merged.append(child)
+            continue
+        first = merged[sets[name]]
+        assert isinstance(first, BoundTerm)
+        union = first.values if first.kind == "in" else (first.value,)
+        merged[sets[name]] = BoundTerm(first.field, "in", values=tuple(dict.fromkeys(union + values)))
+    return merged
 
 
 def _literal(fld: Field, text: str, ctx: CompileContext) -> str | int:

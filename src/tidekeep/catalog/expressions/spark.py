@@ -4,6 +4,8 @@ LongType ms, `attributes` as the JSON object text), with the same meaning as pyt
 Each term is `value IS NOT NULL AND <test>` (two-valued logic); `*` wildcards use LIKE with the
 user's `\\`, `%` and `_` escaped; MATCHES_REGEX uses rlike (Java regex, find semantics) on the
 pattern translated by regex.py; attr.NAME reads from_json(attributes, map<string,string>)[NAME].
+AND / OR over many children is a balanced tree and IN is `isin` (set membership), so a wide
+expression stays shallow (shape.py).
 The only module of the package that imports pyspark.
 """
 
@@ -19,6 +21,7 @@ from pyspark.sql.types import MapType, StringType
 from ..fields import Field
 from .ast import Expr, Op
 from .bind import Bound, BoundConst, BoundOp, BoundTerm, CompileContext, bind
+from .shape import balanced
 
 _ATTRIBUTES = MapType(StringType(), StringType())
 
@@ -78,10 +81,10 @@ def _compile(bound: Bound) -> Column:
         children = [_compile(child) for child in bound.children]
         if bound.op is Op.NOT:
             return ~children[0]
-        result = children[0]
-        for child in children[1:]:
-            result = (result & child) if bound.op is Op.AND else (result | child)
-        return result
+        # pairwise, not a chain: Spark's analyzer recurses once per level (shape.py)
+        if bound.op is Op.AND:
+            return balanced(children, lambda left, right: left & right)
+        return balanced(children, lambda left, right: left | right)
     value = _column(bound.field)
     if bound.kind == "null":
         return value.isNull()

@@ -13,13 +13,18 @@ statement cache keys on them):
 - attr.NAME: json_extract(attributes, '$."NAME"') / (attributes::json ->> 'NAME').
 
 Each term is `value IS NOT NULL AND <test>`, so a missing value makes it false, never NULL, and
-NOT is plain negation (two-valued logic).
+NOT is plain negation (two-valued logic). AND / OR over many children are balanced trees of
+parenthesised pairs (`all_of` / `any_of`) and IN is one list parameter, `= ANY(array)` on
+PostgreSQL and `IN (SELECT value FROM json_each(?))` on SQLite, so no expression of accepted size
+(shape.py) exceeds an engine's depth or parameter limit.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,6 +36,7 @@ from ..fields import Field, FieldKind
 from .ast import Expr, Op
 from .bind import Bound, BoundConst, BoundOp, BoundTerm, CompileContext, bind
 from .regex import parse_regex
+from .shape import balanced
 
 # ---- dialect-specific pieces ---------------------------------------------------------------------
 
@@ -62,6 +68,28 @@ class _RegexPattern(sa.types.TypeDecorator[str]):
             return None
         regex = parse_regex(value)
         return regex.postgres if dialect.name == "postgresql" else regex.python
+
+
+class _ValueList(sa.types.TypeDecorator[Any]):
+    """The items of an IN list as one parameter: a PostgreSQL array, a JSON array for SQLite's
+    json_each."""
+
+    impl = sa.String
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import ARRAY
+
+            return dialect.type_descriptor(ARRAY(sa.String()))
+        return dialect.type_descriptor(sa.String())
+
+    def process_bind_param(self, value: Any, dialect: sa.Dialect) -> Any:
+        if value is None:
+            return None
+        if dialect.name == "postgresql":
+            return [str(item) for item in value]  # text; the SQL casts it to the column's type
+        return json.dumps(list(value), ensure_ascii=False)
 
 
 class _AttributeKey(sa.types.TypeDecorator[str]):
@@ -98,6 +126,29 @@ _regex_search = _two_argument_sql("tk_regex", sa.Boolean(), "({0} ~ {1})", "(reg
 _attribute = _two_argument_sql("tk_attribute", sa.String(), "(CAST({0} AS JSON) ->> {1})", "json_extract({0}, {1})")
 
 
+class _Parenthesised(FunctionElement[bool]):
+    """`(clause)`, parentheses SQLAlchemy keeps: it flattens a nested AND / OR, even inside a
+    Grouping, into its parent. Implicitly boolean, so SQLite gets no `= 1` after it."""
+
+    type = sa.Boolean()
+    inherit_cache = True
+    name = "tk_group"
+    _is_implicitly_boolean = True
+
+
+@compiles(_Parenthesised)
+def _render_parenthesised(element: _Parenthesised, compiler: Any, **kw: Any) -> str:
+    return "(" + ", ".join(compiler.process(clause, **kw) for clause in element.clauses) + ")"
+
+
+# IN is one parameter holding the whole list (an array / a JSON array), whatever its length: a
+# parameter per item would run into SQLite's 32,766 and PostgreSQL's 65,535 parameters per statement
+_in_texts = _two_argument_sql("tk_in_texts", sa.Boolean(), "({0} = ANY(CAST({1} AS TEXT[])))",
+                              "({0} IN (SELECT value FROM json_each({1})))")
+_in_integers = _two_argument_sql("tk_in_integers", sa.Boolean(), "({0} = ANY(CAST({1} AS BIGINT[])))",
+                                 "({0} IN (SELECT value FROM json_each({1})))")
+
+
 # ---- SQLite functions -----------------------------------------------------------------------------
 
 
@@ -130,6 +181,25 @@ def sqlite_statement(statement: sa.Executable) -> tuple[str, list[Any]]:
     assert compiled.positiontup is not None
     values = [processors[key](params[key]) if key in processors else params[key] for key in compiled.positiontup]
     return str(compiled), values
+
+
+# ---- wide AND / OR ---------------------------------------------------------------------------------
+
+
+def any_of(clauses: Sequence[ColumnElement[bool]]) -> ColumnElement[bool]:
+    """The OR of `clauses` (false when there are none) as a balanced tree of parenthesised pairs.
+    SQLAlchemy writes nested ORs as one flat `a OR b OR c ...`, which SQLite parses into a chain as
+    deep as it is long and refuses past depth 1000; the parentheses keep it about log2(n) deep."""
+    if not clauses:
+        return sa.false()
+    return balanced(list(clauses), lambda left, right: _Parenthesised(sa.or_(left, right)))
+
+
+def all_of(clauses: Sequence[ColumnElement[bool]]) -> ColumnElement[bool]:
+    """The AND of `clauses` (true when there are none), balanced as `any_of`."""
+    if not clauses:
+        return sa.true()
+    return balanced(list(clauses), lambda left, right: _Parenthesised(sa.and_(left, right)))
 
 
 # ---- the compiler ---------------------------------------------------------------------------------
@@ -165,8 +235,9 @@ def _test(term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
         low, high = term.values
         return sa.and_(value >= _bind_value(fld, low), value <= _bind_value(fld, high))
     if kind == "in":
-        item_type = sa.BigInteger() if fld.kind in (FieldKind.INTEGER, FieldKind.DATE) else sa.String()
-        return value.in_(sa.bindparam(None, list(term.values), type_=item_type, expanding=True))
+        if fld.kind in (FieldKind.INTEGER, FieldKind.DATE):
+            return _in_integers(value, sa.bindparam(None, list(term.values), type_=_ValueList()))
+        return _in_texts(value, sa.bindparam(None, list(term.values), type_=_ValueList()))
     if kind in ("glob", "not_glob"):
         match = _wildcard(value, sa.bindparam(None, "*".join(term.parts), type_=_WildcardPattern()))
         return match if kind == "glob" else sa.not_(match)
@@ -192,11 +263,9 @@ def _compile(bound: Bound, table: sa.Table) -> ColumnElement[bool]:
         return sa.true() if bound.value else sa.false()
     if isinstance(bound, BoundOp):
         children = [_compile(child, table) for child in bound.children]
-        if bound.op is Op.AND:
-            return sa.and_(*children)
-        if bound.op is Op.OR:
-            return sa.or_(*children)
-        return sa.not_(children[0])
+        if bound.op is Op.NOT:
+            return sa.not_(children[0])
+        return all_of(children) if bound.op is Op.AND else any_of(children)
     value = _column(bound.field, table)
     if bound.kind == "null":
         return value.is_(None)
@@ -210,4 +279,4 @@ def to_sqlalchemy(expr: Expr, ctx: CompileContext, table: sa.Table = catalog_rec
     return _compile(bind(expr, ctx), table)
 
 
-__all__ = ["register_sqlite_functions", "sqlite_statement", "to_sqlalchemy"]
+__all__ = ["all_of", "any_of", "register_sqlite_functions", "sqlite_statement", "to_sqlalchemy"]
