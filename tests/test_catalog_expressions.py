@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,8 +29,8 @@ from tidekeep.catalog.expressions import (
     validate,
 )
 from tidekeep.catalog.expressions.dates import MAX_MS, MIN_MS
-from tidekeep.catalog.expressions.regex import parse_regex
-from tidekeep.errors import InvalidInput
+from tidekeep.catalog.expressions.regex import parse_regex, stdlib_pattern
+from tidekeep.errors import InvalidInput, InvalidRegex
 
 C = Condition
 
@@ -114,7 +115,7 @@ def test_all_and_true_are_the_empty_and() -> None:
         ("create_time > later()-1d", "expression: invalid date 'later()-1d': unknown function later() (known: now()"),
         ('create_time > "later()-1d"', "expression: invalid date 'later()-1d': unknown function later()"),
         ('feed matches "(a"', "expression: invalid regex '(a': missing ')' at position 1 at column 14"),
-        ('feed matches "a(?=b)"', "expression: invalid regex 'a(?=b)': unsupported group"),
+        ('feed matches "a(?=b)"', "expression: invalid regex 'a(?=b)': lookahead '(?=' is not supported"),
         ('attr.x > "1"',
          "expression: condition GREATER_THAN is not allowed on attr.x: custom attributes are text at column 8"),
         ('feed between "a" and "b"', "expression: condition BETWEEN is not allowed on Feed"),
@@ -402,20 +403,35 @@ def test_fuzz_dates_raise_only_invalid_input(text: str) -> None:
 # ---- the regex subset ---------------------------------------------------------------------------
 
 
+_LINEAR = "it needs a backtracking engine, and regexes run in linear time (RE2 semantics)"
+
+
 @pytest.mark.parametrize(
     ("pattern", "message"),
     [
-        ("a(?=b)", "unsupported group '(?' (lookarounds, flags and named groups are not allowed) at position 3"),
-        ("(?P<n>a)", "unsupported group '(?'"),
-        ("(?i)a", "unsupported group '(?'"),
-        ("(a)\\1", "unsupported escape '\\1' at position 4"),
+        ("a(?=b)", f"lookahead '(?=' is not supported: {_LINEAR} at position 2"),
+        ("a(?!b)", f"lookahead '(?!' is not supported: {_LINEAR} at position 2"),
+        ("(?<=a)b", f"lookbehind '(?<=' is not supported: {_LINEAR} at position 1"),
+        ("(?<!a)b", f"lookbehind '(?<!' is not supported: {_LINEAR} at position 1"),
+        ("(?>a+)b", f"atomic group '(?>' is not supported: {_LINEAR} at position 1"),
+        ("(a)\\1", f"backreference '\\1' is not supported: {_LINEAR} at position 4"),
+        ("(a)(b)\\2", "backreference '\\2' is not supported"),
+        ("(?P<n>a)\\k<n>", "named groups are not supported (write '(' or '(?:') at position 1"),
+        ("a\\k<n>", "backreference '\\k' is not supported"),
+        ("a++", f"possessive quantifier '++' is not supported: {_LINEAR} at position 3"),
+        ("a{2,3}+", "possessive quantifier '{2,3}+' is not supported"),
+        ("(?<n>a)", "named groups are not supported"),
+        ("(?i)a", "inline flags '(?...)' are not supported at position 1"),
+        ("(?#c)a", "comments '(?#' are not supported"),
         ("\\bword", "unsupported escape '\\b' at position 1"),
         ("\\p{L}", "unsupported escape '\\p'"),
-        ("a*?", "lazy, possessive or repeated quantifiers are not supported at position 3"),
-        ("a++", "lazy, possessive or repeated quantifiers are not supported"),
+        ("a*?", "lazy quantifier '*?' is not supported (a greedy one matches the same values) at position 3"),
+        ("a**", "a quantifier cannot follow a quantifier (group the first one) at position 3"),
         ("a{3", "bad repetition '{'"),
         ("a{256}", "repetition count above 255"),
         ("a{3,2}", "repetition {n,m} with m < n"),
+        ("(a{30}){34}", "nested repetition counts multiply to 1020, above 1000 at position 1"),
+        ("x((a{10}|b){10}c){11}", "nested repetition counts multiply to 1100, above 1000 at position 2"),
         ("[[:alpha:]]", "'[' inside a character class must be escaped at position 2"),
         ("[]a]", "empty character class"),
         ("[z-a]", "bad range z-a"),
@@ -433,19 +449,38 @@ def test_fuzz_dates_raise_only_invalid_input(text: str) -> None:
     ],
 )
 def test_regex_outside_the_common_subset_is_rejected(pattern: str, message: str) -> None:
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(InvalidRegex) as info:
         parse_regex(pattern)
     assert message in str(info.value)
     assert str(info.value).startswith("invalid regex")
 
 
+def test_nested_repetition_up_to_re2s_limit_is_accepted() -> None:
+    assert parse_regex("(a{30}){33}").search("a" * 990)
+    assert parse_regex("(a{250}|b){4}").search("b" * 4)
+
+
+@pytest.mark.parametrize("text", ['feed matches "(a)\\1"', 'feed matches "a(?<=b)"', 'type matches "a*+"'])
+def test_unlinear_regexes_are_refused_when_parsed(text: str) -> None:
+    """Where a rule or hold is read (text, JSON, a tree built in code), a pattern no linear-time
+    engine can run is an InvalidRegex (an InvalidInput, exit code 2), before anything is saved."""
+    with pytest.raises(InvalidRegex, match=f"^expression: invalid regex .*{re.escape(_LINEAR)} at position [0-9]+ at column 14$"):
+        parse(text)
+    term = {"field": "Feed", "condition": "MATCHES_REGEX", "value": "(a)\\1"}
+    with pytest.raises(InvalidRegex, match=r"^expression\.children\[0\]\.value: invalid regex '\(a\)\\\\1': backref"):
+        from_json({"op": "AND", "children": [term]})
+    with pytest.raises(InvalidRegex, match=r"^expression\.children\[0\]: invalid regex"):
+        validate(Operator(Op.AND, (Term("Feed", C.MATCHES_REGEX, "a(?=b)"),)))
+    assert issubclass(InvalidRegex, InvalidInput) and InvalidRegex.exit_code == 2
+
+
 def test_regex_translation_pins_the_meaning() -> None:
     regex = parse_regex(r"^a.\d\w\s\D$")
-    assert regex.python == "^a[^\n][0-9][A-Za-z0-9_][ \t\n\r\f\v][^0-9]\\Z"
-    assert regex.java == "^a[^\n][0-9][A-Za-z0-9_][ \t\n\r\f\v][^0-9]\\z"
+    assert regex.re2 == "^a[^\n][0-9][A-Za-z0-9_][ \t\n\r\f\v][^0-9]\\z"
     assert regex.postgres == "^a[^\n][0-9][A-Za-z0-9_][ \t\n\r\f\v][^0-9]$"
-    assert parse_regex("a$").compiled().search("xa\n") is None  # Python's own $ would match here
-    assert parse_regex(r"(a|b)+\.[^x-z]").python == r"(?:a|b)+\.[^x-z]"
+    assert stdlib_pattern(r"^a.\d\w\s\D$") == "^a[^\n][0-9][A-Za-z0-9_][ \t\n\r\f\v][^0-9]\\Z"
+    assert not parse_regex("a$").search("xa\n")  # Python's own $ would match here
+    assert parse_regex(r"(a|b)+\.[^x-z]").re2 == r"(?:a|b)+\.[^x-z]"
 
 
 @settings(max_examples=1000, deadline=None)
@@ -456,5 +491,6 @@ def test_fuzz_regex_raises_only_invalid_input(pattern: str) -> None:
     except InvalidInput as exc:
         assert str(exc).startswith("invalid regex")
         return
-    for translated in (regex.python, regex.java, regex.postgres):
-        re.compile(translated.replace("\\z", "\\Z"))  # the subset is valid Python re in every translation
+    re2.compile(regex.re2)  # valid RE2 (parse_regex compiled it too) and valid Python re for the oracle
+    re.compile(stdlib_pattern(pattern))
+    re.compile(regex.postgres)  # ARE syntax; on the subset Python reads it too

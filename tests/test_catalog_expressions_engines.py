@@ -5,6 +5,8 @@ expressions over random records (hypothesis; Spark batched, one job per example)
 from __future__ import annotations
 
 import json
+import re
+import sqlite3
 import uuid
 from collections.abc import Iterator, Sequence
 
@@ -25,12 +27,13 @@ from tidekeep.catalog.expressions import (
     Operator,
     Term,
     parse,
+    register_sqlite_functions,
     to_python,
     to_spark,
     to_sqlalchemy,
     to_text,
 )
-from tidekeep.catalog.expressions.regex import parse_regex
+from tidekeep.catalog.expressions.regex import parse_regex, stdlib_pattern
 from tidekeep.errors import InvalidInput, NotFound
 from tidekeep.store.database import Database
 from tidekeep.store.schema_catalog import catalog_records
@@ -329,7 +332,7 @@ def test_raw_sqlite3_connections_get_regexp(tmp_path) -> None:
     Backend(Database(f"sqlite:///{path}", create=True)).load(SCENARIO_RECORDS)
     clause = to_sqlalchemy(parse('feed matches "^INTERNAL_(LOGS|AUDIT)$" and id in (1, 2, 3)'), SCENARIO_CONTEXT)
     sql, values = sqlite_statement(sa.select(catalog_records.c.id).where(clause))
-    assert "INTERNAL" not in sql and r"^INTERNAL\_(?:LOGS|AUDIT)\Z" in values  # translated for Python re
+    assert "INTERNAL" not in sql and r"^INTERNAL\_(?:LOGS|AUDIT)\z" in values  # translated for RE2
     connection = sqlite3.connect(path)
     try:
         with pytest.raises(sqlite3.OperationalError, match="no such function: regexp"):
@@ -348,15 +351,17 @@ def test_importing_the_package_does_not_import_pyspark() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-# ---- the regex subset: Python, PostgreSQL and Java agree on every accepted pattern ---------------
+# ---- the regex subset: every engine agrees with an independent oracle on every accepted pattern ----
+# The oracle is Python's backtracking `re` on its own translation (regex.stdlib_pattern); the engines
+# are the ones that evaluate user data: google-re2 (Python), SQLite's registered regexp (RE2),
+# PostgreSQL's `~` (ARE), and Spark's compiled term (an Arrow UDF on Arrow's RE2 kernel).
 
 _REGEX_ALPHABET = "ab.^$*+?{}[]()|\\-,12dwsDWSntr_é\n "
-_SUBJECTS = ["", "a", "b", "ab", "ba\n", "a\nb", "aab", "a-b", "1a", "a_1", "é", " a", "\\", "a{1}", "[a]", "ab\r"]
+_SUBJECTS = ["", "a", "b", "ab", "ba\n", "a\nb", "aab", "a-b", "1a", "a_1", "é", " a", "\\", "a{1}", "[a]", "ab\r",
+             "a\n", "\na", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaa!"]
 
 
-@st.composite
-def accepted_patterns(draw: st.DrawFn) -> list[str]:
-    patterns = draw(st.lists(st.text(alphabet=_REGEX_ALPHABET, min_size=1, max_size=10), min_size=150, max_size=150))
+def _accepted(patterns: list[str]) -> list[str]:
     accepted = []
     for pattern in patterns:
         try:
@@ -364,7 +369,37 @@ def accepted_patterns(draw: st.DrawFn) -> list[str]:
         except InvalidInput:
             continue
         accepted.append(pattern)
-    return accepted + draw(st.lists(regexes(), min_size=40, max_size=40))  # structured ones too
+    return accepted
+
+
+@st.composite
+def accepted_patterns(draw: st.DrawFn) -> list[str]:
+    patterns = draw(st.lists(st.text(alphabet=_REGEX_ALPHABET, min_size=1, max_size=10), min_size=150, max_size=150))
+    return _accepted(patterns) + draw(st.lists(regexes(), min_size=40, max_size=40))  # structured ones too
+
+
+def _oracle(pattern: str, subjects: Sequence[str]) -> list[bool]:
+    compiled = re.compile(stdlib_pattern(pattern))
+    return [compiled.search(s) is not None for s in subjects]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.text(alphabet=_REGEX_ALPHABET, min_size=1, max_size=12), regexes()), min_size=1,
+                max_size=5),
+       st.lists(st.text(alphabet="ab1_- \n\ré\\{}[]", max_size=12), min_size=1, max_size=8))
+def test_re2_and_sqlite_agree_with_pythons_re(patterns: list[str], subjects: list[str]) -> None:
+    """Many small examples without the servers: RE2 in Python and SQLite's regexp agree with `re`."""
+    connection = sqlite3.connect(":memory:")
+    register_sqlite_functions(connection)
+    try:
+        for pattern in _accepted(patterns):
+            regex = parse_regex(pattern)
+            want = _oracle(pattern, subjects)
+            assert [regex.search(s) for s in subjects] == want, pattern
+            got = [connection.execute("SELECT regexp(?, ?)", (regex.re2, s)).fetchone()[0] == 1 for s in subjects]
+            assert got == want, pattern
+    finally:
+        connection.close()
 
 
 @pytest.mark.spark
@@ -373,7 +408,9 @@ def accepted_patterns(draw: st.DrawFn) -> list[str]:
 @given(accepted_patterns())
 def test_regex_translations_agree_across_engines(spark, pg_backend: Backend, patterns: list[str]) -> None:
     regexes = [parse_regex(p) for p in patterns]
-    expected = [[r.compiled().search(s) is not None for s in _SUBJECTS] for r in regexes]
+    expected = [_oracle(p, _SUBJECTS) for p in patterns]
+    for regex, want in zip(regexes, expected, strict=True):
+        assert [regex.search(s) for s in _SUBJECTS] == want, regex.source
     with pg_backend.db.read() as conn:
         for regex, want in zip(regexes, expected, strict=True):
             got = conn.execute(
@@ -382,10 +419,12 @@ def test_regex_translations_agree_across_engines(spark, pg_backend: Backend, pat
                 {"p": regex.postgres, "subjects": _SUBJECTS},
             ).scalars().all()
             assert got == want, regex.source
-    frame = spark.createDataFrame([(i, s) for i, s in enumerate(_SUBJECTS)], "n int, s string")
-    from pyspark.sql import functions as F
-
-    rows = frame.select("n", *[F.col("s").rlike(r.java).alias(f"r{i}") for i, r in enumerate(regexes)]).collect()
-    by_subject = sorted(rows, key=lambda row: row["n"])
-    for i, regex in enumerate(regexes):
-        assert [row[f"r{i}"] for row in by_subject] == expected[i], regex.source
+    rows = []
+    for n, subject in enumerate(_SUBJECTS):
+        row = dict.fromkeys(COLUMNS)
+        row.update(id=n, feed="f", type="t", attributes=json.dumps({"v": subject}))
+        rows.append(row)
+    exprs = [Term("attr.v", C.MATCHES_REGEX, p) for p in patterns]
+    found = spark_matching(spark, rows, exprs, RANDOM_CONTEXT)
+    for regex, ids, want in zip(regexes, found, expected, strict=True):
+        assert [n in ids for n in range(len(_SUBJECTS))] == want, regex.source

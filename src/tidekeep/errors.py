@@ -34,6 +34,11 @@ class EventTooLarge(InvalidInput):
     """An event above the 8 MiB limit."""
 
 
+class InvalidRegex(InvalidInput):
+    """A regular expression that is malformed, outside the supported subset, or needs syntax no
+    linear-time (RE2) engine can run: backreferences, lookarounds, possessive quantifiers."""
+
+
 class NotFound(TidekeepError):
     exit_code = 3
 

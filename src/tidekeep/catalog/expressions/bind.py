@@ -150,8 +150,8 @@ def _validate(expr: Expr, where: str) -> None:
     if isinstance(expr, Term):
         try:
             check_term(expr)
-        except InvalidInput as exc:
-            raise InvalidInput(f"{where}: {exc}") from None
+        except InvalidInput as exc:  # the same type: InvalidRegex stays one
+            raise type(exc)(f"{where}: {exc}") from None
         return
     if not isinstance(expr, Operator):
         raise InvalidInput(f"{where}: not an expression: {expr!r}")

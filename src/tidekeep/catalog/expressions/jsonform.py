@@ -119,8 +119,8 @@ def _term(obj: dict[str, Any], where: str, enabled: bool) -> Term:
         value = str(value)  # Stroom writes strings, but a hand-written file may not
     try:
         canonical = check_value(fld, condition, value)
-    except InvalidInput as exc:
-        raise InvalidInput(f"{where}.value: {exc}") from None
+    except InvalidInput as exc:  # the same type: InvalidRegex stays one
+        raise type(exc)(f"{where}.value: {exc}") from None
     return Term(fld.name, condition, canonical, enabled)
 
 

@@ -208,8 +208,8 @@ class _Parser:
             value = self.value(fld)
         try:
             canonical = check_value(fld, condition, value)
-        except InvalidInput as exc:
-            raise self.fail(str(exc), value_at) from None
+        except InvalidInput as exc:  # the same type (InvalidRegex stays one), placed in the text
+            raise type(exc)(str(self.fail(str(exc), value_at))) from None
         return Term(fld.name, condition, canonical)
 
     def in_list(self, fld: Field) -> list[str]:

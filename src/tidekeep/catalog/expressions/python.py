@@ -2,20 +2,21 @@
 
 The record has catalog_records column names; `attributes` may be the JSON object text the table
 stores, a dict, or None. Same meaning as sql.py and spark.py: a term on a missing value is false
-(IS_NULL true), NOT is plain negation, matching is case-sensitive.
+(IS_NULL true), NOT is plain negation, matching is case-sensitive. Regexes and `*` wildcards run
+on RE2 (google-re2), in time linear in the value.
 """
 
 from __future__ import annotations
 
 import json
 import operator
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..fields import Field
 from .ast import Expr, Op
 from .bind import Bound, BoundConst, BoundOp, BoundTerm, CompileContext, bind
+from .regex import compile_re2, glob_re2, re2_search
 
 Record = Mapping[str, Any]
 Predicate = Callable[[Record], bool]
@@ -26,11 +27,6 @@ _COMPARE = {"eq": operator.eq, "ne": operator.ne, "gt": operator.gt, "ge": opera
 
 def to_python(expr: Expr, ctx: CompileContext) -> Predicate:
     return _compile(bind(expr, ctx))
-
-
-def glob_regex(parts: tuple[str, ...]) -> re.Pattern[str]:
-    """Stroom's `*` wildcard (any run of characters, newlines too) as a whole-value regex."""
-    return re.compile(".*".join(re.escape(part) for part in parts), re.DOTALL)
 
 
 def _getter(fld: Field) -> Callable[[Record], Any]:
@@ -56,9 +52,9 @@ def _test(term: BoundTerm) -> Callable[[Any], bool]:
         compare, target = _COMPARE[kind], term.value
         return lambda value: compare(value, target)
     if kind in ("glob", "not_glob"):
-        pattern = glob_regex(term.parts)
+        pattern = compile_re2(glob_re2(term.parts))
         wanted = kind == "glob"
-        return lambda value: (pattern.fullmatch(value) is not None) == wanted
+        return lambda value: re2_search(pattern, value) == wanted
     if kind == "in":
         members = frozenset(term.values)
         return lambda value: value in members
@@ -74,7 +70,7 @@ def _test(term: BoundTerm) -> Callable[[Any], bool]:
     if kind == "regex":
         assert term.regex is not None
         compiled = term.regex.compiled()
-        return lambda value: compiled.search(value) is not None
+        return lambda value: re2_search(compiled, value)
     if kind == "not_null":
         return lambda value: True
     raise AssertionError(kind)  # pragma: no cover
@@ -104,4 +100,4 @@ def _compile(bound: Bound) -> Predicate:
     return term
 
 
-__all__ = ["glob_regex", "to_python"]
+__all__ = ["to_python"]

@@ -1,9 +1,12 @@
 """The regex subset MATCHES_REGEX accepts, and its translation for each engine.
 
-Python's `re`, Java's `java.util.regex` (Spark's rlike) and PostgreSQL's ARE (`~`) disagree on
-much: what `.` and `$` match around newlines, what `\\d`/`\\w`/`\\s` mean outside ASCII, escapes,
-lookarounds, backreferences, lazy and possessive quantifiers. So a pattern is parsed here into a
-small common subset and re-emitted for each engine with the meaning pinned down:
+A pattern means what RE2 makes of it (docs/catalog-expressions.md): every engine evaluates it in
+time linear in the value, so no pattern can hang a job. RE2 itself runs it in Python and in
+SQLite's `regexp` function (google-re2) and in Spark (Arrow's regex kernels are RE2); PostgreSQL
+runs its own engine (ARE) on a translation, which is linear-time too for what the subset allows: no
+backreferences, and only non-capturing groups, so `~` never leaves its DFA.
+
+The subset, parsed here and re-emitted for each engine with the meaning pinned down:
 
 - literals (ASCII punctuation escaped with a backslash), `\\t`, `\\n`, `\\r`;
 - `.` = any character except newline; `^` = start of the text; `$` = end of the text (not before
@@ -11,41 +14,86 @@ small common subset and re-emitted for each engine with the meaning pinned down:
 - classes `[abc]`, `[^a-z]` with ranges, and `\\d` `\\w` `\\s` (ASCII `[0-9]`, `[A-Za-z0-9_]`,
   `[ \\t\\n\\r\\f\\v]`) and their negations `\\D` `\\W` `\\S` outside classes;
 - groups `( )` and `(?: )`, alternation `|`, greedy quantifiers `*` `+` `?` `{n}` `{n,}` `{n,m}`
-  (m at most 255, PostgreSQL's limit).
+  (m at most 255, PostgreSQL's limit; counted repetitions nested in each other multiply to at
+  most 1000, RE2's limit).
 
-Anything else (lookarounds, backreferences, `\\b`, named groups, inline flags, lazy or possessive
-quantifiers, nested classes, POSIX classes) is rejected with InvalidInput naming the position.
+Anything else is rejected with InvalidRegex naming the position: what no linear-time engine can
+run (backreferences, lookarounds, possessive quantifiers, atomic groups) and what the engines would
+read differently (`\\b`, named groups, inline flags, lazy quantifiers, nested classes, POSIX classes).
 Matching has search semantics everywhere: a match anywhere in the value counts unless anchored.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
+from typing import Any
 
-from ...errors import InvalidInput
+import re2
+
+from ...errors import InvalidRegex
 
 MAX_PATTERN = 1000
 MAX_REPEAT = 255
-ENGINES = ("python", "java", "postgres")
+MAX_NESTED_REPEAT = 1000  # RE2 refuses counted repetitions whose nested counts multiply above this
+# "stdlib" (Python's backtracking re) is only an independent oracle for the tests: user data is never
+# matched with it
+ENGINES = ("re2", "postgres", "stdlib")
 
 _WHITESPACE = " \t\n\r\f\v"
 _CLASS_SHORTHAND = {"d": "0-9", "w": "A-Za-z0-9_", "s": _WHITESPACE}
 _CHAR_ESCAPES = {"t": "\t", "n": "\n", "r": "\r"}
-_END = {"python": r"\Z", "java": r"\z", "postgres": "$"}
+_END = {"re2": r"\z", "postgres": "$", "stdlib": r"\Z"}
+_LINEAR = "it needs a backtracking engine, and regexes run in linear time (RE2 semantics)"
+_GROUPS = (  # what follows "(?" -> why it is refused
+    ("=", f"lookahead '(?=' is not supported: {_LINEAR}"),
+    ("!", f"lookahead '(?!' is not supported: {_LINEAR}"),
+    ("<=", f"lookbehind '(?<=' is not supported: {_LINEAR}"),
+    ("<!", f"lookbehind '(?<!' is not supported: {_LINEAR}"),
+    (">", f"atomic group '(?>' is not supported: {_LINEAR}"),
+    ("P<", "named groups are not supported (write '(' or '(?:')"),
+    ("<", "named groups are not supported (write '(' or '(?:')"),
+    ("'", "named groups are not supported (write '(' or '(?:')"),
+    ("#", "comments '(?#' are not supported"),
+)
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # a refused pattern is an InvalidRegex, not a line on stderr
+
+
+@functools.lru_cache(maxsize=256)
+def compile_re2(pattern: str) -> Any:
+    """A compiled RE2 pattern (google-re2) for an RE2 translation; InvalidRegex if RE2 refuses it."""
+    try:
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise InvalidRegex(f"invalid regex: RE2 refuses it: {reason}") from None
+
+
+def re2_search(compiled: Any, value: str) -> bool:
+    """Whether the compiled pattern matches anywhere in `value`. RE2 reads UTF-8, so a lone
+    surrogate (only JSON text can carry one) is read as U+FFFD, one character, as it then is."""
+    try:
+        return compiled.search(value) is not None
+    except UnicodeEncodeError:
+        return compiled.search(value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")) is not None
 
 
 @dataclass(frozen=True)
 class Regex:
-    """A validated pattern and its translation for each engine."""
+    """A validated pattern and its translation for each engine that evaluates user data."""
 
     source: str
-    python: str
-    java: str
-    postgres: str
+    re2: str  # RE2 syntax: google-re2 (Python, SQLite's regexp) and Arrow's kernels (Spark)
+    postgres: str  # PostgreSQL's ARE, for `~`
 
-    def compiled(self) -> re.Pattern[str]:
-        return re.compile(self.python)
+    def compiled(self) -> Any:
+        return compile_re2(self.re2)
+
+    def search(self, value: str) -> bool:
+        return re2_search(self.compiled(), value)
 
 
 def _lit(char: str) -> str:
@@ -67,9 +115,9 @@ class _Parser:
         self.pos = 0
         self.out: dict[str, list[str]] = {engine: [] for engine in ENGINES}
 
-    def fail(self, what: str, pos: int | None = None) -> InvalidInput:
+    def fail(self, what: str, pos: int | None = None) -> InvalidRegex:
         at = (self.pos if pos is None else pos) + 1
-        return InvalidInput(f"invalid regex {self.text!r}: {what} at position {at}")
+        return InvalidRegex(f"invalid regex {self.text!r}: {what} at position {at}")
 
     def emit(self, same: str | None = None, **per_engine: str) -> None:
         for engine in ENGINES:
@@ -83,25 +131,38 @@ class _Parser:
         if self.pos < len(self.text):
             raise self.fail("unbalanced ')'")
 
-    def alternation(self) -> None:
-        self.sequence()
+    # Each of alternation, sequence and atom returns the largest product of the counted repetitions
+    # nested inside what it parsed (1 when there are none), so quantifier() can refuse a nesting RE2
+    # refuses, naming where.
+
+    def alternation(self) -> int:
+        nested = self.sequence()
         while self.peek() == "|":
             self.pos += 1
             self.emit("|")
-            self.sequence()
+            nested = max(nested, self.sequence())
+        return nested
 
-    def sequence(self) -> None:
+    def sequence(self) -> int:
         start = self.pos
+        nested = 1
         while self.pos < len(self.text) and self.peek() not in ("|", ")"):
-            quantifiable = self.atom()
+            atom_at = self.pos
+            inner = self.atom()
             if self.peek() in ("*", "+", "?", "{"):
-                if not quantifiable:
+                if inner is None:
                     raise self.fail("nothing to repeat")
-                self.quantifier()
+                inner *= self.quantifier()
+                if inner > MAX_NESTED_REPEAT:
+                    raise self.fail(f"nested repetition counts multiply to {inner}, above {MAX_NESTED_REPEAT}",
+                                    atom_at)
+            nested = max(nested, inner or 1)
         if self.pos == start:
             raise self.fail("empty alternative")
+        return nested
 
-    def atom(self) -> bool:
+    def atom(self) -> int | None:
+        """Parse one atom; None when it cannot be repeated (an anchor)."""
         char = self.peek()
         if char == "(":
             open_at = self.pos
@@ -109,39 +170,42 @@ class _Parser:
             if self.text.startswith("?:", self.pos):
                 self.pos += 2
             elif self.peek() == "?":
-                raise self.fail("unsupported group '(?' (lookarounds, flags and named groups are not allowed)")
+                after = self.text[self.pos + 1:]
+                reason = next((why for prefix, why in _GROUPS if after.startswith(prefix)),
+                              "inline flags '(?...)' are not supported")
+                raise self.fail(reason, open_at)
             self.emit("(?:")
-            self.alternation()
+            nested = self.alternation()
             if self.peek() != ")":
                 raise self.fail("missing ')'", open_at)
             self.pos += 1
             self.emit(")")
-            return True
+            return nested
         if char == "[":
             self.char_class()
-            return True
+            return 1
         if char == ".":
             self.pos += 1
             self.emit("[^\n]")
-            return True
+            return 1
         if char == "^":
             self.pos += 1
             self.emit("^")
-            return False
+            return None
         if char == "$":
             self.pos += 1
             self.emit(**_END)
-            return False
+            return None
         if char in ("*", "+", "?"):
             raise self.fail("nothing to repeat")
         if char in ("{", "}", "]"):
             raise self.fail(f"'{char}' must be escaped")
         if char == "\\":
             self.escape()
-            return True
+            return 1
         self.pos += 1
         self.emit(_lit(char))
-        return True
+        return 1
 
     def escape(self) -> None:
         at = self.pos
@@ -158,11 +222,17 @@ class _Parser:
             self.emit(_lit(_CHAR_ESCAPES[char]))
         elif char.isascii() and not char.isalnum():
             self.emit(_lit(char))
+        elif char in "123456789" or char == "k":
+            raise self.fail(f"backreference '\\{char}' is not supported: {_LINEAR}", at)
         else:
             raise self.fail(f"unsupported escape '\\{char}'", at)
 
-    def quantifier(self) -> None:
+    def quantifier(self) -> int:
+        """Parse a quantifier; returns its count for the nesting limit (1 for `*`, `+`, `?`, which
+        RE2 does not unroll)."""
+        at = self.pos
         char = self.peek()
+        count = 1
         if char == "{":
             match = re.compile(r"\{([0-9]{1,4})(,([0-9]{0,4}))?\}").match(self.text, self.pos)
             if not match:
@@ -175,11 +245,19 @@ class _Parser:
                 raise self.fail("repetition {n,m} with m < n")
             self.pos = match.end()
             self.emit(match.group(0))
+            count = max(1, low if high is None else high)
         else:
             self.pos += 1
             self.emit(char)
-        if self.peek() in ("*", "+", "?", "{"):
-            raise self.fail("lazy, possessive or repeated quantifiers are not supported")
+        following = self.peek()
+        if following == "+":
+            raise self.fail(f"possessive quantifier '{self.text[at:self.pos + 1]}' is not supported: {_LINEAR}")
+        if following == "?":
+            raise self.fail(f"lazy quantifier '{self.text[at:self.pos + 1]}' is not supported (a greedy one "
+                            "matches the same values)")
+        if following in ("*", "{"):
+            raise self.fail("a quantifier cannot follow a quantifier (group the first one)")
+        return count
 
     def char_class(self) -> None:
         open_at = self.pos
@@ -243,22 +321,40 @@ def _class_body(chars: str) -> str:
     return chars if chars != _WHITESPACE else _WHITESPACE  # raw control characters read the same everywhere
 
 
-def parse_regex(pattern: str) -> Regex:
-    """Validate a MATCHES_REGEX value and translate it; InvalidInput names the position."""
+def _translations(pattern: str) -> dict[str, str]:
     if not isinstance(pattern, str):
-        raise InvalidInput(f"invalid regex {pattern!r}: expected text")
+        raise InvalidRegex(f"invalid regex {pattern!r}: expected text")
     if len(pattern) > MAX_PATTERN:
-        raise InvalidInput(f"invalid regex: longer than {MAX_PATTERN} characters")
+        raise InvalidRegex(f"invalid regex: longer than {MAX_PATTERN} characters")
     if pattern == "":
-        raise InvalidInput("invalid regex '': empty pattern")
+        raise InvalidRegex("invalid regex '': empty pattern")
     parser = _Parser(pattern)
     parser.parse()
-    result = Regex(pattern, *("".join(parser.out[engine]) for engine in ENGINES))
+    return {engine: "".join(parser.out[engine]) for engine in ENGINES}
+
+
+def parse_regex(pattern: str) -> Regex:
+    """Validate a MATCHES_REGEX value and translate it; InvalidRegex names the position."""
+    translated = _translations(pattern)
+    result = Regex(pattern, translated["re2"], translated["postgres"])
     try:
         result.compiled()
-    except re.error as exc:  # pragma: no cover - the subset parser should have caught it
-        raise InvalidInput(f"invalid regex {pattern!r}: {exc}") from None
+    except InvalidRegex as exc:  # e.g. a program above RE2's memory budget
+        raise InvalidRegex(f"invalid regex {pattern!r}: {str(exc).removeprefix('invalid regex: ')}") from None
     return result
 
 
-__all__ = ["Regex", "parse_regex"]
+def glob_re2(parts: tuple[str, ...]) -> str:
+    """Stroom's `*` wildcard (any run of characters, newlines too) as an RE2 pattern that, searched
+    for, matches the whole value: linear-time however many `*`s a value has (a backtracking engine
+    needs time polynomial in the value's length, to the power of the number of `*`s)."""
+    return "(?s)^" + ".*".join(re2.escape(part) for part in parts) + r"\z"
+
+
+def stdlib_pattern(pattern: str) -> str:
+    """The same meaning for Python's backtracking `re`: an independent oracle for tests only (it is
+    not linear-time, so user data is never matched with it)."""
+    return _translations(pattern)["stdlib"]
+
+
+__all__ = ["MAX_PATTERN", "Regex", "compile_re2", "glob_re2", "parse_regex", "re2_search", "stdlib_pattern"]

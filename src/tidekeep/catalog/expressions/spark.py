@@ -1,12 +1,18 @@
 """Compile an expression to a Spark Column over a DataFrame with catalog_records columns (times as
 LongType ms, `attributes` as the JSON object text), with the same meaning as python.py and sql.py.
 
-Each term is `value IS NOT NULL AND <test>` (two-valued logic); `*` wildcards use LIKE with the
-user's `\\`, `%` and `_` escaped; MATCHES_REGEX uses rlike (Java regex, find semantics) on the
-pattern translated by regex.py; attr.NAME reads from_json(attributes, map<string,string>)[NAME].
-AND / OR over many children is a balanced tree and IN is `isin` (set membership), so a wide
-expression stays shallow (shape.py).
-The only module of the package that imports pyspark.
+Each term is `value IS NOT NULL AND <test>` (two-valued logic); attr.NAME reads
+from_json(attributes, map<string,string>)[NAME]. AND / OR over many children is a balanced tree and
+IN is `isin` (set membership), so a wide expression stays shallow (shape.py). The only module of the
+package that imports pyspark.
+
+Regexes never reach Spark's rlike: Java's regex engine backtracks, so one pattern such as `(a+)+$`
+takes time exponential in a value's length. MATCHES_REGEX runs the RE2 translation (regex.py) in an
+Arrow UDF instead, on pyarrow.compute.match_substring_regex (Arrow's kernel is RE2: linear-time),
+one Arrow batch at a time (docs/benchmarks.md, "Regexes in Spark", measures the cost). Spark's LIKE
+is a Java regex too, which backtracks polynomially (to the power of the number of `%`s): a wildcard
+with at most one `*` stays a LIKE, which Spark's optimizer turns into startsWith/endsWith/contains
+(linear), and one with more `*`s runs on RE2 the same way.
 """
 
 from __future__ import annotations
@@ -14,13 +20,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import MapType, StringType
+from pyspark.sql.types import BooleanType, MapType, StringType
 
 from ..fields import Field
 from .ast import Expr, Op
 from .bind import Bound, BoundConst, BoundOp, BoundTerm, CompileContext, bind
+from .regex import glob_re2
 from .shape import balanced
 
 _ATTRIBUTES = MapType(StringType(), StringType())
@@ -28,6 +36,17 @@ _ATTRIBUTES = MapType(StringType(), StringType())
 
 def _like_pattern(parts: tuple[str, ...]) -> str:
     return "%".join(re.sub(r"([\\%_])", r"\\\1", part) for part in parts)
+
+
+def _re2_search(pattern: str, value: Column) -> Column:
+    """`pattern` (RE2 syntax) searched for in each value, on Arrow's RE2 kernel; false for NULL."""
+
+    def search(values: pa.Array) -> pa.Array:
+        import pyarrow.compute as pc
+
+        return pc.fill_null(pc.match_substring_regex(values, pattern), False)
+
+    return F.arrow_udf(search, BooleanType())(value)
 
 
 def _column(fld: Field) -> Column:
@@ -60,7 +79,10 @@ def _test(term: BoundTerm, value: Column) -> Column:
     if kind == "in":
         return value.isin(list(term.values))
     if kind in ("glob", "not_glob"):
-        match = value.like(_like_pattern(term.parts))
+        if len(term.parts) <= 2:  # at most one `*`: Spark rewrites the LIKE to linear string tests
+            match = value.like(_like_pattern(term.parts))
+        else:
+            match = _re2_search(glob_re2(term.parts), value)
         return match if kind == "glob" else ~match
     if kind == "contains":
         return value.contains(_lit(term.value))
@@ -70,7 +92,7 @@ def _test(term: BoundTerm, value: Column) -> Column:
         return value.endswith(_lit(term.value))
     if kind == "regex":
         assert term.regex is not None
-        return value.rlike(term.regex.java)
+        return _re2_search(term.regex.re2, value)
     raise AssertionError(kind)  # pragma: no cover
 
 

@@ -8,8 +8,9 @@ statement cache keys on them):
 - CONTAINS: instr (SQLite) / strpos (PostgreSQL); STARTS/ENDS WITH: substr with the length bound;
 - `*` wildcards: GLOB on SQLite (LIKE there is case-insensitive) and LIKE ... ESCAPE '\\' on
   PostgreSQL, the user's text escaped by a bind type at execution time;
-- MATCHES_REGEX: the `regexp` function on SQLite (registered by `register_sqlite_functions`, Python
-  re.search) and `~` on PostgreSQL, the pattern translated for the engine (regex.py);
+- MATCHES_REGEX: the `regexp` function on SQLite (registered by `register_sqlite_functions`: RE2
+  through google-re2, linear-time) and `~` on PostgreSQL, the pattern translated for the engine
+  (regex.py, which refuses what would not run in linear time there);
 - attr.NAME: json_extract(attributes, '$."NAME"') / (attributes::json ->> 'NAME').
 
 Each term is `value IS NOT NULL AND <test>`, so a missing value makes it false, never NULL, and
@@ -21,7 +22,6 @@ PostgreSQL and `IN (SELECT value FROM json_each(?))` on SQLite, so no expression
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Sequence
@@ -35,7 +35,7 @@ from ...store.schema_catalog import catalog_records
 from ..fields import Field, FieldKind
 from .ast import Expr, Op
 from .bind import Bound, BoundConst, BoundOp, BoundTerm, CompileContext, bind
-from .regex import parse_regex
+from .regex import compile_re2, parse_regex, re2_search
 from .shape import balanced
 
 # ---- dialect-specific pieces ---------------------------------------------------------------------
@@ -67,7 +67,7 @@ class _RegexPattern(sa.types.TypeDecorator[str]):
         if value is None:
             return None
         regex = parse_regex(value)
-        return regex.postgres if dialect.name == "postgresql" else regex.python
+        return regex.postgres if dialect.name == "postgresql" else regex.re2
 
 
 class _ValueList(sa.types.TypeDecorator[Any]):
@@ -152,20 +152,16 @@ _in_integers = _two_argument_sql("tk_in_integers", sa.Boolean(), "({0} = ANY(CAS
 # ---- SQLite functions -----------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=256)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
-
-
 def _sqlite_regexp(pattern: str | None, value: str | None) -> int | None:
     if pattern is None or value is None:
         return None
-    return 1 if _compiled(pattern).search(value) is not None else 0
+    return 1 if re2_search(compile_re2(pattern), value) else 0
 
 
 def register_sqlite_functions(dbapi_connection: Any) -> None:
-    """Give a sqlite3 connection `regexp(pattern, value)` (Python re.search; also SQLite's REGEXP
-    operator). The engine calls this on connect; raw sqlite3 connections must call it too."""
+    """Give a sqlite3 connection `regexp(pattern, value)` (an RE2 pattern, search semantics, in
+    linear time; also SQLite's REGEXP operator). The engine calls this on connect; raw sqlite3
+    connections must call it too."""
     dbapi_connection.create_function("regexp", 2, _sqlite_regexp, deterministic=True)
 
 
