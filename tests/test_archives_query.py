@@ -12,8 +12,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tidekeep.archives.query import Kind, Matcher, compile_query, tokenize
-from tidekeep.errors import InvalidInput
+from tidekeep.archives.query import MAX_QUERY_LENGTH, Kind, Matcher, compile_query, tokenize
+from tidekeep.errors import InvalidInput, InvalidRegex
 
 # literals chosen to exercise LIKE's metacharacters (% _ \), RE2's metacharacters, NUL, line
 # breaks, and non-ASCII case folding: K/k/KELVIN SIGN, s/S/LONG S, ß/CAPITAL SHARP S, é/É
@@ -173,6 +173,41 @@ def test_bad_queries_are_invalid_input_naming_the_problem(query: str, regex: boo
     assert "\n" not in str(info.value)
     if regex and query:
         assert "invalid regex query" in str(info.value)
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    ("(a)\\1", "invalid escape sequence: \\1"),
+    ("a(?=b)", "invalid perl operator: (?="),
+    ("(?<!a)b", "invalid perl operator: (?<!"),
+    ("a++", "bad repetition operator: ++"),
+    ("(?>a)", "invalid perl operator: (?>"),
+])
+def test_regex_queries_that_need_backtracking_are_refused(query: str, message: str) -> None:
+    with pytest.raises(InvalidRegex) as info:
+        compile_query(query, regex=True)
+    assert str(info.value) == f"invalid regex query {query!r}: {message}"
+
+
+@pytest.mark.timeout(10)
+def test_no_query_backtracks() -> None:
+    """RE2 is linear-time: patterns that take a backtracking engine exponential (or high-polynomial)
+    time over a long message answer at once, with the right answer."""
+    messages = pa.array(["a" * 5000 + "!", "a" * 5000, "x" + "ab" * 2000])
+    assert compile_query("(a+)+$", regex=True).mask(messages).to_pylist() == [False, True, False]
+    assert compile_query("^(a|aa)+$", regex=True).mask(messages).to_pylist() == [False, True, False]
+    assert compile_query("(.*a){30}!", regex=True).mask(messages).to_pylist() == [True, False, False]
+    assert compile_query("a*a*a*a*a*a*a*a*a*a*a*a*a*b").mask(messages).to_pylist() == [False, False, True]
+    assert compile_query("a*a*a*a*a*a*a*a*a*a*a*a*a*c").mask(messages).to_pylist() == [False, False, False]
+
+
+@pytest.mark.parametrize("regex", [False, True])
+def test_queries_have_a_maximum_length(regex: bool) -> None:
+    longest = "a" * MAX_QUERY_LENGTH
+    assert compile_query(longest, regex=regex).mask(pa.array([longest, longest[1:]])).to_pylist() == [True, False]
+    with pytest.raises(InvalidInput) as info:
+        compile_query(longest + "a", regex=regex)
+    assert str(info.value) == f"invalid search query: {MAX_QUERY_LENGTH + 1} characters, above the maximum of 4096"
+    assert MAX_QUERY_LENGTH == 4096  # documented in docs/archives-search.md
 
 
 def test_tokenize_escapes_any_character() -> None:
