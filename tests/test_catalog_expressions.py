@@ -464,7 +464,8 @@ def test_nested_repetition_up_to_re2s_limit_is_accepted() -> None:
 def test_unlinear_regexes_are_refused_when_parsed(text: str) -> None:
     """Where a rule or hold is read (text, JSON, a tree built in code), a pattern no linear-time
     engine can run is an InvalidRegex (an InvalidInput, exit code 2), before anything is saved."""
-    with pytest.raises(InvalidRegex, match=f"^expression: invalid regex .*{re.escape(_LINEAR)} at position [0-9]+ at column 14$"):
+    expected = f"^expression: invalid regex .*{re.escape(_LINEAR)} at position [0-9]+ at column 14$"
+    with pytest.raises(InvalidRegex, match=expected):
         parse(text)
     term = {"field": "Feed", "condition": "MATCHES_REGEX", "value": "(a)\\1"}
     with pytest.raises(InvalidRegex, match=r"^expression\.children\[0\]\.value: invalid regex '\(a\)\\\\1': backref"):
