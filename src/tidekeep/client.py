@@ -18,6 +18,7 @@ from .holds import HoldStore
 from .store.chunks import ChunkStorage
 from .store.database import Database
 from .store.fencing import LeaseFence
+from .store.private import make_private_directories, write_private_text
 from .store.workspace import (
     check_stamps,
     mismatch_message,
@@ -301,11 +302,11 @@ def init_workspace(home: str | os.PathLike[str] | None = None,
     plan = plan_init(database_id, storage_id, database_is_new, has_data, shown, settings.storage_uri)
     if plan.refusal is not None:
         raise WorkspaceMismatch(plan.refusal)
-    settings.home.mkdir(parents=True, exist_ok=True)
+    make_private_directories(settings.home)  # owner-only, as every file the workspace keeps (store/private.py)
     config_path = settings.home / CONFIG_FILE_NAME
     created = not config_path.exists()
     if created:
-        config_path.write_text(DEFAULT_CONFIG_TEXT, encoding="utf-8")
+        write_private_text(config_path, DEFAULT_CONFIG_TEXT)
     db = Database(settings.metadata_url, settings["metadata.busy_timeout"], create=True,
                   durable_commits=settings["storage.fsync"])
     try:

@@ -240,16 +240,14 @@ def write_table(conn: Connection, table: pa.Table) -> None:
 
 
 def _write_files(client: Client, table: pa.Table) -> None:
-    fs = client.storage.fs
-    made: set[str] = set()
+    writer = client.storage.file_writer  # owner-only files on local storage, as every data file
     for record_id, location in zip(table.column("id").to_pylist(), table.column("location").to_pylist(), strict=True):
         path = client.storage.full_path(location)
-        folder = path.rsplit("/", 1)[0]
-        if folder not in made:
-            fs.create_dir(folder, recursive=True)
-            made.add(folder)
-        with fs.open_output_stream(path) as out:
+        out = writer.open(path)
+        try:
             out.write(f"generated record {record_id}\n".encode())
+        finally:
+            out.close()
 
 
 def generate_records(client: Client, rows: int, seed: int = 0, progress: Progress | None = None, *,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -36,6 +37,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import ConfigError, ConflictError, NotFound, SchemaError, StoreUnavailable
+from .private import create_private_file, make_private_directories, open_private_lock_file
 
 _PG_MIGRATION_LOCK = 0x7469_6465  # advisory lock key: "tide"
 RETRY_ATTEMPTS = 5
@@ -86,7 +88,10 @@ class Database:
         if self.is_sqlite:
             path = _sqlite_path(parsed)
             if path is not None and create:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                # owner-only (store/private.py); SQLite gives its -wal, -shm and -journal files the
+                # database file's own mode, so they are owner-only too
+                make_private_directories(path.parent)
+                create_private_file(path)
             elif path is not None and not path.is_file():
                 raise NotFound(f"no tidekeep workspace at {self.shown}: the metadata database {path} does not "
                                "exist; run 'tidekeep init' first, or check metadata.url")
@@ -201,12 +206,15 @@ class Database:
             if path is None:
                 yield
                 return
-            with open(str(path) + ".migrate.lock", "a+") as handle:
+            handle = open_private_lock_file(str(path) + ".migrate.lock")
+            try:
                 fcntl.flock(handle, fcntl.LOCK_EX)
                 try:
                     yield
                 finally:
                     fcntl.flock(handle, fcntl.LOCK_UN)
+            finally:
+                os.close(handle)
         else:
             with self.engine.connect() as conn:
                 conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": _PG_MIGRATION_LOCK})

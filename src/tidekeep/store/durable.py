@@ -21,6 +21,9 @@ through ChunkStorage is also forgotten in the deleting process (`forget_director
 
 On other filesystems (s3://, gs://, ...) a completed upload is already durable and nothing is done.
 With fsync off, files are written as before: pyarrow's own output stream, no syncs.
+
+On a local filesystem every file and directory a writer creates is owner-only (store/private.py),
+fsync on or off: pyarrow would create them open to everyone the umask lets in.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+
+from .private import create_private_file, make_private_directories
 
 _MAX_REMEMBERED = 4096  # directories whose entry is known durable; past this the memory starts over
 
@@ -71,18 +76,9 @@ def sync_directory_entries(directory: str, root: str) -> None:
 
 
 def make_directories(path: str) -> None:
-    """`mkdir -p path`, with the entry of every directory it creates made durable (for the storage
-    root, which everything else hangs from)."""
-    missing = []
-    current = posixpath.normpath(path)
-    while not os.path.isdir(current):
-        missing.append(current)
-        parent = posixpath.dirname(current)
-        if parent == current:
-            break
-        current = parent
-    os.makedirs(path, exist_ok=True)
-    for created in missing:  # deepest first: each parent holds the entry just created
+    """`mkdir -p path`, owner-only, with the entry of every directory it creates made durable (for
+    the storage root, which everything else hangs from)."""
+    for created in reversed(make_private_directories(path)):  # deepest first: each parent holds the new entry
         fsync_directory(posixpath.dirname(created))
 
 
@@ -103,18 +99,29 @@ class StorageWriter:
     def __init__(self, fs: pafs.FileSystem, root: str, fsync: bool) -> None:
         self.fs = fs
         self.root = root
-        self.durable = fsync and isinstance(fs, pafs.LocalFileSystem)
+        self.local = isinstance(fs, pafs.LocalFileSystem)
+        self.durable = fsync and self.local
 
     def create_root(self) -> None:
         """Create the storage root if it is missing (durably: see make_directories)."""
         if self.durable:
             make_directories(self.root)
         else:
-            self.fs.create_dir(self.root, recursive=True)
+            self.make_directories(self.root)
+
+    def make_directories(self, directory: str) -> None:
+        """`mkdir -p directory`: owner-only on a local filesystem. Its entry is not made durable here;
+        a file written into it through `close` or `moved_into` does that."""
+        if self.local:
+            make_private_directories(directory)
+        else:
+            self.fs.create_dir(directory, recursive=True)
 
     def open(self, full_path: str) -> Any:
         """A new file at `full_path` (its directory created), to be finished with `close`."""
-        self.fs.create_dir(posixpath.dirname(full_path), recursive=True)
+        self.make_directories(posixpath.dirname(full_path))
+        if self.local:
+            create_private_file(full_path)  # the open below truncates it and keeps its mode
         if self.durable:
             return pa.OSFile(full_path, "wb")  # a real file descriptor, to fsync
         return self.fs.open_output_stream(full_path)
@@ -139,7 +146,9 @@ class StorageWriter:
     def write_parquet(self, full_path: str, table: pa.Table, **options: Any) -> None:
         """Write `table` as one Parquet file (`options` as for `pq.write_table`)."""
         if not self.durable:
-            self.fs.create_dir(posixpath.dirname(full_path), recursive=True)
+            self.make_directories(posixpath.dirname(full_path))
+            if self.local:
+                create_private_file(full_path)
             pq.write_table(table, full_path, filesystem=self.fs, **options)
             return
         sink = self.open(full_path)
