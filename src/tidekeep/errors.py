@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from .redaction import redact
+
 
 class TidekeepError(Exception):
     """Base of all tidekeep errors. `exit_code` is what the CLI exits with."""
 
     exit_code = 1
 
-    def __str__(self) -> str:  # one line, always
-        return " ".join(str(self.args[0]).split()) if self.args else self.__class__.__name__
+    def __str__(self) -> str:  # one line, always, and no password in it (a message may quote a URL setting)
+        return redact(" ".join(str(self.args[0]).split())) if self.args else self.__class__.__name__
 
 
 class InvalidInput(TidekeepError):

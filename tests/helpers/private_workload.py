@@ -9,6 +9,7 @@ through the Python API. Used by tests/test_private_files.py.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 
@@ -69,7 +70,7 @@ def main() -> None:
 def _pairs(flags: list[str]) -> list[tuple[str, str]]:
     """The settings named by root flags (--metadata-url, --storage) as config keys."""
     names = {"--metadata-url": "metadata.url", "--storage": "storage.uri"}
-    return [(names[flag], value) for flag, value in zip(flags[::2], flags[1::2], strict=True) if flag in names]
+    return [(names[flag], value) for flag, value in itertools.pairwise(flags) if flag in names]
 
 
 if __name__ == "__main__":

@@ -51,7 +51,10 @@ def sqlite_file(metadata_url: str) -> str | None:
     """The SQLite database file of a metadata URL; None for other databases and in-memory SQLite."""
     import sqlalchemy as sa  # on use: the settings module imports this one when data roots are set
 
-    url = sa.engine.make_url(metadata_url)
+    try:
+        url = sa.engine.make_url(metadata_url)
+    except (sa.exc.ArgumentError, ValueError):
+        return None  # not a URL: the metadata store reports it when it opens
     if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
         return None
     return url.database

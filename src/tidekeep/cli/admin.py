@@ -10,6 +10,7 @@ import typer
 
 from ..client import init_workspace
 from ..config import CONFIG_FILE_NAME
+from ..redaction import redact
 from ..store.database import Database
 from ..store.deletion import files_left_json
 from ..store.workspace import read_database_id
@@ -22,11 +23,14 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print a JSON document in
 
 def shown_url(url: str) -> str:
     """A metadata URL fit to print: the password hidden."""
-    return sa.make_url(url).render_as_string(hide_password=True)
+    return Database.shown_url(url)
 
 
 def _sqlite_file(url: str) -> Path | None:
-    parsed = sa.make_url(url)
+    try:
+        parsed = sa.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):  # not a URL: the metadata store says so when it opens
+        return None
     if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
         return None
     return Path(parsed.database)
@@ -62,7 +66,7 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
             "home": str(settings.home.resolve()),
             "config_file": str((settings.home / CONFIG_FILE_NAME).resolve()),
             "metadata_url": shown_url(settings.metadata_url),
-            "storage": settings.storage_uri,
+            "storage": redact(settings.storage_uri),
             "schema_revision": revision,
             "workspace_id": workspace_id,
             "created": created,

@@ -20,6 +20,7 @@ from ..client import Client
 from ..config import CONFIG_FILE_NAME, Settings, load_settings
 from ..errors import ConfigError, NotFound
 from ..printable import PrintableFormatter
+from ..redaction import RedactingFilter
 from ..store.deletion import in_result
 
 
@@ -83,6 +84,7 @@ def configure_logging(settings: Settings, verbose: bool) -> None:
     # an operation that could not delete some files logs a warning naming them, and its result names
     # them too; the command prints that result's `warning:` line, so the log record would say it twice
     handler.addFilter(lambda record: not in_result(record))
+    handler.addFilter(RedactingFilter())  # no password in any log line, at any level
     logger = logging.getLogger("tidekeep")
     logger.handlers[:] = [handler]
     logger.setLevel(level)

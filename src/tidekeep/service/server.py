@@ -24,6 +24,7 @@ from ..archives.gc_schedule import CollectorTask, collector_tasks
 from ..catalog.schedule import CATALOG_RESOURCE, CatalogTask, parse_cron
 from ..client import Client
 from ..printable import PrintableFormatter
+from ..redaction import RedactingFilter
 from ..store.fencing import LeaseFence
 from .leases import LeaseStore, new_owner_id
 from .scheduler import SWEEP_RESOURCE, RetentionService, stream_resource
@@ -63,6 +64,7 @@ def configure_service_logging(level: str, json_logs: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if json_logs else PrintableFormatter(
         "%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())  # no password in any log line, at any level
     logger = logging.getLogger("tidekeep")
     logger.handlers[:] = [handler]
     logger.setLevel(logging.getLevelName(level))

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..redaction import SPARK_CONF_REDACTION, SPARK_STRING_REDACTION
 from .cluster import check_settings_reach
 
 if TYPE_CHECKING:
@@ -42,6 +43,10 @@ def build_spark(master: str = "local[*]", app_name: str = "tidekeep") -> SparkSe
             .config("spark.sql.shuffle.partitions", "8")
             .config("spark.driver.extraJavaOptions", f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J}")
             .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
+            # a URL's password never shows in the UI, the event log or a plan (docs/spark.md): in
+            # configuration values, and in plan texts, where a data source's options may hold one
+            .config("spark.redaction.regex", SPARK_CONF_REDACTION)
+            .config("spark.sql.redaction.string.regex", SPARK_STRING_REDACTION)
             .getOrCreate()
         )
         register_data_sources(spark)

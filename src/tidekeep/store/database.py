@@ -37,6 +37,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import ConfigError, ConflictError, NotFound, SchemaError, StoreUnavailable
+from ..redaction import redact
 from .private import create_private_file, make_private_directories, open_private_lock_file
 
 _PG_MIGRATION_LOCK = 0x7469_6465  # advisory lock key: "tide"
@@ -80,7 +81,7 @@ class Database:
                  durable_commits: bool = True) -> None:
         try:
             parsed = sa.make_url(url)
-        except sa.exc.ArgumentError:
+        except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
             raise ConfigError(f"bad value for 'metadata.url': {url!r} is not a database URL") from None
         self.url = parsed
         self.create = create
@@ -115,14 +116,14 @@ class Database:
 
     @property
     def shown(self) -> str:
-        """The URL fit to print: the password hidden."""
-        return self.url.render_as_string(hide_password=True)
+        """The URL fit to print: the password hidden (also one given as a query parameter)."""
+        return redact(self.url.render_as_string(hide_password=True))
 
     @staticmethod
     def shown_url(url: str) -> str:
         try:
-            return sa.make_url(url).render_as_string(hide_password=True)
-        except sa.exc.ArgumentError:
+            return redact(sa.make_url(url).render_as_string(hide_password=True))
+        except (sa.exc.ArgumentError, ValueError):
             raise ConfigError(f"bad value for 'metadata.url': {url!r} is not a database URL") from None
 
     @staticmethod
