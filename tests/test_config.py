@@ -203,12 +203,12 @@ def test_bad_values_in_env_and_flags_name_their_source(tmp_path: Path) -> None:
     message = config_error(load_settings, tmp_path, overrides={"writer.linger": "soon"}, env={})
     assert message.startswith("bad value for 'writer.linger' in flags") and "'soon'" in message
     message = config_error(load_settings, tmp_path, overrides={"writer.lingr": "1s"}, env={})
-    assert message == "unknown setting 'writer.lingr' in flags"
+    assert message == "unknown setting 'writer.lingr' in flags; did you mean 'writer.linger'?"
 
 
 def test_unknown_env_vars_are_rejected_by_name(tmp_path: Path) -> None:
     assert config_error(load_settings, tmp_path, env={"TIDEKEEP_WRITER_BATCHSIZE": "1"}) == (
-        "unknown setting in environment variable TIDEKEEP_WRITER_BATCHSIZE")
+        "unknown setting in environment variable TIDEKEEP_WRITER_BATCHSIZE; did you mean 'TIDEKEEP_WRITER_BATCH_SIZE'?")
     assert "TIDEKEEP_" in config_error(load_settings, tmp_path, env={"TIDEKEEP_": "1"})
 
 

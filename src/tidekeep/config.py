@@ -2,14 +2,16 @@
 
 Every key has one dotted name (`writer.batch_size`), used in YAML (nested), in the environment
 (`TIDEKEEP_WRITER_BATCH_SIZE`) and in flags (`--set writer.batch_size=8MiB`). Unknown keys are
-rejected with the key named, so a typo never silently falls back to a default.
+rejected with the key named and the closest known one suggested, so a typo never silently falls
+back to a default. Settings remember where each value came from (`tidekeep config show`).
 """
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +207,18 @@ KEYS: dict[str, _Key] = {
 }
 
 
+def value_kind(key: str) -> str | None:
+    """"duration" for a setting held in milliseconds, "size" for one held in bytes, else None: told
+    by what its parser makes of a duration and of a size, so no list of them can drift."""
+    for kind, text, expected in (("duration", "2s", 2000), ("size", "2KiB", 2048)):
+        try:
+            if KEYS[key].parse(text) == expected:
+                return kind
+        except (InvalidInput, ValueError):
+            pass
+    return None
+
+
 def env_name(key: str) -> str:
     return "TIDEKEEP_" + key.upper().replace(".", "_")
 
@@ -212,10 +226,27 @@ def env_name(key: str) -> str:
 _ENV_TO_KEY = {env_name(key): key for key in KEYS}
 
 
+# where a setting's value came from, lowest precedence first
+DEFAULT, CONFIG_FILE, ENVIRONMENT, FLAG = "default", "tidekeep.yaml", "environment", "flag"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a setting's value came from: `kind` (DEFAULT, CONFIG_FILE, ENVIRONMENT or FLAG) and
+    `origin`, the file path or the environment variable (empty for a default or a flag)."""
+
+    kind: str
+    origin: str = ""
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
     values: Mapping[str, Any]
+    sources: Mapping[str, Source] = field(default_factory=dict)  # a key absent here: its default
+
+    def source(self, key: str) -> Source:
+        return self.sources.get(key, Source(DEFAULT))
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -249,9 +280,22 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name `name` is most likely a typo of, if any is close enough."""
+    matches = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """"; did you mean 'x'?" for the closest known name, or "" when none is close."""
+    match = closest(name, known)
+    return f"; did you mean {match!r}?" if match is not None else ""
+
+
 def _parse_value(key: str, value: Any, source: str) -> Any:
     if key not in KEYS:
-        raise ConfigError(f"unknown setting {key!r} in {source}")
+        # a misspelt section ("writr") is compared with the sections, a misspelt key with the keys
+        raise ConfigError(f"unknown setting {key!r} in {source}{did_you_mean(key, [*KEYS, *_SECTIONS])}")
     try:
         return KEYS[key].parse(value)
     except InvalidInput as exc:
@@ -298,32 +342,43 @@ def load_settings(
     config_path = home_path / CONFIG_FILE_NAME
     from_file = read_config_file(config_path)
     values.update(from_file)
-    sources = dict.fromkeys(from_file, str(config_path))
+    sources = dict.fromkeys(from_file, Source(CONFIG_FILE, str(config_path)))
     for name, raw in env.items():
         if not name.startswith("TIDEKEEP_") or name in _ENV_NOT_SETTINGS or name.startswith(_ENV_IGNORED_PREFIXES):
             continue
         if name not in _ENV_TO_KEY:
-            raise ConfigError(f"unknown setting in environment variable {name}")
+            raise ConfigError(f"unknown setting in environment variable {name}"
+                              f"{did_you_mean(name, [*_ENV_TO_KEY, *_ENV_NOT_SETTINGS])}")
         values[_ENV_TO_KEY[name]] = _parse_value(_ENV_TO_KEY[name], raw, f"environment variable {name}")
-        sources[_ENV_TO_KEY[name]] = f"environment variable {name}"
+        sources[_ENV_TO_KEY[name]] = Source(ENVIRONMENT, name)
     for key, raw in (overrides or {}).items():
         if raw is not None:
             values[key] = _parse_value(key, raw, "flags")
-            sources[key] = "flags"
+            sources[key] = Source(FLAG)
     # relative paths are taken against this process's working directory, now: Spark executors and
     # the Python workers Spark plans in run elsewhere, and would resolve them against their own
     if values["metadata.url"] is not None:
         values["metadata.url"] = absolute_metadata_url(values["metadata.url"])
     if values["storage.uri"] is not None:
         values["storage.uri"] = absolute_storage_uri(values["storage.uri"])
-    settings = Settings(home=home_path, values=values)
+    settings = Settings(home=home_path, values=values, sources=sources)
     if values["catalog.data_roots"]:
         from .catalog.location_rules import data_root_problem  # on use: only when data roots are set
 
         problem = data_root_problem(settings)
         if problem is not None:
-            raise ConfigError(f"bad value for 'catalog.data_roots' in {sources['catalog.data_roots']}: {problem}")
+            where = source_text(settings.source("catalog.data_roots"))
+            raise ConfigError(f"bad value for 'catalog.data_roots' in {where}: {problem}")
     return settings
+
+
+def source_text(source: Source) -> str:
+    """A source as error messages name it: "/ws/tidekeep.yaml", "environment variable TIDEKEEP_X", "flags"."""
+    if source.kind == CONFIG_FILE:
+        return source.origin
+    if source.kind == ENVIRONMENT:
+        return f"environment variable {source.origin}"
+    return "flags" if source.kind == FLAG else "defaults"
 
 
 def absolute_metadata_url(url: str) -> str:
@@ -335,7 +390,7 @@ def absolute_metadata_url(url: str) -> str:
 
     try:
         parsed = sa.make_url(url)
-    except sa.exc.ArgumentError:
+    except (sa.exc.ArgumentError, ValueError):
         return url  # not a URL: the metadata store reports it when it opens
     database = parsed.database
     if (parsed.get_backend_name() != "sqlite" or not database or database == ":memory:"

@@ -17,6 +17,7 @@ import typer
 
 from ..errors import StoreUnavailable, TidekeepError
 from ..printable import printable
+from ..redaction import redact
 from . import (
     admin,
     archives_gc,
@@ -27,6 +28,7 @@ from . import (
     catalog_purge,
     catalog_records,
     catalog_rules,
+    config_show,
     holds,
     rg,
     serve,
@@ -65,6 +67,7 @@ watermark_app = typer.Typer(help="Watermarks: writers' time marks and the waterm
                             no_args_is_help=True)
 catalog_app = typer.Typer(help="The catalog: meta records, retention rules, the retention job and purge.",
                           no_args_is_help=True)
+config_app = typer.Typer(help="Settings: the effective values and where each came from.", no_args_is_help=True)
 
 streams.register(stream_app)
 stream_data.register(stream_app)
@@ -86,6 +89,7 @@ archives_ingest.register(archives_app)
 archives_search.register(archives_app)
 archives_gc.register(archives_app)
 watermarks_cli.register(watermark_app)
+config_show.register(config_app)
 app.add_typer(stream_app, name="stream")
 app.add_typer(audit_app, name="audit")
 app.add_typer(db_app, name="db")
@@ -96,6 +100,7 @@ app.add_typer(hold_app, name="hold")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(archives_app, name="archives")
 app.add_typer(watermark_app, name="watermark")
+app.add_typer(config_app, name="config")
 
 
 @app.callback()
@@ -131,7 +136,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _fail(message: str, code: int) -> None:
     sys.stdout.flush()
-    sys.stderr.write(f"error: {printable(' '.join(message.split()))}\n")  # echoed input stays one line
+    # one line (echoed input cannot forge another) and never a password
+    sys.stderr.write(f"error: {printable(redact(' '.join(message.split())))}\n")
     sys.stderr.flush()
     raise SystemExit(code)
 
