@@ -16,6 +16,7 @@ from ...errors import InvalidInput
 from ..fields import lookup_field
 from .ast import Condition, Expr, Op, Operator, Term
 from .bind import check_condition, check_value
+from .parser import MAX_NESTING
 
 _TERM_KEYS = ("field", "condition", "value", "docRef")
 _OPERATOR_KEYS = ("op", "children")
@@ -23,6 +24,10 @@ _TYPE_NAMES = {"operator": "operator", "expressionoperator": "operator", "term":
 
 
 def from_json(obj: Any, where: str = "expression") -> Expr:
+    return _node(obj, where, 0)
+
+
+def _node(obj: Any, where: str, depth: int) -> Expr:
     if not isinstance(obj, dict):
         raise InvalidInput(f"{where}: expected a JSON object, got {type(obj).__name__}")
     kind = _kind(obj, where)
@@ -32,7 +37,10 @@ def from_json(obj: Any, where: str = "expression") -> Expr:
     if not isinstance(enabled, bool):
         raise InvalidInput(f"{where}.enabled: expected true or false, got {enabled!r}")
     if kind == "operator":
-        return _operator(obj, where, enabled)
+        if depth >= MAX_NESTING:
+            raise InvalidInput(f"{where.split('.children', 1)[0]}: nested too deeply (operators nest at most "
+                               f"{MAX_NESTING} deep)")
+        return _operator(obj, where, enabled, depth)
     return _term(obj, where, enabled)
 
 
@@ -50,7 +58,7 @@ def _kind(obj: dict[str, Any], where: str) -> str:
     return "term" if is_term else "operator"
 
 
-def _operator(obj: dict[str, Any], where: str, enabled: bool) -> Operator:
+def _operator(obj: dict[str, Any], where: str, enabled: bool, depth: int) -> Operator:
     raw_op = obj.get("op")
     if raw_op is None:
         op = Op.AND
@@ -66,7 +74,7 @@ def _operator(obj: dict[str, Any], where: str, enabled: bool) -> Operator:
         raw_children = []
     if not isinstance(raw_children, list):
         raise InvalidInput(f"{where}.children: expected a list, got {type(raw_children).__name__}")
-    children = tuple(from_json(child, f"{where}.children[{i}]") for i, child in enumerate(raw_children))
+    children = tuple(_node(child, f"{where}.children[{i}]", depth + 1) for i, child in enumerate(raw_children))
     return Operator(op, children, enabled)
 
 

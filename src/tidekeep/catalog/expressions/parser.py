@@ -6,7 +6,8 @@
 
 Keywords are case-insensitive; `not` binds tighter than `and`, which binds tighter than `or`;
 parentheses group. `all` (or `true`) alone is the empty AND, which matches everything. Errors are
-InvalidInput "expression: <what> at column N" (1-based). See docs/catalog-expressions.md.
+InvalidInput "expression: <what> at column N" (1-based). Parentheses and `not`s nest at most
+MAX_NESTING deep. See docs/catalog-expressions.md.
 """
 
 from __future__ import annotations
@@ -35,12 +36,17 @@ _SYMBOL_CONDITIONS = (
     ("<", C.LESS_THAN),
 )
 _RESERVED = {"and", "or", "not"}
+# How deep parentheses and `not`s (counted together) may nest, in the text and the JSON form alike.
+# Every engine walks an expression recursively; a bound far below Python's recursion limit keeps
+# a pathological expression a typed error instead of a RecursionError (docs/catalog-expressions.md).
+MAX_NESTING = 100
 
 
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.depth = 0
 
     # ---- scanning ---------------------------------------------------------------------------
     def fail(self, what: str, pos: int | None = None) -> InvalidInput:
@@ -110,19 +116,31 @@ class _Parser:
         return children[0] if len(children) == 1 else Operator(Op.AND, tuple(children))
 
     def not_expr(self) -> Expr:
+        start = self.pos
         if self.keyword("not"):
-            return Operator(Op.NOT, (self.not_expr(),))
+            self.enter(start)
+            inner = self.not_expr()
+            self.depth -= 1
+            return Operator(Op.NOT, (inner,))
         return self.primary()
+
+    def enter(self, start: int) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            self.skip()
+            raise self.fail(f"nested too deeply (parentheses and 'not's nest at most {MAX_NESTING} deep)", start)
 
     def primary(self) -> Expr:
         self.skip()
         start = self.pos
         if self.symbol("("):
+            self.enter(start)
             inner = self.or_expr()
             if not self.symbol(")"):
                 if self.at_end():
                     raise self.fail("unbalanced parentheses: '(' is never closed", start)
                 raise self.fail(f"expected ')' or an operator, got {self.describe_here()}")
+            self.depth -= 1
             return inner
         if self.pos >= len(self.text):
             raise self.fail("expected a condition, got the end of the expression")

@@ -36,6 +36,7 @@ from ...errors import InvalidRegex
 
 MAX_PATTERN = 1000
 MAX_REPEAT = 255
+MAX_GROUP_NESTING = 100  # groups within groups: the parser (and each engine's compiler) recurses per level
 MAX_NESTED_REPEAT = 1000  # RE2 refuses counted repetitions whose nested counts multiply above this
 # "stdlib" (Python's backtracking re) is only an independent oracle for the tests: user data is never
 # matched with it
@@ -113,6 +114,7 @@ class _Parser:
     def __init__(self, pattern: str) -> None:
         self.text = pattern
         self.pos = 0
+        self.depth = 0
         self.out: dict[str, list[str]] = {engine: [] for engine in ENGINES}
 
     def fail(self, what: str, pos: int | None = None) -> InvalidRegex:
@@ -174,10 +176,14 @@ class _Parser:
                 reason = next((why for prefix, why in _GROUPS if after.startswith(prefix)),
                               "inline flags '(?...)' are not supported")
                 raise self.fail(reason, open_at)
+            self.depth += 1
+            if self.depth > MAX_GROUP_NESTING:
+                raise self.fail(f"groups nested too deeply (at most {MAX_GROUP_NESTING} deep)", open_at)
             self.emit("(?:")
             nested = self.alternation()
             if self.peek() != ")":
                 raise self.fail("missing ')'", open_at)
+            self.depth -= 1
             self.pos += 1
             self.emit(")")
             return nested
