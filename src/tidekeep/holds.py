@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .errors import HoldActive, InvalidInput, NotFound
+from .integers import INT64_MAX
 from .names import split_stream_name
 from .store.schema_holds import holds as holds_table
 
@@ -61,8 +62,8 @@ def check_reason(reason: object) -> str:
 
 
 def check_hold_id(hold_id: object) -> int:
-    if isinstance(hold_id, bool) or not isinstance(hold_id, int) or hold_id < 1:
-        raise InvalidInput(f"invalid hold id {hold_id!r}: expected a positive integer")
+    if isinstance(hold_id, bool) or not isinstance(hold_id, int) or not 1 <= hold_id <= INT64_MAX:
+        raise InvalidInput(f"invalid hold id {hold_id!r}: expected a positive integer up to {INT64_MAX}")
     return hold_id
 
 

@@ -16,6 +16,7 @@ import typer
 
 from ..archives.model import JobState, SearchJob
 from ..archives.results import MAX_PAGE_SIZE, ResultsPage
+from ..integers import INT64_MAX, INT64_MIN
 from ..printable import printable
 from ..units import format_duration
 from .context import open_client
@@ -24,8 +25,9 @@ from .progress import progress_bar
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
 JobArg = Annotated[str, typer.Argument(metavar="JOB", help="Search job id")]
-PageOption = Annotated[int, typer.Option("--page", metavar="N", help="Page number, from 1")]
-PageSizeOption = Annotated[int, typer.Option("--page-size", metavar="N",
+PageOption = Annotated[int, typer.Option("--page", metavar="N", min=INT64_MIN, max=INT64_MAX,
+                                         help="Page number, from 1")]
+PageSizeOption = Annotated[int, typer.Option("--page-size", metavar="N", min=INT64_MIN, max=INT64_MAX,
                                              help=f"Results per page, 1 to {MAX_PAGE_SIZE}")]
 UNFINISHED_EXIT_CODE = 1  # FAILED, CANCELLED or KILLED: the results are missing or incomplete
 
@@ -140,7 +142,8 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         state: Annotated[str | None, typer.Option(
             "--state", metavar="S", help=f"Only jobs in this state ({', '.join(JobState)})")] = None,
-        limit: Annotated[int, typer.Option("--limit", metavar="N", help="At most N jobs, newest first")] = 100,
+        limit: Annotated[int, typer.Option("--limit", metavar="N", min=INT64_MIN, max=INT64_MAX,
+                                           help="At most N jobs, newest first")] = 100,
         json_output: JsonFlag = False,
     ) -> None:
         """Search jobs, newest first, with their last heartbeat (a RUNNING job whose process died

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import InvalidInput
+from ..integers import INT64_MAX, INT64_MIN
 from ..names import split_stream_name
 from .context import open_client
 from .output import emit, emit_json, format_bytes, head_positions_to_cut, iso_utc
@@ -35,7 +36,8 @@ def register(app: typer.Typer) -> None:
     def list_entries(
         ctx: typer.Context,
         stream: Annotated[str | None, typer.Option("--stream", metavar="NAME", help="Only this stream")] = None,
-        limit: Annotated[int, typer.Option("--limit", metavar="N", help="At most N entries")] = 100,
+        limit: Annotated[int, typer.Option("--limit", metavar="N", min=INT64_MIN, max=INT64_MAX,
+                                           help="At most N entries")] = 100,
         json_output: Annotated[bool, typer.Option("--json", help="Print a JSON array")] = False,
     ) -> None:
         """What was deleted, when, why, how many bytes, and by which process; newest first."""

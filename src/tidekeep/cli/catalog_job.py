@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..integers import INT64_MAX, INT64_MIN
 from .context import open_client
 from .output import emit, emit_json, emit_table, fields, format_bytes, iso_utc, size_cell
 from .progress import progress_bar
@@ -85,7 +86,7 @@ def register(app: typer.Typer) -> None:
     @app.command("explain")
     def explain(
         ctx: typer.Context,
-        record_id: Annotated[int, typer.Argument(metavar="ID", help="Record id")],
+        record_id: Annotated[int, typer.Argument(metavar="ID", min=INT64_MIN, max=INT64_MAX, help="Record id")],
         json_output: JsonFlag = False,
     ) -> None:
         """Why a record is kept or deleted: the deciding rule, its age, retain-until, holds."""
@@ -108,7 +109,8 @@ def register(app: typer.Typer) -> None:
     @app.command("runs")
     def runs(
         ctx: typer.Context,
-        limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, help="How many runs, newest first")] = 20,
+        limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, max=INT64_MAX,
+                                           help="How many runs, newest first")] = 20,
         json_output: JsonFlag = False,
     ) -> None:
         """Recent retention job and purge runs, newest first."""

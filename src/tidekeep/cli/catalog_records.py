@@ -11,6 +11,7 @@ import typer
 
 from ..catalog.records import MetaRecord
 from ..errors import InvalidInput
+from ..integers import INT64_MAX, INT64_MIN
 from .context import open_client
 from .output import emit, emit_json, emit_table, fields, iso_utc, size_cell
 from .progress import progress_bar
@@ -104,12 +105,15 @@ def register(app: typer.Typer) -> None:
     @app.command("generate")
     def generate(
         ctx: typer.Context,
-        rows: Annotated[int, typer.Option("--rows", metavar="N", help="How many records")],
-        seed: Annotated[int, typer.Option("--seed", metavar="S", help="Random seed (same seed, same data)")] = 0,
+        rows: Annotated[int, typer.Option("--rows", metavar="N", min=INT64_MIN, max=INT64_MAX,
+                                          help="How many records")],
+        seed: Annotated[int, typer.Option("--seed", metavar="S", min=INT64_MIN, max=INT64_MAX,
+                                          help="Random seed (same seed, same data)")] = 0,
         span_days: Annotated[int, typer.Option(
-            "--span-days", metavar="D", help="Create times spread over the D days before now")] = 3650,
+            "--span-days", metavar="D", min=INT64_MIN, max=INT64_MAX,
+            help="Create times spread over the D days before now")] = 3650,
         batch_size: Annotated[int, typer.Option(
-            "--batch-size", metavar="N", help="Records per write transaction")] = 200_000,
+            "--batch-size", metavar="N", min=INT64_MIN, max=INT64_MAX, help="Records per write transaction")] = 200_000,
         with_files: Annotated[bool, typer.Option(
             "--with-files", help="Also write a small placeholder file at each record's location")] = False,
         json_output: JsonFlag = False,
@@ -134,8 +138,10 @@ def register(app: typer.Typer) -> None:
         type: Annotated[str | None, typer.Option("--type", metavar="TYPE", help="Only this type")] = None,
         status: Annotated[str | None, typer.Option(
             "--status", metavar="STATUS", help="Only UNLOCKED, LOCKED or DELETED")] = None,
-        limit: Annotated[int, typer.Option("--limit", metavar="N", help="At most N records")] = 100,
-        after: Annotated[int | None, typer.Option("--after", metavar="ID", help="Only ids above ID (paging)")] = None,
+        limit: Annotated[int, typer.Option("--limit", metavar="N", min=INT64_MIN, max=INT64_MAX,
+                                           help="At most N records")] = 100,
+        after: Annotated[int | None, typer.Option("--after", metavar="ID", min=INT64_MIN, max=INT64_MAX,
+                                                  help="Only ids above ID (paging)")] = None,
         json_output: JsonFlag = False,
     ) -> None:
         """Records in id order."""
@@ -153,7 +159,7 @@ def register(app: typer.Typer) -> None:
     @app.command("show")
     def show(
         ctx: typer.Context,
-        record_id: Annotated[int, typer.Argument(metavar="ID", help="The record's id")],
+        record_id: Annotated[int, typer.Argument(metavar="ID", min=INT64_MIN, max=INT64_MAX, help="The record's id")],
         json_output: JsonFlag = False,
     ) -> None:
         """One record, every field."""

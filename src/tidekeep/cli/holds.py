@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from ..holds import HOLD_KINDS, Hold
+from ..integers import INT64_MAX, INT64_MIN
 from .context import open_client
 from .output import emit, emit_json, emit_table, iso_utc
 
@@ -60,7 +61,8 @@ def register(app: typer.Typer) -> None:
     @app.command("remove")
     def remove(
         ctx: typer.Context,
-        hold_id: Annotated[int, typer.Argument(metavar="ID", help="The hold's id (see `tidekeep hold list`)")],
+        hold_id: Annotated[int, typer.Argument(metavar="ID", min=INT64_MIN, max=INT64_MAX,
+                                               help="The hold's id (see `tidekeep hold list`)")],
         json_output: JsonFlag = False,
     ) -> None:
         """Remove a hold (audited); the target's data may be deleted again."""

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import InvalidInput
+from ..integers import INT64_MAX, INT64_MIN
 from ..streams.config import RetentionKind, RetentionPolicy, StreamConfig
 from ..streams.model import segment_name
 from ..streams.retention import RetentionDecision, RetentionRecord, SubscriberView
@@ -183,7 +184,8 @@ def register(app: typer.Typer) -> None:
     def history(
         ctx: typer.Context,
         stream: StreamName,
-        limit: Annotated[int, typer.Option("--limit", metavar="N", help="At most N entries")] = 50,
+        limit: Annotated[int, typer.Option("--limit", metavar="N", min=INT64_MIN, max=INT64_MAX,
+                                           help="At most N entries")] = 50,
         json_output: JsonFlag = False,
     ) -> None:
         """Past truncations of STREAM (by retention and by hand), newest first, from the audit table."""

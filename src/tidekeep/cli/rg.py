@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import InvalidInput
+from ..integers import INT64_MAX, INT64_MIN
 from ..streams.cuts import StreamCut
 from ..streams.model import segment_name
 from ..streams.readergroup import EventRead, ReaderGroupConfig, RetentionType
@@ -167,8 +168,9 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         name: GroupName,
         reader_id: Annotated[str, typer.Option("--reader", metavar="ID", help="Reader id to join as")],
-        limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="At most N events")] = None,
-        timeout: Annotated[int, typer.Option("--timeout", metavar="MS",
+        limit: Annotated[int | None, typer.Option("--limit", metavar="N", min=INT64_MIN, max=INT64_MAX,
+                                                  help="At most N events")] = None,
+        timeout: Annotated[int, typer.Option("--timeout", metavar="MS", min=INT64_MIN, max=INT64_MAX,
                                              help="Stop when nothing arrives for this long")] = 1000,
         time_window: Annotated[bool, typer.Option(
             "--time-window", help="Show the reader's time window (watermarks): with --json on every event, "

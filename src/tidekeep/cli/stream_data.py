@@ -19,6 +19,7 @@ from typing import IO, Annotated
 import typer
 
 from ..errors import InvalidInput, NotFound, StreamSealed
+from ..integers import INT64_MAX, INT64_MIN
 from ..streams.controller import SEALED
 from ..units import parse_duration_ms
 from .context import open_client
@@ -81,7 +82,8 @@ def register(app: typer.Typer) -> None:
         source: Annotated[str | None, typer.Argument(
             metavar="[FILE|-]", help="Lines to write, one event per line [default: standard input]")] = None,
         key_field: Annotated[int | None, typer.Option(
-            "--key-field", metavar="N", help="Routing key = field N (from 1) of each line, split by --delimiter",
+            "--key-field", metavar="N", min=INT64_MIN, max=INT64_MAX,
+            help="Routing key = field N (from 1) of each line, split by --delimiter",
         )] = None,
         key_json: Annotated[str | None, typer.Option(
             "--key-json", metavar="FIELD", help="Routing key = this top-level field of each JSON-object line")] = None,
@@ -127,7 +129,8 @@ def register(app: typer.Typer) -> None:
             "--from", metavar="CUT", help="Start cut: 'head', 'tail', compact or JSON form [default: head]")] = None,
         to_cut: Annotated[str | None, typer.Option(
             "--to", metavar="CUT", help="End cut (exclusive) [default: the tail now]")] = None,
-        limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="Stop after N events")] = None,
+        limit: Annotated[int | None, typer.Option("--limit", metavar="N", min=INT64_MIN, max=INT64_MAX,
+                                                  help="Stop after N events")] = None,
         json_output: Annotated[bool, typer.Option(
             "--json", help="One JSON object per event: payload, routing key, segment, offset, ...")] = False,
         follow_: Annotated[bool, typer.Option(

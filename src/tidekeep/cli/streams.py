@@ -9,6 +9,7 @@ import typer
 
 from ..client import Client, parse_segment
 from ..errors import InvalidInput
+from ..integers import INT64_MAX, INT64_MIN
 from ..store.deletion import files_left_json
 from ..streams.config import StreamConfig
 from ..streams.controller import SEALED, StreamInfo
@@ -103,7 +104,8 @@ def register(app: typer.Typer) -> None:
     def create(
         ctx: typer.Context,
         name: StreamName,
-        segments: Annotated[int, typer.Option("--segments", metavar="N", help="Initial segment count")] = 1,
+        segments: Annotated[int, typer.Option("--segments", metavar="N", min=INT64_MIN, max=INT64_MAX,
+                                              help="Initial segment count")] = 1,
         retention_size: Annotated[str | None, typer.Option(
             "--retention-size", metavar="MIN[:MAX]", help="Size retention policy, e.g. 20GB:100GB")] = None,
         retention_time: Annotated[str | None, typer.Option(
@@ -179,7 +181,8 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         name: StreamName,
         segment: Annotated[str, typer.Argument(metavar="SEGMENT", help="An active segment, e.g. 0.1")],
-        parts: Annotated[int, typer.Option("--parts", metavar="N", help="Into how many equal key ranges")] = 2,
+        parts: Annotated[int, typer.Option("--parts", metavar="N", min=INT64_MIN, max=INT64_MAX,
+                                           help="Into how many equal key ranges")] = 2,
         json_output: JsonFlag = False,
     ) -> None:
         """Scale shortcut: split one segment into N equal key ranges."""

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..integers import INT64_MAX
 from ..streams.model import segment_name
 from ..streams.watermark_store import WriterStatus
 from ..streams.watermarks import Watermark
@@ -46,7 +47,8 @@ def register(app: typer.Typer) -> None:
     def list_watermarks(
         ctx: typer.Context,
         stream: StreamArg,
-        limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, help="Show the newest N")] = 20,
+        limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, max=INT64_MAX,
+                                           help="Show the newest N")] = 20,
         all_: Annotated[bool, typer.Option("--all", help="Show every watermark, oldest first")] = False,
         json_output: JsonFlag = False,
     ) -> None:

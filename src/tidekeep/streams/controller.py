@@ -59,6 +59,7 @@ from .model import Segment, SegmentId, equal_ranges, initial_segments, plan_scal
 log = logging.getLogger("tidekeep.streams")
 
 ACTIVE, SEALED = "ACTIVE", "SEALED"
+MAX_SPLIT_PARTS = 10_000  # as many as a stream may be created with (streams/config.py)
 SWEEP_PATHS_AUDITED = 100  # a sweep's audit row names this many files; the count and bytes are exact
 
 
@@ -391,6 +392,9 @@ class StreamController:
         state = self.state(name)
         if segment not in state.segments:
             raise InvalidInput(f"scale: segment {segment_name(segment)} does not exist")
+        if isinstance(parts, int) and not isinstance(parts, bool) and parts > MAX_SPLIT_PARTS:
+            # checked before the ranges are built: a huge count would take the process's memory and time
+            raise InvalidInput(f"split: invalid part count {parts}: at most {MAX_SPLIT_PARTS}")
         seg = state.segments[segment]
         return self.scale(name, [segment], equal_ranges(seg.key_low, seg.key_high, parts))
 
