@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -18,7 +19,8 @@ from .holds import HoldStore
 from .store.chunks import ChunkStorage
 from .store.database import Database
 from .store.fencing import LeaseFence
-from .store.private import make_private_directories, write_private_text
+from .store.local_dirs import check_can_be_directory, ensure_directory
+from .store.private import write_private_text
 from .store.workspace import (
     check_stamps,
     mismatch_message,
@@ -285,6 +287,9 @@ class Client:
         self.close()
 
 
+_HOME_SETTING = "the workspace directory (--home, TIDEKEEP_HOME)"
+
+
 def init_workspace(home: str | os.PathLike[str] | None = None,
                    overrides: Mapping[str, Any] | None = None, clock: Clock = SYSTEM_CLOCK) -> tuple[Settings, bool]:
     """Create the workspace (its directory and tidekeep.yaml, the metadata schema, the storage root)
@@ -294,6 +299,8 @@ def init_workspace(home: str | os.PathLike[str] | None = None,
     or changed) to join a store and a storage root of different workspaces, or to give a new store a
     storage root that already holds data (store/workspace.py `plan_init`)."""
     settings = load_settings(home, overrides)
+    for directory, setting in _local_directories(settings):
+        check_can_be_directory(directory, setting)  # before anything is created: all or nothing
     database_id, database_is_new = _inspect_database(settings)
     probe = ChunkStorage(settings.storage_uri, create=False) if _storage_exists(settings.storage_uri) else None
     storage_id = None if probe is None else read_storage_id(probe.fs, probe.root, probe.uri)
@@ -302,7 +309,7 @@ def init_workspace(home: str | os.PathLike[str] | None = None,
     plan = plan_init(database_id, storage_id, database_is_new, has_data, shown, settings.storage_uri)
     if plan.refusal is not None:
         raise WorkspaceMismatch(plan.refusal)
-    make_private_directories(settings.home)  # owner-only, as every file the workspace keeps (store/private.py)
+    ensure_directory(settings.home, _HOME_SETTING)  # owner-only, as every file the workspace keeps (store/private.py)
     config_path = settings.home / CONFIG_FILE_NAME
     created = not config_path.exists()
     if created:
@@ -325,6 +332,18 @@ def init_workspace(home: str | os.PathLike[str] | None = None,
         elif current != workspace_id:  # stamped by a concurrent init of another workspace meanwhile
             raise WorkspaceMismatch(mismatch_message(workspace_id, current, shown, settings.storage_uri))
     return settings, created
+
+
+def _local_directories(settings: Settings) -> list[tuple[Path, str]]:
+    """The local directories `init` creates, with the setting each comes from."""
+    found = [(settings.home, _HOME_SETTING)]
+    database = Database.sqlite_file(settings.metadata_url)
+    if database is not None:
+        found.append((database.parent, "'metadata.url'"))
+    uri = settings.storage_uri
+    if "://" not in uri or uri.lower().startswith("file://"):
+        found.append((Path(uri.removeprefix("file://")), "'storage.uri'"))
+    return found
 
 
 def _inspect_database(settings: Settings) -> tuple[str | None, bool]:

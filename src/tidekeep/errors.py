@@ -160,3 +160,26 @@ class StagedFileMissing(TidekeepError):
     def __init__(self, message: str, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+class ReadOnlyWorkspace(TidekeepError):
+    """A file or directory tidekeep must write to is read-only (its permissions, an immutable flag, a
+    read-only filesystem): the message says "read-only" and names the path. Nothing was changed."""
+
+    exit_code = 15
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class EnvironmentFailure(TidekeepError):
+    """The operating system refused an operation for a reason that is not the input's fault (no space
+    left on the device, an I/O error, too many open files): the message names the path when known."""
+
+    exit_code = 16
+
+
+# Exit codes of the CLI that no TidekeepError carries (docs/cli.md, "Errors and exit codes").
+INTERNAL_ERROR_EXIT = 70  # a defect in tidekeep: unexpected exception (sysexits.h EX_SOFTWARE)
+INTERRUPTED_EXIT = 130  # Ctrl-C (SIGINT): 128 + the signal number, as shells report it

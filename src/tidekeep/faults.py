@@ -31,7 +31,8 @@ def pause_point(name: str) -> None:
     point, e.g. to keep a search running long enough for a test to cancel it midway.
     `TIDEKEEP_PAUSE=name=@/path/to/gate` makes it wait here while that file exists (at most ten
     minutes): the test removes the file once it has done what must happen during the pause, so the
-    outcome never depends on how fast the machine is."""
+    outcome never depends on how fast the machine is. While it waits, `<gate>.reached` exists, so
+    the test knows the process is at the point."""
     armed = os.environ.get("TIDEKEEP_PAUSE")
     if not armed:
         return
@@ -44,8 +45,11 @@ def pause_point(name: str) -> None:
         if value.isdigit():
             time.sleep(int(value) / 1000)
         elif value.startswith("@"):
+            gate = value[1:]
+            with open(gate + ".reached", "a"):
+                pass
             deadline = time.monotonic() + GATE_LIMIT_S
-            while os.path.exists(value[1:]) and time.monotonic() < deadline:
+            while os.path.exists(gate) and time.monotonic() < deadline:
                 time.sleep(0.01)
 
 

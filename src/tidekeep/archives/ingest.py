@@ -313,7 +313,8 @@ def ingest_logs(client: Client, dataset: str, paths: Sequence[str | os.PathLike[
     target_size = int(client.settings["archives.target_size"])
     from ..spark.session import job_spark
 
-    spark = job_spark(client.settings, storage=True, inputs=files)  # executors read the files, write archives
+    # executors read the files, write archives
+    spark = job_spark(client.settings, storage=True, inputs=files, writes=True)
     partitions = range_partitions(raw_estimate, target_size, spark.sparkContext.defaultParallelism)
     storage_uri = client.storage.uri_of("")
     staging = f"{ARCHIVES_DIR}/{dataset}/_ingest-{ingest_id}"

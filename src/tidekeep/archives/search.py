@@ -241,7 +241,7 @@ def run_search(client: Client, dataset: str, query: str, *, begin: int | str | N
     # the job's duration should be the search, not the JVM's start-up
     from ..spark.session import job_spark
 
-    spark = job_spark(client.settings, storage=True)  # executors read archives and write results
+    spark = job_spark(client.settings, storage=True, writes=True)  # executors read archives, write results
     interval = client.settings["search.heartbeat_interval"]
     job = jobs.create(dataset, query, regex=regex, ignore_case=ignore_case, begin_ts=time_range.begin_ms,
                       end_ts=time_range.end_ms, retention_minutes=client.settings["archive_output.retention_period"],

@@ -8,7 +8,9 @@ Columns are the record fields (id, feed, type, create_time, effective_time, stat
 parent_id, pipeline, file_size, raw_size, location), `attributes` (a JSON object; in JSON lines also
 a nested object) and one column per custom attribute named `attr.<name>` in every format. Times are
 epoch ms or ISO-8601 text (Parquet timestamps too). In CSV an empty field is "not given"; quoted
-fields may not contain line breaks (each line is one record, so errors can name it).
+fields may not contain line breaks (each line is one record, so errors can name it). CSV and JSON
+lines files must be UTF-8: a file that is not is refused naming its first bad line, as Spark's text
+reader would silently turn the bytes into U+FFFD.
 
 The job runs in three steps, none of which brings the rows to the driver:
 1. validate: every row is parsed and checked (records.record_from_mapping and the location rules
@@ -32,6 +34,7 @@ import): import id-less data once, or give it ids.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 import os
@@ -106,6 +109,35 @@ def find_files(path: str | os.PathLike[str], format: str | None) -> tuple[str, l
         raise InvalidInput(f"import directory {str(root)!r} mixes formats ({', '.join(sorted(formats))}); "
                            "import one format at a time or pass --format")
     return formats.pop(), files
+
+
+def first_bad_utf8(lines: Iterable[bytes]) -> tuple[int, int, int] | None:
+    """(line number, column, offending byte) of the first line that is not UTF-8, all 1-based, or
+    None. Lines are decoded one by one: a line break never falls inside a UTF-8 sequence."""
+    for number, raw in enumerate(lines, 1):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return number, exc.start + 1, raw[exc.start]
+    return None
+
+
+def check_utf8(name: str) -> None:
+    """InvalidInput naming the file and line when a text input file is not UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        with open(name, "rb") as handle:
+            while chunk := handle.read(1 << 20):  # the common, valid file: one pass in C
+                decoder.decode(chunk)
+            decoder.decode(b"", final=True)
+        return
+    except UnicodeDecodeError:
+        pass
+    with open(name, "rb") as handle:
+        found = first_bad_utf8(handle)
+    line, column, byte = found if found is not None else (0, 0, 0)
+    raise InvalidInput(f"{name} line {line}: not UTF-8 text (byte 0x{byte:02x} at column {column}); "
+                       "save the file as UTF-8")
 
 
 def check_columns(columns: Iterable[str], where: str) -> list[str]:
@@ -368,6 +400,9 @@ def import_records(client: Client, path: str | os.PathLike[str], format: str | N
     began = time.perf_counter()
     kind, paths = find_files(path, format)
     files = [str(p) for p in paths]
+    if kind in ("csv", "json"):
+        for name in files:
+            check_utf8(name)
     headers: dict[int, list[str]] = {}
     if kind == "csv":
         for index, name in enumerate(files):
@@ -381,7 +416,7 @@ def import_records(client: Client, path: str | os.PathLike[str], format: str | N
     from ..spark.session import job_spark
 
     # executors read the input files and write the records into the metadata store
-    spark = job_spark(client.settings, metadata=True, inputs=files)
+    spark = job_spark(client.settings, metadata=True, inputs=files, writes=True)
     sc = spark.sparkContext
     items = _parquet_items(sc, files) if kind == "parquet" else _text_items(sc, kind, files)
 

@@ -282,7 +282,7 @@ def _process(client: Client, inputs: JobInputs, report: RunReport, progress: Pro
                 if progress is not None:
                     progress(base + int(fraction * rows), total)
 
-            spark = spark or job_spark(client.settings, metadata=True)
+            spark = spark or job_spark(client.settings, metadata=True, writes=not report.dry_run)
             entry.deleted = _run_period(spark, client, url, inputs, ctx, period, period_stats, deleting,
                                         report.dry_run, within_period, fence)
         entry.elapsed_s = time.monotonic() - period_started

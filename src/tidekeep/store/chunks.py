@@ -26,6 +26,7 @@ from ..errors import ChunkMissing, ConfigError, CorruptChunk, NotFound, Workspac
 from ..streams.model import EVENT_HEADER_BYTES, segment_name
 from .deletion import DeleteOutcome, FileLeft, failure_reason
 from .durable import StorageWriter
+from .local_dirs import ensure_directory
 
 log = logging.getLogger("tidekeep.storage")
 
@@ -94,6 +95,8 @@ class ChunkStorage:
         self.fsync = fsync  # as configured; `file_writer.durable` says whether it applies to this filesystem
         self.file_writer = StorageWriter(self.fs, self.root, fsync)
         if create:
+            if isinstance(self.fs, pafs.LocalFileSystem):
+                ensure_directory(Path(self.root), "'storage.uri'")  # typed errors for a path under a file
             self.file_writer.create_root()
         elif (isinstance(self.fs, pafs.LocalFileSystem)
               and self.fs.get_file_info(self.root).type != pafs.FileType.Directory):

@@ -36,9 +36,10 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import ConfigError, ConflictError, NotFound, SchemaError, StoreUnavailable
+from ..errors import ConfigError, ConflictError, NotFound, ReadOnlyWorkspace, SchemaError, StoreUnavailable
 from ..redaction import redact
-from .private import create_private_file, make_private_directories, open_private_lock_file
+from .local_dirs import ensure_directory
+from .private import create_private_file, open_private_lock_file
 
 _PG_MIGRATION_LOCK = 0x7469_6465  # advisory lock key: "tide"
 RETRY_ATTEMPTS = 5
@@ -91,7 +92,7 @@ class Database:
             if path is not None and create:
                 # owner-only (store/private.py); SQLite gives its -wal, -shm and -journal files the
                 # database file's own mode, so they are owner-only too
-                make_private_directories(path.parent)
+                ensure_directory(path.parent, "'metadata.url'")
                 create_private_file(path)
             elif path is not None and not path.is_file():
                 raise NotFound(f"no tidekeep workspace at {self.shown}: the metadata database {path} does not "
@@ -115,9 +116,24 @@ class Database:
         self._upgrade_lock = threading.Lock()
 
     @property
+    def read_only_target(self) -> str:
+        """What a read-only error names: the SQLite file, or the server's URL (password hidden)."""
+        path = _sqlite_path(self.url) if self.is_sqlite else None
+        return f"the metadata database {path}" if path is not None else f"the metadata store {self.shown}"
+
+    @property
     def shown(self) -> str:
         """The URL fit to print: the password hidden (also one given as a query parameter)."""
         return redact(self.url.render_as_string(hide_password=True))
+
+    @staticmethod
+    def sqlite_file(url: str) -> Path | None:
+        """The database file of a SQLite URL; None for other backends, memory and `file:` URIs."""
+        try:
+            parsed = sa.make_url(url)
+        except sa.exc.ArgumentError:
+            return None
+        return _sqlite_path(parsed) if parsed.get_backend_name() == "sqlite" else None
 
     @staticmethod
     def shown_url(url: str) -> str:
@@ -156,25 +172,26 @@ class Database:
     def write(self) -> Iterator[Connection]:
         """A read-write transaction; commits on success, rolls back on any exception."""
         self.ensure_schema()
-        with store_errors(), self.engine.connect().execution_options(tidekeep_write=True) as conn, conn.begin():
+        with (store_errors(self.read_only_target),
+              self.engine.connect().execution_options(tidekeep_write=True) as conn, conn.begin()):
             yield conn
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
         self.ensure_schema()
-        with store_errors(), self.engine.connect() as conn, conn.begin():
+        with store_errors(self.read_only_target), self.engine.connect() as conn, conn.begin():
             yield conn
 
     # ---- schema ----------------------------------------------------------------------------------
     def current_revision(self) -> str | None:
-        with store_errors(), self.engine.connect() as conn:
+        with store_errors(self.read_only_target), self.engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
 
     def ensure_schema(self) -> None:
         """Apply migrations on first use; refuse a database from a newer tidekeep."""
         if self._upgraded:
             return
-        with self._upgrade_lock, store_errors():
+        with self._upgrade_lock, store_errors(self.read_only_target):
             if self._upgraded:
                 return
             current = self.current_revision()
@@ -266,16 +283,20 @@ def retry_store(action: Callable[[], T], what: str, attempts: int = RETRY_ATTEMP
 
 
 @contextlib.contextmanager
-def store_errors() -> Iterator[None]:
+def store_errors(target: str = "the metadata store") -> Iterator[None]:
     """Turn the store's own failures into typed errors; anything else (integrity errors our code
-    handles, programming errors) passes through unchanged."""
+    handles, programming errors) passes through unchanged. `target` is what a read-only error names."""
     try:
         yield
-    except sa.exc.OperationalError as exc:
-        if _is_transient(exc):
-            raise ConflictError(f"the metadata store was busy, try again ({_first_line(exc.orig or exc)})") from exc
-        raise StoreUnavailable(f"metadata store unavailable: {_first_line(exc.orig or exc)}") from exc
     except sa.exc.DBAPIError as exc:
+        if _is_read_only(exc):
+            raise ReadOnlyWorkspace(f"read-only: {target} cannot be written ({_first_line(exc.orig or exc)})",
+                                    target) from exc
+        if isinstance(exc, sa.exc.OperationalError):
+            if _is_transient(exc):
+                raise ConflictError(
+                    f"the metadata store was busy, try again ({_first_line(exc.orig or exc)})") from exc
+            raise StoreUnavailable(f"metadata store unavailable: {_first_line(exc.orig or exc)}") from exc
         if isinstance(exc, sa.exc.InterfaceError) or exc.connection_invalidated:
             raise StoreUnavailable(f"metadata store unavailable: {_first_line(exc.orig or exc)}") from exc
         raise
@@ -283,6 +304,15 @@ def store_errors() -> Iterator[None]:
 
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _is_read_only(exc: sa.exc.DBAPIError) -> bool:
+    """SQLite's SQLITE_READONLY family (a read-only file or directory, an immutable file, a read-only
+    filesystem) and PostgreSQL's read_only_sql_transaction (a standby, default_transaction_read_only)."""
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF == sqlite3.SQLITE_READONLY
+    return getattr(exc.orig, "sqlstate", None) == "25006"
 
 
 def _is_transient(exc: sa.exc.OperationalError) -> bool:

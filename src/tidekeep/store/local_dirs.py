@@ -1,0 +1,75 @@
+"""Creating the workspace's local directories (the home, the SQLite database's directory, a local
+storage root) with typed errors instead of the operating system's: a path under a file is a bad
+setting that names the file, and a directory that cannot be written says "read-only" and names it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError, ReadOnlyWorkspace
+from .private import make_private_directories
+
+if TYPE_CHECKING:
+    from ..config import Settings
+
+_READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def blocking_file(path: Path) -> Path | None:
+    """The existing non-directory at `path` or above it that stops `path` being a directory, or None."""
+    current = Path(os.path.abspath(path))
+    while True:
+        if current.exists():
+            return None if current.is_dir() else current
+        if current.parent == current:
+            return None
+        current = current.parent
+
+
+def check_can_be_directory(path: Path, setting: str) -> None:
+    """ConfigError naming the file when `path` cannot be a directory because it, or a parent, is a file;
+    `setting` names where the path came from (e.g. 'storage.uri')."""
+    blocker = blocking_file(path)
+    if blocker is not None:
+        raise ConfigError(f"bad value for {setting}: {str(path)!r} cannot be a directory: {blocker} is a file")
+
+
+def ensure_directory(path: Path, setting: str) -> None:
+    """`mkdir -p path`, each new directory owner-only (store/private.py), with check_can_be_directory's
+    error and ReadOnlyWorkspace for a parent that cannot be written."""
+    check_can_be_directory(path, setting)
+    try:
+        make_private_directories(path)
+    except OSError as exc:
+        if exc.errno in _READ_ONLY:
+            where = str(exc.filename or path)
+            raise ReadOnlyWorkspace(f"read-only: cannot create directory {where} ({exc.strerror})", where) from None
+        raise
+
+
+def require_writable(path: Path, what: str) -> None:
+    """ReadOnlyWorkspace naming `path` when it exists and cannot be written (for a directory: files
+    cannot be created in it) because of its permissions, an immutable flag or a read-only
+    filesystem; `os.access` sees all three, for root too."""
+    mode = os.W_OK | os.X_OK if path.is_dir() else os.W_OK
+    if path.exists() and not os.access(path, mode):
+        raise ReadOnlyWorkspace(f"read-only: {what} {path} is not writable", str(path))
+
+
+def require_writable_workspace(settings: Settings, *, metadata: bool, storage: bool) -> None:
+    """The local parts of the workspace a job writes to are writable: the SQLite database file and
+    its directory (SQLite creates its journal beside it) with `metadata`, a local storage root with
+    `storage`. Remote stores answer for themselves when written."""
+    from .database import Database
+
+    database = Database.sqlite_file(settings.metadata_url) if metadata else None
+    if database is not None:
+        require_writable(database, "the metadata database")
+        require_writable(database.parent, "the directory of the metadata database")
+    uri = settings.storage_uri
+    if storage and ("://" not in uri or uri.lower().startswith("file://")):
+        require_writable(Path(uri.removeprefix("file://")), "the storage root")
