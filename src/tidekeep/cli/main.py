@@ -2,22 +2,29 @@
 
 Every tidekeep error ends the command with one line, `error: <message>`, on stderr and the
 error's exit code (see tidekeep.errors); usage errors (unknown command, bad flag) exit 2 with
-Typer's usage message. No stack trace is shown for bad input.
+Typer's usage message. Any other exception is one line too: an operating-system failure gets the
+code of its class (cli/failures.py), anything else is an internal error (exit 70); `--debug` or
+`--verbose` adds its traceback. Ctrl-C prints `interrupted` and exits 130. No stack trace is shown
+otherwise (docs/cli.md, "Errors and exit codes").
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import sqlalchemy as sa
 import typer
 
-from ..errors import StoreUnavailable, TidekeepError
+from ..errors import INTERRUPTED_EXIT, StoreUnavailable, TidekeepError
 from ..printable import printable
 from ..redaction import redact
+from ..spark import session as spark_session
 from . import (
     admin,
     archives_gc,
@@ -40,6 +47,7 @@ from . import (
 from . import retention as retention_cli
 from . import watermarks as watermarks_cli
 from .context import GlobalOptions, parse_set_options
+from .failures import describe
 from .help_format import use_metavars_in_help
 
 use_metavars_in_help()  # --help shows metavars, not <bool>/<str> (cli/help_format.py)
@@ -114,7 +122,11 @@ def root(
         "--storage", metavar="URI", help="Data storage (path or pyarrow.fs URI); overrides storage.uri")] = None,
     settings: Annotated[list[str] | None, typer.Option(
         "--set", metavar="KEY=VALUE", help="Any setting, e.g. --set writer.batch_size=8MiB (repeatable)")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show log messages at log.level on stderr")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v",
+        help="Show log messages at log.level on stderr, and the traceback of an internal error")] = False,
+    debug: Annotated[bool, typer.Option(  # read by main() from the arguments: it must work before this runs
+        "--debug", help="Show the traceback of an internal error")] = False,
 ) -> None:
     """Keep streaming and log data exactly as long as policy says.
 
@@ -123,15 +135,71 @@ def root(
     ctx.obj = GlobalOptions(home, metadata_url, storage, parse_set_options(settings or []), verbose)
 
 
+# root options that take a value, skipped when looking for --debug before the command
+_ROOT_VALUE_OPTIONS = frozenset({"--home", "--metadata-url", "--storage", "--set"})
+_TRACEBACK_FLAGS = frozenset({"--debug", "--verbose", "-v"})
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    run(app, sys.argv[1:] if argv is None else list(argv))
+
+
+def run(application: typer.Typer, args: list[str]) -> None:
+    """Run `application` (the tidekeep app) on `args`, turning every failure into one line and an
+    exit code from the documented table (SystemExit)."""
+    debug = shows_traceback(args)
+    previous_hook, spark_session.end_process_on_interrupt = spark_session.end_process_on_interrupt, _end_interrupted
     try:
-        app(args=None if argv is None else list(argv), prog_name="tidekeep")
+        application(args=args, prog_name="tidekeep")
     except TidekeepError as exc:
         _fail(str(exc), exc.exit_code)
     except sa.exc.OperationalError as exc:
         # the store is unreachable or refused us: an environment problem, reported, not a crash (the
         # store's own calls raise StoreUnavailable; this catches any path that reaches it directly)
         _fail(f"metadata store unavailable: {_first_line(exc.orig or exc)}", StoreUnavailable.exit_code)
+    except KeyboardInterrupt:
+        _interrupted()
+    except SystemExit as exc:
+        if exc.code == INTERRUPTED_EXIT:  # Typer's answer to KeyboardInterrupt inside a command
+            _interrupted()
+        raise
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        _fail(*describe(exc))
+    finally:
+        spark_session.end_process_on_interrupt = previous_hook  # main(argv) may run inside a longer program
+
+
+def shows_traceback(args: Sequence[str]) -> bool:
+    """Whether the root options (those before the command) ask for tracebacks."""
+    tokens = iter(args)
+    for token in tokens:
+        if token in _TRACEBACK_FLAGS:
+            return True
+        if token in _ROOT_VALUE_OPTIONS:
+            next(tokens, None)
+        elif not token.startswith("-"):
+            return False
+    return False
+
+
+def _report_interrupted() -> None:
+    with contextlib.suppress(OSError, ValueError):  # a closed pipe must not turn this into a traceback
+        sys.stdout.flush()
+        sys.stderr.write("interrupted\n")
+        sys.stderr.flush()
+
+
+def _interrupted() -> NoReturn:
+    _report_interrupted()
+    raise SystemExit(INTERRUPTED_EXIT)
+
+
+def _end_interrupted() -> NoReturn:
+    """Ctrl-C during a Spark job: one line, and the process ends at once (spark/session.py says why)."""
+    _report_interrupted()
+    os._exit(INTERRUPTED_EXIT)
 
 
 def _fail(message: str, code: int) -> None:

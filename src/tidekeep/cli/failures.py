@@ -1,0 +1,64 @@
+"""What the CLI reports for an exception that is not a TidekeepError (docs/cli.md, "Errors and exit
+codes"): one line and an exit code from the documented table, never a traceback.
+
+The operating system's refusals are the user's environment, not a defect, and get the exit code of
+their class with the path they name: a path that is not writable says "read-only". Anything else is
+an internal error (exit 70) whose line says how to see the traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+
+from ..errors import (
+    INTERNAL_ERROR_EXIT,
+    EnvironmentFailure,
+    InvalidInput,
+    NotFound,
+    ReadOnlyWorkspace,
+    TidekeepError,
+)
+
+_READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def environment_error(exc: BaseException) -> TidekeepError | None:
+    """The typed error for an operating-system failure, or None when `exc` is not one."""
+    if isinstance(exc, MemoryError):
+        return EnvironmentFailure("out of memory")
+    if not isinstance(exc, OSError) or exc.errno is None:
+        return None
+    path = _path_of(exc)
+    reason = exc.strerror or errno.errorcode.get(exc.errno, str(exc.errno))
+    where = f" {path}" if path else ""
+    if exc.errno in _READ_ONLY:
+        return ReadOnlyWorkspace(f"read-only or not permitted:{where} ({reason})", path or "")
+    if exc.errno == errno.ENOENT:
+        return NotFound(f"no such file or directory:{where}")
+    if exc.errno == errno.ENOTDIR:
+        return NotFound(f"not a directory:{where} (a part of the path is a file)")
+    if exc.errno == errno.EISDIR:
+        return InvalidInput(f"is a directory, expected a file:{where}")
+    return EnvironmentFailure(f"{reason}:{where}" if path else reason)
+
+
+def internal_error_message(exc: BaseException) -> str:
+    """The one line for a defect: what was raised, and how to see where."""
+    text = " ".join(str(exc).split())
+    if len(text) > 200:
+        text = text[:200] + "…"
+    what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return f"internal error ({what}); run again with --debug to see the traceback"
+
+
+def describe(exc: BaseException) -> tuple[str, int]:
+    """The message and exit code for any exception that escaped a command."""
+    typed = environment_error(exc)
+    if typed is not None:
+        return str(typed), typed.exit_code
+    return internal_error_message(exc), INTERNAL_ERROR_EXIT
+
+
+def _path_of(exc: OSError) -> str | None:
+    names = [str(name) for name in (exc.filename, exc.filename2) if name is not None]
+    return " -> ".join(names) if names else None
