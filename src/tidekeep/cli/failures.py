@@ -30,16 +30,17 @@ def environment_error(exc: BaseException) -> TidekeepError | None:
         return None
     path = _path_of(exc)
     reason = exc.strerror or errno.errorcode.get(exc.errno, str(exc.errno))
-    where = f" {path}" if path else ""
+    # pyarrow's errors carry no filename: their text names the path, so it is the whole message
+    detail = f"{path} ({reason})" if path else reason
     if exc.errno in _READ_ONLY:
-        return ReadOnlyWorkspace(f"read-only or not permitted:{where} ({reason})", path or "")
+        return ReadOnlyWorkspace(f"read-only or not permitted: {detail}", path or "")
     if exc.errno == errno.ENOENT:
-        return NotFound(f"no such file or directory:{where}")
+        return NotFound(f"no such file or directory: {detail}")
     if exc.errno == errno.ENOTDIR:
-        return NotFound(f"not a directory:{where} (a part of the path is a file)")
+        return NotFound(f"not a directory: {detail} (a part of the path is a file)")
     if exc.errno == errno.EISDIR:
-        return InvalidInput(f"is a directory, expected a file:{where}")
-    return EnvironmentFailure(f"{reason}:{where}" if path else reason)
+        return InvalidInput(f"is a directory, expected a file: {detail}")
+    return EnvironmentFailure(f"{reason}: {path}" if path else reason)
 
 
 def internal_error_message(exc: BaseException) -> str:
