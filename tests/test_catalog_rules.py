@@ -259,7 +259,8 @@ def test_fuzz_text_loads_or_fails_cleanly(text: str) -> None:
 
 def test_absurdly_deep_expressions_are_refused_cleanly() -> None:
     deep_text = "rules:\n - {number: 1, name: a, age: 1d, expression: '" + "not " * 5000 + "feed = \"a\"'}\n"
-    with pytest.raises(InvalidInput, match=r"^f: an expression is nested too deeply$"):
+    with pytest.raises(InvalidInput, match=r"^f: rule 1: expression: nested too deeply \(parentheses and 'not's nest "
+                                           r"at most 100 deep\) at column 400$"):
         parse_rules_text(deep_text, "f")
     deep_json = ('{"type": "DataRetentionRules", "rules": [{"ruleNumber": 1, "name": "x", "forever": true, '
                  '"expression": ' + '{"op": "NOT", "children": [' * 5000 + '{}' + ']}' * 5000 + '}]}')

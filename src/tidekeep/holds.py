@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .errors import HoldActive, InvalidInput, NotFound
-from .integers import INT64_MAX
+from .integers import check_int64
 from .names import split_stream_name
 from .store.schema_holds import holds as holds_table
 
@@ -62,9 +62,9 @@ def check_reason(reason: object) -> str:
 
 
 def check_hold_id(hold_id: object) -> int:
-    if isinstance(hold_id, bool) or not isinstance(hold_id, int) or not 1 <= hold_id <= INT64_MAX:
-        raise InvalidInput(f"invalid hold id {hold_id!r}: expected a positive integer up to {INT64_MAX}")
-    return hold_id
+    if isinstance(hold_id, bool) or not isinstance(hold_id, int) or hold_id < 1:
+        raise InvalidInput(f"invalid hold id {hold_id!r}: expected a positive integer")
+    return check_int64(hold_id, "hold id")
 
 
 def _hold(row: Any) -> Hold:

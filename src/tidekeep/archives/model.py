@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import InvalidInput
-from ..integers import INT64_MAX
+from ..integers import check_int64
 from ..names import check_name
 
 ARCHIVES_DIR = "archives"
@@ -64,9 +64,9 @@ def check_archive_id(archive_id: object) -> str:
 def check_job_id(job_id: object) -> int:
     if isinstance(job_id, str) and job_id.strip().isdigit():
         job_id = int(job_id.strip())
-    if isinstance(job_id, bool) or not isinstance(job_id, int) or not 1 <= job_id <= INT64_MAX:
-        raise InvalidInput(f"invalid search job id {job_id!r}: expected a positive integer up to {INT64_MAX}")
-    return job_id
+    if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
+        raise InvalidInput(f"invalid search job id {job_id!r}: expected a positive integer")
+    return check_int64(job_id, "search job id")
 
 
 def archive_path(dataset: str, archive_id: str) -> str:

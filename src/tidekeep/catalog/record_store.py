@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from ..errors import AlreadyExists, InvalidInput, NotFound
 from ..holds import hold_active
-from ..integers import INT64_MAX
+from ..integers import check_int64
 from ..store.schema_catalog import catalog_records
 from .holds import first_hold_on_records
 from .location_rules import location_rules
@@ -31,9 +31,9 @@ _ID_CHUNK = 1000  # ids per IN (...) list: far below SQLite's and PostgreSQL's p
 
 
 def check_record_id(record_id: object, what: str = "record id") -> int:
-    if isinstance(record_id, bool) or not isinstance(record_id, int) or not 1 <= record_id <= INT64_MAX:
-        raise InvalidInput(f"invalid {what} {record_id!r}: expected a positive integer up to {INT64_MAX}")
-    return record_id
+    if isinstance(record_id, bool) or not isinstance(record_id, int) or record_id < 1:
+        raise InvalidInput(f"invalid {what} {record_id!r}: expected a positive integer")
+    return check_int64(record_id, what)
 
 
 def check_status(status: object) -> str:
@@ -128,8 +128,9 @@ class RecordStore:
         if status is not None:
             query = query.where(catalog_records.c.status == check_status(status))
         if after_id is not None:
-            if isinstance(after_id, bool) or not isinstance(after_id, int) or not 0 <= after_id <= INT64_MAX:
-                raise InvalidInput(f"invalid after_id {after_id!r}: expected an integer from 0 to {INT64_MAX}")
+            if isinstance(after_id, bool) or not isinstance(after_id, int) or after_id < 0:
+                raise InvalidInput(f"invalid after_id {after_id!r}: expected an integer >= 0")
+            check_int64(after_id, "after_id")
             query = query.where(catalog_records.c.id > after_id)
         with self.db.read() as conn:
             return [record_from_row(r) for r in conn.execute(query)]
