@@ -266,10 +266,9 @@ def test_ingest_into_a_read_only_storage_root(tmp_path: Path) -> None:
     assert cli(home, "stream", "create", "sc/s").code == 0
     with read_only(data):
         result = cli(home, "archives", "ingest", "app", str(log))
-        writing = cli(home, "stream", "write", "sc/s", stdin=b"event\n")  # no Spark: pyarrow's own error
+        writing = cli(home, "stream", "write", "sc/s", stdin=b"event\n")  # no Spark: the OS's own error
     assert_one_error_line(result, 15, f"read-only: the storage root {data} is not writable")
-    assert_one_error_line(writing, 15, "read-only or not permitted: Cannot create directory")
-    assert str(data) in writing.stderr
+    assert_one_error_line(writing, 15, f"read-only or not permitted: {data}")
     assert cli(home, "archives", "datasets", "--json").json() == []
     assert cli(home, "stream", "read", "sc/s", "--json").stdout == ""
 

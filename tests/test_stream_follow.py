@@ -73,7 +73,7 @@ def test_follow_prints_events_written_while_it_runs_then_stops_at_the_limit(home
         process.wait()
 
 
-def test_ctrl_c_stops_a_follow_quietly_with_exit_130(home: Path) -> None:
+def test_ctrl_c_stops_a_follow_with_exit_130(home: Path) -> None:
     write(home, ["x"])
     process = start_follow(home, "--json")
     try:
@@ -81,7 +81,7 @@ def test_ctrl_c_stops_a_follow_quietly_with_exit_130(home: Path) -> None:
         assert '"payload":"x"' in lines.take(1)[0]
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 130
-        assert process.stderr is not None and process.stderr.read() == b""  # no traceback, no error line
+        assert process.stderr is not None and process.stderr.read() == b"interrupted\n"  # as every command
     finally:
         process.kill()
         process.wait()

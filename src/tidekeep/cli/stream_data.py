@@ -170,8 +170,8 @@ def register(app: typer.Typer) -> None:
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, sys.stdout.fileno())
             except KeyboardInterrupt:
-                # Ctrl-C is how a follow ends: what was read is printed, no error line, and the exit
-                # code says "stopped by SIGINT" (130) as for `tail -f` (docs/cli.md)
+                # Ctrl-C is how a follow ends: what was read is printed first, then the CLI's one
+                # "interrupted" line and exit code 130, as for any command (docs/cli.md)
                 if options is None:
                     raise
                 with contextlib.suppress(BrokenPipeError):

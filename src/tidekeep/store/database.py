@@ -131,7 +131,7 @@ class Database:
         """The database file of a SQLite URL; None for other backends, memory and `file:` URIs."""
         try:
             parsed = sa.make_url(url)
-        except sa.exc.ArgumentError:
+        except (sa.exc.ArgumentError, ValueError):  # not a URL: the store says so when it opens
             return None
         return _sqlite_path(parsed) if parsed.get_backend_name() == "sqlite" else None
 
