@@ -4,6 +4,8 @@ refusing an unknown schema, and an idempotent workspace init."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -17,7 +19,7 @@ from alembic.runtime.migration import MigrationContext
 import tidekeep as tk
 from tidekeep.errors import SchemaError
 from tidekeep.store import schema as t
-from tidekeep.store.database import head_revision
+from tidekeep.store.database import head_revision, migration_revisions
 
 DDL_WORDS = ("CREATE", "ALTER", "DROP")
 
@@ -30,6 +32,20 @@ def _connect(tmp_path: Path, metadata_url: str, **settings: object) -> tk.Client
 def _version_rows(client: tk.Client) -> list[str]:
     with client.db.engine.connect() as conn:
         return list(conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalars())
+
+
+def test_the_schema_head_is_the_newest_migration() -> None:
+    # opening a workspace compares with SCHEMA_HEAD without loading the migrations: it must be theirs
+    assert head_revision() == migration_revisions()[0]
+
+
+def test_opening_a_workspace_at_the_current_schema_never_imports_alembic(tmp_path: Path) -> None:
+    home = tmp_path / "ws"
+    tk.connect(home=home, create=True).close()
+    script = ("import sys, tidekeep as tk; tk.connect(home=sys.argv[1]).list_streams(); "
+              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))")
+    done = subprocess.run([sys.executable, "-c", script, str(home)], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_init_applies_the_migrations_and_reconnect_is_a_noop(tmp_path: Path, metadata_url: str) -> None:

@@ -26,13 +26,9 @@ import time
 from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
@@ -41,6 +37,9 @@ from ..redaction import redact
 from .local_dirs import ensure_directory
 from .private import create_private_file, open_private_lock_file
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 _PG_MIGRATION_LOCK = 0x7469_6465  # advisory lock key: "tide"
 RETRY_ATTEMPTS = 5
 
@@ -48,21 +47,30 @@ log = logging.getLogger("tidekeep.store")
 T = TypeVar("T")
 
 
+# The newest migration's revision. Kept here so that opening a workspace at the current schema (every
+# CLI command) reads one row and never imports Alembic, whose import alone costs a command ~0.2 s
+# (docs/benchmarks.md, "The demo"); tests/test_store.py checks it is the migrations' head.
+SCHEMA_HEAD = "0013"
+_VERSION_TABLE = sa.table("alembic_version", sa.column("version_num", sa.String))
+
+
 def _alembic_config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(resources.files("tidekeep.store") / "migrations"))
     return config
 
 
-_HEAD_REVISION: str | None = None
-
-
 def head_revision() -> str:
-    global _HEAD_REVISION
-    if _HEAD_REVISION is None:
-        _HEAD_REVISION = ScriptDirectory.from_config(_alembic_config()).get_current_head()
-    assert _HEAD_REVISION is not None
-    return _HEAD_REVISION
+    return SCHEMA_HEAD
+
+
+def migration_revisions() -> list[str]:
+    """Every revision the migrations know, newest first (loads Alembic and the migration scripts)."""
+    from alembic.script import ScriptDirectory
+
+    return [script.revision for script in ScriptDirectory.from_config(_alembic_config()).walk_revisions()]
 
 
 def _sqlite_path(url: sa.URL) -> Path | None:
@@ -185,7 +193,12 @@ class Database:
     # ---- schema ----------------------------------------------------------------------------------
     def current_revision(self) -> str | None:
         with store_errors(self.read_only_target), self.engine.connect() as conn:
-            return MigrationContext.configure(conn).get_current_revision()
+            if not sa.inspect(conn).has_table("alembic_version"):
+                return None
+            versions = conn.execute(sa.select(_VERSION_TABLE.c.version_num)).scalars().all()
+            if len(versions) > 1:
+                raise SchemaError(f"the metadata database has several schema revisions {sorted(versions)}")
+            return versions[0] if versions else None
 
     def ensure_schema(self) -> None:
         """Apply migrations on first use; refuse a database from a newer tidekeep."""
@@ -200,7 +213,7 @@ class Database:
                 raise NotFound(f"no tidekeep workspace at {self.shown}: the database holds no tidekeep schema; run "
                                "'tidekeep init' first, or check metadata.url")
             if current != head:
-                known = {s.revision for s in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
+                known = set(migration_revisions())
                 if current is not None and current not in known:
                     raise SchemaError(
                         f"the metadata database is at schema revision {current!r}, which this tidekeep "
@@ -211,6 +224,8 @@ class Database:
 
     def upgrade(self) -> None:
         """Run Alembic migrations to head, holding a lock so concurrent first uses do not race."""
+        from alembic import command
+
         with self._migration_lock(), self.engine.connect() as conn:
             config = _alembic_config()
             config.attributes["connection"] = conn
