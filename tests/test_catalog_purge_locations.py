@@ -140,6 +140,7 @@ def test_every_area_of_tidekeep_is_refused_at_add_and_by_the_purge(tmp_path: Pat
     # check): tidekeep's areas still win
     values = dict(settings.values, **{"catalog.data_roots": (str(tmp_path),)})
     client = tk.Client(tk.config.Settings(home, values), tk.ManualClock(NOW))
+    settings_text = (home / "tidekeep.yaml").read_text()
     try:
         files = {"archives/ds/a.parquet": "log archives", "search-results/3/a.parquet": "search results",
                  "streams/s/x-1/0.parquet": "stream data", "ARCHIVES/ds/b.parquet": "log archives",
@@ -158,7 +159,7 @@ def test_every_area_of_tidekeep_is_refused_at_add_and_by_the_purge(tmp_path: Pat
         assert (report.purged, report.failures, remaining_ids(client)) == (0, len(locations), set(ids))
         assert all((data / rel).read_bytes() == b"keep" for rel in files if rel != "tidekeep-workspace.json")
         assert (data / "tidekeep-workspace.json").read_bytes() == marker
-        assert (home / "tidekeep.yaml").read_text() == tk.config.DEFAULT_CONFIG_TEXT
+        assert (home / "tidekeep.yaml").read_text() == settings_text
         errors = {f["location"]: f["error"] for f in report.failed}
         for rel, what in files.items():
             assert f"lies inside tidekeep's {what} (" in errors[rel]

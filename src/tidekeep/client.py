@@ -13,7 +13,7 @@ import pyarrow as pa
 from .archives.api import Archives
 from .catalog.api import Catalog
 from .clock import SYSTEM_CLOCK, Clock
-from .config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT, Settings, load_settings
+from .config import CONFIG_FILE_NAME, Settings, config_file_text, load_settings
 from .errors import InvalidInput, NotFound, WorkspaceMismatch
 from .holds import HoldStore
 from .store.chunks import ChunkStorage
@@ -295,9 +295,11 @@ def init_workspace(home: str | os.PathLike[str] | None = None,
     """Create the workspace (its directory and tidekeep.yaml, the metadata schema, the storage root)
     and stamp one workspace id into the store and the storage root. Idempotent; returns the settings
     and whether the config file was created. `overrides` are flag-level settings (e.g. metadata.url),
-    so the schema lands in the store the caller will use. Refuses (WorkspaceMismatch, nothing created
-    or changed) to join a store and a storage root of different workspaces, or to give a new store a
-    storage root that already holds data (store/workspace.py `plan_init`)."""
+    so the schema lands in the store the caller will use; a new tidekeep.yaml names the metadata.url
+    and storage.uri given there, so the home alone opens this workspace afterwards. Refuses
+    (WorkspaceMismatch, nothing created or changed) to join a store and a storage root of different
+    workspaces, or to give a new store a storage root that already holds data (store/workspace.py
+    `plan_init`)."""
     settings = load_settings(home, overrides)
     for directory, setting in _local_directories(settings):
         check_can_be_directory(directory, setting)  # before anything is created: all or nothing
@@ -313,7 +315,11 @@ def init_workspace(home: str | os.PathLike[str] | None = None,
     config_path = settings.home / CONFIG_FILE_NAME
     created = not config_path.exists()
     if created:
-        write_private_text(config_path, DEFAULT_CONFIG_TEXT)
+        given = overrides or {}
+        # owner-only (it may hold the store's password); the values absolute, as this process resolved them
+        write_private_text(config_path, config_file_text(
+            settings["metadata.url"] if given.get("metadata.url") is not None else None,
+            settings["storage.uri"] if given.get("storage.uri") is not None else None))
     db = Database(settings.metadata_url, settings["metadata.busy_timeout"], create=True,
                   durable_commits=settings["storage.fsync"])
     try:

@@ -450,3 +450,32 @@ search:
 archives:
   target_size: 256MB
 """
+
+_URL_TEMPLATE_LINE = ("  # url: postgresql+psycopg://user:password@host:5432/tidekeep"
+                      "   # default: SQLite file in this directory\n")
+_STORAGE_TEMPLATE_LINES = ("# storage:\n"
+                           "#   uri: s3://bucket/tidekeep    # any pyarrow.fs URI; default: ./data in this directory\n"
+                           "#   fsync:")
+
+
+def _yaml_scalar(value: str) -> str:
+    """One double-quoted YAML line that reads back as exactly `value` (quotes, '#', ': ' included)."""
+    return yaml.safe_dump(value, default_style='"', allow_unicode=True, width=float("inf")).rstrip("\n")
+
+
+def config_file_text(metadata_url: str | None = None, storage_uri: str | None = None) -> str:
+    """The tidekeep.yaml a new workspace gets: the template, naming the metadata store and the storage
+    root when they were given at creation. The home then is the workspace wherever it is opened from
+    (the CLI with only --home / TIDEKEEP_HOME, or `tk.connect(home)`), not an embedded default that
+    does not exist (docs/workspace.md)."""
+    text = DEFAULT_CONFIG_TEXT
+    if metadata_url is not None:
+        assert _URL_TEMPLATE_LINE in text
+        text = text.replace(_URL_TEMPLATE_LINE,
+                            f"  url: {_yaml_scalar(metadata_url)}   # given when the workspace was created\n")
+    if storage_uri is not None:
+        assert _STORAGE_TEMPLATE_LINES in text
+        text = text.replace(_STORAGE_TEMPLATE_LINES,
+                            f"storage:   # given when the workspace was created\n  uri: {_yaml_scalar(storage_uri)}\n"
+                            "  # fsync:")
+    return text
