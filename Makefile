@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo spark-example test lint bench install check-java clean
+.PHONY: demo demo-full spark-example test lint bench install check-java clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tidekeep needs Python >= 3.11")'
@@ -20,6 +20,10 @@ check-java:
 
 demo: $(STAMP) check-java
 	@bash examples/demo.sh
+
+# the demo and the Spark Structured Streaming example, about a minute more
+demo-full: $(STAMP) check-java
+	@TIDEKEEP_DEMO_FULL=1 bash examples/demo.sh
 
 spark-example: $(STAMP) check-java
 	$(PY) examples/spark_streaming_retention.py
