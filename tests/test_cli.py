@@ -332,9 +332,12 @@ def test_flags_beat_environment_and_reach_init(in_process: InProcess, tmp_path: 
     listed = check_ok(in_process("stream", "list", "--json", env={"TIDEKEEP_METADATA_URL": f"sqlite:///{flag_db}",
                                                                   "TIDEKEEP_STORAGE_URI": str(tmp_path / "elsewhere")}))
     assert [s["name"] for s in listed.json()] == ["f/s"]
-    # tidekeep.yaml's own store was never created: reading it is an error, and creates nothing
-    assert_one_error_line(in_process("stream", "list", "--json"), 3, "no tidekeep workspace at sqlite:///")
-    assert not (home / "metadata.db").exists() and not (home / "data").exists()
+    # init wrote the store and storage it was given into the new tidekeep.yaml: the home alone opens them
+    assert [s["name"] for s in check_ok(in_process("stream", "list", "--json")).json()] == ["f/s"]
+    # the environment beats tidekeep.yaml: its store does not exist, which is an error, and creates nothing
+    assert_one_error_line(in_process("stream", "list", "--json", env=env), 3,
+                          f"no tidekeep workspace at sqlite:///{env_db}")
+    assert not env_db.exists() and not (home / "metadata.db").exists() and not (home / "data").exists()
 
 
 def test_sweep_deletes_only_old_orphans(in_process: InProcess) -> None:
