@@ -7,19 +7,14 @@ against a real SQLite workspace in tmp_path.
 
 from __future__ import annotations
 
-import io
 import json
-import logging
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tidekeep as tk
-from tidekeep.cli.main import main
+from test_cli import InProcess, Result
 
 # a newline that starts a fake audit line, ESC sequences that clear the screen and colour text, a
 # carriage return, DEL, a C1 control (CSI), the line separator and a right-to-left override
@@ -29,45 +24,14 @@ RAW_CONTROLS = ["\n", "\r", "\x1b", "\x7f", "\x9b", "\u2028", "\u202e"]
 ESCAPED = ["\\n", "\\r", "\\x1b", "\\x7f", "\\x9b", "\\u2028", "\\u202e"]
 
 
-@dataclass(frozen=True)
-class Result:
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
-
-
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     return tmp_path / "ws"
 
 
 @pytest.fixture
-def run(monkeypatch: pytest.MonkeyPatch, home: Path) -> Iterator[Any]:
-    def call(*args: str) -> Result:
-        out, err = io.BytesIO(), io.BytesIO()
-        # the wrappers are kept until the end: a collected wrapper would close its buffer
-        streams = {name: io.TextIOWrapper(buffer, encoding="utf-8", write_through=True)
-                   for name, buffer in (("stdin", io.BytesIO()), ("stdout", out), ("stderr", err))}
-        logger = logging.getLogger("tidekeep")
-        saved = (logger.handlers[:], logger.level, logger.propagate)
-        with monkeypatch.context() as patch:
-            patch.setenv("TIDEKEEP_HOME", str(home))
-            for name, stream in streams.items():
-                patch.setattr(sys, name, stream)
-            patch.setattr(sys, "excepthook", sys.excepthook)
-            try:
-                main(list(args))
-                code = 0
-            except SystemExit as exc:
-                code = 0 if exc.code is None else int(exc.code)
-            finally:
-                logger.handlers[:], logger.level, logger.propagate = saved
-        return Result(code, out.getvalue().decode("utf-8"), err.getvalue().decode("utf-8"))
-
-    yield call
+def run(monkeypatch: pytest.MonkeyPatch, home: Path) -> InProcess:
+    return InProcess(monkeypatch, home)
 
 
 def ok(result: Result) -> Result:

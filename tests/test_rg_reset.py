@@ -6,7 +6,6 @@ Reading is real (readers, chunk files), so "the group now reads X" is observed, 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,6 @@ from tidekeep.streams.readergroup import ReaderGroup, ReadersOnline
 from tidekeep.streams.rg_reset import ResetTarget, apply_reset, plan_reset
 
 STREAM = "rg/reset"
-
-
-@pytest.fixture
-def client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
-    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   settings={"writer.linger": 0}, create=True)
-    yield c
-    c.close()
 
 
 def write(client: tk.Client, first: int, count: int) -> None:
