@@ -26,7 +26,7 @@ from ..errors import ChunkMissing, ConfigError, CorruptChunk, NotFound, Workspac
 from ..streams.model import EVENT_HEADER_BYTES, segment_name
 from .deletion import DeleteOutcome, FileLeft, failure_reason
 from .durable import StorageWriter
-from .local_dirs import ensure_directory
+from .local_dirs import check_can_be_directory, read_only_as_typed
 
 log = logging.getLogger("tidekeep.storage")
 
@@ -96,8 +96,9 @@ class ChunkStorage:
         self.file_writer = StorageWriter(self.fs, self.root, fsync)
         if create:
             if isinstance(self.fs, pafs.LocalFileSystem):
-                ensure_directory(Path(self.root), "'storage.uri'")  # typed errors for a path under a file
-            self.file_writer.create_root()
+                check_can_be_directory(Path(self.root), "'storage.uri'")  # typed errors for a path under a file
+            with read_only_as_typed(Path(self.root)):
+                self.file_writer.create_root()  # it creates the root itself: durably, when fsync is on
         elif (isinstance(self.fs, pafs.LocalFileSystem)
               and self.fs.get_file_info(self.root).type != pafs.FileType.Directory):
             raise NotFound(f"no tidekeep workspace storage at {uri}: {self.root} is not a directory; run "

@@ -5,8 +5,10 @@ setting that names the file, and a directory that cannot be written says "read-o
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,8 +44,15 @@ def ensure_directory(path: Path, setting: str) -> None:
     """`mkdir -p path`, each new directory owner-only (store/private.py), with check_can_be_directory's
     error and ReadOnlyWorkspace for a parent that cannot be written."""
     check_can_be_directory(path, setting)
-    try:
+    with read_only_as_typed(path):
         make_private_directories(path)
+
+
+@contextlib.contextmanager
+def read_only_as_typed(path: Path) -> Iterator[None]:
+    """Creating directories at `path`: a parent that cannot be written is ReadOnlyWorkspace naming it."""
+    try:
+        yield
     except OSError as exc:
         if exc.errno in _READ_ONLY:
             where = str(exc.filename or path)
