@@ -9,12 +9,22 @@ import os
 import sqlite3
 from pathlib import Path
 
+import pyarrow.fs as pafs
 import pytest
 import sqlalchemy as sa
 
 import tidekeep as tk
 from helpers.cli import run_cli
-from tidekeep.store.workspace import MARKER_FILE, check_stamps, plan_init
+from tidekeep.store.chunks import ChunkStorage
+from tidekeep.store.durable import StorageWriter
+from tidekeep.store.workspace import (
+    MARKER_FILE,
+    check_stamps,
+    plan_init,
+    read_storage_id,
+    storage_has_data,
+    write_storage_id,
+)
 
 STREAM = "s/a"
 
@@ -244,3 +254,35 @@ def test_init_cli_reports_the_workspace_id(tmp_path: Path) -> None:
     assert report["workspace_id"] and report["workspace_id"] in marker
     with sqlite3.connect(home / "metadata.db") as conn:
         assert conn.execute("SELECT workspace_id FROM workspace").fetchall() == [(report["workspace_id"],)]
+
+
+def test_the_marker_is_never_seen_half_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A concurrent init reads the marker while another writes it: it finds no marker or the whole
+    one, never an empty or partial file it would call damaged."""
+    root = tmp_path / "data"
+    storage = ChunkStorage(str(root), create=True)
+    seen_while_writing: list[str | None] = []
+    real_open = StorageWriter.open
+
+    def open_then_look(self: StorageWriter, full_path: str) -> object:
+        sink = real_open(self, full_path)  # the file exists now, still empty
+        seen_while_writing.append(read_storage_id(storage.fs, storage.root, str(root)))
+        return sink
+
+    monkeypatch.setattr(StorageWriter, "open", open_then_look)
+    write_storage_id(storage.file_writer, storage.root, "a" * 32, 0)
+    assert seen_while_writing == [None]
+    assert read_storage_id(storage.fs, storage.root, str(root)) == "a" * 32
+    assert sorted(p.name for p in root.iterdir()) == [MARKER_FILE]
+
+
+def test_a_marker_left_half_written_by_a_crash_is_not_data(tmp_path: Path, metadata_url: str) -> None:
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / f"{MARKER_FILE}.{'0' * 32}.partial").write_bytes(b'{"workspace')  # killed while writing it
+    assert not storage_has_data(pafs.LocalFileSystem(), str(root))
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(root), create=True)
+    client.close()
+    assert json.loads((root / MARKER_FILE).read_text())["workspace_id"]
+    (root / "streams").mkdir()
+    assert storage_has_data(pafs.LocalFileSystem(), str(root))

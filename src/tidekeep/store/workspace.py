@@ -28,6 +28,7 @@ from .durable import StorageWriter
 from .schema_workspace import workspace as workspace_table
 
 MARKER_FILE = "tidekeep-workspace.json"
+_PARTIAL_SUFFIX = ".partial"  # a marker being written: tidekeep-workspace.json.<random>.partial
 
 
 # ---- the pure core -------------------------------------------------------------------------------
@@ -137,19 +138,29 @@ def read_storage_id(fs: pafs.FileSystem, root: str, shown: str) -> str | None:
 
 
 def write_storage_id(writer: StorageWriter, root: str, workspace_id: str, now_ms: int) -> None:
-    """Write the marker through the storage's writer: durable like every data file (storage.fsync)."""
+    """Write the marker through the storage's writer: durable like every data file (storage.fsync).
+    It is written under a temporary name and renamed into place, so another process starting on the
+    same root (a concurrent init) reads either no marker or the whole one, never a half-written file."""
     body = json.dumps({"workspace_id": workspace_id, "created_ms": now_ms}).encode() + b"\n"
     path = _marker_path(root)
-    sink = writer.open(path)
+    temporary = f"{path}.{uuid.uuid4().hex}{_PARTIAL_SUFFIX}"
+    sink = writer.open(temporary)
     sink.write(body)
-    writer.close(sink, path)
+    writer.close_file(sink)
+    writer.fs.move(temporary, path)
+    writer.moved_into(root)
 
 
 def storage_has_data(fs: pafs.FileSystem, root: str) -> bool:
-    """Whether anything besides the marker lies under the root (looked at one level deep: tidekeep
-    keeps everything in subdirectories, and any entry counts)."""
+    """Whether anything besides the marker (and a marker being written, or left by a crash while
+    being written) lies under the root (looked at one level deep: tidekeep keeps everything in
+    subdirectories, and any entry counts)."""
     entries = fs.get_file_info(pafs.FileSelector(root, recursive=False, allow_not_found=True))
-    return any(posixpath.basename(e.path) != MARKER_FILE for e in entries)
+    return any(not _is_marker(posixpath.basename(e.path)) for e in entries)
+
+
+def _is_marker(name: str) -> bool:
+    return name == MARKER_FILE or (name.startswith(MARKER_FILE + ".") and name.endswith(_PARTIAL_SUFFIX))
 
 
 __all__ = ["MARKER_FILE", "InitPlan", "check_stamps", "mismatch_message", "new_workspace_id", "plan_init",
