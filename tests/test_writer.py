@@ -13,6 +13,7 @@ import tidekeep as tk
 from helpers.storage import chunk_rows, referenced_paths, stored_files
 from helpers.workers import batch_events
 from tidekeep.config import MAX_EVENT_SIZE
+from tidekeep.errors import InvalidInput
 from tidekeep.streams.model import segment_id
 
 STREAM = "s/w"
@@ -327,3 +328,17 @@ def test_write_many_refuses_bad_input_and_writes_nothing(client: tk.Client, payl
         assert writer.last_sequence == 0
     assert _payloads(client) == []
     assert stored_files(client) == set()
+
+
+def test_a_writer_past_the_last_sequence_is_refused_and_keeps_its_events(client: tk.Client) -> None:
+    client.create_stream("s/last")
+    last = 2**63 - 1  # the largest sequence the store keeps
+    writer = client.writer("s/last", "w1")
+    assert writer.write_batch([(b"at-the-end", None)], sequence=last)
+    files_before = stored_files(client)
+    writer.write(b"one-too-many")
+    with pytest.raises(InvalidInput, match="has used every batch sequence"):
+        writer.flush()
+    assert [e.payload for e in client.read("s/last")] == [b"at-the-end"]
+    assert stored_files(client) == files_before  # no chunk file written for the refused batch
+    assert [payload for payload, _ in writer.unflushed()] == [b"one-too-many"]

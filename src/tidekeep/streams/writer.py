@@ -413,6 +413,9 @@ class Writer:
         """Commit the batch with `sequence` (writing its chunk files first unless `pending` already
         holds them); re-route after a scale. Once it is known to have landed, the first `buffered`
         events leave the buffer. Returns whether this batch's events were appended by this writer."""
+        if sequence > MAX_SEQUENCE:  # the store keeps sequences as 64-bit integers; nothing is written
+            raise InvalidInput(f"writer {self.writer_id!r} has used every batch sequence up to {MAX_SEQUENCE}: "
+                               "write with another writer id")
         if pending is None:
             pending = self._write_files(batch, sequence)
         while True:
