@@ -18,16 +18,16 @@ import tidekeep as tk
 from helpers.archives import make_archive
 from helpers.procs import worker_env
 from tidekeep.archives.gc import collect_archives
-from tidekeep.archives.gc_schedule import (
+from tidekeep.service.assembly import (
     ARCHIVE_GC_RESOURCE,
     RESULT_GC_RESOURCE,
-    CollectorTask,
+    collector_task,
     collector_tasks,
-    sweep_due,
 )
-from tidekeep.service.leases import LeaseStore
 from tidekeep.service.scheduler import RetentionService
 from tidekeep.service.server import ServeOptions, build_service
+from tidekeep.service.tasks import IntervalTask, interval_due
+from tidekeep.store.leases import LeaseStore
 from tidekeep.store.schema_archives import archives
 
 MIN = 60_000
@@ -49,10 +49,9 @@ def two_clients(tmp_path: Path, metadata_url: str) -> Iterator[tuple[tk.Client, 
     b.close()
 
 
-def service(client: tk.Client, owner: str, tasks: list[CollectorTask]) -> RetentionService:
+def service(client: tk.Client, owner: str, tasks: list[IntervalTask]) -> RetentionService:
     return RetentionService(LeaseStore(client.db, client.clock), client.clock, owner, streams=lambda: [],
-                            cycle=lambda s: None, sweep=lambda: None, frequency_ms=60_000, ttl_ms=30_000,
-                            sweep_every_ms=10**12, periodic=tasks)
+                            cycle=lambda s: None, frequency_ms=60_000, ttl_ms=30_000, tasks=tasks)
 
 
 def live_ids(client: tk.Client) -> set[str]:
@@ -60,9 +59,9 @@ def live_ids(client: tk.Client) -> set[str]:
         return set(conn.execute(sa.select(archives.c.id)).scalars())
 
 
-def test_sweep_due() -> None:
-    assert sweep_due(None, 0, 10)
-    assert not sweep_due(100, 109, 10) and sweep_due(100, 110, 10)
+def test_interval_due() -> None:
+    assert interval_due(None, 0, 10)
+    assert not interval_due(100, 109, 10) and interval_due(100, 110, 10)
 
 
 def test_two_services_sweep_once_per_interval_and_really_collect(
@@ -70,11 +69,11 @@ def test_two_services_sweep_once_per_interval_and_really_collect(
     a, b, clock = two_clients
     sweeps: list[tuple[str, int]] = []
 
-    def task(owner: str, client: tk.Client) -> CollectorTask:
+    def task(owner: str, client: tk.Client) -> IntervalTask:
         def collect() -> object:
             sweeps.append((owner, clock.now_ms()))
             return collect_archives(client)
-        return CollectorTask("archive collector", ARCHIVE_GC_RESOURCE, 15 * MIN, collect)
+        return collector_task("archive collector", ARCHIVE_GC_RESOURCE, 15 * MIN, collect)
 
     services = [service(a, "A", [task("A", a)]), service(b, "B", [task("B", b)])]
     made = []
@@ -105,7 +104,7 @@ def test_a_failing_sweep_is_logged_and_retried_next_interval(
             raise OSError("storage unreachable")
         return "swept"
 
-    s = service(a, "A", [CollectorTask("archive collector", ARCHIVE_GC_RESOURCE, 15 * MIN, flaky)])
+    s = service(a, "A", [collector_task("archive collector", ARCHIVE_GC_RESOURCE, 15 * MIN, flaky)])
     with caplog.at_level("INFO", logger="tidekeep.archives.gc"):
         for _ in range(12):
             s.run_pass()
@@ -132,10 +131,11 @@ def test_collector_tasks_follow_the_settings(tmp_path: Path, metadata_url: str) 
         create=True)
     try:
         options = ServeOptions(frequency_ms=60_000, lease_ttl_ms=30_000, sweep_every_ms=HOUR, catalog=False)
-        assert [t.resource for t in build_service(c, options).periodic] == [ARCHIVE_GC_RESOURCE, RESULT_GC_RESOURCE]
+        assert [t.resource for t in build_service(c, options).tasks] == ["sweep", ARCHIVE_GC_RESOURCE,
+                                                                         RESULT_GC_RESOURCE]
         off = ServeOptions(frequency_ms=60_000, lease_ttl_ms=30_000, sweep_every_ms=HOUR, catalog=False,
                            archives=False)
-        assert build_service(c, off).periodic == []
+        assert [t.resource for t in build_service(c, off).tasks] == ["sweep"]
     finally:
         c.close()
 

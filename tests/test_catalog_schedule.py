@@ -13,10 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tidekeep as tk
-from tidekeep.catalog.schedule import CATALOG_RESOURCE, CatalogTask, is_due, next_fire, parse_cron
+from tidekeep.catalog.schedule import is_due, next_fire, parse_cron
 from tidekeep.errors import ConfigError
-from tidekeep.service.leases import LeaseStore
+from tidekeep.service.assembly import CATALOG_RESOURCE, catalog_task
 from tidekeep.service.scheduler import RetentionService
+from tidekeep.service.tasks import CronTask
+from tidekeep.store.leases import LeaseStore
 
 MINUTE = 60_000
 
@@ -139,10 +141,9 @@ def two_clients(tmp_path: Path, metadata_url: str) -> Iterator[tuple[tk.Client, 
     b.close()
 
 
-def service(client: tk.Client, owner: str, task: CatalogTask) -> RetentionService:
+def service(client: tk.Client, owner: str, task: CronTask) -> RetentionService:
     return RetentionService(LeaseStore(client.db, client.clock), client.clock, owner, streams=lambda: [],
-                            cycle=lambda s: None, sweep=lambda: None, frequency_ms=60_000, ttl_ms=30_000,
-                            sweep_every_ms=10**12, periodic=[task])
+                            cycle=lambda s: None, frequency_ms=60_000, ttl_ms=30_000, tasks=[task])
 
 
 def test_two_services_run_the_job_and_the_purge_once_per_fire_time(
@@ -150,10 +151,10 @@ def test_two_services_run_the_job_and_the_purge_once_per_fire_time(
     a, b, clock = two_clients
     calls: list[tuple[str, str, int]] = []
 
-    def task(owner: str) -> CatalogTask:
-        return CatalogTask(parse_cron("*/10 * * * *"),
-                           run_job=lambda: calls.append((owner, "job", clock.now_ms())),
-                           purge=lambda: calls.append((owner, "purge", clock.now_ms())))
+    def task(owner: str) -> CronTask:
+        return catalog_task("*/10 * * * *",
+                            run_job=lambda: calls.append((owner, "job", clock.now_ms())),
+                            purge=lambda: calls.append((owner, "purge", clock.now_ms())))
 
     services = [service(a, "A", task("A")), service(b, "B", task("B"))]
     start = clock.now_ms()
@@ -181,8 +182,8 @@ def test_a_schedule_never_run_waits_for_its_first_fire_time(
         two_clients: tuple[tk.Client, tk.Client, tk.ManualClock]) -> None:
     a, _, clock = two_clients
     calls: list[int] = []
-    s = service(a, "A", CatalogTask(parse_cron("0 0 * * *"), run_job=lambda: calls.append(clock.now_ms()),
-                                    purge=lambda: None))
+    s = service(a, "A", catalog_task("0 0 * * *", run_job=lambda: calls.append(clock.now_ms()),
+                                     purge=lambda: None))
     s.run_pass()
     clock.advance(18 * MINUTE)  # 23:59
     s.run_pass()
@@ -205,8 +206,8 @@ def test_a_failing_job_is_retried_with_backoff_and_never_stops_the_service(
             raise RuntimeError("store hiccup")
         return "ok"
 
-    task = CatalogTask(parse_cron("0 0 * * *"), run_job=flaky_job, purge=lambda: purges.append(clock.now_ms()),
-                       retry_base_ms=MINUTE, retry_cap_ms=10 * MINUTE)
+    task = catalog_task("0 0 * * *", run_job=flaky_job, purge=lambda: purges.append(clock.now_ms()),
+                        retry_base_ms=MINUTE, retry_cap_ms=10 * MINUTE)
     s = service(a, "A", task)
     s.run_pass()
     clock.advance(19 * MINUTE)  # midnight
@@ -231,8 +232,8 @@ def test_a_failing_purge_fails_the_run_and_both_are_retried(
         if calls.count("purge") == 1:
             raise OSError("storage unreachable")
 
-    task = CatalogTask(parse_cron("0 0 * * *"), run_job=lambda: calls.append("job"), purge=purge,
-                       retry_base_ms=MINUTE)
+    task = catalog_task("0 0 * * *", run_job=lambda: calls.append("job"), purge=purge,
+                        retry_base_ms=MINUTE)
     s = service(a, "A", task)
     s.run_pass()
     clock.advance(19 * MINUTE)
@@ -249,8 +250,8 @@ def test_a_held_catalog_lease_keeps_other_services_out(
         two_clients: tuple[tk.Client, tk.Client, tk.ManualClock]) -> None:
     a, b, clock = two_clients
     calls: list[str] = []
-    s = service(b, "B", CatalogTask(parse_cron("0 0 * * *"), run_job=lambda: calls.append("job"),
-                                    purge=lambda: None))
+    s = service(b, "B", catalog_task("0 0 * * *", run_job=lambda: calls.append("job"),
+                                     purge=lambda: None))
     s.run_pass()
     assert LeaseStore(a.db, clock).acquire(CATALOG_RESOURCE, "A-running-long", 3_600_000).granted
     clock.advance(19 * MINUTE)

@@ -15,9 +15,9 @@ import tidekeep as tk
 from tidekeep.catalog.ages import Age
 from tidekeep.catalog.expressions import parse
 from tidekeep.catalog.rules import RetentionRule
-from tidekeep.catalog.schedule import CatalogTask, parse_cron
-from tidekeep.service.leases import LeaseStore
+from tidekeep.service.assembly import catalog_task
 from tidekeep.service.scheduler import RetentionService
+from tidekeep.store.leases import LeaseStore
 from tidekeep.store.schema_catalog import catalog_records, catalog_runs
 
 pytestmark = pytest.mark.spark
@@ -44,10 +44,9 @@ def test_two_services_run_the_real_job_then_the_purge_once_per_midnight(tmp_path
         Path(a.storage.full_path("catalog/old.dat")).parent.mkdir(parents=True)
         Path(a.storage.full_path("catalog/old.dat")).write_bytes(b"old")
         services = [RetentionService(LeaseStore(c.db, clock), clock, f"owner-{i}", streams=lambda: [],
-                                     cycle=lambda s: None, sweep=lambda: None, frequency_ms=60_000, ttl_ms=60_000,
-                                     sweep_every_ms=10**12,
-                                     periodic=[CatalogTask(parse_cron("0 0 * * *"), run_job=c.catalog.run,
-                                                           purge=c.catalog.purge)])
+                                     cycle=lambda s: None, frequency_ms=60_000, ttl_ms=60_000,
+                                     tasks=[catalog_task("0 0 * * *", run_job=c.catalog.run,
+                                                         purge=c.catalog.purge)])
                     for i, c in enumerate(clients)]
 
         def status(record_id: int) -> tuple[str, int] | None:

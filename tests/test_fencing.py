@@ -23,18 +23,18 @@ from helpers.storage import chunk_rows, stored_files
 from tidekeep.archives.expiry import plan_archive_sweep
 from tidekeep.archives.gc import ArchiveGcReport, collect_archives, delete_metadata, write_journal
 from tidekeep.archives.gc_results import collect_search_results
-from tidekeep.archives.gc_schedule import ARCHIVE_GC_RESOURCE, CollectorTask
 from tidekeep.archives.model import JobState, results_dir
 from tidekeep.archives.store import ArchiveStore, SearchJobStore
 from tidekeep.catalog.ages import Age
 from tidekeep.catalog.expressions import parse
 from tidekeep.catalog.rules import RetentionRule
-from tidekeep.catalog.schedule import CATALOG_RESOURCE, CatalogTask
 from tidekeep.errors import LeaseLost
-from tidekeep.service.leases import LeaseAction, LeaseStore
+from tidekeep.service.assembly import ARCHIVE_GC_RESOURCE, CATALOG_RESOURCE
 from tidekeep.service.scheduler import SWEEP_RESOURCE
 from tidekeep.service.server import ServeOptions, build_service
+from tidekeep.service.tasks import CronTask, IntervalTask
 from tidekeep.store.fencing import LeaseFence, check_fence
+from tidekeep.store.leases import LeaseAction, LeaseStore
 from tidekeep.store.schema_archives import archive_gc_journal, archive_search_jobs, archives
 from tidekeep.store.schema_catalog import catalog_records, catalog_runs
 from tidekeep.store.schema_leases import leases as leases_table
@@ -383,9 +383,11 @@ def test_the_service_drops_a_lease_lost_mid_work_and_decides_again_later(
     make_archive(fclient, "web", [(now - 2 * HOUR, "expired")])
     options = ServeOptions(frequency_ms=HOUR, lease_ttl_ms=TTL, sweep_every_ms=HOUR, watermark_every_ms=None)
     service = build_service(fclient, options, owner="A")
-    catalog = next(task for task in service.periodic if isinstance(task, CatalogTask))
-    collector = next(task for task in service.periodic
-                     if isinstance(task, CollectorTask) and task.resource == ARCHIVE_GC_RESOURCE)
+    catalog = next(task for task in service.tasks if isinstance(task, CronTask))
+    collector = next(task for task in service.tasks
+                     if isinstance(task, IntervalTask) and task.resource == ARCHIVE_GC_RESOURCE)
+    housekeeping = next(task for task in service.tasks
+                        if isinstance(task, IntervalTask) and task.resource == SWEEP_RESOURCE)
     takeovers: dict[str, LeaseFence] = {}
 
     def stalled(resource: str, work: Any) -> Any:
@@ -402,9 +404,9 @@ def test_the_service_drops_a_lease_lost_mid_work_and_decides_again_later(
         return run
 
     service.cycle = stalled(f"retention:{STREAM}", service.cycle)
-    service.sweep = stalled(SWEEP_RESOURCE, service.sweep)
-    catalog.run_job = stalled(CATALOG_RESOURCE, catalog.run_job)
-    collector.collect = stalled(ARCHIVE_GC_RESOURCE, collector.collect)
+    housekeeping.work = stalled(SWEEP_RESOURCE, housekeeping.work)
+    catalog.work = stalled(CATALOG_RESOURCE, catalog.work)
+    collector.work = stalled(ARCHIVE_GC_RESOURCE, collector.work)
     before = stream_snapshot(fclient), archive_state(fclient)
     store = LeaseStore(fclient.db, fclient.clock)
     with caplog.at_level(logging.INFO, logger="tidekeep"):

@@ -16,8 +16,8 @@ from pathlib import Path
 import tidekeep as tk
 from helpers.storage import chunk_rows, stored_files
 from test_serve import heads, open_client, prepare, serve_env, start_serve, truncations, wait_for, write_batch
-from tidekeep.service.leases import LeaseAction, LeaseStore
 from tidekeep.store.fencing import LeaseFence
+from tidekeep.store.leases import LeaseAction, LeaseStore
 
 DAY = 86_400_000
 STREAM = "s/a"

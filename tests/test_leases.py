@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import tidekeep as tk
 from tidekeep.errors import InvalidInput
-from tidekeep.service.leases import Lease, LeaseAction, LeaseStore, decide_lease, new_owner_id
+from tidekeep.store.leases import Lease, LeaseAction, LeaseStore, decide_lease, new_owner_id
 
 TTL = 10_000
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import tidekeep as tk
 from tidekeep.errors import ConflictError, NotFound
-from tidekeep.service.leases import LeaseStore
+from tidekeep.service.assembly import sweep_task
 from tidekeep.service.scheduler import (
     SWEEP_RESOURCE,
     RetentionService,
@@ -25,6 +25,7 @@ from tidekeep.service.scheduler import (
     plan_claims,
     stream_resource,
 )
+from tidekeep.store.leases import LeaseStore
 
 # ---- pure decisions ----------------------------------------------------------------------------
 
@@ -141,11 +142,13 @@ def env(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tu
 
 def service(c: tk.Client, owner: str, streams: list[str], cycle: Recorder, sweeps: list[str] | None = None,
             **kw: object) -> RetentionService:
-    args: dict[str, object] = dict(frequency_ms=FREQ, ttl_ms=TTL, sweep_every_ms=3_600_000, retry_base_ms=1_000)
+    sweep_every_ms = kw.pop("sweep_every_ms", 3_600_000)
+    assert isinstance(sweep_every_ms, int)
+    args: dict[str, object] = dict(frequency_ms=FREQ, ttl_ms=TTL, retry_base_ms=1_000)
     args.update(kw)
+    sweep = sweep_task(lambda: (sweeps if sweeps is not None else []).append(owner), sweep_every_ms)
     return RetentionService(LeaseStore(c.db, c.clock), c.clock, owner, streams=lambda: list(streams), cycle=cycle,
-                            sweep=lambda: (sweeps if sweeps is not None else []).append(owner),
-                            skip_errors=(NotFound,), **args)  # type: ignore[arg-type]
+                            tasks=[sweep], skip_errors=(NotFound,), **args)  # type: ignore[arg-type]
 
 
 def owned_by(c: tk.Client, owner: str) -> set[str]:

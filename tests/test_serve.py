@@ -17,8 +17,8 @@ import sqlalchemy as sa
 
 import tidekeep as tk
 from helpers.procs import worker_env
-from tidekeep.service.leases import LeaseStore
 from tidekeep.store import schema as t
+from tidekeep.store.leases import LeaseStore
 
 SERVE = [sys.executable, "-m", "tidekeep.cli.main", "serve"]
 HOUR = 3_600_000
@@ -259,8 +259,7 @@ def test_the_heartbeat_keeps_leases_through_a_cycle_longer_than_the_ttl(tmp_path
         return "done"
 
     service = RetentionService(LeaseStore(client.db, client.clock), client.clock, "me", streams=lambda: ["s/slow"],
-                               cycle=slow_cycle, sweep=lambda: None, frequency_ms=60_000, ttl_ms=ttl_ms,
-                               sweep_every_ms=3_600_000)
+                               cycle=slow_cycle, frequency_ms=60_000, ttl_ms=ttl_ms)
     done = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(service, done, ttl_ms / 3000))
     beat.start()

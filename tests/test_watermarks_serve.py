@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 import tidekeep as tk
 from test_serve import SERVE, held_leases, open_client, serve_env, start_serve, wait_for
-from tidekeep.service.leases import LeaseStore
+from tidekeep.store.leases import LeaseStore
 from tidekeep.store.schema_watermarks import watermarks as wm_table
 from tidekeep.streams.watermarks import Watermark, compare
 

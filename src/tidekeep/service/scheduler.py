@@ -4,7 +4,9 @@ Pure (values in, values out): which owned streams are due (runs spaced by the fr
 END of the previous run), the retry backoff after a failure (exponential, capped), each process's
 fair share of the streams and which stream leases to take or give back.
 The loop (`RetentionService.run_pass`) loads leases, calls these and does the work; the retention
-cycle and the sweep are injected callables, so the loop is tested without the retention API.
+cycle and the watermark computation are injected callables and every other piece of periodic work
+is a `PeriodicTask` (service/tasks.py) run through `run_exclusive`, so the loop is tested without
+the retention API. The service's assembly (service/assembly.py) decides what is injected.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any
 from ..clock import Clock
 from ..errors import LeaseLost
 from ..store.fencing import LeaseFence
-from .leases import LeaseStore
+from ..store.leases import Lease, LeaseStore
+from .tasks import PeriodicTask, backoff_ms, run_exclusive
 
 log = logging.getLogger("tidekeep.service")
 
@@ -41,14 +44,6 @@ class StreamTrack:
 def is_due(last_end_ms: int | None, now_ms: int, frequency_ms: int) -> bool:
     """A stream never run is due; otherwise once `frequency_ms` has passed since its last run ENDED."""
     return last_end_ms is None or now_ms >= last_end_ms + frequency_ms
-
-
-def backoff_ms(failures: int, base_ms: int, cap_ms: int) -> int:
-    """The wait before retry number `failures` (1, 2, ...): base, 2·base, 4·base, ... at most cap."""
-    if failures < 1:
-        raise ValueError("backoff is for one or more failures")
-    # exponent bounded so the power never grows huge; beyond it the cap applies anyway
-    return min(cap_ms, base_ms * 2 ** min(failures - 1, 62))
 
 
 def due_at(track: StreamTrack, shared_last_end_ms: int | None, frequency_ms: int) -> int:
@@ -105,7 +100,6 @@ def stream_resource(stream: str) -> str:
 
 # ---- the loop ----------------------------------------------------------------------------------
 CycleFn = Callable[[str], Any]  # runs one retention cycle of a stream; returns its decision
-SweepFn = Callable[[], Any]
 
 
 @dataclass
@@ -114,7 +108,11 @@ class PassReport:
     skipped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)  # the lease was taken over during the cycle
-    swept: bool = False
+    done: list[str] = field(default_factory=list)  # the periodic tasks (by resource) run successfully
+
+    @property
+    def swept(self) -> bool:
+        return SWEEP_RESOURCE in self.done
 
 
 class RetentionService:
@@ -122,10 +120,10 @@ class RetentionService:
     from a heartbeat thread by the server) keeps every lease this process holds alive."""
 
     def __init__(self, leases: LeaseStore, clock: Clock, owner: str, *, streams: Callable[[], list[str]],
-                 cycle: CycleFn, sweep: SweepFn, frequency_ms: int, ttl_ms: int, sweep_every_ms: int,
+                 cycle: CycleFn, frequency_ms: int, ttl_ms: int,
                  retry_base_ms: int = 1_000, skip_errors: tuple[type[BaseException], ...] = (),
                  describe: Callable[[str, Any], str] | None = None,
-                 periodic: Sequence[Callable[[RetentionService], Any]] = (),
+                 tasks: Sequence[PeriodicTask] = (),
                  watermark_streams: Callable[[], list[str]] | None = None,
                  watermark: Callable[[str], Any] | None = None, watermark_every_ms: int = 1_000) -> None:
         self.leases = leases
@@ -133,16 +131,15 @@ class RetentionService:
         self.owner = owner
         self.list_streams = streams
         self.cycle = cycle
-        self.sweep = sweep
         self.frequency_ms = frequency_ms
         self.ttl_ms = ttl_ms
-        self.sweep_every_ms = sweep_every_ms
         self.retry_base_ms = retry_base_ms
         self.retry_cap_ms = max(retry_base_ms, frequency_ms)  # never retry less often than a normal run
         self.skip_errors = skip_errors
         self.describe = describe or (lambda stream, decision: f"ran {stream}: {decision!r}")
-        # further scheduled work, looked at once per pass after the sweep (the catalog job: catalog/schedule.py)
-        self.periodic = list(periodic)
+        # the periodic tasks (the sweep, the catalog job, the collectors), looked at in this order once
+        # per pass after the streams, each run through run_exclusive (service/tasks.py)
+        self.tasks = list(tasks)
         # watermarks (docs/watermarks.md): streams with recent writer marks are leased like retention streams (the
         # same "retention:<stream>" lease), and their owner computes a watermark every watermark_every_ms
         self.list_watermark_streams = watermark_streams
@@ -160,7 +157,8 @@ class RetentionService:
         self.stop = threading.Event()
 
     # leases -------------------------------------------------------------------------------------
-    def _take(self, resource: str) -> bool:
+    def take(self, resource: str) -> bool:
+        """Take or renew the lease on `resource` for this process; False if another process holds it."""
         decision = self.leases.acquire(resource, self.owner, self.ttl_ms)
         with self._held_lock:
             if decision.granted:
@@ -172,7 +170,7 @@ class RetentionService:
                 log.warning("lease lost: %s is now held by %s", resource, decision.lease.owner)
         return decision.granted
 
-    def _give_back(self, resource: str) -> None:
+    def give_back(self, resource: str) -> None:
         with self._held_lock:
             self.held.pop(resource, None)
         if self.leases.release(resource, self.owner):
@@ -183,7 +181,7 @@ class RetentionService:
         with self._held_lock:
             resources = sorted(self.held)
         for resource in resources:
-            self._take(resource)
+            self.take(resource)
 
     def release_all(self) -> list[str]:
         with self._held_lock:
@@ -192,6 +190,18 @@ class RetentionService:
         for resource in released:
             log.info("lease released: %s", resource)
         return released
+
+    def lease(self, resource: str) -> Lease | None:
+        """The lease row on `resource` as stored (held by anyone, or not)."""
+        return self.leases.get(resource)
+
+    def record_work_done(self, resource: str, done_ms: int) -> None:
+        """Note in the lease row that the work under `resource` was done at `done_ms` — only while
+        this process holds the lease at the version it was granted (fenced: store/leases.py)."""
+        with self._held_lock:
+            version = self.held.get(resource)
+        if version is not None:
+            self.leases.record_work_done(resource, self.owner, version, done_ms)
 
     def holds(self, resource: str) -> bool:
         with self._held_lock:
@@ -219,7 +229,7 @@ class RetentionService:
     # one pass -----------------------------------------------------------------------------------
     def run_pass(self) -> PassReport:
         report = PassReport()
-        self._take(MEMBER_PREFIX + self.owner)
+        self.take(MEMBER_PREFIX + self.owner)
         now = self.clock.now_ms()
         # memberships of processes gone for over a TTL: their owner ids never come back
         self.leases.purge(MEMBER_PREFIX, now - self.ttl_ms)
@@ -235,9 +245,9 @@ class RetentionService:
                   if r.resource.startswith(RETENTION_PREFIX) and r.owner not in (None, self.owner) and r.held_at(now)]
         plan = plan_claims(streams, mine, others, members)
         for stream in plan.release:
-            self._give_back(stream_resource(stream))
-        owned = [s for s in sorted(set(mine) - set(plan.release)) if self._take(stream_resource(s))]
-        owned += [s for s in plan.acquire if self._take(stream_resource(s))]
+            self.give_back(stream_resource(stream))
+        owned = [s for s in sorted(set(mine) - set(plan.release)) if self.take(stream_resource(s))]
+        owned += [s for s in plan.acquire if self.take(stream_resource(s))]
         shared_ends = {r.resource[len(RETENTION_PREFIX):]: r.work_done_ms for r in rows
                        if r.resource.startswith(RETENTION_PREFIX)}
         with self._watermark_lock:
@@ -248,12 +258,11 @@ class RetentionService:
             if self.stop.is_set():
                 break  # shutting down: the stream in hand is finished, no new one is started
             self._run_stream(stream, report)
-        if not self.stop.is_set():
-            report.swept = self._maybe_sweep()
-        for task in self.periodic:
+        for task in self.tasks:
             if self.stop.is_set():
                 break
-            task(self)
+            if run_exclusive(self, task):
+                report.done.append(task.resource)
         return report
 
     def run_watermarks(self) -> list[str]:
@@ -292,7 +301,7 @@ class RetentionService:
 
     def _run_stream(self, stream: str, report: PassReport) -> None:
         resource = stream_resource(stream)
-        if not self._take(resource):  # renewed just before the work: the TTL counts from here
+        if not self.take(resource):  # renewed just before the work: the TTL counts from here
             return
         track = self.tracks.get(stream, StreamTrack())
         try:
@@ -316,37 +325,4 @@ class RetentionService:
             self.tracks[stream] = after_success(track, self.clock.now_ms())
             log.info("%s", self.describe(stream, decision))
             report.ran.append(stream)
-        with self._held_lock:
-            version = self.held.get(resource)
-        if version is not None:
-            self.leases.record_work_done(resource, self.owner, version, self.tracks[stream].last_end_ms or 0)
-
-    def _sweep_due(self) -> bool:
-        row = self.leases.get(SWEEP_RESOURCE)
-        done = None if row is None else row.work_done_ms
-        return is_due(done, self.clock.now_ms(), self.sweep_every_ms)
-
-    def _maybe_sweep(self) -> bool:
-        if not self._sweep_due():
-            return False
-        if not self._take(SWEEP_RESOURCE):
-            log.debug("sweep: another process holds the sweep lease")
-            return False
-        try:
-            if not self._sweep_due():  # another process swept between our look and our lease
-                return False
-            result = self.sweep()
-            log.info("sweep: %s", result)
-            with self._held_lock:
-                version = self.held.get(SWEEP_RESOURCE)
-            if version is not None:
-                self.leases.record_work_done(SWEEP_RESOURCE, self.owner, version, self.clock.now_ms())
-            return True
-        except LeaseLost as exc:  # taken over mid-sweep: whoever holds it now sweeps
-            self.lease_lost(SWEEP_RESOURCE, exc)
-            return False
-        except Exception as exc:  # the sweep is retried at its next interval
-            log.warning("sweep failed: %s: %s", type(exc).__name__, exc)
-            return False
-        finally:
-            self._give_back(SWEEP_RESOURCE)
+        self.record_work_done(resource, self.tracks[stream].last_end_ms or 0)

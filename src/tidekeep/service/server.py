@@ -14,35 +14,19 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import errors
-from ..archives.gc_schedule import CollectorTask, collector_tasks
-from ..catalog.schedule import CATALOG_RESOURCE, CatalogTask, parse_cron
-from ..client import Client
 from ..printable import PrintableFormatter
 from ..redaction import RedactingFilter
-from ..store.fencing import LeaseFence
-from .leases import LeaseStore, new_owner_id
-from .scheduler import SWEEP_RESOURCE, RetentionService, stream_resource
+from .assembly import ServeOptions, assemble
+from .scheduler import RetentionService
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 log = logging.getLogger("tidekeep.service")
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    frequency_ms: int
-    lease_ttl_ms: int
-    sweep_every_ms: int
-    once: bool = False
-    json_logs: bool = False
-    retry_base_ms: int = 1_000
-    catalog: bool = True  # run the catalog job and purge on catalog.schedule
-    archives: bool = True  # run the archive and search-result collectors (archives/gc_schedule.py)
-    watermark_every_ms: int | None = 1_000  # compute watermarks this often; None: not at all
 
 
 class JsonFormatter(logging.Formatter):
@@ -81,87 +65,9 @@ def describe_decision(stream: str, decision: Any) -> str:
     return f"kept {stream} (nothing to truncate): rule={d.get('rule')} reason={d.get('reason')}"
 
 
-def skip_errors() -> tuple[type[BaseException], ...]:
-    """Errors that mean "this stream cannot be truncated now" — logged and skipped until its next
-    run, never retried with backoff: a legal hold, a stream deleted or sealed meanwhile."""
-    return (errors.HoldActive, errors.NotFound, errors.StreamSealed)
-
-
-FenceOf = Callable[[str], LeaseFence | None]  # the fence of a lease this process holds, by resource
-
-
-def no_fences(resource: str) -> LeaseFence | None:
-    return None
-
-
-def maintain(client: Client, fence: LeaseFence | None = None) -> str:
-    """The periodic housekeeping under the sweep lease: abort transactions whose lease ran out
-    (their staged files go with them), prune watermarks wholly before the streams' heads, then sweep
-    orphan chunk files — each refused (LeaseLost) once another process has taken the lease over.
-    Files that cannot be deleted (read-only storage) are logged as warnings by the expiry and the
-    sweep, counted here, and tried again by the next sweep."""
-    expired = client.expire_transactions(fence)
-    if expired:
-        log.info("aborted %d expired transaction(s): %s", len(expired), ", ".join(expired))
-    pruned = client.watermarks.prune_all(fence)
-    swept = client.sweep(fence=fence)
-    text = f"{swept}; expired transactions: {len(expired)}; watermarks pruned: {pruned}"
-    return text + (f"; files left (could not be deleted): {len(swept.files_left)}" if swept.files_left else "")
-
-
-def catalog_task(client: Client, options: ServeOptions, fence_of: FenceOf = no_fences) -> CatalogTask:
-    """The catalog retention job, then the purge, on `catalog.schedule` under the lease "catalog"."""
-    return CatalogTask(parse_cron(client.settings["catalog.schedule"]),
-                       run_job=lambda: client.catalog.run(fence=fence_of(CATALOG_RESOURCE)),
-                       purge=lambda: client.catalog.purge(fence=fence_of(CATALOG_RESOURCE)),
-                       retry_base_ms=max(options.retry_base_ms, 1_000))
-
-
-def archive_tasks(client: Client, options: ServeOptions, fence_of: FenceOf = no_fences) -> list[CollectorTask]:
-    """The garbage collectors whose retention period is set, each on its sweep interval under its lease."""
-    return collector_tasks(client, fence_of) if options.archives else []
-
-
 def build_service(client: Client, options: ServeOptions, owner: str | None = None) -> RetentionService:
-    """The service with the real work. Each piece of work is handed the fence of the lease it runs
-    under, looked up when it starts (store/fencing.py): its deleting transactions are refused once
-    another process has taken that lease over."""
-    retention = client.retention
-    owner = owner or new_owner_id()
-    service: RetentionService | None = None
-
-    def fence_of(resource: str) -> LeaseFence:
-        assert service is not None  # work only starts once the service below exists, after its lease is taken
-        return service.fence(resource)
-
-    service = RetentionService(
-        LeaseStore(client.db, client.clock), client.clock, owner,
-        streams=retention.streams_with_policy,
-        cycle=lambda stream: retention.run(stream, fence=fence_of(stream_resource(stream))),
-        sweep=lambda: maintain(client, fence_of(SWEEP_RESOURCE)),
-        frequency_ms=options.frequency_ms, ttl_ms=options.lease_ttl_ms, sweep_every_ms=options.sweep_every_ms,
-        retry_base_ms=options.retry_base_ms, skip_errors=skip_errors(), describe=describe_decision,
-        periodic=(([catalog_task(client, options, fence_of)] if options.catalog else [])
-                  + archive_tasks(client, options, fence_of)),
-        **watermark_work(client, options, owner, fence_of))
-    return service
-
-
-def watermark_work(client: Client, options: ServeOptions, owner: str | None,
-                   fence_of: FenceOf = no_fences) -> dict[str, Any]:
-    """The watermark computation under the per-stream leases (streams/watermark_store.py)."""
-    if options.watermark_every_ms is None:
-        return {}
-    store = client.watermarks
-
-    def compute(stream: str) -> Any:
-        watermark = store.compute(stream, owner, fence=fence_of(stream_resource(stream)))
-        if watermark is not None:
-            log.info("watermark %s revision %d: lower=%d upper=%d", stream, watermark.revision,
-                     watermark.lower_time_ms, watermark.upper_time_ms)
-        return watermark
-
-    return dict(watermark_streams=store.streams_due, watermark=compute, watermark_every_ms=options.watermark_every_ms)
+    """The service with the real work (service/assembly.py), its decisions logged by `describe_decision`."""
+    return assemble(client, options, owner, describe_decision)
 
 
 @contextmanager

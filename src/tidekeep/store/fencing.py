@@ -11,7 +11,7 @@ before the check (which then refuses) or after the transaction (whose work is th
 the new holder): never in between.
 
 Expiry is deliberately not part of the check: a lease that ran out but that nobody took is still
-its holder's at the same version (the lease rule renews it, service/leases.py `decide_lease`), and
+its holder's at the same version (the lease rule renews it, store/leases.py `decide_lease`), and
 while the row is locked nobody can take it. Time is also not the same everywhere the check runs (a
 Spark task has no access to the client clock); the version alone is the token.
 

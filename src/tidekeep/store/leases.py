@@ -17,8 +17,8 @@ import sqlalchemy as sa
 
 from ..clock import Clock
 from ..errors import InvalidInput
-from ..store.database import Database
-from ..store.schema_leases import leases as leases_table
+from .database import Database
+from .schema_leases import leases as leases_table
 
 
 @dataclass(frozen=True)
