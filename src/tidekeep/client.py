@@ -84,7 +84,7 @@ class Client:
             raise
         self.streams = StreamController(self.db, self.storage, clock)
         self.transactions = TransactionStore(self.streams)
-        self.holds = HoldStore(self.streams)  # legal holds: add/list/remove/active_for
+        self.holds = HoldStore(self.streams.db, self.streams.clock, self.streams.actor)  # add/list/remove/active_for
         # size/time retention cycles: preview/run/history (streams/retention_store.py)
         self.retention = RetentionManager(self.streams, settings["retention.frequency"])
         # writer marks and watermarks: note/list/tail/writers/compute (streams/watermark_store.py)

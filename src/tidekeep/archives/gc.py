@@ -59,7 +59,6 @@ from ..store.schema_archives import archive_gc_journal as journal
 from ..store.schema_archives import archive_search_jobs as jobs_table
 from ..store.schema_archives import archives as archives_table
 from ..store.schema_catalog import catalog_records
-from ..store.schema_holds import holds as holds_table
 from ..units import format_duration, iso_utc
 from .expiry import (
     MISSED_HEARTBEATS,
@@ -70,6 +69,7 @@ from .expiry import (
     recheck_candidates,
     safe_expiry_ms,
 )
+from .holds import load_holds
 from .model import ARCHIVES_DIR, Archive, JobState, SearchJob
 from .store import archive_from_row, job_from_row, lock_dataset, oldest_running_created_ms
 
@@ -150,13 +150,6 @@ class GcReport:
 
 
 # ---- loading state ----------------------------------------------------------------------------
-def load_holds(conn: Connection) -> tuple[set[str], set[str]]:
-    """(held datasets, held archive ids), read on the caller's connection."""
-    rows = conn.execute(sa.select(holds_table.c.kind, holds_table.c.target)
-                        .where(holds_table.c.kind.in_(["dataset", "archive"]))).all()
-    return {r.target for r in rows if r.kind == "dataset"}, {r.target for r in rows if r.kind == "archive"}
-
-
 def archives_with_held_records(conn: Connection, now_ms: int, among: Any) -> set[str]:
     """The archives (of those `among` selects) whose catalog record a hold on records matches:
     deleting such an archive would delete a held record, so the collector keeps it."""

@@ -2,12 +2,20 @@
 is neither logically deleted by the retention job nor purged while the hold exists.
 
 The hold's target is the expression's canonical text (`to_text`), checked when the hold is added
-(holds.py); here it is read back and compiled: to one SQLAlchemy condition "held by any hold"
-(the purge and the job exclude `~condition`) and to Python for explain. Expressions are compiled
+(the kind "records", registered here with store/holds.py); here it is read back and compiled: to
+one SQLAlchemy condition "held by any hold" (the purge and the job exclude `~condition`) and to
+Python for explain. Expressions are compiled
 with the run's fixed `now` and the catalog's dictionaries, as the rules are.
 
 An archive's catalog record (type `Archive`, location = the archive's file) is also held while a
 hold of kind "dataset" or "archive" holds its archive: purging the record would delete the file.
+Both rules are registered as coverage: `holds_covering(conn, "record", id, now)` answers for a
+record, and `holds_covering(conn, "archive", id, now)` includes the records holds matching the
+archive's catalog record.
+
+Releasing a records hold forgets the retention job's trackers: they say the spans behind them were
+processed, but the records the hold protected were skipped there, so the next run covers the whole
+timeline again and deletes what has expired meanwhile.
 """
 
 from __future__ import annotations
@@ -20,20 +28,43 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..holds import Hold, hold_from_row
+from ..errors import InvalidInput
+from ..store.holds import (
+    MAX_TARGET_CHARS,
+    Hold,
+    HoldKind,
+    holds_of,
+    register_coverage,
+    register_kind,
+)
 from ..store.schema_archives import archives as archives_table
-from ..store.schema_catalog import catalog_dictionaries
+from ..store.schema_catalog import catalog_dictionaries, catalog_trackers
 from ..store.schema_catalog import catalog_records as records_table
-from ..store.schema_holds import holds as holds_table
 from .expressions.ast import Expr
 
 RECORDS_KIND = "records"
+ARCHIVE_HOLD_KINDS = ("dataset", "archive")
+
+
+def check_record_expression(target: object) -> str:
+    """A "records" hold target: a catalog expression in the text syntax, returned in canonical text
+    form so equal expressions are stored alike (and `hold list --target` finds them)."""
+    from .expressions import parse, to_text, validate
+
+    if not isinstance(target, str) or not target.strip():
+        raise InvalidInput("a records hold needs an expression: got an empty one")
+    expression = parse(target)
+    validate(expression)
+    text = to_text(expression)
+    if len(text) > MAX_TARGET_CHARS:
+        raise InvalidInput(f"records hold expression too long: {len(text)} characters in canonical form, "
+                           f"at most {MAX_TARGET_CHARS}")
+    return text
 
 
 def record_holds(conn: Connection) -> list[tuple[Hold, Expr]]:
     """The active holds on catalog records with their parsed expressions, oldest first."""
-    rows = conn.execute(sa.select(holds_table).where(holds_table.c.kind == RECORDS_KIND).order_by(holds_table.c.id))
-    found = [hold_from_row(r) for r in rows]
+    found = holds_of(conn, (RECORDS_KIND,))
     if not found:
         return []
     from .expressions import parse
@@ -90,9 +121,7 @@ class HeldRecords:
 
 def archive_holds(conn: Connection) -> list[Hold]:
     """The active holds of kinds "dataset" and "archive", oldest first."""
-    rows = conn.execute(sa.select(holds_table).where(holds_table.c.kind.in_(["dataset", "archive"]))
-                        .order_by(holds_table.c.id))
-    return [hold_from_row(r) for r in rows]
+    return holds_of(conn, ARCHIVE_HOLD_KINDS)
 
 
 def _held_archive_records(holds: Sequence[Hold], table: sa.Table) -> Any:
@@ -118,17 +147,25 @@ def load_held_records(conn: Connection, now_ms: int, table: sa.Table = records_t
     return HeldRecords(tuple(sorted([h.id for h, _ in holds] + [h.id for h in on_archives])), sa.or_(*conditions))
 
 
+def _hold_conditions(conn: Connection, now_ms: int) -> list[tuple[Hold, Any]]:
+    """Every hold that can protect a catalog record (records, dataset, archive) with its condition
+    on the records table, oldest first."""
+    from .expressions import to_sqlalchemy
+
+    candidates: list[tuple[Hold, Any]] = []
+    holds = record_holds(conn)
+    if holds:
+        ctx = compile_context(conn, now_ms)
+        candidates += [(hold, to_sqlalchemy(expr, ctx, records_table)) for hold, expr in holds]
+    candidates += [(hold, _held_archive_records([hold], records_table)) for hold in archive_holds(conn)]
+    return sorted(candidates, key=lambda c: c[0].id)
+
+
 def first_hold_on_records(conn: Connection, record_ids: Sequence[int], now_ms: int,
                           chunk: int = 1000) -> tuple[Hold, int] | None:
     """The oldest hold (records, dataset or archive) that protects any of `record_ids`, with the
     lowest such record id; None when none of them is held."""
-    from .expressions import to_sqlalchemy
-
-    holds = record_holds(conn)
-    ctx = compile_context(conn, now_ms) if holds else None
-    candidates: list[tuple[Hold, Any]] = [(hold, to_sqlalchemy(expr, ctx, records_table)) for hold, expr in holds]
-    candidates += [(hold, _held_archive_records([hold], records_table)) for hold in archive_holds(conn)]
-    for hold, condition in sorted(candidates, key=lambda c: c[0].id):
+    for hold, condition in _hold_conditions(conn, now_ms):
         for start in range(0, len(record_ids), chunk):
             lowest = conn.execute(sa.select(sa.func.min(records_table.c.id)).where(
                 records_table.c.id.in_(list(record_ids[start:start + chunk])), condition)).scalar()
@@ -137,5 +174,54 @@ def first_hold_on_records(conn: Connection, record_ids: Sequence[int], now_ms: i
     return None
 
 
-__all__ = ["RECORDS_KIND", "HeldRecords", "archive_holds", "check_room_for", "compile_context", "first_hold_on_records",
-           "held_predicate", "holds_matching", "load_held_records", "record_holds"]
+def holds_on_record(conn: Connection, record_id: str, now_ms: int) -> list[Hold]:
+    """The holds that protect one catalog record (by id), oldest first."""
+    if not record_id.isdigit():
+        return []
+    return [hold for hold, condition in _hold_conditions(conn, now_ms)
+            if conn.execute(sa.select(records_table.c.id).where(records_table.c.id == int(record_id), condition))
+            .first() is not None]
+
+
+def record_holds_on_archive(conn: Connection, archive_id: str, now_ms: int) -> list[Hold]:
+    """The records holds matching an archive's catalog record (deleting the archive deletes it)."""
+    record_id = conn.execute(sa.select(archives_table.c.catalog_record_id)
+                             .where(archives_table.c.id == archive_id)).scalar_one_or_none()
+    if record_id is None:
+        return []
+    return [hold for hold in holds_on_record(conn, str(record_id), now_ms) if hold.kind == RECORDS_KIND]
+
+
+def validate_records_target(conn: Connection, target: object) -> str:
+    """A new records hold: its expression checked and canonical, within MAX_HELD_TERMS with the
+    others. No row to lock: the purge and the job read the holds again right before they delete."""
+    from .expressions import parse
+
+    expression = check_record_expression(target)
+    check_room_for(conn, parse(expression))
+    return expression
+
+
+def forget_trackers(conn: Connection, hold: Hold) -> None:
+    conn.execute(sa.delete(catalog_trackers))
+
+
+register_kind(HoldKind(RECORDS_KIND, validate_records_target, released=forget_trackers))
+register_coverage("record", holds_on_record)
+register_coverage("archive", record_holds_on_archive)
+
+__all__ = [
+    "RECORDS_KIND",
+    "HeldRecords",
+    "archive_holds",
+    "check_record_expression",
+    "check_room_for",
+    "compile_context",
+    "first_hold_on_records",
+    "held_predicate",
+    "holds_matching",
+    "holds_on_record",
+    "load_held_records",
+    "record_holds",
+    "record_holds_on_archive",
+]

@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..errors import AlreadyExists, InvalidInput, NotFound
-from ..holds import hold_active
 from ..integers import check_int64
+from ..store.holds import hold_active
 from ..store.schema_catalog import catalog_records
 from .holds import first_hold_on_records
 from .location_rules import location_rules

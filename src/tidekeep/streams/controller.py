@@ -35,13 +35,13 @@ from ..errors import (
     WriterFenced,
 )
 from ..faults import fault_error, fault_point
-from ..holds import refuse_if_held, stream_holds_in_scope
 from ..names import check_name, check_new_scope_name, split_new_stream_name, split_stream_name, stream_directory_name
 from ..store import schema as t
 from ..store.chunks import ChunkRef, ChunkStorage, StoredFile
 from ..store.database import Database
 from ..store.deletion import FileLeft, warn_files_left
 from ..store.fencing import LeaseFence, confirm_fence
+from ..store.holds import holds_under, refuse_if_held
 from ..store.schema_transactions import transaction_chunks
 from .config import StreamConfig
 from .cuts import (
@@ -259,7 +259,7 @@ class StreamController:
                 raise NotFound(f"scope {scope!r} does not exist")
             # a held stream cannot be deleted, so its scope is never empty; a hold left on the name of a
             # stream deleted by an older version refuses the scope's deletion too (docs/holds.md)
-            held = stream_holds_in_scope(conn, scope)
+            held = holds_under(conn, "stream", f"{scope}/")
             if held:
                 raise HoldActive(f"scope {scope} cannot be deleted while stream {held[0].target} is under legal hold "
                                  f"{held[0].id} ({held[0].reason}); remove the hold first", held[0].id, held[0].reason)

@@ -22,9 +22,9 @@ from sqlalchemy.engine import Connection
 
 from ..errors import ConflictError, InvalidInput, InvalidStreamCut
 from ..faults import fault_point, pause_point
-from ..holds import holds_on
 from ..store import schema as t
 from ..store.fencing import LeaseFence, check_fence
+from ..store.holds import holds_on
 from ..store.schema_retention import retention_set
 from .controller import StreamController, StreamState
 from .cuts import CutOrder, compare_cuts, initial_cut, size_between

@@ -1,0 +1,102 @@
+"""Holds in the foundation (store/holds.py): one way to ask "what holds cover this?" for every
+family's things, the kinds each family registers, and the layering (only store/holds.py touches
+the holds table; no family imports the client-level holds module)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+import tidekeep as tk
+from helpers.archives import make_archive
+from tidekeep.errors import InvalidInput
+from tidekeep.store.holds import HOLD_KINDS, holds_covering, kind_named
+from tidekeep.store.schema_archives import archives
+
+HOUR = 3_600_000
+T0 = 1_700_000_000_000
+SRC = Path(__file__).resolve().parents[1] / "src" / "tidekeep"
+
+
+@pytest.fixture
+def hclient(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
+                   clock=tk.ManualClock(T0), settings={"archive_output.retention_period": 60}, create=True)
+    yield c
+    c.close()
+
+
+def record_of(client: tk.Client, archive_id: str) -> str:
+    with client.db.read() as conn:
+        query = sa.select(archives.c.catalog_record_id).where(archives.c.id == archive_id)
+        return str(conn.execute(query).scalar_one())
+
+
+def test_an_archive_is_covered_by_its_dataset_hold_and_by_a_records_hold_on_its_record(hclient: tk.Client) -> None:
+    """`active_for("archive", id)` says what protects the archive: before, it named only holds on the
+    archive id itself and answered "nothing" for an archive its dataset's hold kept from the collector."""
+    held = make_archive(hclient, "legal", [(T0 - 3 * HOUR, "a")])
+    free = make_archive(hclient, "web", [(T0 - 3 * HOUR, "b")])
+    on_dataset = hclient.holds.add("dataset", "legal", "litigation 42")
+    assert [h.id for h in hclient.holds.active_for("archive", held.id)] == [on_dataset]
+    assert hclient.holds.active_for("archive", free.id) == []
+    on_records = hclient.holds.add("records", 'feed = "web" and type = "Archive"', "case 3")
+    on_archive = hclient.holds.add("archive", held.id, "its own")
+    assert [h.id for h in hclient.holds.active_for("archive", held.id)] == [on_dataset, on_archive]
+    assert [h.id for h in hclient.holds.active_for("archive", free.id)] == [on_records]
+    hclient.holds.remove(on_dataset)
+    assert [h.id for h in hclient.holds.active_for("archive", held.id)] == [on_archive]
+
+
+def test_a_catalog_record_is_covered_by_matching_records_holds_and_its_archive_holds(hclient: tk.Client) -> None:
+    archive = make_archive(hclient, "legal", [(T0 - 3 * HOUR, "a")])
+    [plain] = hclient.catalog.add([{"feed": "F", "type": "Raw", "create_time": T0 - HOUR}])
+    by_feed = hclient.holds.add("records", 'feed = "F"', "case 1")
+    by_dataset = hclient.holds.add("dataset", "legal", "case 2")
+    with hclient.db.read() as conn:
+        assert [h.id for h in holds_covering(conn, "record", str(plain), T0)] == [by_feed]
+        assert [h.id for h in holds_covering(conn, "record", record_of(hclient, archive.id), T0)] == [by_dataset]
+        assert holds_covering(conn, "record", "not-an-id", T0) == []
+        # a stream is covered only by holds on it, exactly
+        assert holds_covering(conn, "stream", "legal/none", T0) == []
+
+
+def test_every_kind_is_registered_by_its_family() -> None:
+    assert {kind_named(k).name for k in HOLD_KINDS} == set(HOLD_KINDS)
+    with pytest.raises(InvalidInput, match="unknown hold kind 'x'"):
+        kind_named("x")
+
+
+def _imports(path: Path) -> list[str]:
+    package = ".".join(path.relative_to(SRC.parent).with_suffix("").parts[:-1])
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = parts[:len(parts) - node.level + 1]
+                found += [".".join([*base, node.module]) if node.module else ".".join(base)]
+                found += [".".join([*base, alias.name]) for alias in node.names] if not node.module else []
+            else:
+                found.append(node.module or "")
+    return found
+
+
+def test_only_the_foundation_touches_the_holds_table() -> None:
+    offenders = [str(p.relative_to(SRC)) for p in sorted(SRC.rglob("*.py"))
+                 if "tidekeep.store.schema_holds" in _imports(p)
+                 and p.relative_to(SRC).as_posix() not in ("store/holds.py", "store/schema.py")]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("family", ["store", "streams", "catalog", "archives", "spark"])
+def test_no_family_imports_the_holds_above_it(family: str) -> None:
+    offenders = [f"{p.relative_to(SRC)} imports {name}" for p in sorted((SRC / family).rglob("*.py"))
+                 for name in _imports(p) if name == "tidekeep.holds"]
+    assert offenders == []
