@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +35,7 @@ from ..errors import (
 from ..faults import fault_error, fault_point
 from ..names import check_name, check_new_scope_name, split_new_stream_name, split_stream_name, stream_directory_name
 from ..store import schema as t
+from ..store.audit import AuditEntry, AuditLog, audit_rows, default_actor
 from ..store.chunks import ChunkRef, ChunkStorage, StoredFile
 from ..store.database import Database
 from ..store.deletion import FileLeft, warn_files_left
@@ -61,10 +60,6 @@ log = logging.getLogger("tidekeep.streams")
 ACTIVE, SEALED = "ACTIVE", "SEALED"
 MAX_SPLIT_PARTS = 10_000  # as many as a stream may be created with (streams/config.py)
 SWEEP_PATHS_AUDITED = 100  # a sweep's audit row names this many files; the count and bytes are exact
-
-
-def default_actor() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass(frozen=True)
@@ -713,17 +708,11 @@ class StreamController:
     def _audit(self, conn: Connection, action: str, target: str, old_head: str | None, new_head: str | None,
                bytes_freed: int, reason: str, details: dict[str, Any] | None = None,
                actor: str | None = None) -> None:
-        conn.execute(sa.insert(t.audit).values(
-            time_ms=self.clock.now_ms(), action=action, target=target, old_head=old_head, new_head=new_head,
-            bytes_freed=bytes_freed, reason=reason, actor=actor or self.actor,
-            details=None if details is None else json.dumps(details)))
+        AuditLog(self.clock, self.actor).append(conn, AuditEntry(
+            action, target, reason, bytes_freed, details, old_head, new_head, actor))
 
     def audit_entries(self, target: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        with self.db.read() as conn:
-            query = sa.select(t.audit).order_by(t.audit.c.id.desc()).limit(limit)
-            if target is not None:
-                query = query.where(t.audit.c.target == target)
-            return [dict(r._mapping) for r in conn.execute(query)]
+        return audit_rows(self.db, target, limit)
 
 
 def merge_positions(stored: str | None, ends: Mapping[int, int]) -> str:

@@ -1,0 +1,71 @@
+"""The audit trail: one row per deletion or other decision worth answering for later.
+
+Every family writes its rows through `AuditLog.append` with an `AuditEntry`, inside the same
+transaction as the change it records, so a row exists exactly when its change committed. An entry
+names only what its family knows: `old_head`/`new_head` are the positions of a stream truncation
+and stay empty (NULL) for every other row; `bytes_freed` is 0 for a row that freed nothing (a hold,
+a rule change, a killed search). `tidekeep audit list` reads the rows back (docs/retention.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..clock import Clock
+from .database import Database
+from .schema import audit as audit_table
+
+
+def default_actor() -> str:
+    """Who acts: this host and process, unless the caller names another actor."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One audit row. `details` is stored as JSON; `actor` defaults to the log's actor and
+    `time_ms` to the log's clock now (a caller that decided at an earlier `now` passes that)."""
+
+    action: str
+    target: str
+    reason: str
+    bytes_freed: int = 0
+    details: dict[str, Any] | None = None
+    old_head: str | None = None  # a stream truncation's positions (JSON), before
+    new_head: str | None = None  # and after
+    actor: str | None = None
+    time_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class AuditLog:
+    """Appends and lists audit rows, stamped with this clock and this actor."""
+
+    clock: Clock
+    actor: str
+
+    def append(self, conn: Connection, entry: AuditEntry) -> None:
+        conn.execute(sa.insert(audit_table).values(
+            time_ms=self.clock.now_ms() if entry.time_ms is None else entry.time_ms,
+            action=entry.action, target=entry.target, old_head=entry.old_head, new_head=entry.new_head,
+            bytes_freed=entry.bytes_freed, reason=entry.reason, actor=entry.actor or self.actor,
+            details=None if entry.details is None else json.dumps(entry.details)))
+
+
+def audit_rows(db: Database, target: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """The newest `limit` rows (of `target`, when given), newest first, as plain mappings."""
+    with db.read() as conn:
+        query = sa.select(audit_table).order_by(audit_table.c.id.desc()).limit(limit)
+        if target is not None:
+            query = query.where(audit_table.c.target == target)
+        return [dict(r._mapping) for r in conn.execute(query)]
+
+
+__all__ = ["AuditEntry", "AuditLog", "audit_rows", "default_actor"]
