@@ -72,10 +72,10 @@ def test_seed_example_on_real_archives(gc_client: tk.Client) -> None:
     clock.set(sixteen + 5 * MIN)
     a = ending(gc_client, "web", sixteen)
     clock.set(sixteen + HOUR)
-    report = collect_archives(gc_client)
+    report = collect_archives(gc_client.workspace)
     assert report.deleted == 0 and a.id in live_ids(gc_client) and file_exists(gc_client, a)
     clock.set(sixteen + HOUR + 1)
-    report = collect_archives(gc_client)
+    report = collect_archives(gc_client.workspace)
     assert report.deleted == 1 and report.bytes_freed == a.stored_bytes
     assert a.id not in live_ids(gc_client) and not file_exists(gc_client, a)
     assert a.catalog_record_id not in record_ids(gc_client)
@@ -84,7 +84,7 @@ def test_seed_example_on_real_archives(gc_client: tk.Client) -> None:
 
 def test_disabled_when_retention_is_null(client: tk.Client) -> None:
     a = make_archive(client, "web", [(1, "very old")])
-    report = collect_archives(client)
+    report = collect_archives(client.workspace)
     assert not report.enabled and "disabled" in report.summary()
     assert a.id in live_ids(client) and file_exists(client, a)
 
@@ -96,7 +96,7 @@ def test_unexpired_and_untimestamped_archives_stay(gc_client: tk.Client) -> None
     timeless = ending(gc_client, "web", None)
     other = ending(gc_client, "db", T0 - 2 * HOUR)
     clock.advance(10 * 24 * HOUR)  # the timeless archive is never expired, however late
-    report = collect_archives(gc_client)
+    report = collect_archives(gc_client.workspace)
     assert live_ids(gc_client) == {timeless.id}
     assert {c["archive_id"] for c in report.candidates} == {old.id, young.id, other.id}
     assert file_exists(gc_client, timeless)
@@ -107,31 +107,32 @@ def test_a_running_search_holds_back_what_it_may_read(gc_client: tk.Client) -> N
     clock = clock_of(gc_client)
     kept = ending(gc_client, "web", T0 - 50 * MIN)  # ≥ C − TTL for a job created at C = T0
     gone = ending(gc_client, "web", T0 - 61 * MIN)  # below the job's lower bound: may go
-    jobs = SearchJobStore(gc_client)
+    jobs = SearchJobStore(gc_client.workspace)
     job = jobs.create("web", "x", regex=False, ignore_case=False, begin_ts=None, end_ts=None, retention_minutes=60)
     clock.advance(30 * MIN)  # now − TTL = T0 − 30 min: `kept` is past it, but the job may read it
-    report = collect_archives(gc_client)
+    report = collect_archives(gc_client.workspace)
     assert report.held_back_by_job == job.id and report.expiry_ms == T0 - HOUR
     assert live_ids(gc_client) == {kept.id} and file_exists(gc_client, kept)
     assert not file_exists(gc_client, gone)
     # the job's own lower bound excludes exactly what was deleted
-    assert [a.id for a in ArchiveStore(gc_client).for_search("web", None, None, job.lower_bound_ms)] == [kept.id]
+    searched = ArchiveStore(gc_client.workspace).for_search("web", None, None, job.lower_bound_ms)
+    assert [a.id for a in searched] == [kept.id]
     # the job ends: the next sweep deletes what it held back
     assert jobs.finish(job.id, JobState.SUCCEEDED, archives_searched=1, results_count=0)
-    report = collect_archives(gc_client)
+    report = collect_archives(gc_client.workspace)
     assert report.held_back_by_job is None and live_ids(gc_client) == set() and not file_exists(gc_client, kept)
 
 
 def test_cancelling_releases_the_hold_back(gc_client: tk.Client) -> None:
     clock = clock_of(gc_client)
     a = ending(gc_client, "web", T0 - 50 * MIN)
-    jobs = SearchJobStore(gc_client)
+    jobs = SearchJobStore(gc_client.workspace)
     job = jobs.create("web", "x", regex=False, ignore_case=False, begin_ts=None, end_ts=None, retention_minutes=60)
     clock.advance(30 * MIN)
-    collect_archives(gc_client)
+    collect_archives(gc_client.workspace)
     assert a.id in live_ids(gc_client)
     jobs.cancel(job.id)
-    collect_archives(gc_client)
+    collect_archives(gc_client.workspace)
     assert a.id not in live_ids(gc_client)
 
 
@@ -141,16 +142,16 @@ def test_an_overlong_search_is_killed_and_stops_holding(tmp_path: Path, metadata
                                                        "search.max_runtime": "2h"}, create=True)
     try:
         a = ending(c, "web", T0 - 50 * MIN)
-        jobs = SearchJobStore(c)
+        jobs = SearchJobStore(c.workspace)
         job = jobs.create("web", "x", regex=False, ignore_case=False, begin_ts=None, end_ts=None, retention_minutes=60)
         c.clock.advance(2 * HOUR)  # exactly max_runtime: still RUNNING, still holding
-        collect_archives(c)
+        collect_archives(c.workspace)
         assert jobs.get(job.id).state is JobState.RUNNING and a.id in live_ids(c)
         c.clock.advance(1)
-        dry = collect_archives(c, dry_run=True)
+        dry = collect_archives(c.workspace, dry_run=True)
         assert [k["job_id"] for k in dry.killed_jobs] == [job.id] and jobs.get(job.id).state is JobState.RUNNING
         assert [x["archive_id"] for x in dry.candidates] == [a.id]
-        report = collect_archives(c)
+        report = collect_archives(c.workspace)
         killed = jobs.get(job.id)
         assert killed.state is JobState.KILLED and killed.completed_ms == T0 + 2 * HOUR + 1
         assert killed.error is not None and "search.max_runtime" in killed.error
@@ -166,7 +167,7 @@ def test_an_overlong_search_is_killed_and_stops_holding(tmp_path: Path, metadata
 def test_a_file_already_gone_is_fine(gc_client: tk.Client) -> None:
     a = ending(gc_client, "web", T0 - 2 * HOUR)
     os.remove(gc_client.storage.full_path(a.path))
-    report = collect_archives(gc_client)
+    report = collect_archives(gc_client.workspace)
     assert report.deleted == 1 and report.files_deleted == 0 and live_ids(gc_client) == set()
     assert journal_rows(gc_client) == []
 
@@ -174,7 +175,7 @@ def test_a_file_already_gone_is_fine(gc_client: tk.Client) -> None:
 def test_audit_of_an_expiry(gc_client: tk.Client) -> None:
     a = ending(gc_client, "web", T0 - 2 * HOUR)
     b = ending(gc_client, "web", T0 - 3 * HOUR)
-    collect_archives(gc_client)
+    collect_archives(gc_client.workspace)
     [entry] = [e for e in gc_client.audit() if e["action"] == "archive_expire"]
     assert entry["target"] == "archives/web" and entry["bytes_freed"] == a.stored_bytes + b.stored_bytes
     details = json.loads(entry["details"])
@@ -188,7 +189,7 @@ def test_dry_run_changes_nothing_and_says_why(gc_client: tk.Client) -> None:
     a = ending(gc_client, "web", T0 - 2 * HOUR)
     held = ending(gc_client, "db", T0 - 2 * HOUR)
     gc_client.holds.add("dataset", "db", "investigation")
-    report = collect_archives(gc_client, dry_run=True)
+    report = collect_archives(gc_client.workspace, dry_run=True)
     assert live_ids(gc_client) == {a.id, held.id} and file_exists(gc_client, a) and journal_rows(gc_client) == []
     [candidate] = report.candidates
     assert candidate["archive_id"] == a.id and candidate["dataset"] == "web" and candidate["end_ts"] == a.end_ts
@@ -210,7 +211,7 @@ def test_journal_replay_finishes_committed_deletions_and_forgets_uncommitted(gc_
                                                               stored_bytes=a.stored_bytes, end_ts=a.end_ts,
                                                               journaled_ms=T0))
         conn.execute(sa.delete(archives).where(archives.c.id == gone.id))
-    report = collect_archives(gc_client)
+    report = collect_archives(gc_client.workspace)
     assert report.replayed == 1 and report.journal_dropped == 1
     assert not file_exists(gc_client, gone) and file_exists(gc_client, alive) and alive.id in live_ids(gc_client)
     assert journal_rows(gc_client) == []
@@ -227,11 +228,11 @@ def test_orphan_files_older_than_the_grace_are_swept(tmp_path: Path, metadata_ur
         registered = ending(c, "web", None)  # never expires: it must survive the orphan sweep
         orphan = Path(c.storage.full_path("archives/web/" + "f" * 32 + ".parquet"))
         orphan.write_bytes(b"half an ingest")
-        assert collect_archives(c).orphans == 0  # younger than the grace: an ingest may be registering it
+        assert collect_archives(c.workspace).orphans == 0  # younger than the grace: an ingest may be registering it
         c.clock.advance(HOUR + 60_000)
-        dry = collect_archives(c, dry_run=True)
+        dry = collect_archives(c.workspace, dry_run=True)
         assert dry.orphans == 1 and orphan.exists()
-        report = collect_archives(c)
+        report = collect_archives(c.workspace)
         assert report.orphans == 1 and report.orphan_bytes == len(b"half an ingest") and not orphan.exists()
         assert file_exists(c, registered) and registered.id in live_ids(c)
     finally:
@@ -240,7 +241,7 @@ def test_orphan_files_older_than_the_grace_are_swept(tmp_path: Path, metadata_ur
 
 def test_collect_all_runs_both(gc_client: tk.Client) -> None:
     a = ending(gc_client, "web", T0 - 2 * HOUR)
-    report = collect_all(gc_client)
+    report = collect_all(gc_client.workspace)
     assert a.id not in live_ids(gc_client)
     document = report.to_dict()
     assert document["archives"]["deleted"] == 1 and document["results"]["enabled"]
@@ -258,9 +259,9 @@ def test_the_recheck_inside_the_delete_transaction_honours_new_holds_and_searche
     gone = ending(gc_client, "web", T0 - 5 * HOUR)
     clock.advance(HOUR)
     now = clock.now_ms()
-    plan, _ = _plan(gc_client, 60, now)
+    plan, _ = _plan(gc_client.workspace, 60, now)
     assert {a.id for a in plan.candidates} == {held.id, searched.id, gone.id}
-    write_journal(gc_client, plan.candidates, now)
+    write_journal(gc_client.workspace, plan.candidates, now)
     gc_client.holds.add("dataset", "legal", "just in time")
     # a search that started at T0 (before the candidates were chosen, but seen only now) may read `searched`
     with gc_client.db.write() as conn:
@@ -268,7 +269,7 @@ def test_the_recheck_inside_the_delete_transaction_honours_new_holds_and_searche
             dataset="web", query="q", regex=False, ignore_case=False, state="RUNNING", created_ms=T0,
             lower_bound_ms=T0 - HOUR, archives_searched=0, results_count=0, actor="t"))
     report = ArchiveGcReport(now_ms=now, dry_run=False, enabled=True, retention_minutes=60)
-    deleted = delete_metadata(gc_client, plan, report)
+    deleted = delete_metadata(gc_client.workspace, plan, report)
     assert [a.id for a in deleted] == [gone.id]
     assert set(report.kept_by_recheck) == {held.id, searched.id}
     assert live_ids(gc_client) == {held.id, searched.id}
@@ -289,7 +290,7 @@ def test_a_backlog_is_collected_in_rounds(gc_client: tk.Client, monkeypatch: pyt
     old = [ending(gc_client, "web" if i % 2 else "db", T0 - (2 + i) * HOUR) for i in range(5)]
     young = ending(gc_client, "web", T0)
     progress: list[tuple[int, int]] = []
-    report = collect_archives(gc_client, progress=lambda done, total: progress.append((done, total)))
+    report = collect_archives(gc_client.workspace, progress=lambda done, total: progress.append((done, total)))
     assert report.deleted == 5 and report.files_deleted == 5 and live_ids(gc_client) == {young.id}
     assert not any(file_exists(gc_client, a) for a in old) and journal_rows(gc_client) == []
     assert progress == [(i, 5) for i in range(1, 6)]
@@ -305,16 +306,16 @@ def test_a_sweep_that_chose_the_same_candidates_late_leaves_no_journal_rows(gc_c
 
     old = [ending(gc_client, "web", T0 - 2 * HOUR) for _ in range(3)]
     now = gc_client.clock.now_ms()
-    plan_a, _ = _plan(gc_client, 60, now)
-    plan_b, _ = _plan(gc_client, 60, now)
+    plan_a, _ = _plan(gc_client.workspace, 60, now)
+    plan_b, _ = _plan(gc_client.workspace, 60, now)
     report_a = ArchiveGcReport(now_ms=now, dry_run=False, enabled=True, retention_minutes=60)
-    write_journal(gc_client, plan_a.candidates, now)
-    delete_files(gc_client, delete_metadata(gc_client, plan_a, report_a), report_a)
+    write_journal(gc_client.workspace, plan_a.candidates, now)
+    delete_files(gc_client.workspace, delete_metadata(gc_client.workspace, plan_a, report_a), report_a)
     assert report_a.deleted == 3 and journal_rows(gc_client) == []
     report_b = ArchiveGcReport(now_ms=now, dry_run=False, enabled=True, retention_minutes=60)
-    write_journal(gc_client, plan_b.candidates, now)
+    write_journal(gc_client.workspace, plan_b.candidates, now)
     assert journal_rows(gc_client) == []
-    assert delete_metadata(gc_client, plan_b, report_b) == [] and report_b.deleted == 0
+    assert delete_metadata(gc_client.workspace, plan_b, report_b) == [] and report_b.deleted == 0
     assert journal_rows(gc_client) == [] and not any(file_exists(gc_client, a) for a in old)
 
 
@@ -338,10 +339,10 @@ def test_the_orphan_sweep_leaves_a_dataset_alone_while_an_ingest_runs(tmp_path: 
         two_hours_ago = (now - 2 * HOUR) / 1000
         os.utime(moved, (two_hours_ago, two_hours_ago))
         os.utime(part, (two_hours_ago, two_hours_ago))  # staging itself was touched just now
-        report = collect_archives(c)
+        report = collect_archives(c.workspace)
         assert report.orphans == 0 and moved.exists() and part.exists()
         os.utime(staging, (two_hours_ago, two_hours_ago))  # the ingest died two hours ago
-        report = collect_archives(c)
+        report = collect_archives(c.workspace)
         assert report.orphans == 2 and not moved.exists() and not part.exists() and not staging.exists()
     finally:
         c.close()
@@ -353,32 +354,33 @@ SECOND = 1000
 
 def beating_job(client: tk.Client, interval_ms: int = 10 * SECOND) -> SearchJob:
     """A RUNNING job as run_search creates it: with a heartbeat promised every interval_ms."""
-    return SearchJobStore(client).create("web", "x", regex=False, ignore_case=False, begin_ts=None, end_ts=None,
-                                         retention_minutes=60, heartbeat_interval_ms=interval_ms)
+    return SearchJobStore(client.workspace).create("web", "x", regex=False, ignore_case=False, begin_ts=None,
+                                                   end_ts=None, retention_minutes=60,
+                                                   heartbeat_interval_ms=interval_ms)
 
 
 def test_a_search_silent_past_its_heartbeats_is_failed_and_stops_holding(gc_client: tk.Client) -> None:
     clock = clock_of(gc_client)
     held = ending(gc_client, "web", T0 - 50 * MIN)  # ≥ the job's lower bound T0 − TTL: the job may read it
     other = ending(gc_client, "db", T0)  # not expired: must not change
-    jobs = SearchJobStore(gc_client)
+    jobs = SearchJobStore(gc_client.workspace)
     job = beating_job(gc_client)
     assert (job.heartbeat_ms, job.heartbeat_interval_ms) == (T0, 10 * SECOND)  # the first beat is the creation
     clock.advance(15 * MIN)  # now − TTL is past `held`: only the job holds it
     last = T0 + 15 * MIN
     assert jobs.heartbeat(job.id) and jobs.get(job.id).heartbeat_ms == last
     clock.set(last + 30 * SECOND)  # exactly three intervals of silence: still alive
-    report = collect_archives(gc_client)
+    report = collect_archives(gc_client.workspace)
     assert jobs.get(job.id).state is JobState.RUNNING and report.failed_jobs == []
     assert report.held_back_by_job == job.id and held.id in live_ids(gc_client)
     clock.advance(1)
-    dry = collect_archives(gc_client, dry_run=True)
+    dry = collect_archives(gc_client.workspace, dry_run=True)
     assert [(f["job_id"], f["heartbeat_ms"], f["silent_ms"]) for f in dry.failed_jobs] == [(job.id, last,
                                                                                             30 * SECOND + 1)]
     assert [c["archive_id"] for c in dry.candidates] == [held.id] and "1 dead search(es) to fail" in dry.summary()
     assert jobs.get(job.id).state is JobState.RUNNING and held.id in live_ids(gc_client)
 
-    report = collect_archives(gc_client)
+    report = collect_archives(gc_client.workspace)
     failed = jobs.get(job.id)
     now = last + 30 * SECOND + 1
     assert failed.state is JobState.FAILED and failed.completed_ms == now and failed.heartbeat_ms == last
@@ -397,19 +399,19 @@ def test_a_search_silent_past_its_heartbeats_is_failed_and_stops_holding(gc_clie
     assert not jobs.heartbeat(job.id)
     assert not jobs.finish(job.id, JobState.SUCCEEDED, archives_searched=1, results_count=3)
     assert jobs.get(job.id) == failed
-    assert collect_archives(gc_client).failed_jobs == []  # once
+    assert collect_archives(gc_client.workspace).failed_jobs == []  # once
 
 
 def test_fresh_heartbeats_keep_a_long_search_alive(gc_client: tk.Client) -> None:
     """A search beating on time is never failed, however long it runs (up to search.max_runtime)."""
     clock = clock_of(gc_client)
     held = ending(gc_client, "web", T0 - 50 * MIN)
-    jobs = SearchJobStore(gc_client)
+    jobs = SearchJobStore(gc_client.workspace)
     job = beating_job(gc_client)
     for _ in range(40):  # 40 × 25 s: well past three intervals since creation, never three since a beat
         clock.advance(25 * SECOND)
         assert jobs.heartbeat(job.id)
-        report = collect_archives(gc_client)
+        report = collect_archives(gc_client.workspace)
         assert report.failed_jobs == [] and report.held_back_by_job == job.id
     assert jobs.get(job.id).state is JobState.RUNNING and held.id in live_ids(gc_client)
 
@@ -423,17 +425,17 @@ def test_a_search_that_beat_after_being_judged_dead_is_not_failed(gc_client: tk.
 
     clock = clock_of(gc_client)
     held = ending(gc_client, "web", T0 - 50 * MIN)
-    jobs = SearchJobStore(gc_client)
+    jobs = SearchJobStore(gc_client.workspace)
     job = beating_job(gc_client)
     clock.advance(31 * MIN)
     now = clock.now_ms()
-    plan = plan_archive_sweep(now, 60, HOUR, ArchiveStore(gc_client).list(), jobs.list(), set(), set())
+    plan = plan_archive_sweep(now, 60, HOUR, ArchiveStore(gc_client.workspace).list(), jobs.list(), set(), set())
     assert [j.id for j in plan.dead] == [job.id] and [a.id for a in plan.candidates] == [held.id]
     assert jobs.heartbeat(job.id)
-    assert fail_dead_searches(gc_client, plan.dead, now) == []
+    assert fail_dead_searches(gc_client.workspace, plan.dead, now) == []
     assert jobs.get(job.id).state is JobState.RUNNING
     report = ArchiveGcReport(now_ms=now, dry_run=False, enabled=True, retention_minutes=60)
-    assert delete_metadata(gc_client, plan, report) == [] and report.kept_by_recheck == [held.id]
+    assert delete_metadata(gc_client.workspace, plan, report) == [] and report.kept_by_recheck == [held.id]
     assert held.id in live_ids(gc_client) and file_exists(gc_client, held)
     assert [e for e in gc_client.audit() if e["action"] == "search_fail"] == []
 
@@ -459,14 +461,14 @@ def test_jobs_from_before_heartbeats_fall_back_to_max_runtime(gc_client: tk.Clie
         conn.commit()
         assert "heartbeat_ms" not in {c["name"] for c in sa.inspect(conn).get_columns("archive_search_jobs")}
     gc_client.db.upgrade()
-    jobs = SearchJobStore(gc_client)
+    jobs = SearchJobStore(gc_client.workspace)
     legacy = jobs.get(job.id)
     assert (legacy.state, legacy.heartbeat_ms, legacy.heartbeat_interval_ms) == (JobState.RUNNING, None, None)
     clock.advance(HOUR)  # hours of "silence" are nothing without a promised heartbeat
-    report = collect_archives(gc_client)
+    report = collect_archives(gc_client.workspace)
     assert report.failed_jobs == [] and report.held_back_by_job == job.id and held.id in live_ids(gc_client)
     clock.advance(1)
-    report = collect_archives(gc_client)
+    report = collect_archives(gc_client.workspace)
     assert [k["job_id"] for k in report.killed_jobs] == [job.id] and jobs.get(job.id).state is JobState.KILLED
     assert held.id not in live_ids(gc_client)
 
@@ -480,10 +482,10 @@ def test_the_gc_report_lists_dead_searches(gc_client: tk.Client, capsys: pytest.
     for dry_run, heading in ((True, "searches whose process died, that would be marked FAILED (no heartbeat):"),
                              (False, "searches whose process died, marked FAILED (no heartbeat):")):
         capsys.readouterr()
-        print_report(collect_all(gc_client, dry_run=dry_run))
+        print_report(collect_all(gc_client.workspace, dry_run=dry_run))
         lines = capsys.readouterr().out.splitlines()
         at = lines.index(heading)
         assert lines[at + 1].split() == ["JOB", "DATASET", "CREATED", "LAST", "HEARTBEAT", "SILENT", "QUERY"]
         assert lines[at + 2].split() == [str(job.id), "web", "2023-11-14T22:13:20.000Z", "2023-11-14T22:13:20.000Z",
                                          "2m", "x"]
-    assert SearchJobStore(gc_client).get(job.id).state is JobState.FAILED
+    assert SearchJobStore(gc_client.workspace).get(job.id).state is JobState.FAILED

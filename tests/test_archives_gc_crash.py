@@ -149,7 +149,7 @@ def test_result_collector_killed_between_marking_and_deleting(metadata_url: str,
         create=True)
     try:
         make_archive(client, "web", [(None, "x")])
-        jobs = SearchJobStore(client)
+        jobs = SearchJobStore(client.workspace)
         done = [jobs.create("web", f"q{i}", regex=False, ignore_case=False, begin_ts=None, end_ts=None,
                             retention_minutes=None) for i in range(3)]
         running = jobs.create("web", "still", regex=False, ignore_case=False, begin_ts=None, end_ts=None,

@@ -72,7 +72,7 @@ def test_two_services_sweep_once_per_interval_and_really_collect(
     def task(owner: str, client: tk.Client) -> IntervalTask:
         def collect() -> object:
             sweeps.append((owner, clock.now_ms()))
-            return collect_archives(client)
+            return collect_archives(client.workspace)
         return collector_task("archive collector", ARCHIVE_GC_RESOURCE, 15 * MIN, collect)
 
     services = [service(a, "A", [task("A", a)]), service(b, "B", [task("B", b)])]

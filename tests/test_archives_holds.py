@@ -44,14 +44,14 @@ def test_a_held_dataset_keeps_its_expired_archives_until_released(hclient: tk.Cl
     kept_b = make_archive(hclient, "legal", [(T0 - 4 * HOUR, "b")])
     other = make_archive(hclient, "web", [(T0 - 3 * HOUR, "c")])
     hold_id = hclient.holds.add("dataset", "legal", "litigation 42")
-    report = collect_archives(hclient)
+    report = collect_archives(hclient.workspace)
     assert live_ids(hclient) == {kept_a.id, kept_b.id}
     assert {h["archive_id"] for h in report.held} == {kept_a.id, kept_b.id}
     assert all("dataset hold" in h["why"] for h in report.held)
     assert {c["archive_id"] for c in report.candidates} == {other.id}
     assert Path(hclient.storage.full_path(kept_a.path)).exists()
     hclient.holds.remove(hold_id)
-    report = collect_archives(hclient)
+    report = collect_archives(hclient.workspace)
     assert live_ids(hclient) == set() and report.deleted == 2 and report.held == []
 
 
@@ -59,12 +59,12 @@ def test_a_held_archive_is_kept_its_siblings_are_not(hclient: tk.Client) -> None
     held = make_archive(hclient, "web", [(T0 - 3 * HOUR, "a")])
     sibling = make_archive(hclient, "web", [(T0 - 3 * HOUR, "b")])
     hold_id = hclient.holds.add("archive", held.id, "keep this one")
-    report = collect_archives(hclient)
+    report = collect_archives(hclient.workspace)
     assert live_ids(hclient) == {held.id} and [h["archive_id"] for h in report.held] == [held.id]
     assert "archive hold" in report.held[0]["why"] and sibling.id not in live_ids(hclient)
     assert [h.target for h in hclient.holds.list("archive")] == [held.id]
     hclient.holds.remove(hold_id)
-    collect_archives(hclient)
+    collect_archives(hclient.workspace)
     assert live_ids(hclient) == set()
 
 
@@ -82,22 +82,23 @@ def test_a_records_hold_on_an_archives_catalog_record_keeps_the_archive(hclient:
     late = make_archive(hclient, "db", [(T0 - 3 * HOUR, "b")])
     free = make_archive(hclient, "app", [(T0 - 3 * HOUR, "c")])
     hold_id = hclient.holds.add("records", 'feed = "web" and type = "Archive"', "case 3")
-    plan, _ = _plan(hclient, 60, T0)
+    plan, _ = _plan(hclient.workspace, 60, T0)
     assert {a.id for a in plan.candidates} == {late.id, free.id} and [a.id for a in plan.held] == [held.id]
     late_hold = hclient.holds.add("records", 'feed = "db"', "just in time")
     report = ArchiveGcReport(now_ms=T0, dry_run=False, enabled=True, retention_minutes=60)
-    assert [a.id for a in delete_metadata(hclient, plan, report)] == [free.id]
+    assert [a.id for a in delete_metadata(hclient.workspace, plan, report)] == [free.id]
     assert report.kept_by_recheck == [late.id]
     assert live_ids(hclient) == {held.id, late.id}
     assert record_ids(hclient) == {held.catalog_record_id, late.catalog_record_id}
 
-    report = collect_archives(hclient)
+    report = collect_archives(hclient.workspace)
     assert report.deleted == 0 and {h["archive_id"]: h["why"] for h in report.held} == {
         held.id: "expired but held (records hold)", late.id: "expired but held (records hold)"}
     assert Path(hclient.storage.full_path(held.path)).exists()
     hclient.holds.remove(hold_id)
     hclient.holds.remove(late_hold)
-    assert collect_archives(hclient).deleted == 2 and live_ids(hclient) == set() and record_ids(hclient) == set()
+    assert collect_archives(hclient.workspace).deleted == 2
+    assert live_ids(hclient) == set() and record_ids(hclient) == set()
 
 
 def test_an_archive_hold_keeps_the_archives_catalog_record_from_deletion_and_purge(hclient: tk.Client) -> None:
@@ -107,7 +108,7 @@ def test_an_archive_hold_keeps_the_archives_catalog_record_from_deletion_and_pur
 
     kept = make_archive(hclient, "legal", [(T0, "a")])
     marked = make_archive(hclient, "legal", [(T0, "b")])
-    store = RecordStore(hclient)
+    store = RecordStore(hclient.workspace)
     store.set_status([marked.catalog_record_id], "DELETED")  # before any hold: allowed
     hold_id = hclient.holds.add("dataset", "legal", "litigation 42")
     for ids in ([kept.catalog_record_id], [marked.catalog_record_id, kept.catalog_record_id]):

@@ -179,7 +179,7 @@ def test_a_job_ended_elsewhere_keeps_that_state_with_partial_counts(client: tk.C
     assert seen[0] == (0, 8) and all(total == 8 for _, total in seen)
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)  # progress never goes back
     # what was written stays readable until it expires
-    assert len(result_files(client, job.results_path or "")) >= job.archives_searched
+    assert len(result_files(client.workspace, job.results_path or "")) >= job.archives_searched
     assert client.archives.results(job.id).total >= job.results_count
     with pytest.raises(InvalidInput, match=f"search job {job.id} already ended: {ending}"):
         client.archives.cancel(job.id)
@@ -246,7 +246,7 @@ def test_a_running_job_shows_what_is_written_so_far(sqlite_client: tk.Client) ->
 
     client = sqlite_client
     archive = make_archive(client, "app", [(1, "hit a"), (2, "hit b")])
-    jobs = SearchJobStore(client)
+    jobs = SearchJobStore(client.workspace)
     job = jobs.create("app", "hit", regex=False, ignore_case=False, begin_ts=None, end_ts=None, retention_minutes=None)
     jobs.set_results_path(job.id, f"search-results/{job.id}")
     assert client.archives.results(job.id).total == 0  # nothing written yet: no directory at all

@@ -112,8 +112,8 @@ def test_search_results_jobs_job_and_cancel(ws: Workspace) -> None:
     # cancel: a RUNNING job (created as the search command creates it) ends CANCELLED
     from tidekeep.archives.store import SearchJobStore
 
-    running = SearchJobStore(ws.client).create("web", "x", regex=False, ignore_case=False, begin_ts=None, end_ts=None,
-                                               retention_minutes=None)
+    running = SearchJobStore(ws.client.workspace).create("web", "x", regex=False, ignore_case=False, begin_ts=None,
+                                                         end_ts=None, retention_minutes=None)
     code, out, _ = ws.run("archives", "job", str(running.id))
     assert re.search(r"^heartbeat\s+-$", out, re.MULTILINE)  # created without a heartbeat promise
     code, out, _ = ws.run("archives", "cancel", str(running.id), "--json")
@@ -182,7 +182,7 @@ def test_a_search_process_is_cancelled_from_another_process(tmp_path: Path, meta
             job_id = None
             while time.monotonic() < deadline and search.poll() is None:
                 jobs = client.archives.jobs()
-                if jobs and result_files(client, jobs[0].results_path or ""):
+                if jobs and result_files(client.workspace, jobs[0].results_path or ""):
                     job_id = jobs[0].id
                     break
                 time.sleep(0.05)
@@ -201,7 +201,7 @@ def test_a_search_process_is_cancelled_from_another_process(tmp_path: Path, meta
         assert shown["job"]["state"] == "CANCELLED" == str(job.state)
         assert 1 <= job.archives_searched < total, "the Spark job was not stopped"
         assert job.results_count == 2 * job.archives_searched
-        assert len(result_files(client, job.results_path or "")) < total
+        assert len(result_files(client.workspace, job.results_path or "")) < total
         assert client.archives.results(job.id).total >= job.results_count
     finally:
         client.close()

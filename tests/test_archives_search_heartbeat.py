@@ -78,7 +78,7 @@ def test_a_sigkilled_search_is_failed_after_its_missed_heartbeats_and_expiry_res
         try:
             def running_job() -> SearchJob | None:
                 jobs = observer.archives.jobs(state="RUNNING")
-                return jobs[0] if jobs and result_files(observer, jobs[0].results_path or "") else None
+                return jobs[0] if jobs and result_files(observer.workspace, jobs[0].results_path or "") else None
 
             # the Spark job is running once a first archive's results are written; a heartbeat
             # written after that shows the thread beating while the Spark job runs
@@ -112,14 +112,14 @@ def test_a_sigkilled_search_is_failed_after_its_missed_heartbeats_and_expiry_res
         collector = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
                                clock=clock, settings={"archive_output.retention_period": 60}, create=True)
         try:
-            report = collect_archives(collector)
+            report = collect_archives(collector.workspace)
             assert observer.archives.job(job.id) == dead  # untouched: still alive by the rule
             assert report.failed_jobs == [] and report.held_back_by_job == job.id
             assert [c["archive_id"] for c in report.candidates] == [gone.id]  # below the job's bound: may go
             assert archive_state(observer)[0] == rows_before - {gone.id} and has_file(observer, held)
 
             clock.advance(1)
-            report = collect_archives(collector)
+            report = collect_archives(collector.workspace)
         finally:
             collector.close()
         now = last + MISSED_HEARTBEATS * INTERVAL_MS + 1
@@ -165,7 +165,7 @@ def test_a_live_search_keeps_beating_and_is_never_failed(beating: tuple[tk.Clien
         [job] = client.archives.jobs(state="RUNNING")
         clock.advance(15 * MIN)  # a thousand intervals later; `held` is expired but for the search
         wait_for("a heartbeat at the new time", lambda: client.archives.job(job.id).heartbeat_ms == clock.now_ms(), 60)
-        seen.append(collect_archives(client))
+        seen.append(collect_archives(client.workspace))
         seen.append(client.archives.job(job.id))
 
     job = client.archives.search("app", "hit", progress=sweep_mid_search)
@@ -176,7 +176,7 @@ def test_a_live_search_keeps_beating_and_is_never_failed(beating: tuple[tk.Clien
     assert job.heartbeat_interval_ms == 50 and job.heartbeat_ms is not None and job.heartbeat_ms >= T0 + 15 * MIN
     # the job has ended: its heartbeat thread is gone, and the next sweep deletes what it held back
     assert not [t for t in threading.enumerate() if t.name == f"tidekeep-search-{job.id}-heartbeat"]
-    collect_archives(client)
+    collect_archives(client.workspace)
     assert archive_state(client)[0] == {fresh.id} and not has_file(client, held)
 
 
@@ -198,7 +198,7 @@ def test_a_live_search_failed_as_dead_is_not_brought_back(beating: tuple[tk.Clie
         if verdicts:
             return
         [job] = client.archives.jobs(state="RUNNING")
-        report = collect_archives(collector)
+        report = collect_archives(collector.workspace)
         assert [f["job_id"] for f in report.failed_jobs] == [job.id]
         assert [c["archive_id"] for c in report.candidates] == [doomed.id]  # no longer held back
         verdicts.append(client.archives.job(job.id))

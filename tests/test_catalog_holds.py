@@ -180,9 +180,9 @@ def test_a_hold_added_between_fetch_and_file_deletion_still_protects(held_client
     batch = [_Candidate(i, NOW - 30 * DAY, None, 4) for i in ids]
     with client.db.read() as conn:
         before = load_held_records(conn, NOW)
-    assert _without_newly_held(client, batch, before, NOW) == batch  # no change in the holds: as fetched
+    assert _without_newly_held(client.workspace, batch, before, NOW) == batch  # no change in the holds: as fetched
     client.holds.add("records", 'feed = "B"', "late")
-    assert [c.id for c in _without_newly_held(client, batch, before, NOW)] == [ids[0], ids[2]]
+    assert [c.id for c in _without_newly_held(client.workspace, batch, before, NOW)] == [ids[0], ids[2]]
 
 
 def test_marking_held_records_deleted_is_refused_and_changes_nothing(held_client: tk.Client) -> None:
@@ -196,7 +196,7 @@ def test_marking_held_records_deleted_is_refused_and_changes_nothing(held_client
     older = client.holds.add("records", 'feed = "NOBODY"', "unrelated")
     hold_id = client.holds.add("records", 'feed = "LEGAL"', "litigation")
     later = client.holds.add("records", f"id = {held[1]}", "also")
-    store = RecordStore(client)
+    store = RecordStore(client.workspace)
     before = [store.get(i) for i in (free, *held)]
     for ids in ([held[1]], [free, *held], [*held]):
         with pytest.raises(HoldActive) as caught:

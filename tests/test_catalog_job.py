@@ -120,7 +120,7 @@ def test_locked_and_held_records_are_never_deleted(client: tk.Client, spark) -> 
     ids = add_aged(client, ["A", "B", "C"], [5])
     from tidekeep.catalog.record_store import RecordStore
 
-    RecordStore(client).set_status([ids[0]], "LOCKED")
+    RecordStore(client.workspace).set_status([ids[0]], "LOCKED")
     hold = client.catalog.hold('feed = "B"', "litigation 42")
     report = client.catalog.run(now_ms=NOW)
     after = statuses(client)

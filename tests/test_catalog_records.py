@@ -175,7 +175,7 @@ def test_set_status_updates_status_time(tmp_path, metadata_url: str) -> None:
     clock = tk.ManualClock(T0 + 86_400_000)
     with tk.connect(home=tmp_path / "ws2", metadata_url=metadata_url, storage=str(tmp_path / "d2"),
                     clock=clock, create=True) as c:
-        store = RecordStore(c)
+        store = RecordStore(c.workspace)
         ids = store.add([base(), base(), base()])
         assert store.set_status(ids[:2], "locked") == 2
         assert [(r.status, r.status_time) for r in store.list()] == [

@@ -42,7 +42,7 @@ def rules_audit(client: tk.Client) -> list[dict]:
 
 def test_empty_before_the_first_save(client: tk.Client) -> None:
     assert client.catalog.rules() == RuleSet("", ())
-    assert RulesStore(client).saved().updated_ms is None
+    assert RulesStore(client.workspace).saved().updated_ms is None
 
 
 def test_save_from_file_list_and_ruleset(client: tk.Client, tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def test_save_from_file_list_and_ruleset(client: tk.Client, tmp_path: Path) -> N
     assert third.version not in {first.version, second.version, "ignored"}
     assert client.catalog.rules().rules == tuple(rules)
 
-    saved = RulesStore(client).saved()
+    saved = RulesStore(client.workspace).saved()
     assert saved.updated_ms is not None and saved.updated_ms <= client.clock.now_ms()
     assert saved.updated_by == client.streams.actor
     entries = rules_audit(client)
@@ -117,9 +117,9 @@ def test_bad_files_change_nothing(client: tk.Client, tmp_path: Path) -> None:
 def test_dictionaries_named_by_rules_must_exist(client: tk.Client) -> None:
     rule = RetentionRule(1, "dict", True, Term("Feed", Condition.IN_DICTIONARY, "feeds"), Age(1, TimeUnit.DAYS))
     with pytest.raises(InvalidInput, match="rule 1: dictionary 'feeds' does not exist"):
-        RulesStore(client).validate([rule])
+        RulesStore(client.workspace).validate([rule])
     client.catalog.set_dictionary("feeds", ["A", "B"])
-    assert RulesStore(client).validate([rule]) == RuleSet("", (rule,))
+    assert RulesStore(client.workspace).validate([rule]) == RuleSet("", (rule,))
     saved = client.catalog.set_rules([rule])
     assert client.catalog.rules() == saved
     with pytest.raises(InvalidInput, match="used by the saved retention rules"):
@@ -129,13 +129,13 @@ def test_dictionaries_named_by_rules_must_exist(client: tk.Client) -> None:
 def test_validate_saves_nothing(client: tk.Client, tmp_path: Path) -> None:
     path = tmp_path / "rules.yaml"
     path.write_text(YAML)
-    checked = RulesStore(client).validate(path)
+    checked = RulesStore(client.workspace).validate(path)
     assert checked.version == "" and len(checked.rules) == 3
     assert client.catalog.rules() == RuleSet("", ()) and rules_audit(client) == []
 
 
 def test_trackers_drop_other_versions(client: tk.Client) -> None:
-    store = RulesStore(client)
+    store = RulesStore(client.workspace)
     assert store.trackers("v1") == {}
     store.save_tracker("v1", "1 Month", 1000)
     store.save_tracker("v1", "Forever", 1000)
@@ -148,7 +148,7 @@ def test_trackers_drop_other_versions(client: tk.Client) -> None:
 
 
 def test_concurrent_tracker_upserts_leave_one_row(client: tk.Client) -> None:
-    store = RulesStore(client)
+    store = RulesStore(client.workspace)
     errors: list[BaseException] = []
 
     def worker(value: int) -> None:

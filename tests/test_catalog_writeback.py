@@ -63,7 +63,7 @@ def test_locked_and_held_rows_are_guarded_inside_the_statement(client: tk.Client
 
     ids = client.catalog.add([{"feed": "HELD" if i == 4 else "F", "type": "T", "create_time": 1000 + i}
                               for i in range(8)])
-    RecordStore(client).set_status([ids[1]], "LOCKED")  # locked after Spark read it UNLOCKED
+    RecordStore(client.workspace).set_status([ids[1]], "LOCKED")  # locked after Spark read it UNLOCKED
     batch = verdicts([(i, 1000 + n, 2, True) for n, i in enumerate(ids)])
     spec = DeleteSpec(client.settings.metadata_url, NOW, 3, holds=(parse('feed = "HELD"'),))
     out = list(delete_partition(spec, iter([batch])))

@@ -307,30 +307,30 @@ def test_an_archive_sweep_whose_lease_was_taken_over_deletes_no_archive(fclient:
     b = take_over(fclient, ARCHIVE_GC_RESOURCE, a)
     before = archive_state(fclient)
     with pytest.raises(LeaseLost) as refused:
-        collect_archives(fclient, fence=a)
+        collect_archives(fclient.workspace, fence=a)
     assert str(refused.value) == lost_message(a, b)
     assert archive_state(fclient) == before
     # decided and journaled under B's lease, applied after C took it over: the deleting transaction refuses
     now = fclient.clock.now_ms()
-    plan = plan_archive_sweep(now, 60, fclient.settings["search.max_runtime"], ArchiveStore(fclient).list(), [],
-                              set(), set())
+    plan = plan_archive_sweep(now, 60, fclient.settings["search.max_runtime"],
+                              ArchiveStore(fclient.workspace).list(), [], set(), set())
     assert sorted(x.id for x in plan.candidates) == sorted(x.id for x in expired)
-    write_journal(fclient, plan.candidates, now, b)
+    write_journal(fclient.workspace, plan.candidates, now, b)
     journaled = archive_state(fclient)
     c = take_over(fclient, ARCHIVE_GC_RESOURCE, b, "C")
     report = ArchiveGcReport(now_ms=now, dry_run=False, enabled=True, retention_minutes=60)
     with pytest.raises(LeaseLost) as refused:
-        delete_metadata(fclient, plan, report, plan.candidates, fence=b)
+        delete_metadata(fclient.workspace, plan, report, plan.candidates, fence=b)
     assert str(refused.value) == lost_message(b, c)
     assert archive_state(fclient) == journaled and report.deleted == 0
     # the holder's sweep finishes the work
-    done = collect_archives(fclient, fence=c)
+    done = collect_archives(fclient.workspace, fence=c)
     assert done.deleted == 3 and archive_state(fclient)[0] == [kept.id]
 
 
 def test_a_search_result_sweep_whose_lease_was_taken_over_expires_nothing(fclient: tk.Client) -> None:
     make_archive(fclient, "web", [(None, "x")])
-    jobs = SearchJobStore(fclient)
+    jobs = SearchJobStore(fclient.workspace)
     job = jobs.create("web", "q", regex=False, ignore_case=False, begin_ts=None, end_ts=None, retention_minutes=None)
     directory = Path(fclient.storage.full_path(results_dir(job.id)))
     directory.mkdir(parents=True)
@@ -340,12 +340,12 @@ def test_a_search_result_sweep_whose_lease_was_taken_over_expires_nothing(fclien
     a = take(fclient, "search-result-gc", "A")
     b = take_over(fclient, "search-result-gc", a)
     with pytest.raises(LeaseLost) as refused:
-        collect_search_results(fclient, fence=a)
+        collect_search_results(fclient.workspace, fence=a)
     assert str(refused.value) == lost_message(a, b)
     with fclient.db.read() as conn:
         assert conn.execute(sa.select(archive_search_jobs.c.results_expired_ms)).scalar_one() is None
     assert directory.exists() and "search_results_expire" not in audit_actions(fclient)
-    assert len(collect_search_results(fclient, fence=b).expired) == 1 and not directory.exists()
+    assert len(collect_search_results(fclient.workspace, fence=b).expired) == 1 and not directory.exists()
 
 
 # ---- the housekeeping under the sweep lease ---------------------------------------------------------

@@ -425,7 +425,7 @@ def test_archive_collectors_on_a_read_only_archive_directory(tmp_path: Path, met
     try:
         old = make_archive(client, "web", [(now - 3 * 60 * MIN, "old"), (now - 2 * 60 * MIN, "older than an hour")])
         fresh = make_archive(client, "web", [(now - MIN, "recent")])
-        jobs = SearchJobStore(client)
+        jobs = SearchJobStore(client.workspace)
         job = jobs.create("web", "q", regex=False, ignore_case=False, begin_ts=None, end_ts=None,
                           retention_minutes=None)
         results = Path(client.storage.full_path(results_dir(job.id)))
@@ -455,7 +455,7 @@ def test_archive_collectors_on_a_read_only_archive_directory(tmp_path: Path, met
             assert done.returncode == 0 and "2 file(s) could not be deleted" in one_warning_line(done.stderr)
 
         clock.set(now_ms())
-        again = collect_all(client)
+        again = collect_all(client.workspace)
         assert again.archives.replayed == 1 and again.archives.files_left == []
         assert again.results.finished == 1 and again.results.files_left == []
         assert journal(client) == [] and not Path(client.storage.full_path(old.path)).exists()

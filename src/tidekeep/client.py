@@ -19,10 +19,10 @@ from .holds import HoldStore
 from .store.chunks import ChunkStorage
 from .store.database import Database
 from .store.fencing import LeaseFence
+from .store.house import open_workspace, verify_identity
 from .store.local_dirs import check_can_be_directory, ensure_directory
 from .store.private import write_private_text
 from .store.workspace import (
-    check_stamps,
     mismatch_message,
     new_workspace_id,
     plan_init,
@@ -74,35 +74,28 @@ class Client:
     def __init__(self, settings: Settings, clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
         self.clock = clock
-        self.db = Database(settings.metadata_url, settings["metadata.busy_timeout"],
-                           durable_commits=settings["storage.fsync"])
-        try:
-            self.storage = ChunkStorage(settings.storage_uri, fsync=settings["storage.fsync"])
-            self.workspace_id = self.verify_workspace()
-        except BaseException:
-            self.db.dispose()
-            raise
-        self.streams = StreamController(self.db, self.storage, clock)
+        # the lower-level workspace every family receives (store/house.py); the client is a facade on it
+        self.workspace = open_workspace(settings, clock)
+        self.db = self.workspace.db
+        self.storage = self.workspace.storage
+        self.workspace_id = self.workspace.workspace_id
+        self.streams = StreamController(self.db, self.storage, clock, self.workspace.audit.actor)
         self.transactions = TransactionStore(self.streams)
         self.holds = HoldStore(self.streams.db, self.streams.clock, self.streams.actor)  # add/list/remove/active_for
         # size/time retention cycles: preview/run/history (streams/retention_store.py)
         self.retention = RetentionManager(self.streams, settings["retention.frequency"])
         # writer marks and watermarks: note/list/tail/writers/compute (streams/watermark_store.py)
         self.watermarks = WatermarkStore(self.streams)
-        self.catalog = Catalog(self)  # meta records, rules, the retention job, purge (catalog/)
-        self.archives = Archives(self)  # log archives, searches, the garbage collectors (archives/)
+        self.catalog = Catalog(self.workspace, self.holds)  # meta records, rules, the job, purge (catalog/)
+        self.archives = Archives(self.workspace)  # log archives, searches, the garbage collectors (archives/)
 
     def verify_workspace(self) -> str | None:
         """Compare the metadata store's workspace id with the storage root's (again: `tidekeep serve`
         does before every pass). Returns the id — deletions are allowed only under it — or None for a
         workspace from before the ids, which deletes nothing until `tidekeep init` stamps it. Raises
         WorkspaceMismatch when the two are not one workspace; then deleting is refused too."""
-        self.storage.workspace_id = None
-        identity = check_stamps(read_database_id(self.db),
-                                read_storage_id(self.storage.fs, self.storage.root, self.storage.uri),
-                                self.db.shown, self.storage.uri)
-        self.storage.workspace_id = identity
-        return identity
+        self.workspace_id = verify_identity(self.db, self.storage)
+        return self.workspace_id
 
     # ---- scopes and streams --------------------------------------------------------------------
     def create_scope(self, scope: str) -> bool:

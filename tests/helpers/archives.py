@@ -33,4 +33,4 @@ def make_archive(client: Client, dataset: str, messages: Sequence[tuple[int | No
     archive = Archive(archive_id, dataset, min(stamps) if stamps else None, max(stamps) if stamps else None,
                       len(rows), sum(len(m[1].encode()) + 1 for m in rows), stored, path, client.clock.now_ms(),
                       uuid.uuid4().hex)
-    return ArchiveStore(client).register([archive])[0]
+    return ArchiveStore(client.workspace).register([archive])[0]

@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
     from .model import Archive, SearchJob
 
 Progress = Callable[[int, int], None]  # (done, total) in the unit of the operation
 
 
 class Archives:
-    def __init__(self, client: Client) -> None:
-        self.client = client
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
 
     # ---- archives (store.py, ingest.py) -------------------------------------------------------
     def ingest(self, dataset: str, paths: Sequence[str | Path], *, timezone: str = "UTC",
@@ -25,23 +25,23 @@ class Archives:
         """Compress text logs (plain or gzip) into archives of `dataset` with a Spark job."""
         from .ingest import ingest_logs
 
-        return ingest_logs(self.client, dataset, paths, timezone=timezone, timestamp_format=timestamp_format,
+        return ingest_logs(self.workspace, dataset, paths, timezone=timezone, timestamp_format=timestamp_format,
                            progress=progress)
 
     def list(self, dataset: str | None = None) -> list[Archive]:
         from .store import ArchiveStore
 
-        return ArchiveStore(self.client).list(dataset)
+        return ArchiveStore(self.workspace).list(dataset)
 
     def get(self, archive_id: str) -> Archive:
         from .store import ArchiveStore
 
-        return ArchiveStore(self.client).get(archive_id)
+        return ArchiveStore(self.workspace).get(archive_id)
 
     def datasets(self) -> list[str]:
         from .store import ArchiveStore
 
-        return ArchiveStore(self.client).datasets()
+        return ArchiveStore(self.workspace).datasets()
 
     # ---- search (search.py, results.py) -------------------------------------------------------
     def search(self, dataset: str, query: str, *, begin: int | str | None = None, end: int | str | None = None,
@@ -49,29 +49,29 @@ class Archives:
         """Run a search job to its end; returns the finished job (its results are in the cache)."""
         from .search import run_search
 
-        return run_search(self.client, dataset, query, begin=begin, end=end, regex=regex, ignore_case=ignore_case,
+        return run_search(self.workspace, dataset, query, begin=begin, end=end, regex=regex, ignore_case=ignore_case,
                           progress=progress)
 
     def results(self, job_id: int, page: int = 1, page_size: int = 50) -> Any:
         """One page of a job's results, newest timestamp first."""
         from .results import read_results
 
-        return read_results(self.client, job_id, page=page, page_size=page_size)
+        return read_results(self.workspace, job_id, page=page, page_size=page_size)
 
     def jobs(self, limit: int = 100, state: str | None = None) -> list[SearchJob]:
         from .store import SearchJobStore
 
-        return SearchJobStore(self.client).list(limit, state)
+        return SearchJobStore(self.workspace).list(limit, state)
 
     def job(self, job_id: int) -> SearchJob:
         from .store import SearchJobStore
 
-        return SearchJobStore(self.client).get(job_id)
+        return SearchJobStore(self.workspace).get(job_id)
 
     def cancel(self, job_id: int) -> SearchJob:
         from .store import SearchJobStore
 
-        return SearchJobStore(self.client).cancel(job_id)
+        return SearchJobStore(self.workspace).cancel(job_id)
 
     # ---- garbage collectors (gc.py) -----------------------------------------------------------
     def gc(self, dry_run: bool = False, progress: Progress | None = None) -> Any:
@@ -79,4 +79,4 @@ class Archives:
         period is set); a dry run lists what would be deleted and why. `progress` counts archive files."""
         from .gc import collect_all
 
-        return collect_all(self.client, dry_run=dry_run, progress=progress)
+        return collect_all(self.workspace, dry_run=dry_run, progress=progress)

@@ -41,7 +41,6 @@ regardless (the journal would have the next sweep finish them anyway).
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -52,9 +51,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..faults import fault_point
+from ..store.audit import AuditEntry
 from ..store.deletion import DeleteOutcome, FileLeft, files_left_json, warn_files_left
 from ..store.fencing import LeaseFence, check_fence, confirm_fence
-from ..store.schema import audit as audit_table
 from ..store.schema_archives import archive_gc_journal as journal
 from ..store.schema_archives import archive_search_jobs as jobs_table
 from ..store.schema_archives import archives as archives_table
@@ -74,15 +73,15 @@ from .model import ARCHIVES_DIR, Archive, JobState, SearchJob
 from .store import archive_from_row, job_from_row, lock_dataset, oldest_running_created_ms
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 log = logging.getLogger("tidekeep.archives.gc")
 Progress = Callable[[int, int], None]  # (files done, files total)
 GC_BATCH_SIZE = 1000  # candidates journaled, deleted from the metadata and from storage per round
 
 
-def configure_gc_logging(client: Client) -> None:
-    log.setLevel(logging.getLevelName(client.settings["garbage_collector.logging_level"]))
+def configure_gc_logging(workspace: Workspace) -> None:
+    log.setLevel(logging.getLevelName(workspace.settings["garbage_collector.logging_level"]))
 
 
 @dataclass
@@ -163,10 +162,10 @@ def archives_with_held_records(conn: Connection, now_ms: int, among: Any) -> set
         catalog_records, catalog_records.c.id == archives_table.c.catalog_record_id).where(among, held)).scalars())
 
 
-def _plan(client: Client, retention: int, now: int) -> tuple[ArchivePlan, dict[str, str]]:
+def _plan(workspace: Workspace, retention: int, now: int) -> tuple[ArchivePlan, dict[str, str]]:
     # nothing ending at or after now − TTL can expire whatever searches run, so read only older ones
     horizon = now - retention * 60_000
-    with client.db.read() as conn:
+    with workspace.db.read() as conn:
         archives = [archive_from_row(r) for r in conn.execute(sa.select(archives_table).where(
             archives_table.c.end_ts.is_not(None), archives_table.c.end_ts < horizon))]
         running = [job_from_row(r) for r in conn.execute(sa.select(jobs_table).where(
@@ -174,7 +173,7 @@ def _plan(client: Client, retention: int, now: int) -> tuple[ArchivePlan, dict[s
         held_datasets, held_archives = load_holds(conn)
         held_records = archives_with_held_records(conn, now, sa.and_(archives_table.c.end_ts.is_not(None),
                                                                      archives_table.c.end_ts < horizon))
-    plan = plan_archive_sweep(now, retention, client.settings["search.max_runtime"], archives, running,
+    plan = plan_archive_sweep(now, retention, workspace.settings["search.max_runtime"], archives, running,
                               held_datasets, held_archives | held_records)
     return plan, held_reasons(plan.held, held_datasets, held_archives, held_records)
 
@@ -215,21 +214,21 @@ def dead_search_error(job: SearchJob, now: int) -> str:
 LEFT_FOR = "the next collector run"
 
 
-def delete_file(client: Client, rel_path: str) -> DeleteOutcome:
+def delete_file(workspace: Workspace, rel_path: str) -> DeleteOutcome:
     """Delete one file: `deleted` 1, or 0 if it was already gone (which is fine: gone is gone), or
     the file in `failed` with why it could not be deleted (never raised)."""
-    return client.storage.delete([rel_path])
+    return workspace.storage.delete([rel_path])
 
 
-def _drop_journal_row(client: Client, archive_id: str) -> None:
-    with client.db.write() as conn:
+def _drop_journal_row(workspace: Workspace, archive_id: str) -> None:
+    with workspace.db.write() as conn:
         conn.execute(sa.delete(journal).where(journal.c.archive_id == archive_id))
 
 
 # ---- the steps --------------------------------------------------------------------------------
-def replay_journal(client: Client, report: ArchiveGcReport, fence: LeaseFence | None = None) -> None:
+def replay_journal(workspace: Workspace, report: ArchiveGcReport, fence: LeaseFence | None = None) -> None:
     """Step 0: finish what a crashed sweep committed; forget what it never committed."""
-    with client.db.write() as conn:
+    with workspace.db.write() as conn:
         check_fence(conn, fence)
         rows = conn.execute(sa.select(journal).order_by(journal.c.archive_id)).all()
         if not rows:
@@ -245,23 +244,23 @@ def replay_journal(client: Client, report: ArchiveGcReport, fence: LeaseFence | 
     for row in rows:
         if row.archive_id in alive:
             continue
-        left = delete_file(client, row.path).failed
+        left = delete_file(workspace, row.path).failed
         if left:  # the journal row stays: the next replay tries again
             report.files_left.extend(left)
             continue
-        _drop_journal_row(client, row.archive_id)
+        _drop_journal_row(workspace, row.archive_id)
         report.replayed += 1
     log.info("journal replay: %d file deletion(s) finished, %d row(s) of archives never deleted dropped",
              report.replayed, report.journal_dropped)
 
 
-def fail_dead_searches(client: Client, jobs: Sequence[SearchJob], now: int,
+def fail_dead_searches(workspace: Workspace, jobs: Sequence[SearchJob], now: int,
                        fence: LeaseFence | None = None) -> list[SearchJob]:
     """Step 1, first half: RUNNING → FAILED for searches silent too long, completion now, audited.
     Each UPDATE also requires the heartbeat read when the job was judged: a search that beat again
     since (it was only slow) is not failed. Its results stay as far as they got, and expire from now."""
     failed: list[SearchJob] = []
-    with client.db.write() as conn:
+    with workspace.db.write() as conn:
         check_fence(conn, fence)
         for job in jobs:
             error = dead_search_error(job, now)
@@ -273,21 +272,20 @@ def fail_dead_searches(client: Client, jobs: Sequence[SearchJob], now: int,
                 details = {"job": job.id, "dataset": job.dataset, "created_ms": job.created_ms,
                            "heartbeat_ms": job.heartbeat_ms, "heartbeat_interval_ms": job.heartbeat_interval_ms,
                            "missed_heartbeats": MISSED_HEARTBEATS}
-                conn.execute(sa.insert(audit_table).values(
-                    time_ms=now, action="search_fail", target=f"search/{job.id}", old_head=None, new_head=None,
-                    bytes_freed=0, reason=error, actor=client.streams.actor, details=json.dumps(details)))
+                workspace.audit.append(conn, AuditEntry("search_fail", f"search/{job.id}", error, details=details,
+                                                        time_ms=now))
                 failed.append(job)
     for job in failed:
         log.info("failed search %d (last heartbeat %s): its process died", job.id, iso_utc(job.heartbeat_ms))
     return failed
 
 
-def kill_overlong_searches(client: Client, jobs: Sequence[SearchJob], now: int,
+def kill_overlong_searches(workspace: Workspace, jobs: Sequence[SearchJob], now: int,
                            fence: LeaseFence | None = None) -> list[SearchJob]:
     """Step 1, second half: RUNNING → KILLED (only if still RUNNING), completion now, audited."""
-    max_runtime = client.settings["search.max_runtime"]
+    max_runtime = workspace.settings["search.max_runtime"]
     killed: list[SearchJob] = []
-    with client.db.write() as conn:
+    with workspace.db.write() as conn:
         check_fence(conn, fence)
         for job in jobs:
             error = (f"ran longer than search.max_runtime ({max_runtime} ms): killed by the archive collector at "
@@ -296,22 +294,24 @@ def kill_overlong_searches(client: Client, jobs: Sequence[SearchJob], now: int,
                 jobs_table.c.id == job.id, jobs_table.c.state == str(JobState.RUNNING)).values(
                 state=str(JobState.KILLED), completed_ms=now, error=error)).rowcount
             if done:
-                client.streams._audit(conn, "search_kill", f"search/{job.id}", None, None, 0, error,
-                                      {"job": job.id, "dataset": job.dataset, "created_ms": job.created_ms,
-                                       "max_runtime_ms": max_runtime})
+                workspace.audit.append(conn, AuditEntry(
+                    "search_kill", f"search/{job.id}", error,
+                    details={"job": job.id, "dataset": job.dataset, "created_ms": job.created_ms,
+                             "max_runtime_ms": max_runtime}))
                 killed.append(job)
     for job in killed:
         log.info("killed search %d (created %s): ran longer than search.max_runtime", job.id, iso_utc(job.created_ms))
     return killed
 
 
-def write_journal(client: Client, candidates: Sequence[Archive], now: int, fence: LeaseFence | None = None) -> None:
+def write_journal(workspace: Workspace, candidates: Sequence[Archive], now: int,
+                  fence: LeaseFence | None = None) -> None:
     """Step 4: the write-ahead list, committed before any metadata is deleted. Under the datasets'
     locks and only for archives still alive: a concurrent sweep that has meanwhile deleted some of
     them (and their journal rows, with their files) must not get journal rows back from us."""
     if not candidates:
         return
-    with client.db.write() as conn:
+    with workspace.db.write() as conn:
         check_fence(conn, fence)
         for dataset in sorted({a.dataset for a in candidates}):
             lock_dataset(conn, dataset)
@@ -332,7 +332,7 @@ def _ensure_journaled(conn: Connection, candidates: Sequence[Archive], now: int)
                                           for a in missing])
 
 
-def delete_metadata(client: Client, plan: ArchivePlan, report: ArchiveGcReport,
+def delete_metadata(workspace: Workspace, plan: ArchivePlan, report: ArchiveGcReport,
                     batch: Sequence[Archive] | None = None, fence: LeaseFence | None = None) -> list[Archive]:
     """Step 5: in one transaction, re-check and delete the rows (and catalog records) of the
     candidates (of `batch`, default all) that are still expired and unheld; returns those deleted."""
@@ -340,7 +340,7 @@ def delete_metadata(client: Client, plan: ArchivePlan, report: ArchiveGcReport,
     now = plan.now_ms
     candidates = plan.candidates if batch is None else batch
     ids = [a.id for a in candidates]
-    with client.db.write() as conn:
+    with workspace.db.write() as conn:
         check_fence(conn, fence)
         for dataset in sorted({a.dataset for a in candidates}):
             lock_dataset(conn, dataset)  # a hold on the dataset or one of its archives waits for us
@@ -369,67 +369,67 @@ def delete_metadata(client: Client, plan: ArchivePlan, report: ArchiveGcReport,
                           f"(archive_output.retention_period {retention} min")
                 reason += (f", held back by running search {plan.held_back_by.id})"
                            if plan.held_back_by is not None and expiry == plan.expiry_ms else ")")
-                client.streams._audit(conn, "archive_expire", f"archives/{dataset}", None, None, freed, reason, {
+                workspace.audit.append(conn, AuditEntry("archive_expire", f"archives/{dataset}", reason, freed, {
                     "archives": [a.id for a in group], "end_ts": [a.end_ts for a in group],
                     "bytes": [a.stored_bytes for a in group], "expiry_ms": expiry, "retention_minutes": retention,
                     "held_back_by_job": plan.held_back_by.id if plan.held_back_by is not None else None,
-                    "reason": "retention"})
+                    "reason": "retention"}))
     report.kept_by_recheck += [a.id for a in kept]
     report.deleted += len(survivors)
     report.bytes_freed += sum(a.stored_bytes for a in survivors)
     return survivors
 
 
-def delete_files(client: Client, archives: Sequence[Archive], report: ArchiveGcReport,
+def delete_files(workspace: Workspace, archives: Sequence[Archive], report: ArchiveGcReport,
                  progress: Progress | None = None) -> None:
     """Step 6: each file, then its journal row; a missing file counts as deleted. A file that
     cannot be deleted keeps its journal row, so the next run's replay deletes it."""
     total = len(archives)
     for i, archive in enumerate(archives):
-        outcome = delete_file(client, archive.path)
+        outcome = delete_file(workspace, archive.path)
         report.files_deleted += outcome.deleted
         if i == 0:
             fault_point("archive_gc.mid_files")
         if outcome.failed:
             report.files_left.extend(outcome.failed)
         else:
-            _drop_journal_row(client, archive.id)
+            _drop_journal_row(workspace, archive.id)
         if progress is not None:
             progress(i + 1, total)
 
 
-def list_archive_storage(client: Client) -> list[StoredEntry]:
+def list_archive_storage(workspace: Workspace) -> list[StoredEntry]:
     """Every file and directory under archives/, with mtimes (directories too: see plan_orphans)."""
     import pyarrow.fs as pafs
 
-    selector = pafs.FileSelector(client.storage.full_path(ARCHIVES_DIR), recursive=True, allow_not_found=True)
+    selector = pafs.FileSelector(workspace.storage.full_path(ARCHIVES_DIR), recursive=True, allow_not_found=True)
     entries = []
-    for info in client.storage.fs.get_file_info(selector):
+    for info in workspace.storage.fs.get_file_info(selector):
         if info.type not in (pafs.FileType.File, pafs.FileType.Directory):
             continue
         mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else None
-        entries.append(StoredEntry(posixpath.relpath(info.path, client.storage.root), mtime, info.size or 0,
+        entries.append(StoredEntry(posixpath.relpath(info.path, workspace.storage.root), mtime, info.size or 0,
                                    info.type == pafs.FileType.Directory))
     return entries
 
 
-def sweep_orphans(client: Client, now: int, dry_run: bool, report: ArchiveGcReport,
+def sweep_orphans(workspace: Workspace, now: int, dry_run: bool, report: ArchiveGcReport,
                   fence: LeaseFence | None = None) -> None:
     """Step 7: archive files nothing names, older than sweep.grace, in datasets where no ingest is
     running (an ingest that died between writing and registering). Storage is listed before the
     rows are read, so a file registered meanwhile is seen as named."""
-    entries = list_archive_storage(client)
+    entries = list_archive_storage(workspace)
     if not entries:
         return
-    with client.db.read() as conn:
+    with workspace.db.read() as conn:
         named = set(conn.execute(sa.select(archives_table.c.path)).scalars())
         named |= set(conn.execute(sa.select(journal.c.path)).scalars())
-    plan = plan_orphans(entries, named, now - client.settings["sweep.grace"])
+    plan = plan_orphans(entries, named, now - workspace.settings["sweep.grace"])
     if not dry_run and (plan.files or plan.staging_dirs):
-        confirm_fence(client.db, fence)
+        confirm_fence(workspace.db, fence)
     for orphan in plan.files:
         if not dry_run:
-            outcome = delete_file(client, orphan.path)
+            outcome = delete_file(workspace, orphan.path)
             report.files_left.extend(outcome.failed)
             if not outcome.deleted:
                 continue  # already gone, or left for the next run
@@ -437,7 +437,7 @@ def sweep_orphans(client: Client, now: int, dry_run: bool, report: ArchiveGcRepo
         report.orphan_bytes += orphan.size
     if not dry_run:
         for directory in plan.staging_dirs:
-            report.files_left.extend(client.storage.delete_dir(directory).failed)
+            report.files_left.extend(workspace.storage.delete_dir(directory).failed)
     if plan.files:
         log.info("orphan archive files %s: %d (%d bytes)", "found" if dry_run else "deleted", report.orphans,
                  report.orphan_bytes)
@@ -446,27 +446,27 @@ def sweep_orphans(client: Client, now: int, dry_run: bool, report: ArchiveGcRepo
 
 
 # ---- the sweep --------------------------------------------------------------------------------
-def collect_archives(client: Client, dry_run: bool = False, progress: Progress | None = None,
+def collect_archives(workspace: Workspace, dry_run: bool = False, progress: Progress | None = None,
                      fence: LeaseFence | None = None) -> ArchiveGcReport:
     """One sweep of the archive collector (see the module docstring); a dry run changes nothing.
     `fence`: the service's "archive-gc" lease (store/fencing.py); None for a manual sweep."""
     if not dry_run:
-        client.storage.require_deletable()
-    configure_gc_logging(client)
-    retention = client.settings["archive_output.retention_period"]
-    now = client.clock.now_ms()
+        workspace.storage.require_deletable()
+    configure_gc_logging(workspace)
+    retention = workspace.settings["archive_output.retention_period"]
+    now = workspace.clock.now_ms()
     report = ArchiveGcReport(now_ms=now, dry_run=dry_run, enabled=retention is not None, retention_minutes=retention)
     if retention is None:
         # nothing expires; still finish the file deletions a crashed sweep committed, so no
         # deleted archive's data outlives it because retention was switched off afterwards
         if not dry_run:
-            replay_journal(client, report, fence)
+            replay_journal(workspace, report, fence)
         log.info("archive sweep: %s", report.summary())
         warn_files_left(log, "archive sweep", report.files_left, LEFT_FOR)
         return report
     if not dry_run:
-        replay_journal(client, report, fence)
-    plan, why_held = _plan(client, retention, now)
+        replay_journal(workspace, report, fence)
+    plan, why_held = _plan(workspace, retention, now)
     report.expiry_ms = plan.expiry_ms
     if plan.held_back_by is not None:
         report.held_back_by_job = plan.held_back_by.id
@@ -476,35 +476,35 @@ def collect_archives(client: Client, dry_run: bool = False, progress: Progress |
     if dry_run:
         report.failed_jobs = [_dead_job_view(j, now) for j in plan.dead]
         report.killed_jobs = [_job_view(j, now) for j in plan.kill]
-        sweep_orphans(client, now, True, report)
+        sweep_orphans(workspace, now, True, report)
         log.info("archive sweep (dry run): %s", report.summary())
         return report
-    report.failed_jobs = [_dead_job_view(j, now) for j in fail_dead_searches(client, plan.dead, now, fence)]
-    report.killed_jobs = [_job_view(j, now) for j in kill_overlong_searches(client, plan.kill, now, fence)]
+    report.failed_jobs = [_dead_job_view(j, now) for j in fail_dead_searches(workspace, plan.dead, now, fence)]
+    report.killed_jobs = [_job_view(j, now) for j in kill_overlong_searches(workspace, plan.kill, now, fence)]
     # in batches, so one sweep over a long backlog keeps its transactions and IN lists bounded
     total = len(plan.candidates)
     for start in range(0, total, GC_BATCH_SIZE):
         batch = plan.candidates[start:start + GC_BATCH_SIZE]
-        write_journal(client, batch, now, fence)
+        write_journal(workspace, batch, now, fence)
         fault_point("archive_gc.after_journal")
-        deleted = delete_metadata(client, plan, report, batch, fence)
+        deleted = delete_metadata(workspace, plan, report, batch, fence)
         fault_point("archive_gc.after_metadata")
-        delete_files(client, deleted, report, None if progress is None else
+        delete_files(workspace, deleted, report, None if progress is None else
                      lambda done, _total, base=start: progress(base + done, total))
     kept = set(report.kept_by_recheck)
     report.candidates = [c for c in report.candidates if c["archive_id"] not in kept]
-    sweep_orphans(client, now, False, report, fence)
+    sweep_orphans(workspace, now, False, report, fence)
     log.info("archive sweep: %s", report.summary())
     warn_files_left(log, "archive sweep", report.files_left, LEFT_FOR)
     return report
 
 
-def collect_all(client: Client, dry_run: bool = False, progress: Progress | None = None) -> GcReport:
+def collect_all(workspace: Workspace, dry_run: bool = False, progress: Progress | None = None) -> GcReport:
     """Both collectors once: the archive collector first, then the search-result collector."""
     from .gc_results import collect_search_results
 
-    archives = collect_archives(client, dry_run=dry_run, progress=progress)
-    results = collect_search_results(client, dry_run=dry_run)
+    archives = collect_archives(workspace, dry_run=dry_run, progress=progress)
+    results = collect_search_results(workspace, dry_run=dry_run)
     return GcReport(archives, results)
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from ..faults import fault_point
+from ..store.audit import AuditEntry
 from ..store.deletion import FileLeft, files_left_json, warn_files_left
 from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_archives import archive_search_jobs as jobs_table
@@ -32,7 +33,7 @@ from .model import FINAL_STATES, RESULTS_DIR, JobState, SearchJob, results_dir
 from .store import job_from_row
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 log = logging.getLogger("tidekeep.archives.gc")
 
@@ -65,31 +66,31 @@ class ResultGcReport:
         return text + (f"; {len(self.files_left)} file(s) could not be deleted" if self.files_left else "")
 
 
-def _results_bytes(client: Client, job_id: int) -> int:
-    return sum(f.size for f in client.storage.list_files(results_dir(job_id)))
+def _results_bytes(workspace: Workspace, job_id: int) -> int:
+    return sum(f.size for f in workspace.storage.list_files(results_dir(job_id)))
 
 
-def _present_result_dirs(client: Client) -> list[int]:
+def _present_result_dirs(workspace: Workspace) -> list[int]:
     """Job ids that have a results directory in storage (one listing, not one look-up per job)."""
     import pyarrow.fs as pafs
 
-    selector = pafs.FileSelector(client.storage.full_path(RESULTS_DIR), recursive=False, allow_not_found=True)
-    names = [info.base_name for info in client.storage.fs.get_file_info(selector)
+    selector = pafs.FileSelector(workspace.storage.full_path(RESULTS_DIR), recursive=False, allow_not_found=True)
+    names = [info.base_name for info in workspace.storage.fs.get_file_info(selector)
              if info.type == pafs.FileType.Directory]
     return sorted(int(n) for n in names if n.isdigit())
 
 
-def finish_marked(client: Client, report: ResultGcReport) -> None:
+def finish_marked(workspace: Workspace, report: ResultGcReport) -> None:
     """Delete the directories of jobs already marked expired that still exist (idempotent)."""
-    present = _present_result_dirs(client)
+    present = _present_result_dirs(workspace)
     if not present:
         return
-    with client.db.read() as conn:
+    with workspace.db.read() as conn:
         marked = list(conn.execute(sa.select(jobs_table.c.id).where(
             jobs_table.c.id.in_(present), jobs_table.c.results_expired_ms.is_not(None))
             .order_by(jobs_table.c.id)).scalars())
     for job_id in marked:
-        left = client.storage.delete_dir(results_dir(job_id)).failed
+        left = workspace.storage.delete_dir(results_dir(job_id)).failed
         report.files_left.extend(left)
         report.finished += 0 if left else 1
     if report.finished:
@@ -102,33 +103,34 @@ def _view(job: SearchJob, now: int, size: int) -> dict[str, Any]:
             "age_ms": now - done, "bytes": size, "results_count": job.results_count}
 
 
-def collect_search_results(client: Client, dry_run: bool = False, fence: LeaseFence | None = None) -> ResultGcReport:
+def collect_search_results(workspace: Workspace, dry_run: bool = False,
+                           fence: LeaseFence | None = None) -> ResultGcReport:
     """One sweep of the search-result collector; a dry run changes nothing. `fence`: the service's
     "search-result-gc" lease (store/fencing.py); None for a manual sweep."""
     if not dry_run:
-        client.storage.require_deletable()
-    configure_gc_logging(client)
-    retention = client.settings["results_cache.retention_period"]
-    now = client.clock.now_ms()
+        workspace.storage.require_deletable()
+    configure_gc_logging(workspace)
+    retention = workspace.settings["results_cache.retention_period"]
+    now = workspace.clock.now_ms()
     report = ResultGcReport(now_ms=now, dry_run=dry_run, enabled=retention is not None, retention_minutes=retention)
     if retention is None:
         log.info("search-result sweep: %s", report.summary())
         return report
     report.expiry_ms = now - retention_ms(retention)
     if not dry_run:
-        finish_marked(client, report)
-    with client.db.read() as conn:
+        finish_marked(workspace, report)
+    with workspace.db.read() as conn:
         rows = conn.execute(sa.select(jobs_table).where(
             jobs_table.c.state.in_([str(s) for s in FINAL_STATES]), jobs_table.c.results_expired_ms.is_(None),
             sa.func.coalesce(jobs_table.c.completed_ms, jobs_table.c.created_ms) < report.expiry_ms))
         due = results_to_expire([job_from_row(r) for r in rows], now, retention)
-    sizes = {job.id: _results_bytes(client, job.id) for job in due}
+    sizes = {job.id: _results_bytes(workspace, job.id) for job in due}
     if dry_run:
         report.expired = [_view(j, now, sizes[j.id]) for j in due]
         log.info("search-result sweep (dry run): %s", report.summary())
         return report
     marked: list[SearchJob] = []
-    with client.db.write() as conn:
+    with workspace.db.write() as conn:
         check_fence(conn, fence)
         for job in due:
             done = conn.execute(sa.update(jobs_table).where(
@@ -136,16 +138,16 @@ def collect_search_results(client: Client, dry_run: bool = False, fence: LeaseFe
                 jobs_table.c.state != str(JobState.RUNNING)).values(results_expired_ms=now)).rowcount
             if not done:
                 continue  # another collector took it meanwhile
-            client.streams._audit(
-                conn, "search_results_expire", f"search/{job.id}", None, None, sizes[job.id],
+            workspace.audit.append(conn, AuditEntry(
+                "search_results_expire", f"search/{job.id}",
                 f"results of search {job.id} ({job.state}) completed {iso_utc(completion_ms(job))}, more than "
-                f"results_cache.retention_period {retention} min ago",
+                f"results_cache.retention_period {retention} min ago", sizes[job.id],
                 {"job": job.id, "state": str(job.state), "completed_ms": completion_ms(job), "bytes": sizes[job.id],
-                 "results_count": job.results_count, "expiry_ms": report.expiry_ms})
+                 "results_count": job.results_count, "expiry_ms": report.expiry_ms}))
             marked.append(job)
     fault_point("search_result_gc.after_mark")
     for job in marked:
-        report.files_left.extend(client.storage.delete_dir(results_dir(job.id)).failed)
+        report.files_left.extend(workspace.storage.delete_dir(results_dir(job.id)).failed)
     report.expired = [_view(j, now, sizes[j.id]) for j in marked]
     report.bytes_freed = sum(sizes[j.id] for j in marked)
     log.info("search-result sweep: %s", report.summary())

@@ -53,7 +53,7 @@ from .model import ARCHIVE_SCHEMA, ARCHIVES_DIR, Archive, archive_path, check_da
 from .timestamps import TimestampRules, make_rules
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -264,11 +264,12 @@ def _delete_quietly(fs: Any, full_path: str, directory: bool = False) -> None:
         pass
 
 
-def _run_job(client: Client, files: list[str], rules: TimestampRules, storage_uri: str, fsync: bool, staging: str,
+def _run_job(workspace: Workspace, files: list[str], rules: TimestampRules, storage_uri: str, fsync: bool, staging: str,
              partitions: int, target_size: int, on_fraction: Callable[[float], None]) -> list[dict[str, Any]]:
     from ..spark.progress import track_tasks
+    from ..spark.session import get_spark
 
-    spark = client.spark()
+    spark = get_spark(workspace.settings)
     block_bytes = BLOCK_BYTES
     file_ids = spark.range(0, len(files), 1, len(files)).selectExpr("CAST(id AS INT) AS file")
     parsed = file_ids.mapInArrow(lambda it: parse_files(files, rules, block_bytes, it), PARSED_DDL)
@@ -285,16 +286,16 @@ def _run_job(client: Client, files: list[str], rules: TimestampRules, storage_ur
     return [row.asDict() for row in rows]
 
 
-def ingest_logs(client: Client, dataset: str, paths: Sequence[str | os.PathLike[str]], *, timezone: str = "UTC",
+def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.PathLike[str]], *, timezone: str = "UTC",
                 timestamp_format: str | None = None, progress: Progress | None = None) -> IngestReport:
     """Compress the log files at `paths` into archives of `dataset` (see the module docstring)."""
     began = time.perf_counter()
     dataset = check_dataset(dataset)
-    now = client.clock.now_ms()
+    now = workspace.clock.now_ms()
     rules = make_rules(timezone, timestamp_format, now)
     inputs = expand_paths(paths)
     ingest_id = uuid.uuid4().hex
-    client.db.ensure_schema()
+    workspace.db.ensure_schema()
     files = [str(p) for p in inputs]
     raw_estimate = sum(estimated_raw_size(p) for p in inputs)
     if not files:
@@ -310,19 +311,19 @@ def ingest_logs(client: Client, dataset: str, paths: Sequence[str | os.PathLike[
         if report_progress is not None:
             report_progress(int(fraction * raw_estimate), raw_estimate)
 
-    target_size = int(client.settings["archives.target_size"])
+    target_size = int(workspace.settings["archives.target_size"])
     from ..spark.session import job_spark
 
     # executors read the files, write archives
-    spark = job_spark(client.settings, storage=True, inputs=files, writes=True)
+    spark = job_spark(workspace.settings, storage=True, inputs=files, writes=True)
     partitions = range_partitions(raw_estimate, target_size, spark.sparkContext.defaultParallelism)
-    storage_uri = client.storage.uri_of("")
+    storage_uri = workspace.storage.uri_of("")
     staging = f"{ARCHIVES_DIR}/{dataset}/_ingest-{ingest_id}"
-    fs = client.storage.fs
+    fs = workspace.storage.fs
     moved: list[str] = []
     try:
         try:
-            written = _run_job(client, files, rules, storage_uri, client.storage.fsync, staging, partitions,
+            written = _run_job(workspace, files, rules, storage_uri, workspace.storage.fsync, staging, partitions,
                                target_size, on_fraction)
         except Exception as exc:
             typed = _spark_input_error(exc)
@@ -330,28 +331,28 @@ def ingest_logs(client: Client, dataset: str, paths: Sequence[str | os.PathLike[
                 raise typed from None
             raise
         # every archive a task wrote must be where the driver registers it, at the size it wrote
-        verify_staged(fs, client.storage.root,
+        verify_staged(fs, workspace.storage.root,
                       [StagedFile(row["file"], row["stored_bytes"], row["task"]) for row in written])
         archives: list[Archive] = []
         for row in sorted(written, key=lambda r: (r["begin_ts"] is not None, r["begin_ts"] or 0, r["id"])):
             final = archive_path(dataset, row["id"])
-            fs.move(client.storage.full_path(row["file"]), client.storage.full_path(final))
+            fs.move(workspace.storage.full_path(row["file"]), workspace.storage.full_path(final))
             moved.append(final)
             archives.append(Archive(row["id"], dataset, row["begin_ts"], row["end_ts"], row["message_count"],
                                     row["raw_bytes"], row["stored_bytes"], final, now, ingest_id))
         if moved:
-            client.storage.file_writer.moved_into(client.storage.full_path(posixpath.dirname(moved[0])))
+            workspace.storage.file_writer.moved_into(workspace.storage.full_path(posixpath.dirname(moved[0])))
         from .store import ArchiveStore
 
         fault_point("archive_ingest.before_register")  # crash tests: files in place, nothing registered
-        registered = ArchiveStore(client).register(archives, audit_reason=f"ingest {ingest_id}")
+        registered = ArchiveStore(workspace).register(archives, audit_reason=f"ingest {ingest_id}")
         fault_point("archive_ingest.after_register")
     except BaseException:
         for final in moved:
-            _delete_quietly(fs, client.storage.full_path(final))
+            _delete_quietly(fs, workspace.storage.full_path(final))
         raise
     finally:
-        _delete_quietly(fs, client.storage.full_path(staging), directory=True)
+        _delete_quietly(fs, workspace.storage.full_path(staging), directory=True)
     if report_progress is not None:
         report_progress(raw_estimate, raw_estimate)
     without_ts = sum(a.message_count for a in registered if a.end_ts is None)

@@ -20,7 +20,7 @@ from .model import SearchJob
 from .store import SearchJobStore
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 MAX_PAGE_SIZE = 10_000
 _RESULT_FILE = re.compile(r"([0-9a-f]{32})\.parquet")
@@ -53,32 +53,32 @@ def check_paging(page: object, page_size: object) -> tuple[int, int]:
     return page, page_size
 
 
-def result_files(client: Client, results_path: str) -> list[tuple[str, str]]:
+def result_files(workspace: Workspace, results_path: str) -> list[tuple[str, str]]:
     """(archive id, full path) of the job's result files, by archive id."""
     import pyarrow.fs as pafs
 
-    selector = pafs.FileSelector(client.storage.full_path(results_path), allow_not_found=True)
+    selector = pafs.FileSelector(workspace.storage.full_path(results_path), allow_not_found=True)
     found = []
-    for info in client.storage.fs.get_file_info(selector):
+    for info in workspace.storage.fs.get_file_info(selector):
         match = _RESULT_FILE.fullmatch(posixpath.basename(info.path))
         if info.type == pafs.FileType.File and match:
             found.append((match.group(1), info.path))
     return sorted(found)
 
 
-def read_results(client: Client, job_id: int, page: int = 1, page_size: int = 50) -> ResultsPage:
+def read_results(workspace: Workspace, job_id: int, page: int = 1, page_size: int = 50) -> ResultsPage:
     """One page of a job's results; NotFound for an unknown job or results already expired."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     page, page_size = check_paging(page, page_size)
-    job = SearchJobStore(client).get(job_id)
+    job = SearchJobStore(workspace).get(job_id)
     if job.results_expired_ms is not None:
         raise NotFound(f"the results of search job {job.id} expired at {iso_utc(job.results_expired_ms)} "
                        "(results_cache.retention_period)")
-    files = result_files(client, job.results_path) if job.results_path else []
-    fs = client.storage.fs
+    files = result_files(workspace, job.results_path) if job.results_path else []
+    fs = workspace.storage.fs
     stamps, file_index, positions = [], [], []
     for index, (_, path) in enumerate(files):
         column = pq.read_table(path, columns=["timestamp"], filesystem=fs).column("timestamp")

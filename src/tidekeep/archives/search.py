@@ -42,7 +42,7 @@ from .store import ArchiveStore, SearchJobStore
 from .timerange import TimeRange, parse_range
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 Progress = Callable[[int, int], None]
 log = logging.getLogger("tidekeep.archives.search")
@@ -227,29 +227,29 @@ def _counts(outcomes: list[ArchiveOutcome]) -> tuple[int, int, str | None]:
     return len(good), sum(o.matches for o in good), error
 
 
-def run_search(client: Client, dataset: str, query: str, *, begin: int | str | None = None,
+def run_search(workspace: Workspace, dataset: str, query: str, *, begin: int | str | None = None,
                end: int | str | None = None, regex: bool = False, ignore_case: bool = False,
                progress: Progress | None = None) -> SearchJob:
     """Run a search job to its end in this process and return it in its final state."""
     dataset = check_dataset(dataset)
     matcher = compile_query(query, regex=regex, ignore_case=ignore_case)
     time_range = parse_range(begin, end)
-    archive_store, jobs = ArchiveStore(client), SearchJobStore(client)
+    archive_store, jobs = ArchiveStore(workspace), SearchJobStore(workspace)
     if not archive_store.dataset_exists(dataset):
         raise NotFound(f"dataset {dataset!r} does not exist")
     # Spark starts before the job exists: a RUNNING job holds the archive collector back, and
     # the job's duration should be the search, not the JVM's start-up
     from ..spark.session import job_spark
 
-    spark = job_spark(client.settings, storage=True, writes=True)  # executors read archives, write results
-    interval = client.settings["search.heartbeat_interval"]
+    spark = job_spark(workspace.settings, storage=True, writes=True)  # executors read archives, write results
+    interval = workspace.settings["search.heartbeat_interval"]
     job = jobs.create(dataset, query, regex=regex, ignore_case=ignore_case, begin_ts=time_range.begin_ms,
-                      end_ts=time_range.end_ms, retention_minutes=client.settings["archive_output.retention_period"],
+                      end_ts=time_range.end_ms, retention_minutes=workspace.settings["archive_output.retention_period"],
                       heartbeat_interval_ms=interval)
     heartbeat = Heartbeat(jobs, job.id, interval)
     heartbeat.start()
     try:
-        return _run(client, spark.sparkContext, job, matcher, time_range, archive_store, jobs, progress)
+        return _run(workspace, spark.sparkContext, job, matcher, time_range, archive_store, jobs, progress)
     except BaseException as exc:
         # never leave a job RUNNING behind: it would hold the archive collector back until killed
         state = JobState.CANCELLED if isinstance(exc, KeyboardInterrupt) else JobState.FAILED
@@ -260,8 +260,8 @@ def run_search(client: Client, dataset: str, query: str, *, begin: int | str | N
         heartbeat.stop()
 
 
-def _run(client: Client, sc: Any, job: SearchJob, matcher: Matcher, time_range: TimeRange, archive_store: ArchiveStore,
-         jobs: SearchJobStore, progress: Progress | None) -> SearchJob:
+def _run(workspace: Workspace, sc: Any, job: SearchJob, matcher: Matcher, time_range: TimeRange,
+         archive_store: ArchiveStore, jobs: SearchJobStore, progress: Progress | None) -> SearchJob:
     path = results_dir(job.id)
     jobs.set_results_path(job.id, path)
     archives = archive_store.for_search(job.dataset, time_range.begin_ms, time_range.end_ms, job.lower_bound_ms)
@@ -272,8 +272,8 @@ def _run(client: Client, sc: Any, job: SearchJob, matcher: Matcher, time_range: 
         jobs.finish(job.id, JobState.SUCCEEDED, archives_searched=0, results_count=0)
         return jobs.get(job.id)
 
-    storage_uri = client.storage.uri_of("")
-    tasks = [ArchiveTask(a.id, client.storage.uri_of(a.path), storage_uri, path, client.storage.fsync)
+    storage_uri = workspace.storage.uri_of("")
+    tasks = [ArchiveTask(a.id, workspace.storage.uri_of(a.path), storage_uri, path, workspace.storage.fsync)
              for a in archives]
     counters = (sc.accumulator(0), sc.accumulator(0))  # archives searched, results: partial counts on cancel
     tag = f"tidekeep-search-{job.id}-{uuid.uuid4().hex[:12]}"

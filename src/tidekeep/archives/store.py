@@ -15,12 +15,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..errors import InvalidInput, NotFound
+from ..store.audit import AuditEntry
 from ..store.schema_archives import archive_datasets, archive_search_jobs, archives
 from ..store.schema_catalog import catalog_records
 from .model import ARCHIVE_TYPE, Archive, JobState, SearchJob, check_archive_id, check_dataset, check_job_id
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 
 def archive_from_row(row: Any) -> Archive:
@@ -63,9 +64,9 @@ def catalog_row_of(archive: Archive) -> dict[str, Any]:
 
 
 class ArchiveStore:
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.db = client.db
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.db = workspace.db
 
     def register(self, new: Sequence[Archive], audit_reason: str = "ingest") -> builtins.list[Archive]:
         """Register archives whose files are already written, with their catalog records, in one
@@ -80,7 +81,7 @@ class ArchiveStore:
                                       .where(archive_datasets.c.name == dataset)).one_or_none()
                 if exists is None:
                     conn.execute(sa.insert(archive_datasets).values(name=dataset,
-                                                                    created_ms=self.client.clock.now_ms()))
+                                                                    created_ms=self.workspace.clock.now_ms()))
             for archive in new:
                 record_id = conn.execute(sa.insert(catalog_records).values(**catalog_row_of(archive))
                                          .returning(catalog_records.c.id)).scalar_one()
@@ -91,10 +92,10 @@ class ArchiveStore:
             for archive in registered:
                 by_dataset.setdefault(archive.dataset, []).append(archive)
             for dataset, group in by_dataset.items():
-                self.client.streams._audit(
-                    conn, "archive_ingest", f"archives/{dataset}", None, None, 0,
+                self.workspace.audit.append(conn, AuditEntry(
+                    "archive_ingest", f"archives/{dataset}",
                     f"{audit_reason}: {len(group)} archive(s), {sum(a.message_count for a in group)} messages",
-                    {"archives": [a.id for a in group], "stored_bytes": sum(a.stored_bytes for a in group)})
+                    details={"archives": [a.id for a in group], "stored_bytes": sum(a.stored_bytes for a in group)}))
         return registered
 
     def get(self, archive_id: str) -> Archive:
@@ -141,9 +142,9 @@ class ArchiveStore:
 
 
 class SearchJobStore:
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.db = client.db
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.db = workspace.db
 
     def create(self, dataset: str, query: str, *, regex: bool, ignore_case: bool, begin_ts: int | None,
                end_ts: int | None, retention_minutes: int | None,
@@ -161,7 +162,7 @@ class SearchJobStore:
             raise InvalidInput("a search needs a query: got an empty one")
         if begin_ts is not None and end_ts is not None and begin_ts > end_ts:
             raise InvalidInput(f"search time range is backwards: begin {begin_ts} is after end {end_ts}")
-        now = self.client.clock.now_ms()
+        now = self.workspace.clock.now_ms()
         lower = None if retention_minutes is None else now - retention_minutes * 60_000
         with self.db.write() as conn:
             if conn.execute(sa.select(archive_datasets.c.name)
@@ -171,7 +172,7 @@ class SearchJobStore:
                 dataset=dataset, query=query, regex=regex, ignore_case=ignore_case, begin_ts=begin_ts, end_ts=end_ts,
                 state=str(JobState.RUNNING), created_ms=now, completed_ms=None, lower_bound_ms=lower,
                 archives_searched=0, results_count=0, results_path=None, results_expired_ms=None, error=None,
-                actor=self.client.streams.actor, heartbeat_ms=None if heartbeat_interval_ms is None else now,
+                actor=self.workspace.audit.actor, heartbeat_ms=None if heartbeat_interval_ms is None else now,
                 heartbeat_interval_ms=heartbeat_interval_ms)).inserted_primary_key[0]
         return self.get(int(job_id))
 
@@ -209,7 +210,7 @@ class SearchJobStore:
         with self.db.write() as conn:
             done = conn.execute(sa.update(archive_search_jobs).where(
                 archive_search_jobs.c.id == job_id, archive_search_jobs.c.state == str(JobState.RUNNING)).values(
-                state=str(state), completed_ms=self.client.clock.now_ms(), archives_searched=archives_searched,
+                state=str(state), completed_ms=self.workspace.clock.now_ms(), archives_searched=archives_searched,
                 results_count=results_count, error=error)).rowcount
         return bool(done)
 
@@ -220,7 +221,7 @@ class SearchJobStore:
         with self.db.write() as conn:
             done = conn.execute(sa.update(archive_search_jobs).where(
                 archive_search_jobs.c.id == job_id, archive_search_jobs.c.state == str(JobState.RUNNING)).values(
-                heartbeat_ms=self.client.clock.now_ms())).rowcount
+                heartbeat_ms=self.workspace.clock.now_ms())).rowcount
         return bool(done)
 
     def update_counts(self, job_id: int, *, archives_searched: int, results_count: int) -> None:
@@ -238,7 +239,7 @@ class SearchJobStore:
         with self.db.write() as conn:
             conn.execute(sa.update(archive_search_jobs).where(
                 archive_search_jobs.c.id == job.id, archive_search_jobs.c.state == str(JobState.RUNNING)).values(
-                state=str(JobState.CANCELLED), completed_ms=self.client.clock.now_ms()))
+                state=str(JobState.CANCELLED), completed_ms=self.workspace.clock.now_ms()))
         return self.get(job.id)
 
     def state(self, job_id: int) -> JobState:

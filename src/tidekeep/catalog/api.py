@@ -8,84 +8,86 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..holds import HoldStore
     from ..store.fencing import LeaseFence
+    from ..store.house import Workspace
 
 Progress = Callable[[int, int], None]  # (done, total) in the unit of the operation
 
 
 class Catalog:
-    def __init__(self, client: Client) -> None:
-        self.client = client
+    def __init__(self, workspace: Workspace, holds: HoldStore) -> None:
+        self.workspace = workspace
+        self.holds = holds  # the workspace's legal holds (holds.py): `hold` adds a records hold there
 
     # ---- records (records.py, record_store.py, importer.py, generate.py) ----------------------
     def add(self, records: Iterable[Any]) -> list[int]:
         """Add meta records (MetaRecord or mappings); returns their ids, in order."""
         from .record_store import RecordStore
 
-        return RecordStore(self.client).add(records)
+        return RecordStore(self.workspace).add(records)
 
     def get(self, record_id: int) -> Any:
         from .record_store import RecordStore
 
-        return RecordStore(self.client).get(record_id)
+        return RecordStore(self.workspace).get(record_id)
 
     def records(self, **filters: Any) -> list[Any]:
         from .record_store import RecordStore
 
-        return RecordStore(self.client).list(**filters)
+        return RecordStore(self.workspace).list(**filters)
 
     def count(self, status: str | None = None) -> int:
         from .record_store import RecordStore
 
-        return RecordStore(self.client).count(status)
+        return RecordStore(self.workspace).count(status)
 
     def import_path(self, path: str | Path, format: str | None = None, progress: Progress | None = None) -> Any:
         """Bulk import CSV, JSON lines or Parquet through Spark."""
         from .importer import import_records
 
-        return import_records(self.client, path, format=format, progress=progress)
+        return import_records(self.workspace, path, format=format, progress=progress)
 
     def generate(self, rows: int, seed: int = 0, progress: Progress | None = None, **options: Any) -> Any:
         """Synthetic records for demos and benchmarks (deterministic for a seed)."""
         from .generate import generate_records
 
-        return generate_records(self.client, rows, seed=seed, progress=progress, **options)
+        return generate_records(self.workspace, rows, seed=seed, progress=progress, **options)
 
     # ---- dictionaries (dictionaries.py) -------------------------------------------------------
     def set_dictionary(self, name: str, words: Sequence[str]) -> None:
         from .dictionaries import DictionaryStore
 
-        DictionaryStore(self.client).set(name, words)
+        DictionaryStore(self.workspace).set(name, words)
 
     def dictionary(self, name: str) -> list[str]:
         from .dictionaries import DictionaryStore
 
-        return DictionaryStore(self.client).get(name)
+        return DictionaryStore(self.workspace).get(name)
 
     def dictionaries(self) -> dict[str, list[str]]:
         from .dictionaries import DictionaryStore
 
-        return DictionaryStore(self.client).all()
+        return DictionaryStore(self.workspace).all()
 
     def delete_dictionary(self, name: str) -> None:
         from .dictionaries import DictionaryStore
 
-        DictionaryStore(self.client).delete(name)
+        DictionaryStore(self.workspace).delete(name)
 
     # ---- rules (ages.py, rules.py, rules_store.py) --------------------------------------------
     def rules(self) -> Any:
         """The saved rule set (RuleSet: version + rules); an empty set before the first save."""
         from .rules_store import RulesStore
 
-        return RulesStore(self.client).load()
+        return RulesStore(self.workspace).load()
 
     def set_rules(self, rules: Any) -> Any:
         """Save a rule set (RuleSet, a list of RetentionRule, or a path to YAML / Stroom JSON);
         returns the saved RuleSet with its new version."""
         from .rules_store import RulesStore
 
-        return RulesStore(self.client).save(rules)
+        return RulesStore(self.workspace).save(rules)
 
     # ---- the job (source.py, writeback.py, job.py, impact.py, explain.py) ----------------------
     def run(self, dry_run: bool = False, progress: Progress | None = None, now_ms: int | None = None,
@@ -94,25 +96,25 @@ class Catalog:
         the run applies its deletes under (store/fencing.py); None for a manual run."""
         from .job import run_retention_job
 
-        return run_retention_job(self.client, dry_run=dry_run, progress=progress, now_ms=now_ms, fence=fence)
+        return run_retention_job(self.workspace, dry_run=dry_run, progress=progress, now_ms=now_ms, fence=fence)
 
     def impact(self, rules: Any = None, now_ms: int | None = None, progress: Progress | None = None) -> Any:
         """Per rule, feed and type: what would be deleted if the job ran now with no trackers.
         `progress` counts the candidate records scanned."""
         from .impact import impact_summary
 
-        return impact_summary(self.client, rules=rules, now_ms=now_ms, progress=progress)
+        return impact_summary(self.workspace, rules=rules, now_ms=now_ms, progress=progress)
 
     def explain(self, record_id: int, now_ms: int | None = None) -> Any:
         """The rule that decides a record's retention, its age, retain-until time and holds."""
         from .explain import explain_record
 
-        return explain_record(self.client, record_id, now_ms=now_ms)
+        return explain_record(self.workspace, record_id, now_ms=now_ms)
 
     def runs(self, limit: int = 20) -> list[Mapping[str, Any]]:
         from .runs import list_runs
 
-        return list_runs(self.client, limit)
+        return list_runs(self.workspace, limit)
 
     # ---- purge (purge.py) -----------------------------------------------------------------------
     def purge(self, progress: Progress | None = None, now_ms: int | None = None, dry_run: bool = False,
@@ -121,9 +123,9 @@ class Catalog:
         `fence`: the service's catalog lease (store/fencing.py); None for a manual purge."""
         from .purge import purge_deleted
 
-        return purge_deleted(self.client, progress=progress, now_ms=now_ms, dry_run=dry_run, fence=fence)
+        return purge_deleted(self.workspace, progress=progress, now_ms=now_ms, dry_run=dry_run, fence=fence)
 
     # ---- holds ------------------------------------------------------------------------------------
     def hold(self, expression: str, reason: str) -> int:
         """Hold every record matching `expression`: never logically deleted or purged meanwhile."""
-        return self.client.holds.add("records", expression, reason)
+        return self.holds.add("records", expression, reason)

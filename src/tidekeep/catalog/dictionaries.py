@@ -22,7 +22,7 @@ from ..names import check_name
 from ..store.schema_catalog import catalog_dictionaries, catalog_rules, catalog_trackers
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 RULE_SET_NAME = "default"
 IN_DICTIONARY = "IN_DICTIONARY"
@@ -83,15 +83,15 @@ def referenced_dictionaries(document: Any) -> set[str]:
 
 
 class DictionaryStore:
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.db = client.db
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.db = workspace.db
 
     def set(self, name: str, words: Sequence[str]) -> list[str]:
         """Create or replace a dictionary; returns the words as stored."""
         name = check_dictionary_name(name)
         cleaned = clean_words(words)
-        values = {"words": json.dumps(cleaned, ensure_ascii=False), "updated_ms": self.client.clock.now_ms()}
+        values = {"words": json.dumps(cleaned, ensure_ascii=False), "updated_ms": self.workspace.clock.now_ms()}
         with self.db.write() as conn:
             stored = conn.execute(sa.select(catalog_dictionaries.c.words)
                                   .where(catalog_dictionaries.c.name == name)).scalar_one_or_none()

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Explanation:
         return asdict(self)
 
 
-def explain_record(client: Client, record_id: int, now_ms: int | None = None) -> Explanation:
+def explain_record(workspace: Workspace, record_id: int, now_ms: int | None = None) -> Explanation:
     from ..units import iso_utc
     from .ages import cutoff_ms, retain_until_ms
     from .expressions import CompileContext, to_python
@@ -41,10 +41,10 @@ def explain_record(client: Client, record_id: int, now_ms: int | None = None) ->
     from .rules import active_rules
     from .rules_store import RulesStore
 
-    record = RecordStore(client).get(record_id)
-    now = client.clock.now_ms() if now_ms is None else now_ms
-    ruleset = RulesStore(client).load()
-    with client.db.read() as conn:
+    record = RecordStore(workspace).get(record_id)
+    now = workspace.clock.now_ms() if now_ms is None else now_ms
+    ruleset = RulesStore(workspace).load()
+    with workspace.db.read() as conn:
         holds = record_holds(conn)
         ctx = CompileContext(now, load_dictionaries(conn))
     row = record.to_row() | {"id": record.id}

@@ -47,7 +47,7 @@ from .locations import LocationRules, decide
 from .records import MAX_TEXT, MAX_TIME_MS
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 Progress = Callable[[int, int], None]
 
@@ -239,10 +239,10 @@ def write_table(conn: Connection, table: pa.Table) -> None:
         insert_table_sqlite(conn, table)
 
 
-def _write_files(client: Client, table: pa.Table) -> None:
-    writer = client.storage.file_writer  # owner-only files on local storage, as every data file
+def _write_files(workspace: Workspace, table: pa.Table) -> None:
+    writer = workspace.storage.file_writer  # owner-only files on local storage, as every data file
     for record_id, location in zip(table.column("id").to_pylist(), table.column("location").to_pylist(), strict=True):
-        path = client.storage.full_path(location)
+        path = workspace.storage.full_path(location)
         out = writer.open(path)
         try:
             out.write(f"generated record {record_id}\n".encode())
@@ -250,7 +250,7 @@ def _write_files(client: Client, table: pa.Table) -> None:
             out.close()
 
 
-def generate_records(client: Client, rows: int, seed: int = 0, progress: Progress | None = None, *,
+def generate_records(workspace: Workspace, rows: int, seed: int = 0, progress: Progress | None = None, *,
                      start_ms: int | None = None, span_days: int = 3650, feeds: Sequence[str] | None = None,
                      types: Sequence[str] | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                      with_files: bool = False) -> GenerateReport:
@@ -263,27 +263,27 @@ def generate_records(client: Client, rows: int, seed: int = 0, progress: Progres
         raise InvalidInput(f"generate: invalid span_days {span_days!r}: expected 1 to 36600")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInput(f"generate: invalid batch_size {batch_size!r}: expected a positive integer")
-    start = client.clock.now_ms() if start_ms is None else start_ms
+    start = workspace.clock.now_ms() if start_ms is None else start_ms
     if isinstance(start, bool) or not isinstance(start, int) or not 1 <= start <= MAX_TIME_MS:
         raise InvalidInput(f"generate: invalid start_ms {start_ms!r}: expected epoch ms up to year 9999")
     feed_names = _check_choices(feeds, DEFAULT_FEEDS, "feeds")
     type_names = _check_choices(types, DEFAULT_TYPES, "types")
-    _check_feed_locations(feed_names, location_rules(client.settings))
+    _check_feed_locations(feed_names, location_rules(workspace.settings))
 
     began = time.perf_counter()
     if rows == 0:
         return GenerateReport(0, 0.0, None, None)
-    with client.db.write() as conn:
+    with workspace.db.write() as conn:
         first_id = _reserve_ids(conn, rows)
     spec = GenerateSpec(seed, rows, start, span_days, feed_names, type_names, first_id)
     done = 0
     if progress is not None:
         progress(0, rows)
     for table in generate_tables(spec, batch_size):
-        with client.db.write() as conn:
+        with workspace.db.write() as conn:
             write_table(conn, table)
         if with_files:
-            _write_files(client, table)
+            _write_files(workspace, table)
         done += table.num_rows
         if progress is not None:
             progress(done, rows)

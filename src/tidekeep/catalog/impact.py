@@ -19,7 +19,7 @@ from ..spark.progress import Progress, monotonic, track_tasks, units_done
 from . import source
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 
 @dataclass(frozen=True)
@@ -57,13 +57,13 @@ class ImpactSummary:
                 "rows": [r.to_dict() for r in self.rows]}
 
 
-def resolve_rules(client: Client, rules: Any) -> tuple[str, tuple[Any, ...]]:
+def resolve_rules(workspace: Workspace, rules: Any) -> tuple[str, tuple[Any, ...]]:
     """(version, rules) for None (the saved set), a RuleSet, a list of rules, or a rules file."""
     from .rules import RuleSet, check_rules
     from .rules_store import RulesStore
 
     if rules is None:
-        saved = RulesStore(client).load()
+        saved = RulesStore(workspace).load()
         return saved.version, saved.rules
     if isinstance(rules, RuleSet):
         return "", rules.rules
@@ -75,7 +75,7 @@ def resolve_rules(client: Client, rules: Any) -> tuple[str, tuple[Any, ...]]:
     return "", check_rules(rules)
 
 
-def impact_summary(client: Client, rules: Any = None, now_ms: int | None = None,
+def impact_summary(workspace: Workspace, rules: Any = None, now_ms: int | None = None,
                    progress: Progress | None = None) -> ImpactSummary:
     from pyspark.sql import functions as F
 
@@ -92,28 +92,28 @@ def impact_summary(client: Client, rules: Any = None, now_ms: int | None = None,
     )
     from .rules import active_rules
 
-    now = client.clock.now_ms() if now_ms is None else now_ms
-    version, all_rules = resolve_rules(client, rules)
+    now = workspace.clock.now_ms() if now_ms is None else now_ms
+    version, all_rules = resolve_rules(workspace, rules)
     active = active_rules(all_rules)
     expiring = [r for r in active if r.age is not None]
     if not expiring:
         return ImpactSummary(now, version, ())
-    holds, dictionaries = load_side_inputs(client)
+    holds, dictionaries = load_side_inputs(workspace)
     ctx = CompileContext(now, dictionaries)
     cutoffs = {r.rule_number: cutoff_ms(now, r.age) for r in expiring}
     case_rules = rules_that_matter(active, set(cutoffs))
     columns = sorted(set(needed_columns(case_rules, holds)) | {"feed", "type"})
     from ..spark.session import job_spark
 
-    spark = job_spark(client.settings, metadata=True)  # executors read the records from the metadata store
-    url = client.settings.metadata_url
+    spark = job_spark(workspace.settings, metadata=True)  # executors read the records from the metadata store
+    url = workspace.settings.metadata_url
     upper = max(cutoffs.values())
-    with client.db.read() as conn:
+    with workspace.db.read() as conn:
         stats = source.scan_stats(conn, 0, upper, "UNLOCKED")
     ranges = source.plan_ranges(0, upper, stats, partition_count(
-        client.settings["catalog.partitions"], spark.sparkContext.defaultParallelism, stats.rows))
+        workspace.settings["catalog.partitions"], spark.sparkContext.defaultParallelism, stats.rows))
     frame = period_frame(spark, url, source.check_columns(columns), ranges, 0, upper,
-                         client.settings["spark.shared_filesystem"])
+                         workspace.settings["spark.shared_filesystem"])
     cutoff = None
     for number, value in cutoffs.items():
         cutoff = (F.when(F.col("rule") == number, F.lit(value)) if cutoff is None

@@ -51,7 +51,7 @@ from .locations import LocationRules, check_location
 from .records import ATTRIBUTE_NAME, ATTRIBUTE_PREFIX, COLUMNS, MetaRecord, record_from_mapping
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 Progress = Callable[[int, int], None]
 
@@ -393,7 +393,7 @@ def _duplicate_id(items: Any, kind: str, files: list[str], headers: dict[int, li
             "(ids must be unique)")
 
 
-def import_records(client: Client, path: str | os.PathLike[str], format: str | None = None,
+def import_records(workspace: Workspace, path: str | os.PathLike[str], format: str | None = None,
                    progress: Progress | None = None) -> ImportReport:
     """Validate every row of the files at `path`, then write them to catalog_records from the
     executors. Any bad row: InvalidInput naming file and line, and nothing written."""
@@ -412,15 +412,15 @@ def import_records(client: Client, path: str | os.PathLike[str], format: str | N
                 raise InvalidInput(f"{name} line 1: expected a header row, the file is empty")
             headers[index] = csv_header(first, f"{name} line 1")
 
-    client.db.ensure_schema()
+    workspace.db.ensure_schema()
     from ..spark.session import job_spark
 
     # executors read the input files and write the records into the metadata store
-    spark = job_spark(client.settings, metadata=True, inputs=files, writes=True)
+    spark = job_spark(workspace.settings, metadata=True, inputs=files, writes=True)
     sc = spark.sparkContext
     items = _parquet_items(sc, files) if kind == "parquet" else _text_items(sc, kind, files)
 
-    rules = location_rules(client.settings)
+    rules = location_rules(workspace.settings)
     summaries = items.mapPartitions(lambda part: _check_partition(kind, files, headers, rules, part)).collect()
     checked = Checked()
     for summary in summaries:
@@ -436,16 +436,16 @@ def import_records(client: Client, path: str | os.PathLike[str], format: str | N
     total = checked.rows
     if progress is not None:
         progress(0, total)
-    if client.db.is_sqlite and checked.with_id and checked.with_id < total:
+    if workspace.db.is_sqlite and checked.with_id and checked.with_id < total:
         phases: list[bool | None] = [True, False]  # explicit ids first: SQLite assigns max(rowid) + 1
     else:
         phases = [None]
-        if checked.with_id and not client.db.is_sqlite:
+        if checked.with_id and not workspace.db.is_sqlite:
             from .record_store import bump_id_sequence
 
-            with client.db.write() as conn:
+            with workspace.db.write() as conn:
                 bump_id_sequence(conn, checked.max_id)
-    url = client.db.url.render_as_string(hide_password=False)
+    url = workspace.db.url.render_as_string(hide_password=False)
     inserted = skipped = done = 0
     partitions = items.getNumPartitions()
     step = max(1, sc.defaultParallelism)

@@ -39,6 +39,7 @@ from ..faults import fault_point
 from ..spark.cluster import check_settings_reach
 from ..spark.progress import monotonic, track_tasks
 from ..spark.session import job_spark
+from ..store.audit import AuditEntry
 from ..store.fencing import LeaseFence, check_fence, confirm_fence
 from ..store.schema_catalog import catalog_runs
 from . import source
@@ -48,7 +49,7 @@ from .writeback import SUMMARY_DDL, DeleteSpec, delete_partition
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from ..client import Client
+    from ..store.house import Workspace
 
 log = logging.getLogger("tidekeep.catalog")
 
@@ -185,85 +186,86 @@ class JobInputs:
     dictionaries: Mapping[str, tuple[str, ...]]
 
 
-def load_side_inputs(client: Client) -> tuple[tuple[Any, ...], dict[str, tuple[str, ...]]]:
+def load_side_inputs(workspace: Workspace) -> tuple[tuple[Any, ...], dict[str, tuple[str, ...]]]:
     """The hold expressions on records and the dictionaries, read together."""
     from .holds import load_dictionaries, record_holds
 
-    with client.db.read() as conn:
+    with workspace.db.read() as conn:
         holds = tuple(expr for _, expr in record_holds(conn))
         dictionaries = {name: tuple(words) for name, words in load_dictionaries(conn).items()}
     return holds, dictionaries
 
 
-def load_inputs(client: Client, now_ms: int, *, drop_stale_trackers: bool,
+def load_inputs(workspace: Workspace, now_ms: int, *, drop_stale_trackers: bool,
                 fence: LeaseFence | None = None) -> JobInputs:
     from .periods import process_periods
     from .rules import active_rules
     from .rules_store import RulesStore
 
-    store = RulesStore(client)
+    store = RulesStore(workspace)
     ruleset = store.load()
     trackers = store.trackers(ruleset.version, drop_stale=drop_stale_trackers, fence=fence) if ruleset.version else {}
     periods = tuple(process_periods(ruleset.rules, now_ms, trackers))
-    holds, dictionaries = load_side_inputs(client)
+    holds, dictionaries = load_side_inputs(workspace)
     return JobInputs(now_ms, ruleset.version, active_rules(ruleset.rules), periods, holds, dictionaries)
 
 
-def _finish_period(client: Client, report: RunReport, period: PeriodReport, fence: LeaseFence | None) -> None:
+def _finish_period(workspace: Workspace, report: RunReport, period: PeriodReport, fence: LeaseFence | None) -> None:
     """Tracker, audit and progress of a finished period, in one transaction."""
     from .rules_store import upsert_tracker
 
-    with client.db.write() as conn:
+    with workspace.db.write() as conn:
         check_fence(conn, fence)
         if not report.dry_run and report.rules_version:
             upsert_tracker(conn, report.rules_version, period.tracker_age, report.now_ms)
         if not report.dry_run and period.rows:
-            client.streams._audit(
-                conn, "catalog_delete", AUDIT_TARGET, None, None, 0,
+            workspace.audit.append(conn, AuditEntry(
+                "catalog_delete", AUDIT_TARGET,
                 f"retention rules {report.rules_version}: {period.rows} record(s) logically deleted in period "
                 f"[{period.from_ms}, {period.to_ms})",
-                {"run": report.run_id, "now_ms": report.now_ms, "period": [period.from_ms, period.to_ms],
-                 "rules": {str(k): asdict(v) for k, v in sorted(period.deleted.items())}, "bytes": period.bytes})
+                details={"run": report.run_id, "now_ms": report.now_ms, "period": [period.from_ms, period.to_ms],
+                         "rules": {str(k): asdict(v) for k, v in sorted(period.deleted.items())},
+                         "bytes": period.bytes}))
         conn.execute(sa.update(catalog_runs).where(catalog_runs.c.id == report.run_id)
                      .values(report=json.dumps(report.to_dict())))
 
 
 # ---- the run --------------------------------------------------------------------------------------------
-def run_retention_job(client: Client, dry_run: bool = False, progress: Progress | None = None,
+def run_retention_job(workspace: Workspace, dry_run: bool = False, progress: Progress | None = None,
                       now_ms: int | None = None, fence: LeaseFence | None = None) -> RunReport:
     started = time.monotonic()
     # executors open the metadata store: a SQLite file they cannot reach is refused before anything
     # changes (the master of the session is checked again when Spark is needed)
-    check_settings_reach(client.settings, metadata=True)
-    now = client.clock.now_ms() if now_ms is None else now_ms
-    inputs = load_inputs(client, now, drop_stale_trackers=not dry_run, fence=fence)
+    check_settings_reach(workspace.settings, metadata=True)
+    now = workspace.clock.now_ms() if now_ms is None else now_ms
+    inputs = load_inputs(workspace, now, drop_stale_trackers=not dry_run, fence=fence)
     report = RunReport(None, now, dry_run, inputs.rules_version)
     if not inputs.periods:  # no active rules: nothing to do (Stroom's noRules)
         report.state = "SUCCEEDED"
         return report
-    report.run_id = start_run(client, "retention", now, dry_run, inputs.rules_version, fence=fence)
+    report.run_id = start_run(workspace, "retention", now, dry_run, inputs.rules_version, fence=fence)
     try:
-        _process(client, inputs, report, progress, fence)
+        _process(workspace, inputs, report, progress, fence)
     except BaseException:
         report.state = "FAILED"
         report.elapsed_s = time.monotonic() - started
-        end_run(client, "retention", report.run_id, report.state, dry_run, report.to_dict())
+        end_run(workspace, "retention", report.run_id, report.state, dry_run, report.to_dict())
         raise
     report.state = "SUCCEEDED"
     report.elapsed_s = time.monotonic() - started
-    end_run(client, "retention", report.run_id, report.state, dry_run, report.to_dict())
+    end_run(workspace, "retention", report.run_id, report.state, dry_run, report.to_dict())
     log.info("catalog retention run %s: %d record(s), %d bytes logically deleted%s", report.run_id, report.rows,
              report.bytes, " (dry run)" if dry_run else "")
     return report
 
 
-def _process(client: Client, inputs: JobInputs, report: RunReport, progress: Progress | None,
+def _process(workspace: Workspace, inputs: JobInputs, report: RunReport, progress: Progress | None,
              fence: LeaseFence | None) -> None:
     from .expressions import CompileContext
 
     ctx = CompileContext(inputs.now_ms, inputs.dictionaries)
-    url = client.settings.metadata_url
-    with client.db.read() as conn:
+    url = workspace.settings.metadata_url
+    with workspace.db.read() as conn:
         stats = [source.scan_stats(conn, p.from_ms, p.to_ms, "UNLOCKED") for p in inputs.periods]
     total = sum(s.rows for s in stats)
     done = 0
@@ -282,13 +284,13 @@ def _process(client: Client, inputs: JobInputs, report: RunReport, progress: Pro
                 if progress is not None:
                     progress(base + int(fraction * rows), total)
 
-            spark = spark or job_spark(client.settings, metadata=True, writes=not report.dry_run)
-            entry.deleted = _run_period(spark, client, url, inputs, ctx, period, period_stats, deleting,
+            spark = spark or job_spark(workspace.settings, metadata=True, writes=not report.dry_run)
+            entry.deleted = _run_period(spark, workspace, url, inputs, ctx, period, period_stats, deleting,
                                         report.dry_run, within_period, fence)
         entry.elapsed_s = time.monotonic() - period_started
         report.periods.append(entry)
         fault_point("catalog.before_tracker")
-        _finish_period(client, report, entry, fence)
+        _finish_period(workspace, report, entry, fence)
         fault_point("catalog.after_period")
         done += period_stats.rows
         if progress is not None:
@@ -306,7 +308,7 @@ def partition_count(configured: int, parallelism: int, rows: int) -> int:
     return max(1, min(parallelism, -(-rows // ROWS_PER_SMALL_PARTITION)))
 
 
-def _run_period(spark: SparkSession, client: Client, url: str, inputs: JobInputs, ctx: Any, period: Any,
+def _run_period(spark: SparkSession, workspace: Workspace, url: str, inputs: JobInputs, ctx: Any, period: Any,
                 stats: source.ScanStats, deleting: set[int], dry_run: bool,
                 on_fraction: Callable[[float], None], fence: LeaseFence | None = None) -> dict[int, RuleCount]:
     from pyspark.sql import functions as F
@@ -314,10 +316,10 @@ def _run_period(spark: SparkSession, client: Client, url: str, inputs: JobInputs
     rules = rules_that_matter(inputs.rules, deleting)
     columns = needed_columns(rules, inputs.holds)
     ranges = source.plan_ranges(period.from_ms, period.to_ms, stats,
-                                partition_count(client.settings["catalog.partitions"],
+                                partition_count(workspace.settings["catalog.partitions"],
                                                 spark.sparkContext.defaultParallelism, stats.rows))
     frame = period_frame(spark, url, columns, ranges, period.from_ms, period.to_ms,
-                         client.settings["spark.shared_filesystem"])
+                         workspace.settings["spark.shared_filesystem"])
     ruled = frame.withColumn("rule", first_match_column(rules, ctx))
     # the rule says DELETE in this period and no hold matches (null rule: no match, kept)
     doomed = F.coalesce(F.col("rule").isin(sorted(deleting)) & ~held_column(inputs.holds, ctx), F.lit(False))
@@ -325,7 +327,7 @@ def _run_period(spark: SparkSession, client: Client, url: str, inputs: JobInputs
         summary = ruled.where(doomed).groupBy("rule").agg(
             F.count(F.lit(1)).alias("rows"), F.sum(F.coalesce(F.col("file_size"), F.lit(0))).alias("bytes"))
     else:
-        spec = DeleteSpec(url, inputs.now_ms, client.settings["catalog.delete_batch_size"], inputs.holds,
+        spec = DeleteSpec(url, inputs.now_ms, workspace.settings["catalog.delete_batch_size"], inputs.holds,
                           inputs.dictionaries, os.getpid(), fence)
         # every row goes to its task with its verdict, so a slice can be written as its create-time
         # range minus the kept rows; the output is one small row per rule per task, summed here
@@ -338,7 +340,7 @@ def _run_period(spark: SparkSession, client: Client, url: str, inputs: JobInputs
         # a slice refused by the lease check fails its task, and Spark reports that as its own error:
         # if the lease is gone, say so with the typed error instead
         try:
-            confirm_fence(client.db, fence)
+            confirm_fence(workspace.db, fence)
         except LeaseLost as lost:
             raise lost from exc
         raise

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..faults import fault_point
+from ..store.audit import AuditEntry
 from ..store.fencing import LeaseFence, check_fence, confirm_fence
 from ..store.schema_catalog import catalog_records as records_table
 from . import locations, purge_plan
@@ -38,7 +39,7 @@ from .location_rules import location_rules, real_file, real_rules
 from .runs import end_run, start_run
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 Progress = Callable[[int, int], None]
 DELETED = "DELETED"
@@ -96,9 +97,9 @@ class DataDeleter:
     symlinks of their directories resolved. Filesystems for other URIs are opened once per scheme
     and authority."""
 
-    def __init__(self, client: Client) -> None:
-        self.storage = client.storage
-        self.rules = location_rules(client.settings)
+    def __init__(self, workspace: Workspace) -> None:
+        self.storage = workspace.storage
+        self.rules = location_rules(workspace.settings)
         self._real_rules = real_rules(self.rules)
         self._local = pafs.LocalFileSystem()
         self._filesystems: dict[tuple[str, str], pafs.FileSystem] = {}
@@ -167,13 +168,13 @@ def _count(conn: Connection, where: Sequence[Any]) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def _delete_rows(client: Client, batch: Sequence[_Candidate], removed: Sequence[tuple[int, Deletion]],
+def _delete_rows(workspace: Workspace, batch: Sequence[_Candidate], removed: Sequence[tuple[int, Deletion]],
                  threshold_ms: int, run_id: int, fence: LeaseFence | None = None) -> tuple[int, int]:
     """Delete the rows of records whose data is gone, in one audited transaction; returns the rows
     and bytes (their file_size) actually deleted (a concurrent purge may have taken some already).
     The audit row names the files this batch removed: `bytes_freed` is their measured size."""
     ids = [c.id for c in batch]
-    with client.db.write() as conn:
+    with workspace.db.write() as conn:
         check_fence(conn, fence)
         where = [records_table.c.id.in_(ids), records_table.c.status == DELETED,
                  records_table.c.status_time <= threshold_ms]
@@ -184,65 +185,65 @@ def _delete_rows(client: Client, batch: Sequence[_Candidate], removed: Sequence[
             conn.execute(sa.delete(records_table).where(*where))
         count, size = len(present), sum(r.file_size or 0 for r in present)
         freed = sum(d.bytes for _, d in removed)
-        client.streams._audit(conn, "catalog_purge", "catalog", None, None, freed,
-                              f"purged {count} records deleted before the purge threshold",
-                              {"count": count, "min_id": min((r.id for r in present), default=None),
-                               "max_id": max((r.id for r in present), default=None), "run": run_id,
-                               "threshold_ms": threshold_ms, "record_bytes": size,
-                               "files": [{"id": record_id, "path": d.removed, "bytes": d.bytes}
-                                         for record_id, d in removed[:AUDIT_FILES_SHOWN]],
-                               "files_removed": len(removed),
-                               "files_omitted": max(len(removed) - AUDIT_FILES_SHOWN, 0)})
+        workspace.audit.append(conn, AuditEntry(
+            "catalog_purge", "catalog", f"purged {count} records deleted before the purge threshold", freed,
+            {"count": count, "min_id": min((r.id for r in present), default=None),
+             "max_id": max((r.id for r in present), default=None), "run": run_id,
+             "threshold_ms": threshold_ms, "record_bytes": size,
+             "files": [{"id": record_id, "path": d.removed, "bytes": d.bytes}
+                       for record_id, d in removed[:AUDIT_FILES_SHOWN]],
+             "files_removed": len(removed),
+             "files_omitted": max(len(removed) - AUDIT_FILES_SHOWN, 0)}))
     return count, size
 
 
-def purge_deleted(client: Client, progress: Progress | None = None, now_ms: int | None = None,
+def purge_deleted(workspace: Workspace, progress: Progress | None = None, now_ms: int | None = None,
                   dry_run: bool = False, fence: LeaseFence | None = None) -> PurgeReport:
     """Purge the records DELETED at or before `now − catalog.purge_age`; see the module doc."""
     if not dry_run:
-        client.storage.require_deletable()  # a workspace proven to be itself deletes its records' data
-    settings = client.settings
-    now = client.clock.now_ms() if now_ms is None else now_ms
+        workspace.storage.require_deletable()  # a workspace proven to be itself deletes its records' data
+    settings = workspace.settings
+    now = workspace.clock.now_ms() if now_ms is None else now_ms
     batch_size = int(settings["catalog.purge_batch_size"])
     failure_threshold = int(settings["catalog.purge_failure_threshold"])
     cursor = purge_plan.start(now, int(settings["catalog.purge_age"]))
     report = PurgeReport(now_ms=now, threshold_ms=cursor.threshold_ms, dry_run=dry_run)
-    with client.db.read() as conn:
+    with workspace.db.read() as conn:
         held = load_held_records(conn, now)
         report.eligible, eligible_bytes = _count(conn, _eligible(cursor.threshold_ms, held))
         report.held = _count(conn, [records_table.c.status == DELETED,
                                     records_table.c.status_time <= cursor.threshold_ms, held.condition])[0]
-    report.run_id = start_run(client, "purge", now, dry_run, fence=fence)
+    report.run_id = start_run(workspace, "purge", now, dry_run, fence=fence)
     try:
         if dry_run:
             # nothing is deleted, so nothing can fail: the eligible records are exactly what a run would take
             report.purged, report.bytes = report.eligible, eligible_bytes
             report.batches = -(-report.eligible // batch_size)
         else:
-            _purge_batches(client, cursor, report, batch_size, failure_threshold, progress, fence)
+            _purge_batches(workspace, cursor, report, batch_size, failure_threshold, progress, fence)
     except BaseException:
-        end_run(client, "purge", report.run_id, "FAILED", report.dry_run, report.to_dict())
+        end_run(workspace, "purge", report.run_id, "FAILED", report.dry_run, report.to_dict())
         raise
     if progress is not None:
         progress(report.purged, report.eligible)
-    end_run(client, "purge", report.run_id, "FAILED" if report.aborted else "SUCCEEDED", report.dry_run,
+    end_run(workspace, "purge", report.run_id, "FAILED" if report.aborted else "SUCCEEDED", report.dry_run,
             report.to_dict())
     return report
 
 
-def _purge_batches(client: Client, cursor: purge_plan.PurgeCursor, report: PurgeReport, batch_size: int,
+def _purge_batches(workspace: Workspace, cursor: purge_plan.PurgeCursor, report: PurgeReport, batch_size: int,
                    failure_threshold: int, progress: Progress | None, fence: LeaseFence | None = None) -> None:
-    deleter = DataDeleter(client)
+    deleter = DataDeleter(workspace)
     while not cursor.done:
-        with client.db.read() as conn:
+        with workspace.db.read() as conn:
             held = load_held_records(conn, report.now_ms)
             batch = _fetch(conn, cursor, held, batch_size)
         # a hold added since the batch was read must still protect its records: look again just
         # before the data goes, and drop whatever it now covers
         fetched = batch
-        batch = _without_newly_held(client, batch, held, report.now_ms)
+        batch = _without_newly_held(workspace, batch, held, report.now_ms)
         if batch:
-            confirm_fence(client.db, fence)  # the data goes next: only while the lease is still ours
+            confirm_fence(workspace.db, fence)  # the data goes next: only while the lease is still ours
         failed: list[int] = []
         done: list[_Candidate] = []
         removed: list[tuple[int, Deletion]] = []
@@ -259,7 +260,7 @@ def _purge_batches(client: Client, cursor: purge_plan.PurgeCursor, report: Purge
                                           "error": outcome.error})
         fault_point("purge.after_files")
         if done:
-            count, size = _delete_rows(client, done, removed, cursor.threshold_ms, int(report.run_id or 0), fence)
+            count, size = _delete_rows(workspace, done, removed, cursor.threshold_ms, int(report.run_id or 0), fence)
             report.purged += count
             report.bytes += size
         fault_point("purge.after_rows")
@@ -269,10 +270,11 @@ def _purge_batches(client: Client, cursor: purge_plan.PurgeCursor, report: Purge
             progress(report.purged, report.eligible)
 
 
-def _without_newly_held(client: Client, batch: list[_Candidate], held: HeldRecords, now_ms: int) -> list[_Candidate]:
+def _without_newly_held(workspace: Workspace, batch: list[_Candidate], held: HeldRecords,
+                        now_ms: int) -> list[_Candidate]:
     if not batch:
         return batch
-    with client.db.read() as conn:
+    with workspace.db.read() as conn:
         current = load_held_records(conn, now_ms)
         if current.hold_ids == held.hold_ids:
             return batch

@@ -24,7 +24,7 @@ from .locations import check_location
 from .records import MetaRecord, Status, record_from_mapping, record_from_row
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 MAX_LIST = 100_000
 _ID_CHUNK = 1000  # ids per IN (...) list: far below SQLite's and PostgreSQL's parameter limits
@@ -53,9 +53,9 @@ def bump_id_sequence(conn: Connection, max_id: int) -> None:
 
 
 class RecordStore:
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.db = client.db
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.db = workspace.db
 
     def add(self, records: Iterable[Any]) -> builtins.list[int]:
         """Add records (MetaRecord or mappings) in one transaction; returns their ids in order.
@@ -65,7 +65,7 @@ class RecordStore:
             raise InvalidInput("add: expected a list of records, got a single value")
         checked = [record_from_mapping(r, f"record {i}") for i, r in enumerate(records, start=1)]
         if any(r.location is not None for r in checked):
-            rules = location_rules(self.client.settings)
+            rules = location_rules(self.workspace.settings)
             for i, record in enumerate(checked, start=1):
                 check_location(record.location, rules, f"record {i}")
         explicit = [r.id for r in checked if r.id is not None]
@@ -153,7 +153,7 @@ class RecordStore:
         wanted = sorted({check_record_id(i) for i in ids})
         if not wanted:
             return 0
-        now = self.client.clock.now_ms()
+        now = self.workspace.clock.now_ms()
         with self.db.write() as conn:
             missing = set(wanted) - self._existing(conn, wanted)
             if missing:

@@ -25,13 +25,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..errors import InvalidInput
+from ..store.audit import AuditEntry
 from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_catalog import catalog_dictionaries, catalog_rules, catalog_trackers
 from .expressions.ast import Condition, Expr, Operator, Term
 from .rules import RetentionRule, RuleSet, check_rules, load_rules_file, rule_to_stroom, rules_from_document
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 RULE_SET_NAME = "default"
 AUDIT_ACTION = "catalog_rules"
@@ -101,9 +102,9 @@ def _read_rules(document: str) -> tuple[RetentionRule, ...]:
 
 
 class RulesStore:
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.db = client.db
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.db = workspace.db
 
     # ---- the rule set ----------------------------------------------------------------------------
     def load(self) -> RuleSet:
@@ -129,8 +130,8 @@ class RulesStore:
         path); returns it with its new version. Audited; invalid input changes nothing."""
         checked = validate_rules(_as_rules(rules))
         version = str(uuid.uuid4())
-        now = self.client.clock.now_ms()
-        actor = self.client.streams.actor
+        now = self.workspace.clock.now_ms()
+        actor = self.workspace.audit.actor
         document = _document(checked, now)
         with self.db.write() as conn:
             self._check_dictionaries(conn, checked)  # inside the write: a dictionary deleted meanwhile is seen
@@ -141,12 +142,11 @@ class RulesStore:
                 conn.execute(sa.insert(catalog_rules).values(name=RULE_SET_NAME, **values))
             else:
                 conn.execute(sa.update(catalog_rules).where(catalog_rules.c.name == RULE_SET_NAME).values(**values))
-            self.client.streams._audit(
-                conn, AUDIT_ACTION, AUDIT_TARGET, None, None, 0,
-                f"retention rules saved: version {version}, {len(checked)} rule(s)",
-                {"version": version, "previous_version": previous,
-                 "rules": [{"number": r.rule_number, "name": r.name, "enabled": r.enabled, "age": r.age_string}
-                           for r in sorted(checked, key=lambda r: r.rule_number)]})
+            self.workspace.audit.append(conn, AuditEntry(
+                AUDIT_ACTION, AUDIT_TARGET, f"retention rules saved: version {version}, {len(checked)} rule(s)",
+                details={"version": version, "previous_version": previous,
+                         "rules": [{"number": r.rule_number, "name": r.name, "enabled": r.enabled,
+                                    "age": r.age_string} for r in sorted(checked, key=lambda r: r.rule_number)]}))
         return RuleSet(version, checked)
 
     def _check_dictionaries(self, conn: Connection, rules: tuple[RetentionRule, ...]) -> None:

@@ -13,31 +13,31 @@ from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_catalog import catalog_runs
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from ..store.house import Workspace
 
 
-def start_run(client: Client, kind: str, now_ms: int, dry_run: bool, rules_version: str | None = None,
+def start_run(workspace: Workspace, kind: str, now_ms: int, dry_run: bool, rules_version: str | None = None,
               fence: LeaseFence | None = None) -> int:
     """The run's RUNNING row; with a `fence`, only while that lease is held (else LeaseLost, no row)."""
-    with client.db.write() as conn:
+    with workspace.db.write() as conn:
         check_fence(conn, fence)
         return int(conn.execute(sa.insert(catalog_runs).values(
-            kind=kind, state="RUNNING", dry_run=dry_run, now_ms=now_ms, started_ms=client.clock.now_ms(),
-            rules_version=rules_version or None, actor=client.streams.actor)).inserted_primary_key[0])
+            kind=kind, state="RUNNING", dry_run=dry_run, now_ms=now_ms, started_ms=workspace.clock.now_ms(),
+            rules_version=rules_version or None, actor=workspace.audit.actor)).inserted_primary_key[0])
 
 
-def end_run(client: Client, kind: str, run_id: int, state: str, dry_run: bool, report: dict[str, Any]) -> None:
-    with client.db.write() as conn:
+def end_run(workspace: Workspace, kind: str, run_id: int, state: str, dry_run: bool, report: dict[str, Any]) -> None:
+    with workspace.db.write() as conn:
         conn.execute(sa.update(catalog_runs).where(catalog_runs.c.id == run_id).values(
-            state=state, finished_ms=client.clock.now_ms(), report=json.dumps(report)))
+            state=state, finished_ms=workspace.clock.now_ms(), report=json.dumps(report)))
         if state == "SUCCEEDED" and not dry_run:
             conn.execute(sa.update(catalog_runs).where(
                 catalog_runs.c.kind == kind, catalog_runs.c.state == "RUNNING", catalog_runs.c.dry_run.is_(False),
                 catalog_runs.c.id < run_id).values(state="INTERRUPTED"))
 
 
-def list_runs(client: Client, limit: int = 20) -> list[dict[str, Any]]:
+def list_runs(workspace: Workspace, limit: int = 20) -> list[dict[str, Any]]:
     """Recent runs of both kinds, newest first, with their reports."""
-    with client.db.read() as conn:
+    with workspace.db.read() as conn:
         rows = conn.execute(sa.select(catalog_runs).order_by(catalog_runs.c.id.desc()).limit(limit))
         return [{**dict(r._mapping), "report": json.loads(r.report) if r.report else None} for r in rows]

@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
         from ..catalog.rules_store import RulesStore
 
         with open_client(ctx) as client:
-            saved = RulesStore(client).saved()
+            saved = RulesStore(client.workspace).saved()
         if json_output:
             emit_json(ruleset_document(saved.ruleset, saved.updated_ms, saved.updated_by))
             return
@@ -73,8 +73,8 @@ def register(app: typer.Typer) -> None:
         from ..catalog.rules_store import RulesStore
 
         with open_client(ctx) as client:
-            ruleset = RulesStore(client).save(path)
-            saved = RulesStore(client).saved()
+            ruleset = RulesStore(client.workspace).save(path)
+            saved = RulesStore(client.workspace).saved()
         if json_output:
             emit_json(ruleset_document(ruleset, saved.updated_ms, saved.updated_by))
         else:
@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
         from ..catalog.rules_store import RulesStore
 
         with open_client(ctx) as client:
-            ruleset = RulesStore(client).validate(path)
+            ruleset = RulesStore(client.workspace).validate(path)
         if json_output:
             emit_json({"valid": True, **ruleset_document(ruleset)})
             return
@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
         from ..catalog.rules_store import RulesStore
 
         with open_client(ctx) as client:
-            saved = RulesStore(client).saved()
+            saved = RulesStore(client.workspace).saved()
         if stroom:
             emit_json(to_stroom_json(saved.ruleset, saved.updated_ms or 0))
         else:
