@@ -3,9 +3,9 @@
     spark.read.format("tidekeep").option("stream", "iot/sensors")
         .option("start", cut).option("end", cut).load()
 
-Planning runs once, on the driver (in the Python worker Spark starts there): it opens a client on
-the workspace, validates the options, asks the controller for a read plan and groups the plan's
-chunk reads into partitions. Executors never touch the metadata store: each partition carries
+Planning runs once, on the driver (in the Python worker Spark starts there): it opens the
+workspace (spark/driver_workspace.py), validates the options, asks the controller for a read plan
+and groups the plan's chunk reads into partitions. Executors never touch the metadata store: each partition carries
 the chunk refs and offset filters it needs plus where storage lives, and is read straight from
 the chunk files into Arrow record batches (no per-row Python).
 
@@ -40,13 +40,12 @@ from ..streams.cuts import StreamCut
 from ..streams.model import segment_name
 from ..streams.reader import EVENT_SCHEMA, read_task
 from ..units import parse_size_bytes
-from .cluster import check_settings_reach
 from .watermark_column import Thresholds, segment_thresholds, watermark_array
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from ..client import Client
+    from .driver_workspace import DriverWorkspace
 
 SOURCE_NAME = "tidekeep"
 
@@ -150,29 +149,12 @@ def _parse_cut_option(value: str | None, stream: str, which: str, default: str) 
     return cut
 
 
-def open_client(options: ReadOptions) -> Client:
-    """A client on the workspace the options name; settings resolve as tidekeep.connect() does."""
-    return connect_workspace(options.home, options.metadata_url, options.storage, options.shared_filesystem,
-                             options.fsync)
+def open_read_workspace(options: ReadOptions) -> DriverWorkspace:
+    """The workspace the options name; settings resolve as tidekeep.connect() does."""
+    from .driver_workspace import open_driver_workspace
 
-
-def connect_workspace(home: str | None, metadata_url: str | None, storage: str | None,
-                      shared_filesystem: str | None, fsync: str | None = None) -> Client:
-    """A client on the workspace the options name (settings resolve as tidekeep.connect() does).
-    Executors of the sources and the sink open its storage: one they could not reach on the
-    session's master (the spark.master setting, which register_data_sources sets to the session's)
-    is refused with ConfigError, unless the filesystem is declared shared (cluster.py)."""
-    from ..client import connect
-
-    settings = {key: value for key, value in (("spark.shared_filesystem", shared_filesystem),
-                                              ("storage.fsync", fsync)) if value}
-    client = connect(home, metadata_url=metadata_url, storage=storage, settings=settings)
-    try:
-        check_settings_reach(client.settings, storage=True)
-    except BaseException:
-        client.close()
-        raise
-    return client
+    return open_driver_workspace(options.home, options.metadata_url, options.storage, options.shared_filesystem,
+                                 options.fsync)
 
 
 def caller_options(options: Mapping[str, object]) -> dict[str, str]:
@@ -197,17 +179,17 @@ def caller_options(options: Mapping[str, object]) -> dict[str, str]:
     return raw
 
 
-def plan_stream_read(client: Client, options: ReadOptions) -> ReadPlan:
+def plan_stream_read(opened: DriverWorkspace, options: ReadOptions) -> ReadPlan:
     """The controller's read plan for the options, "head" and "tail" taken from the stream now."""
     # plan_read reads head and tail from its own snapshot when given None; only a "tail" start or a
     # "head" end (legal, and an empty read) needs the words resolved here
     start = None if options.start == HEAD else options.start
     end = None if options.end == TAIL else options.end
     if isinstance(start, str) or isinstance(end, str):
-        state = client.streams.state(options.stream)
+        state = opened.streams.state(options.stream)
         start = state.cut(state.tail()) if start == TAIL else start
         end = state.cut(dict(state.head)) if end == HEAD else end
-    return client.streams.plan_read(options.stream, start, end)
+    return opened.streams.plan_read(options.stream, start, end)
 
 
 # ---- partitions (shared with the streaming reader) -------------------------------------------------
@@ -300,41 +282,42 @@ def to_spark_batch(batch: pa.RecordBatch, thresholds: Thresholds = ((), ())) -> 
     ], schema=ARROW_SCHEMA)
 
 
-def plan_thresholds(client: Client, plan: ReadPlan) -> dict[int, Thresholds]:
+def plan_thresholds(opened: DriverWorkspace, plan: ReadPlan) -> dict[int, Thresholds]:
     """Per segment of the plan, the watermark thresholds its rows need (driver side; the same for
     batch and streaming reads)."""
     if not plan.ranges:
         return {}
-    marks = client.watermarks.list(plan.stream)
+    marks = opened.watermarks.list(plan.stream)
     if not marks:
         return {}
-    segments = client.streams.state(plan.stream).segments
+    segments = opened.streams.state(plan.stream).segments
     return {r.segment: segment_thresholds(marks, r.segment, segments, r.start, r.end) for r in plan.ranges}
 
 
-def partitions_of(client: Client, plan: ReadPlan, target_bytes: int) -> list[ChunkPartition]:
+def partitions_of(opened: DriverWorkspace, plan: ReadPlan, target_bytes: int) -> list[ChunkPartition]:
     """The partitions of a read plan, with their watermark thresholds (driver side)."""
-    location = StorageLocation(client.storage.uri, client.storage.root, client.storage.fsync)
-    return build_partitions(plan.stream, plan.tasks, location, target_bytes, plan_thresholds(client, plan))
+    storage = opened.workspace.storage
+    location = StorageLocation(storage.uri, storage.root, storage.fsync)
+    return build_partitions(plan.stream, plan.tasks, location, target_bytes, plan_thresholds(opened, plan))
 
 
 def plan_partitions(options: ReadOptions) -> list[ChunkPartition]:
     """Open the workspace, plan the read and build its partitions (driver side)."""
-    client = open_client(options)
+    opened = open_read_workspace(options)
     try:
-        return partitions_of(client, plan_stream_read(client, options), options.partition_size)
+        return partitions_of(opened, plan_stream_read(opened, options), options.partition_size)
     finally:
-        client.close()
+        opened.close()
 
 
 def check_read(options: ReadOptions) -> None:
     """Validate the options against the workspace (stream exists, cuts valid and in order, start
     not before the head) without reading data: the load()-time check."""
-    client = open_client(options)
+    opened = open_read_workspace(options)
     try:
-        plan_stream_read(client, options)
+        plan_stream_read(opened, options)
     finally:
-        client.close()
+        opened.close()
 
 
 # ---- the Spark classes -----------------------------------------------------------------------------

@@ -85,7 +85,6 @@ from .datasource import (
     StorageLocation,
     caller_options,
     checked_options,
-    connect_workspace,
 )
 from .staged import StagedFile, describe_task, verify_staged
 
@@ -95,7 +94,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import DataStreamWriter
 
-    from ..client import Client
+    from .driver_workspace import DriverWorkspace
 
 NOTE_MAX_EVENT_TIME, NOTE_PROCESSING_TIME, NOTE_NONE = "max_event_time", "processing_time", "none"
 NOTE_TIME_MODES = (NOTE_MAX_EVENT_TIME, NOTE_PROCESSING_TIME, NOTE_NONE)
@@ -386,9 +385,11 @@ class SinkPlan:
     target: SinkTarget
 
 
-def open_sink_client(options: SinkOptions) -> Client:
-    return connect_workspace(options.home, options.metadata_url, options.storage, options.shared_filesystem,
-                             options.fsync)
+def open_sink_workspace(options: SinkOptions) -> DriverWorkspace:
+    from .driver_workspace import open_driver_workspace
+
+    return open_driver_workspace(options.home, options.metadata_url, options.storage, options.shared_filesystem,
+                                 options.fsync)
 
 
 def plan_sink(options: Mapping[str, str], schema: StructType, overwrite: bool, streaming: bool,
@@ -400,16 +401,17 @@ def plan_sink(options: Mapping[str, str], schema: StructType, overwrite: bool, s
         raise InvalidInput('tidekeep streams are append-only: write with mode "append"')
     columns = resolve_columns(schema, parsed)
     writer_id = sink_writer_id(parsed, streaming) if require_writer_id else (parsed.writer_id or BATCH_WRITER_ID)
-    client = open_sink_client(parsed)
+    opened = open_sink_workspace(parsed)
     try:
-        state = client.streams.state(parsed.stream)
+        state = opened.streams.state(parsed.stream)
         if state.info.state == SEALED:
             raise StreamSealed(f"stream {parsed.stream!r} is sealed; it takes no writes")
-        location = StorageLocation(client.storage.uri, client.storage.root, client.storage.fsync)
+        storage = opened.workspace.storage
+        location = StorageLocation(storage.uri, storage.root, storage.fsync)
         target = SinkTarget(parsed.stream, state.storage_dir(), location, Router(state.active_segments()),
                             columns, parsed.chunk_size)
     finally:
-        client.close()
+        opened.close()
     return SinkPlan(parsed, writer_id, target)
 
 
@@ -437,35 +439,36 @@ def commit_messages(plan: SinkPlan, messages: Sequence[SinkCommitMessage | None]
     sent = [m for m in messages if m is not None]
     chunks = [c for m in sent for c in m.chunks]
     rows = sum(m.rows for m in sent)
-    client = open_sink_client(plan.options)
+    opened = open_sink_workspace(plan.options)
     try:
         if not chunks:
-            _delete_dirs(client, sent)
+            _delete_dirs(opened, sent)
             return SinkCommit(None, 0, False, None, {})
-        if client.streams.referenced_paths([c.path for c in chunks]):
+        if opened.streams.referenced_paths([c.path for c in chunks]):
             # these very messages were committed before (a retried commit call): staging their files
             # again would let that transaction's abort delete committed data
             return SinkCommit(None, 0, True, None, {})
         try:
-            verify_staged(client.storage.fs, client.storage.root, [f for m in sent for f in m.staged_files()])
+            storage = opened.workspace.storage
+            verify_staged(storage.fs, storage.root, [f for m in sent for f in m.staged_files()])
         except StagedFileMissing:
-            _discard(client, sent)
+            _discard(opened, sent)
             raise
-        txn = client.transactional_writer(plan.options.stream, plan.writer_id, lease=SINK_LEASE).begin()
+        txn = opened.transactional_writer(plan.options.stream, plan.writer_id, lease=SINK_LEASE).begin()
         try:
-            client.transactions.stage(txn.id, chunks)
-            timestamp = note_time_for(plan.options.note_time, _previous_mark(client, plan),
-                                      _max_event_time(sent), client.clock.now_ms())
+            opened.transactions.stage(txn.id, chunks)
+            timestamp = note_time_for(plan.options.note_time, _previous_mark(opened, plan),
+                                      _max_event_time(sent), opened.workspace.clock.now_ms())
             result = txn.commit(timestamp, sequence)
         except BaseException:
-            _abort(client, txn.id, chunks, sent)
+            _abort(opened, txn.id, chunks, sent)
             raise
         if result.duplicate:
-            _delete_dirs(client, sent)
+            _delete_dirs(opened, sent)
         return SinkCommit(txn.id, 0 if result.duplicate else rows, result.duplicate,
                           None if result.duplicate else timestamp, result.positions)
     finally:
-        client.close()
+        opened.close()
 
 
 def abort_messages(plan: SinkPlan, messages: Sequence[SinkCommitMessage | None]) -> None:
@@ -473,27 +476,27 @@ def abort_messages(plan: SinkPlan, messages: Sequence[SinkCommitMessage | None])
     Spark also aborts a batch whose commit failed, and a commit can fail after tidekeep committed it
     (the commit process died before answering): files a committed chunk refers to always stay. If
     the store cannot say, nothing is deleted and the orphan sweep decides later."""
-    client = open_sink_client(plan.options)
+    opened = open_sink_workspace(plan.options)
     try:
-        _discard(client, [m for m in messages if m is not None])
+        _discard(opened, [m for m in messages if m is not None])
     finally:
-        client.close()
+        opened.close()
 
 
-def _discard(client: Client, messages: Sequence[SinkCommitMessage]) -> None:
+def _discard(opened: DriverWorkspace, messages: Sequence[SinkCommitMessage]) -> None:
     """Delete the messages' files but those a committed chunk refers to, and their empty directories."""
     paths = [c.path for m in messages for c in m.chunks]
-    committed = client.streams.referenced_paths(paths)
+    committed = opened.streams.referenced_paths(paths)
     # this job's own files, never committed: no workspace proof needed
-    left = client.storage.discard(p for p in paths if p not in committed).failed
+    left = opened.workspace.storage.discard(p for p in paths if p not in committed).failed
     warn_files_left(log, "aborted sink batch", left, in_result=False)
-    _delete_dirs(client, messages)
+    _delete_dirs(opened, messages)
 
 
-def _previous_mark(client: Client, plan: SinkPlan) -> int | None:
+def _previous_mark(opened: DriverWorkspace, plan: SinkPlan) -> int | None:
     if plan.options.note_time == NOTE_NONE:
         return None
-    return next((m.time_ms for m in client.watermarks.marks(plan.options.stream) if m.writer_id == plan.writer_id),
+    return next((m.time_ms for m in opened.watermarks.marks(plan.options.stream) if m.writer_id == plan.writer_id),
                 None)
 
 
@@ -502,24 +505,25 @@ def _max_event_time(messages: Sequence[SinkCommitMessage]) -> int | None:
     return max(times) if times else None
 
 
-def _abort(client: Client, txn_id: str, chunks: Sequence[PendingChunk], messages: Sequence[SinkCommitMessage]) -> None:
+def _abort(opened: DriverWorkspace, txn_id: str, chunks: Sequence[PendingChunk],
+           messages: Sequence[SinkCommitMessage]) -> None:
     try:
-        client.transactions.abort(txn_id)
+        opened.transactions.abort(txn_id)
     except Exception:
         # committed after all (an acknowledgement lost on the way back) or the store is unreachable:
         # the files may be referenced, so they stay and the orphan sweep decides
         return
-    left = client.storage.discard(c.path for c in chunks).failed
+    left = opened.workspace.storage.discard(c.path for c in chunks).failed
     warn_files_left(log, f"aborted sink transaction {txn_id}", left, in_result=False)
-    _delete_dirs(client, messages)
+    _delete_dirs(opened, messages)
 
 
-def _delete_dirs(client: Client, messages: Sequence[SinkCommitMessage]) -> None:
+def _delete_dirs(opened: DriverWorkspace, messages: Sequence[SinkCommitMessage]) -> None:
     """Remove the tasks' staging directories once empty (never recursively: a directory's files may
     be committed chunks of an earlier commit of the same messages)."""
     for message in messages:
-        if not client.storage.list_files(message.directory):
-            client.storage.discard_dir(message.directory)
+        if not opened.workspace.storage.list_files(message.directory):
+            opened.workspace.storage.discard_dir(message.directory)
 
 
 # ---- the Spark classes -----------------------------------------------------------------------------

@@ -23,8 +23,9 @@ Offsets are stream cuts as self-describing JSON dicts (StreamCut.to_dict(), with
 - A start before the stream's head (data truncated since the checkpoint) fails with TruncatedData,
   or with on_truncated=skip reads on from the head in the truncated segments (a warning is logged).
 
-Planning runs in the driver's Python worker, which keeps one client for the query; the reader is
-also pickled to executors, which use only `read` (no metadata store access there).
+Planning runs in the driver's Python worker, which keeps the workspace open for the query (its
+connection stays in that process); the reader is also pickled to executors, which use only `read`
+(no metadata store access there).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from ..errors import InvalidInput, NotFound, TruncatedData
 from ..names import check_name
 from ..streams.controller import StreamState
 from ..streams.cuts import CutOrder, StreamCut, compare_cuts
+from ..streams.readergroup import ReaderGroup
+from ..streams.subscriber_store import SubscriberStore
 from ..streams.subscribers import upper_bound
 from ..units import parse_size_bytes
 from .datasource import (
@@ -55,7 +58,7 @@ from .datasource import (
     TAIL,
     ChunkPartition,
     ReadOptions,
-    open_client,
+    open_read_workspace,
     parse_read_options,
     partitions_of,
     read_partition,
@@ -63,7 +66,7 @@ from .datasource import (
 from .offsets import cut_of, next_end, offset_of
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from .driver_workspace import DriverWorkspace
 
 log = logging.getLogger("tidekeep.spark")
 
@@ -103,12 +106,12 @@ def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:
     return StreamOptions(read, group, max_bytes, on_truncated, start_given)
 
 
-def check_group(client: Client, group: str, stream: str) -> bool:
+def check_group(opened: DriverWorkspace, group: str, stream: str) -> bool:
     """True if the group exists (and fits: a MANUAL subscriber of exactly `stream`), False if absent."""
     from ..streams.rg_store import ReaderGroupStore
 
     try:
-        config = ReaderGroupStore(client.streams).load(group).config
+        config = ReaderGroupStore(opened.streams).load(group).config
     except NotFound:
         return False
     streams = sorted(config["streams"])
@@ -124,15 +127,15 @@ def check_group(client: Client, group: str, stream: str) -> bool:
 def check_stream_options(options: Mapping[str, str]) -> None:
     """The load()-time check: options, the stream, the start cut, the reader group."""
     parsed = parse_stream_options(options)
-    client = open_client(parsed.read)
+    opened = open_read_workspace(parsed.read)
     try:
-        state = client.streams.state(parsed.read.stream)
+        state = opened.streams.state(parsed.read.stream)
         if isinstance(parsed.read.start, StreamCut):
-            client.streams.to_positions(state, parsed.read.start)
+            opened.streams.to_positions(state, parsed.read.start)
         if parsed.reader_group is not None:
-            check_group(client, parsed.reader_group, parsed.read.stream)
+            check_group(opened, parsed.reader_group, parsed.read.stream)
     finally:
-        client.close()
+        opened.close()
 
 
 def clamp_to_head(positions: dict[int, int], state: StreamState, on_truncated: str, what: str) -> dict[int, int]:
@@ -166,27 +169,27 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = parse_stream_options(options)
         self.stream = self.options.read.stream
-        self._client: Client | None = None
+        self._opened: DriverWorkspace | None = None
         self._group_checked = False
         self._target: dict[int, int] | None = None  # the Trigger.AvailableNow bound
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_client"] = None  # a client (engine, pool) stays in the process that opened it
+        state["_opened"] = None  # an open workspace (engine, pool) stays in the process that opened it
         return state
 
     @property
-    def client(self) -> Client:
-        if self._client is None:
-            self._client = open_client(self.options.read)
-        return self._client
+    def opened(self) -> DriverWorkspace:
+        if self._opened is None:
+            self._opened = open_read_workspace(self.options.read)
+        return self._opened
 
     # ---- offsets -----------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
-        state = self.client.streams.state(self.stream)
+        state = self.opened.streams.state(self.stream)
         start = self.options.read.start
         if isinstance(start, StreamCut):
-            positions = self.client.streams.to_positions(state, start)
+            positions = self.opened.streams.to_positions(state, start)
         elif start == TAIL:
             positions = state.tail()
         elif self.options.start_given or self.options.reader_group is None:
@@ -205,13 +208,13 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         # the data there is now: later appends wait for the next run of the query
-        self._target = self.client.streams.state(self.stream).tail()
+        self._target = self.opened.streams.state(self.stream).tail()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         budget = byte_budget(limit)
-        state = self.client.streams.state(self.stream)
+        state = self.opened.streams.state(self.stream)
         start_cut = cut_of(start, self.stream)
-        first = clamp_to_head(self.client.streams.to_positions(state, start_cut), state,
+        first = clamp_to_head(self.opened.streams.to_positions(state, start_cut), state,
                               self.options.on_truncated, "the batch start")
         # Spark asks for the next batch only once the previous one is committed to the sink, so its
         # end (this start) is consumed: acknowledge it now rather than when Spark calls commit() for
@@ -221,7 +224,7 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         bound = self._target if self._target is not None else state.tail()
         if compare_cuts(first, bound, state.ranges()) in (CutOrder.AFTER, CutOrder.OVERLAPS):
             bound = upper_bound([first, bound], state.segments)  # a start past an old target: nothing more
-        plan = self.client.streams.plan_read(self.stream, state.cut(first), state.cut(bound))
+        plan = self.opened.streams.plan_read(self.stream, state.cut(first), state.cut(bound))
         boundaries: dict[int, list[int]] = {}
         for task in plan.tasks:
             boundaries.setdefault(task.chunk.segment, []).append(task.end)
@@ -229,19 +232,19 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offset_of(state.cut(end))
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        state = self.client.streams.state(self.stream)
+        state = self.opened.streams.state(self.stream)
         return offset_of(state.cut(state.tail()))
 
     # ---- reading -----------------------------------------------------------------------------
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        state = self.client.streams.state(self.stream)
-        first = clamp_to_head(self.client.streams.to_positions(state, cut_of(start, self.stream)), state,
+        state = self.opened.streams.state(self.stream)
+        first = clamp_to_head(self.opened.streams.to_positions(state, cut_of(start, self.stream)), state,
                               self.options.on_truncated, "the batch start")
-        last = self.client.streams.to_positions(state, cut_of(end, self.stream))
+        last = self.opened.streams.to_positions(state, cut_of(end, self.stream))
         if compare_cuts(state.head, last, state.ranges()) not in (CutOrder.BEFORE, CutOrder.EQUAL):
             last = upper_bound([last, state.head], state.segments)
-        plan = self.client.streams.plan_read(self.stream, state.cut(first), state.cut(last))
-        return partitions_of(self.client, plan, self.options.read.partition_size)
+        plan = self.opened.streams.plan_read(self.stream, state.cut(first), state.cut(last))
+        return partitions_of(self.opened, plan, self.options.read.partition_size)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, ChunkPartition):
@@ -251,7 +254,7 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ---- acknowledgement ---------------------------------------------------------------------
     def commit(self, end: dict[str, Any]) -> None:
         if self.options.reader_group is not None:
-            self._acknowledge(cut_of(end, self.stream), self.client.streams.state(self.stream))
+            self._acknowledge(cut_of(end, self.stream), self.opened.streams.state(self.stream))
 
     def _acknowledge(self, cut: StreamCut, state: StreamState) -> None:
         """Publish `cut` as the group's acknowledgement unless it is not after the current one."""
@@ -267,10 +270,10 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     log.warning("reader group %s: %s is not after the acknowledgement %s (restart from an older "
                                 "checkpoint?); kept the acknowledgement", group, cut, state.cut(acknowledged))
                 return
-        self.client.reader_group(group).update_retention_stream_cut({self.stream: cut})
+        ReaderGroup(self.opened.streams, group).update_retention_stream_cut({self.stream: cut})
 
     def _acknowledged(self) -> dict[int, int] | None:
-        for sub in self.client.subscribers(self.stream):
+        for sub in SubscriberStore(self.opened.streams).list(self.stream):
             if sub.reader_group == self.options.reader_group:
                 return None if sub.positions is None else dict(sub.positions)
         return None
@@ -280,22 +283,22 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         group = self.options.reader_group
         if group is None or self._group_checked:
             return
-        if not check_group(self.client, group, self.stream):
+        if not check_group(self.opened, group, self.stream):
             from ..streams.readergroup import ReaderGroupConfig, RetentionType
 
             try:
-                self.client.create_reader_group(group, ReaderGroupConfig(
+                ReaderGroup.create(self.opened.streams, group, ReaderGroupConfig(
                     {self.stream: (start, None)}, retention_type=RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
                 log.info("created reader group %s for the streaming query on %s at %s", group, self.stream, start)
             except Exception:
-                if not check_group(self.client, group, self.stream):  # another query created it meanwhile?
+                if not check_group(self.opened, group, self.stream):  # another query created it meanwhile?
                     raise
         self._group_checked = True
 
     def stop(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        if self._opened is not None:
+            self._opened.close()
+            self._opened = None
 
 
 __all__ = ["StreamOptions", "TidekeepStreamReader", "check_group", "check_stream_options", "parse_stream_options"]
