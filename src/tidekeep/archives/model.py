@@ -17,9 +17,8 @@ import pyarrow as pa
 from ..errors import InvalidInput
 from ..integers import check_int64
 from ..names import check_name
+from ..store.layout import ARCHIVES_DIR, RESULTS_DIR
 
-ARCHIVES_DIR = "archives"
-RESULTS_DIR = "search-results"
 ARCHIVE_TYPE = "Archive"  # the catalog record type of an archive
 
 # one row per log message (a multi-line message is one row); sorted by timestamp within a file

@@ -14,15 +14,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..archives.model import ARCHIVES_DIR, RESULTS_DIR
 from ..errors import ConfigError
+from ..store.layout import ARCHIVES_DIR, RESULTS_DIR, STREAMS_DIR
 from ..store.workspace import MARKER_FILE
 from .locations import Area, LocationRules, Place, Refused, check_data_root, parse_absolute, parse_uri
 
 if TYPE_CHECKING:
     from ..config import Settings
 
-STREAMS_DIR = "streams"
 STORAGE_AREAS = ((STREAMS_DIR, "stream data"), (ARCHIVES_DIR, "log archives"), (RESULTS_DIR, "search results"),
                  (MARKER_FILE, "workspace id file"))
 SQLITE_SIBLINGS = ("", "-wal", "-shm", "-journal", ".migrate.lock")
