@@ -33,6 +33,7 @@ test: $(STAMP) check-java
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/lint-imports  # the layering contracts in .importlinter (docs/workspace.md, "The house")
 
 bench: $(STAMP) check-java
 	$(PY) benchmarks/bench_streams.py
