@@ -41,7 +41,6 @@ regardless (the journal would have the next sweep finish them anyway).
 
 from __future__ import annotations
 
-import logging
 import posixpath
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -68,6 +67,7 @@ from .expiry import (
     recheck_candidates,
     safe_expiry_ms,
 )
+from .gc_log import LEFT_FOR, configure_gc_logging, log
 from .holds import load_holds
 from .model import ARCHIVES_DIR, Archive, JobState, SearchJob
 from .store import archive_from_row, job_from_row, lock_dataset, oldest_running_created_ms
@@ -75,13 +75,8 @@ from .store import archive_from_row, job_from_row, lock_dataset, oldest_running_
 if TYPE_CHECKING:
     from ..store.house import Workspace
 
-log = logging.getLogger("tidekeep.archives.gc")
 Progress = Callable[[int, int], None]  # (files done, files total)
 GC_BATCH_SIZE = 1000  # candidates journaled, deleted from the metadata and from storage per round
-
-
-def configure_gc_logging(workspace: Workspace) -> None:
-    log.setLevel(logging.getLevelName(workspace.settings["garbage_collector.logging_level"]))
 
 
 @dataclass
@@ -211,9 +206,6 @@ def dead_search_error(job: SearchJob, now: int) -> str:
 
 
 # ---- storage ----------------------------------------------------------------------------------
-LEFT_FOR = "the next collector run"
-
-
 def delete_file(workspace: Workspace, rel_path: str) -> DeleteOutcome:
     """Delete one file: `deleted` 1, or 0 if it was already gone (which is fine: gone is gone), or
     the file in `failed` with why it could not be deleted (never raised)."""

@@ -28,7 +28,7 @@ from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_archives import archive_search_jobs as jobs_table
 from ..units import iso_utc
 from .expiry import completion_ms, results_to_expire, retention_ms
-from .gc import LEFT_FOR, configure_gc_logging
+from .gc_log import LEFT_FOR, configure_gc_logging
 from .model import FINAL_STATES, RESULTS_DIR, JobState, SearchJob, results_dir
 from .store import job_from_row
 
