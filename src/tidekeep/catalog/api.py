@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..holds import HoldStore
+    from ..store.holds import HoldStore
     from ..store.fencing import LeaseFence
     from ..store.house import Workspace
 

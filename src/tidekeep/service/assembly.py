@@ -120,7 +120,8 @@ def collector_tasks(client: Client, fence_of: FenceOf = no_fences) -> list[Inter
     if settings["results_cache.retention_period"] is not None:
         tasks.append(collector_task("search-result collector", RESULT_GC_RESOURCE,
                                     settings["garbage_collector.sweep_interval.search_result"] * MINUTE_MS,
-                                    lambda: collect_search_results(client.workspace, fence=fence_of(RESULT_GC_RESOURCE))))
+                                    lambda: collect_search_results(client.workspace,
+                                                                   fence=fence_of(RESULT_GC_RESOURCE))))
     return tasks
 
 

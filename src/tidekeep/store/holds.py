@@ -18,7 +18,6 @@ the same transaction (actions "hold_add" and "hold_remove", target = the held ta
 from __future__ import annotations
 
 import builtins
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -29,8 +28,8 @@ from sqlalchemy.engine import Connection
 from ..clock import Clock
 from ..errors import HoldActive, InvalidInput, NotFound
 from ..integers import check_int64
+from .audit import AuditEntry, AuditLog
 from .database import Database
-from .schema import audit as audit_table
 from .schema_holds import holds as holds_table
 
 HOLD_KINDS: tuple[str, ...] = ("stream", "records", "dataset", "archive")
@@ -168,6 +167,7 @@ class HoldStore:
         self.db = db
         self.clock = clock
         self.actor = actor
+        self.audit = AuditLog(clock, actor)
 
     def add(self, kind: str, target: str, reason: str) -> int:
         """Hold `target`; returns the new hold's id. The target must exist (its family checks)."""
@@ -180,7 +180,8 @@ class HoldStore:
                 created_by=self.actor)).inserted_primary_key
             assert inserted is not None  # a single-row insert always has a key
             hold_id = int(inserted[0])
-            self._audit(conn, "hold_add", stored, reason, {"hold": hold_id, "kind": holder.name})
+            self.audit.append(conn, AuditEntry("hold_add", stored, reason,
+                                               details={"hold": hold_id, "kind": holder.name}))
         return hold_id
 
     def list(self, kind: str | None = None, target: str | None = None) -> builtins.list[Hold]:
@@ -210,14 +211,9 @@ class HoldStore:
             hold = hold_from_row(row)
             conn.execute(sa.delete(holds_table).where(holds_table.c.id == hold_id))
             kind_named(hold.kind).released(conn, hold)
-            self._audit(conn, "hold_remove", hold.target, f"released hold {hold.id} ({hold.reason})",
-                        {"hold": hold.id, "kind": hold.kind})
+            self.audit.append(conn, AuditEntry("hold_remove", hold.target, f"released hold {hold.id} ({hold.reason})",
+                                               details={"hold": hold.id, "kind": hold.kind}))
         return hold
-
-    def _audit(self, conn: Connection, action: str, target: str, reason: str, details: dict[str, Any]) -> None:
-        conn.execute(sa.insert(audit_table).values(
-            time_ms=self.clock.now_ms(), action=action, target=target, old_head=None, new_head=None,
-            bytes_freed=0, reason=reason, actor=self.actor, details=json.dumps(details)))
 
 
 __all__ = ["HOLD_KINDS", "MAX_TARGET_CHARS", "Coverage", "Hold", "HoldKind", "HoldStore", "check_hold_id",
