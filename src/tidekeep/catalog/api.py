@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..store.holds import HoldStore
     from ..store.fencing import LeaseFence
+    from ..store.holds import HoldStore
     from ..store.house import Workspace
 
 Progress = Callable[[int, int], None]  # (done, total) in the unit of the operation
