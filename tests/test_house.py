@@ -60,8 +60,7 @@ def test_open_workspace_refuses_what_is_not_one(tmp_path: Path, home: Path) -> N
 
 
 def test_a_family_works_from_a_workspace_alone(workspace: Workspace) -> None:
-    streams = StreamController(workspace.db, workspace.storage, workspace.clock, workspace.audit.actor)
-    catalog = Catalog(workspace, HoldStore(streams))
+    catalog = Catalog(workspace, HoldStore(workspace.db, workspace.clock, workspace.audit.actor))
     ids = catalog.add([{"feed": "F", "type": "Raw", "create_time": NOW - 1000}])
     catalog.set_rules([RetentionRule(1, "three days", True, parse("all"), Age(3, "days"))])
     hold = catalog.hold('feed = "F"', "legal")
@@ -78,7 +77,7 @@ def test_family_rows_carry_no_stream_filler(workspace: Workspace) -> None:
     streams = StreamController(workspace.db, workspace.storage, workspace.clock, workspace.audit.actor)
     streams.create_scope("s")
     streams.create_stream("s/x", tk.StreamConfig())
-    HoldStore(streams).add("stream", "s/x", "legal")
+    HoldStore(workspace.db, workspace.clock, workspace.audit.actor).add("stream", "s/x", "legal")
     by_action = {r["action"]: r for r in audit_rows(workspace.db)}
     for action in ("archive_ingest", "hold_add"):
         row = by_action[action]
