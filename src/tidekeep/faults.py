@@ -58,4 +58,4 @@ def fault_active(name: str) -> bool:
     dying: e.g. `sink.private_storage` makes a Spark sink task write its chunk files into a
     directory private to its worker, as a worker isolated from the driver's disk would."""
     armed = os.environ.get("TIDEKEEP_FAULT")
-    return bool(armed) and name in armed.split(",")
+    return bool(armed and name in armed.split(","))

@@ -13,6 +13,7 @@ import math
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
+from typing import overload
 
 from .errors import InvalidInput
 
@@ -159,6 +160,18 @@ def format_duration(ms: int) -> str:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@overload
+def iso_utc(ms: int) -> str: ...
+
+
+@overload
+def iso_utc(ms: None) -> None: ...
+
+
+@overload
+def iso_utc(ms: int | None) -> str | None: ...
 
 
 def iso_utc(ms: int | None) -> str | None:

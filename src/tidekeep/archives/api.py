@@ -4,6 +4,7 @@ use so `import tidekeep` stays light."""
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +39,7 @@ class Archives:
 
         return ArchiveStore(self.workspace).get(archive_id)
 
-    def datasets(self) -> list[str]:
+    def datasets(self) -> builtins.list[str]:
         from .store import ArchiveStore
 
         return ArchiveStore(self.workspace).datasets()
@@ -58,7 +59,7 @@ class Archives:
 
         return read_results(self.workspace, job_id, page=page, page_size=page_size)
 
-    def jobs(self, limit: int = 100, state: str | None = None) -> list[SearchJob]:
+    def jobs(self, limit: int = 100, state: str | None = None) -> builtins.list[SearchJob]:
         from .store import SearchJobStore
 
         return SearchJobStore(self.workspace).list(limit, state)

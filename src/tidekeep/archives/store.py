@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 
 from ..errors import InvalidInput, NotFound
 from ..store.audit import AuditEntry
+from ..store.database import inserted_id
 from ..store.schema_archives import archive_datasets, archive_search_jobs, archives
 from ..store.schema_catalog import catalog_records
 from .model import ARCHIVE_TYPE, Archive, JobState, SearchJob, check_archive_id, check_dataset, check_job_id
@@ -168,7 +169,7 @@ class SearchJobStore:
             if conn.execute(sa.select(archive_datasets.c.name)
                             .where(archive_datasets.c.name == dataset)).one_or_none() is None:
                 raise NotFound(f"dataset {dataset!r} does not exist")
-            job_id = conn.execute(sa.insert(archive_search_jobs).values(
+            job_id = inserted_id(conn.execute(sa.insert(archive_search_jobs).values(
                 dataset=dataset, query=query, regex=regex, ignore_case=ignore_case, begin_ts=begin_ts, end_ts=end_ts,
                 state=str(JobState.RUNNING), created_ms=now, completed_ms=None, lower_bound_ms=lower,
                 archives_searched=0, results_count=0, results_path=None, results_expired_ms=None, error=None,

@@ -70,6 +70,7 @@ def explain_record(workspace: Workspace, record_id: int, now_ms: int | None = No
                                      "the next run deletes it"
     else:
         decision, reason = "KEEP", f"{rule_text} keeps it for {deciding.age_string}, until {iso_utc(until)}"
+    assert record.id is not None and record.status_time is not None  # a stored record has both
     return Explanation(record.id, record.status, record.status_time, record.create_time, now, ruleset.version,
                        None if deciding is None else deciding.rule_number,
                        None if deciding is None else deciding.name,

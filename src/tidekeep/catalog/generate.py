@@ -155,7 +155,7 @@ def generate_block(spec: GenerateSpec, block: int) -> pa.Table:
     feed_names = np.array(spec.feeds, dtype=object)[feed_idx]
     pipelines = [f"{feed} pipeline {p}" if is_processed else None
                  for feed, p, is_processed in zip(feed_names, pipeline_no.tolist(), processed.tolist(), strict=True)]
-    attributes = [None] * n
+    attributes: list[str | None] = [None] * n
     for i in np.flatnonzero(with_attrs).tolist():
         attrs = {"source": f"host-{int(host[i]):02d}"}
         if region[i]:

@@ -91,7 +91,7 @@ def compile_context(conn: Connection, now_ms: int) -> Any:
     return CompileContext(now_ms, load_dictionaries(conn))
 
 
-def held_predicate(holds: Sequence[tuple[Hold, Expr]], ctx: Any, table: sa.Table = records_table) -> Any:
+def held_predicate(holds: Sequence[tuple[Hold | None, Expr]], ctx: Any, table: sa.Table = records_table) -> Any:
     """A SQLAlchemy condition on `table`: true for a record any of `holds` matches (false when there
     are none, so `~held_predicate(...)` is always safe to add to a WHERE)."""
     if not holds:

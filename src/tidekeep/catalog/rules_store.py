@@ -185,7 +185,7 @@ def upsert_tracker(conn: Connection, rules_version: str, rule_age: str, last_run
     if conn.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     elif conn.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
+        from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]  # same ON CONFLICT API
     else:  # pragma: no cover - the metadata store is SQLite or PostgreSQL
         raise InvalidInput(f"unsupported metadata database {conn.dialect.name!r}")
     statement = insert(catalog_trackers).values(rules_version=rules_version, rule_age=rule_age,

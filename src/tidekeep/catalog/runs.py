@@ -5,10 +5,12 @@ until a later successful run of the same kind, which has done its work, marks it
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from ..store.database import inserted_id
 from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_catalog import catalog_runs
 

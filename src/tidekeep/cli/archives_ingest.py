@@ -4,7 +4,7 @@ and look at the archives the metadata store holds."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
         with open_client(ctx) as client:
             names = client.archives.datasets()
             archives = client.archives.list()
-        summary = []
+        summary: list[dict[str, Any]] = []
         for name in names:
             mine = [a for a in archives if a.dataset == name]
             ends = [a.end_ts for a in mine if a.end_ts is not None]

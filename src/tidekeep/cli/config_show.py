@@ -73,7 +73,7 @@ def register(config_app: typer.Typer) -> None:
                 raise ConfigError(f"unknown setting {key!r}{did_you_mean(key, KEYS)}")
         settings = load(ctx)
         opts = options(ctx)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for key in keys or list(KEYS):
             source = settings.source(key)
             origin = flag_name(opts, key) if source.kind == FLAG else source.origin

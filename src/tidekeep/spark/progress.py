@@ -71,7 +71,7 @@ def track_tasks(spark: SparkSession, group: str, on_fraction: Callable[[float], 
     finally:
         done.set()
         thread.join()
-        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None removes it; the stub says str
 
 
 def monotonic(progress: Progress) -> Progress:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -295,6 +295,14 @@ def retry_store(action: Callable[[], T], what: str, attempts: int = RETRY_ATTEMP
             time.sleep(delay)
             delay *= 2
     raise AssertionError("unreachable")
+
+
+def inserted_id(result: sa.CursorResult[Any]) -> int:
+    """The integer primary key of the one row an INSERT statement added."""
+    key = result.inserted_primary_key
+    if key is None:  # pragma: no cover - only an executemany INSERT has no single key
+        raise AssertionError("inserted_id() needs a single-row INSERT")
+    return int(key[0])
 
 
 @contextlib.contextmanager

@@ -6,7 +6,7 @@ import enum
 import json
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from ..errors import InvalidInput
 from ..units import format_duration, format_size, parse_duration_ms, parse_size_bytes
@@ -84,7 +84,7 @@ class StreamConfig:
 
     @property
     def timestamp_aggregation_timeout_ms(self) -> int:
-        return int(self.timestamp_aggregation_timeout)  # normalised to ms in __post_init__
+        return cast(int, self.timestamp_aggregation_timeout)  # normalised to ms in __post_init__
 
     def to_json(self) -> str:
         return json.dumps({

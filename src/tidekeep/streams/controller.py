@@ -37,7 +37,7 @@ from ..names import check_name, check_new_scope_name, split_new_stream_name, spl
 from ..store import schema as t
 from ..store.audit import AuditEntry, AuditLog, audit_rows, default_actor
 from ..store.chunks import ChunkRef, ChunkStorage, StoredFile
-from ..store.database import Database
+from ..store.database import Database, inserted_id
 from ..store.deletion import FileLeft, warn_files_left
 from ..store.fencing import LeaseFence, confirm_fence
 from ..store.holds import holds_under, refuse_if_held
@@ -277,11 +277,11 @@ class StreamController:
                     t.streams.c.scope == scope, t.streams.c.name == stream)).first()
                 if exists is not None:
                     raise AlreadyExists(f"stream {name!r} already exists")
-                stream_id = conn.execute(sa.insert(t.streams).values(
+                stream_id = inserted_id(conn.execute(sa.insert(t.streams).values(
                     scope=scope, name=stream, uid=uid, state=ACTIVE, config=config.to_json(), created_ms=now,
                     current_epoch=0, next_segment_number=len(segments),
                     head=json.dumps({segment_key(s.id): 0 for s in segments}), truncated_bytes=0,
-                )).inserted_primary_key[0]
+                )))
                 conn.execute(sa.insert(t.epochs).values(stream_id=stream_id, epoch=0, created_ms=now))
                 conn.execute(sa.insert(t.segments), [self._segment_row(stream_id, s, now) for s in segments])
         except sa.exc.IntegrityError:
@@ -405,7 +405,7 @@ class StreamController:
         return self.scale(name, list(segments), [(low, high)])
 
     @staticmethod
-    def _lock_segments(conn: Connection, stream_id: int, ids: Iterable[int]) -> list[Any]:
+    def _lock_segments(conn: Connection, stream_id: int, ids: Iterable[int]) -> Sequence[Any]:
         ids = sorted(ids)
         if not ids:
             return []

@@ -351,11 +351,11 @@ def _check_positions(
     if positions is None:
         return None
     if isinstance(positions, (list, tuple)) and all(isinstance(e, EventRead) and e.is_event for e in positions):
-        resume: dict[str, dict[int, int]] = {}
+        resume: dict[str, dict[int | str, int]] = {}
         for event in positions:  # the last processed event of each segment: resume after it
             assert event.position is not None and event.next_offset is not None
-            segs = resume.setdefault(event.position.stream, {})
-            segs[event.position.segment] = max(segs.get(event.position.segment, 0), event.next_offset)
+            ends = resume.setdefault(event.position.stream, {})
+            ends[event.position.segment] = max(ends.get(event.position.segment, 0), event.next_offset)
         positions = resume
     if not isinstance(positions, Mapping):
         raise InvalidInput("last_position must map stream -> {segment: offset}")
@@ -373,6 +373,11 @@ def _check_positions(
             checked[int(SegmentId(seg))] = off
         result[stream] = checked
     return result
+
+
+def _by_id(positions: Mapping[str, Mapping[SegmentId, int]]) -> dict[str, dict[int, int]]:
+    """Positions as the group state takes them (a SegmentId is its int id)."""
+    return {stream: {seg: offset for seg, offset in segs.items()} for stream, segs in positions.items()}
 
 
 def _is_segment(ref: int | str) -> bool:
@@ -429,7 +434,7 @@ class Reader:
         self.clock = self.controller.clock
         self.sync_every_events = sync_every_events
         self.sync_interval_ms = sync_interval_ms
-        self._cursors: dict[tuple[str, int], _Cursor] = {}
+        self._cursors: dict[tuple[str, SegmentId], _Cursor] = {}
         self._topologies: dict[str, dict[int, Segment]] = {}
         self._stream_ids: dict[str, int] = {}
         self._generation = row.generation
@@ -498,7 +503,7 @@ class Reader:
         self._last_sync_ms = self.clock.now_ms()
 
     def _sync(self) -> None:
-        positions = self.positions()
+        positions = _by_id(self.positions())
         now = self.clock.now_ms()
 
         def step(row: GroupRow, topo: dict[str, dict[int, Segment]]) -> core.GroupState:
@@ -510,7 +515,7 @@ class Reader:
         self._transition(step)
 
     def _pass_checkpoint(self, name: str) -> None:
-        positions = self.positions()
+        positions = _by_id(self.positions())
         now = self.clock.now_ms()
 
         def step(row: GroupRow, topo: dict[str, dict[int, Segment]]) -> core.GroupState:
@@ -638,7 +643,7 @@ class Reader:
         """Leave the group: the segments go back to the pool at this reader's positions."""
         if self._closed:
             return
-        positions = self.positions()
+        positions = _by_id(self.positions())
         now = self.clock.now_ms()
         self.group.store.update(self.group.name, lambda r, topo: core.release_reader(
             r.state, topo, self.reader_id, positions, now))

@@ -23,7 +23,7 @@ import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import AlreadyExists, ConflictError, NotFound
 from .model import Segment, segment_key
@@ -114,7 +114,10 @@ class GroupState:
                           data["auto_counter"])
 
 
-def _keys_out(positions: Mapping[int, int]) -> dict[str, int]:
+_V = TypeVar("_V")
+
+
+def _keys_out(positions: Mapping[int, _V]) -> dict[str, _V]:
     return {segment_key(k): v for k, v in sorted(positions.items())}
 
 
@@ -199,7 +202,7 @@ def ready_successors(slot: StreamSlot, topology: Topology) -> list[int]:
         by_epoch.setdefault(seg.epoch, []).append(seg)
         if seg.sealed_epoch is not None:
             sealed_in.setdefault(seg.sealed_epoch, []).append(seg)
-    ready = []
+    ready: list[int] = []
     for epoch, created in sorted(by_epoch.items()):
         if epoch == 0 or epoch not in sealed_in:
             continue

@@ -15,6 +15,7 @@ The decisions (is the lease over, where does each chunk land) are pure functions
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import re
@@ -216,7 +217,7 @@ class TransactionStore:
                      .order_by(tx.transactions.c.created_ms, tx.transactions.c.id))
             if stream is not None:
                 query = query.where(tx.transactions.c.stream_id == self.controller._stream_row(conn, stream).id)
-            counts = dict(conn.execute(sa.select(tx.transaction_chunks.c.txn_id, sa.func.count())
+            counts: dict[str, int] = dict(conn.execute(sa.select(tx.transaction_chunks.c.txn_id, sa.func.count())
                                        .group_by(tx.transaction_chunks.c.txn_id)).all())
             return [self._info(r, counts.get(r.id, 0)) for r in conn.execute(query)]
 
@@ -300,7 +301,7 @@ class TransactionStore:
         warn_files_left(log, f"aborted transaction {txn_id}", left)
         return TxnAbortResult(txn_id, True, left)
 
-    def expire(self, fence: LeaseFence | None = None) -> list[str]:
+    def expire(self, fence: LeaseFence | None = None) -> builtins.list[str]:
         """Abort every open transaction whose lease ran out; returns their ids. With a `fence` (the
         service's sweep lease) nothing is aborted once another process has taken it over (LeaseLost)."""
         now = self.clock.now_ms()
@@ -329,7 +330,7 @@ class TransactionStore:
             outcome += self.storage.delete_dir(self._txn_dir(row))
         return outcome.failed
 
-    def _end(self, conn: Connection, txn_ids: Sequence[str], reason: str) -> list[str]:
+    def _end(self, conn: Connection, txn_ids: Sequence[str], reason: str) -> builtins.list[str]:
         """Mark transactions aborted and drop their staged rows; returns the files to delete."""
         if not txn_ids:
             return []

@@ -16,6 +16,7 @@ around the pure computation in watermarks.py.
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -227,7 +228,7 @@ class WatermarkStore:
         return int(self.controller._stream_row(conn, stream).id)
 
     @staticmethod
-    def _mark_rows(conn: Connection, stream_id: int) -> list[Any]:
+    def _mark_rows(conn: Connection, stream_id: int) -> Sequence[Any]:
         return conn.execute(sa.select(writer_marks).where(writer_marks.c.stream_id == stream_id)
                             .order_by(writer_marks.c.writer_id)).all()
 
@@ -311,7 +312,7 @@ class WatermarkStore:
                     t.streams.c.id.in_(sa.select(wm_table.c.stream_id).distinct())))]
         return sum(self.prune(name, fence) for name in names)
 
-    def tail(self, stream: str, limit: int) -> list[Watermark]:
+    def tail(self, stream: str, limit: int) -> builtins.list[Watermark]:
         """The newest `limit` watermarks, oldest first."""
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise InvalidInput(f"invalid limit {limit!r}: must be an integer >= 1")
@@ -367,7 +368,7 @@ class WatermarkStore:
             return False  # another controller appended this revision between our check and our insert
         return True
 
-    def streams_due(self) -> list[str]:
+    def streams_due(self) -> builtins.list[str]:
         """Streams whose watermark may advance: a mark younger than the stream's aggregation timeout, or
         one recorded after the stream's last watermark (its writer may have stopped since)."""
         now = self.clock.now_ms()

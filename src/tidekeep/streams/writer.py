@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -80,7 +81,7 @@ class WriterConfig:
 
     @property
     def note_time_interval_ms(self) -> int:
-        return int(self.note_time_interval)  # normalised to ms in __post_init__
+        return cast(int, self.note_time_interval)  # normalised to ms in __post_init__
 
 
 @dataclass(frozen=True)
