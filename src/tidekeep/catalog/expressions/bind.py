@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import assert_never
 
 from ...errors import InvalidInput, NotFound
 from ...units import parse_size_bytes
@@ -57,8 +59,9 @@ def check_condition(fld: Field, condition: Condition) -> None:
         raise InvalidInput(f"condition {condition.value} is not allowed on {fld.name} (allowed: {allowed})")
 
 
-def check_value(fld: Field, condition: Condition, value: str | None) -> str | None:
-    """The canonical value text for a term, or InvalidInput saying what is wrong with it."""
+def check_value(fld: Field, condition: Condition, value: object) -> str | None:
+    """The canonical value text for a term, or InvalidInput saying what is wrong with it (a JSON
+    tree may hold any value here)."""
     if condition in NO_VALUE:
         if value not in (None, ""):
             raise InvalidInput(f"{condition.value} takes no value, got {value!r}")
@@ -184,17 +187,38 @@ def referenced_columns(expr: Expr) -> set[str]:
 # ---- binding (typed literals for the compilers) ----------------------------------------------
 
 
+class TermKind(StrEnum):
+    """What a bound term tests; the compilers have one method per kind (visitor.py)."""
+
+    EQ = "eq"
+    NE = "ne"
+    GT = "gt"
+    GE = "ge"
+    LT = "lt"
+    LE = "le"
+    BETWEEN = "between"
+    IN = "in"
+    GLOB = "glob"
+    NOT_GLOB = "not_glob"
+    CONTAINS = "contains"
+    STARTS = "starts"
+    ENDS = "ends"
+    REGEX = "regex"
+    NULL = "null"
+    NOT_NULL = "not_null"
+
+
 @dataclass(frozen=True)
 class BoundTerm:
-    """A term with typed values. `kind` is what the compilers switch on:
+    """A term with typed values; `kind` says which fields it uses:
 
     eq / ne: `value` (str or int); glob / not_glob: `parts` (the text between `*`s);
     in: `values` (non-empty); gt / ge / lt / le: `value`; between: `values` = (low, high);
-    contains / starts / ends: `value` (str); regex: `regex`; null / not_null.
+    contains / starts / ends: `value` (str); regex: `regex`; null / not_null: none.
     """
 
     field: Field
-    kind: str
+    kind: TermKind
     value: str | int | None = None
     values: tuple[str | int, ...] = ()
     parts: tuple[str, ...] = ()
@@ -214,8 +238,7 @@ class BoundOp:
 
 Bound = BoundTerm | BoundConst | BoundOp
 
-_ORDER_KIND = {C.GREATER_THAN: "gt", C.GREATER_THAN_OR_EQUAL_TO: "ge", C.LESS_THAN: "lt", C.LESS_THAN_OR_EQUAL_TO: "le"}
-_TEXT_KIND = {C.CONTAINS: "contains", C.STARTS_WITH: "starts", C.ENDS_WITH: "ends"}
+K = TermKind
 
 
 def bind(expr: Expr, ctx: CompileContext) -> Bound:
@@ -224,23 +247,31 @@ def bind(expr: Expr, ctx: CompileContext) -> Bound:
 
 
 def _bind(expr: Expr, ctx: CompileContext) -> Bound:
-    if isinstance(expr, Operator):
-        if not expr.children:
-            return BoundConst(True)  # only the top level can be childless after normalize
-        children: list[Bound] = []
-        for child in expr.children:
-            bound = _bind(child, ctx)
-            if isinstance(bound, BoundOp) and bound.op is expr.op and expr.op is not Op.NOT:
-                children.extend(bound.children)  # (a or b) or c is a or b or c: one wide node, kept shallow
-            else:
-                children.append(bound)
-        if expr.op is Op.OR:
-            children = _as_sets(children)
-            if len(children) == 1:
-                return children[0]
-        return BoundOp(expr.op, tuple(children))
-    term = check_term(expr)
-    return bind_term(lookup_field(term.field), term.condition, term.value, ctx)
+    match expr:
+        case Operator():
+            return _bind_operator(expr, ctx)
+        case Term():
+            term = check_term(expr)
+            return bind_term(lookup_field(term.field), term.condition, term.value, ctx)
+        case _:
+            assert_never(expr)
+
+
+def _bind_operator(expr: Operator, ctx: CompileContext) -> Bound:
+    if not expr.children:
+        return BoundConst(True)  # only the top level can be childless after normalize
+    children: list[Bound] = []
+    for child in expr.children:
+        bound = _bind(child, ctx)
+        if isinstance(bound, BoundOp) and bound.op is expr.op and expr.op is not Op.NOT:
+            children.extend(bound.children)  # (a or b) or c is a or b or c: one wide node, kept shallow
+        else:
+            children.append(bound)
+    if expr.op is Op.OR:
+        children = _as_sets(children)
+        if len(children) == 1:
+            return children[0]
+    return BoundOp(expr.op, tuple(children))
 
 
 def _as_sets(children: list[Bound]) -> list[Bound]:
@@ -250,10 +281,10 @@ def _as_sets(children: list[Bound]) -> list[Bound]:
     merged: list[Bound] = []
     sets: dict[str, int] = {}  # field name -> index in merged of its IN term
     for child in children:
-        if not (isinstance(child, BoundTerm) and child.kind in ("eq", "in")):
+        if not (isinstance(child, BoundTerm) and child.kind in (K.EQ, K.IN)):
             merged.append(child)
             continue
-        values = child.values if child.kind == "in" else (child.value,)
+        values = _members(child)
         name = child.field.name
         if name not in sets:
             sets[name] = len(merged)
@@ -261,9 +292,16 @@ def _as_sets(children: list[Bound]) -> list[Bound]:
             continue
         first = merged[sets[name]]
         assert isinstance(first, BoundTerm)
-        union = first.values if first.kind == "in" else (first.value,)
-        merged[sets[name]] = BoundTerm(first.field, "in", values=tuple(dict.fromkeys(union + values)))
+        merged[sets[name]] = BoundTerm(first.field, K.IN, values=tuple(dict.fromkeys(_members(first) + values)))
     return merged
+
+
+def _members(term: BoundTerm) -> tuple[str | int, ...]:
+    """The values an `eq` or `in` term accepts."""
+    if term.kind is K.IN:
+        return term.values
+    assert term.value is not None  # an eq term always carries its value
+    return (term.value,)
 
 
 def _literal(fld: Field, text: str, ctx: CompileContext) -> str | int:
@@ -273,37 +311,48 @@ def _literal(fld: Field, text: str, ctx: CompileContext) -> str | int:
 
 
 def bind_term(fld: Field, condition: Condition, value: str | None, ctx: CompileContext) -> Bound:
-    if condition is C.IS_NULL:
-        return BoundTerm(fld, "null")
-    if condition is C.IS_NOT_NULL:
-        return BoundTerm(fld, "not_null")
-    assert value is not None
-    if condition in (C.EQUALS, C.NOT_EQUALS):
-        equals = condition is C.EQUALS
-        if fld.kind is FieldKind.TEXT and "*" in value:
-            return BoundTerm(fld, "glob" if equals else "not_glob", parts=tuple(value.split("*")))
-        return BoundTerm(fld, "eq" if equals else "ne", value=_literal(fld, value, ctx))
-    if condition in _ORDER_KIND:
-        return BoundTerm(fld, _ORDER_KIND[condition], value=_literal(fld, value, ctx))
-    if condition is C.BETWEEN:
-        low, high = value.split(",")
-        return BoundTerm(fld, "between", values=(_literal(fld, low, ctx), _literal(fld, high, ctx)))
-    if condition in (C.IN, C.IN_DICTIONARY):
-        if condition is C.IN:
-            items = in_items(value)
-        else:
-            if value not in ctx.dictionaries:
-                raise NotFound(f"dictionary {value!r} not found (used by an IN_DICTIONARY term on {fld.name})")
-            items = [word for word in ctx.dictionaries[value] if word != ""]
-        literals = tuple(dict.fromkeys(_literal(fld, item, ctx) for item in items))
-        return BoundTerm(fld, "in", values=literals) if literals else BoundConst(False)
-    if condition in _TEXT_KIND:
-        if value == "":  # every text contains, starts and ends with ""
-            return BoundTerm(fld, "not_null")
-        return BoundTerm(fld, _TEXT_KIND[condition], value=value)
-    if condition is C.MATCHES_REGEX:
-        return BoundTerm(fld, "regex", regex=parse_regex(value))
-    raise AssertionError(condition)  # pragma: no cover - check_term admits no other condition
+    """One checked term (check_term) as typed literals; every Condition has a case (mypy checks)."""
+    match condition:
+        case C.IS_NULL:
+            return BoundTerm(fld, K.NULL)
+        case C.IS_NOT_NULL:
+            return BoundTerm(fld, K.NOT_NULL)
+    assert value is not None  # check_value gives every other condition a value
+    match condition:
+        case C.EQUALS | C.NOT_EQUALS:
+            equals = condition is C.EQUALS
+            if fld.kind is FieldKind.TEXT and "*" in value:
+                return BoundTerm(fld, K.GLOB if equals else K.NOT_GLOB, parts=tuple(value.split("*")))
+            return BoundTerm(fld, K.EQ if equals else K.NE, value=_literal(fld, value, ctx))
+        case C.GREATER_THAN:
+            return BoundTerm(fld, K.GT, value=_literal(fld, value, ctx))
+        case C.GREATER_THAN_OR_EQUAL_TO:
+            return BoundTerm(fld, K.GE, value=_literal(fld, value, ctx))
+        case C.LESS_THAN:
+            return BoundTerm(fld, K.LT, value=_literal(fld, value, ctx))
+        case C.LESS_THAN_OR_EQUAL_TO:
+            return BoundTerm(fld, K.LE, value=_literal(fld, value, ctx))
+        case C.BETWEEN:
+            low, high = value.split(",")
+            return BoundTerm(fld, K.BETWEEN, values=(_literal(fld, low, ctx), _literal(fld, high, ctx)))
+        case C.IN | C.IN_DICTIONARY:
+            if condition is C.IN:
+                items = in_items(value)
+            else:
+                if value not in ctx.dictionaries:
+                    raise NotFound(f"dictionary {value!r} not found (used by an IN_DICTIONARY term on {fld.name})")
+                items = [word for word in ctx.dictionaries[value] if word != ""]
+            literals = tuple(dict.fromkeys(_literal(fld, item, ctx) for item in items))
+            return BoundTerm(fld, K.IN, values=literals) if literals else BoundConst(False)
+        case C.CONTAINS | C.STARTS_WITH | C.ENDS_WITH:
+            if value == "":  # every text contains, starts and ends with ""
+                return BoundTerm(fld, K.NOT_NULL)
+            kind = {C.CONTAINS: K.CONTAINS, C.STARTS_WITH: K.STARTS, C.ENDS_WITH: K.ENDS}[condition]
+            return BoundTerm(fld, kind, value=value)
+        case C.MATCHES_REGEX:
+            return BoundTerm(fld, K.REGEX, regex=parse_regex(value))
+        case _:
+            assert_never(condition)
 
 
 __all__ = [
@@ -313,6 +362,7 @@ __all__ = [
     "BoundOp",
     "BoundTerm",
     "CompileContext",
+    "TermKind",
     "bind",
     "check_condition",
     "check_term",

@@ -10,7 +10,7 @@ docRef's name. Errors name the JSON path: "expression.children[1].field: unknown
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, assert_never
 
 from ...errors import InvalidInput
 from ..fields import lookup_field
@@ -60,6 +60,7 @@ def _kind(obj: dict[str, Any], where: str) -> str:
 
 def _operator(obj: dict[str, Any], where: str, enabled: bool, depth: int) -> Operator:
     raw_op = obj.get("op")
+    op: Op | None
     if raw_op is None:
         op = Op.AND
     else:
@@ -134,12 +135,16 @@ def _term(obj: dict[str, Any], where: str, enabled: bool) -> Term:
 
 def to_json(expr: Expr) -> dict[str, Any]:
     """Stroom's JSON form; `enabled` is written only when false (Stroom's null means true)."""
-    if isinstance(expr, Term):
-        out: dict[str, Any] = {"type": "term", "field": expr.field, "condition": expr.condition.value}
-        if expr.value is not None:
-            out["value"] = expr.value
-    else:
-        out = {"type": "operator", "op": expr.op.value, "children": [to_json(child) for child in expr.children]}
+    out: dict[str, Any]
+    match expr:
+        case Term():
+            out = {"type": "term", "field": expr.field, "condition": expr.condition.value}
+            if expr.value is not None:
+                out["value"] = expr.value
+        case Operator():
+            out = {"type": "operator", "op": expr.op.value, "children": [to_json(child) for child in expr.children]}
+        case _:
+            assert_never(expr)
     if not expr.enabled:
         out["enabled"] = False
     return out

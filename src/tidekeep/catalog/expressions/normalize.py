@@ -12,6 +12,8 @@ The result has the same meaning as the input and is what the text parser produce
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from .ast import MATCH_ALL, Expr, Op, Operator, Term
 
 
@@ -23,8 +25,16 @@ def normalize(expr: Expr) -> Expr:
 def _normalize(expr: Expr) -> Expr | None:
     if not expr.enabled:
         return None
-    if isinstance(expr, Term):
-        return expr
+    match expr:
+        case Term():
+            return expr
+        case Operator():
+            return _normalize_operator(expr)
+        case _:
+            assert_never(expr)
+
+
+def _normalize_operator(expr: Operator) -> Expr | None:
     children = tuple(child for child in (_normalize(c) for c in expr.children) if child is not None)
     if not children:
         return None

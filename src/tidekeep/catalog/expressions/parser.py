@@ -13,6 +13,7 @@ MAX_NESTING deep. See docs/catalog-expressions.md.
 from __future__ import annotations
 
 import re
+from typing import assert_never
 
 from ...errors import InvalidInput
 from ..fields import Field, FieldKind, lookup_field
@@ -387,13 +388,27 @@ def _term_text(term: Term) -> str:
 
 
 def _text(expr: Expr) -> str:
-    if isinstance(expr, Term):
-        return _term_text(expr)
-    if expr.op is Op.NOT:
-        child = expr.children[0]
-        inner = _text(child)
-        return f"not ({inner})" if isinstance(child, Operator) and child.op is not Op.NOT else f"not {inner}"
-    joiner = " and " if expr.op is Op.AND else " or "
+    match expr:
+        case Term():
+            return _term_text(expr)
+        case Operator():
+            return _operator_text(expr)
+        case _:
+            assert_never(expr)
+
+
+def _operator_text(expr: Operator) -> str:
+    match expr.op:
+        case Op.NOT:
+            child = expr.children[0]
+            inner = _text(child)
+            return f"not ({inner})" if isinstance(child, Operator) and child.op is not Op.NOT else f"not {inner}"
+        case Op.AND:
+            joiner = " and "
+        case Op.OR:
+            joiner = " or "
+        case _:
+            assert_never(expr.op)
     return joiner.join(
         f"({_text(child)})" if isinstance(child, Operator) and child.op is not Op.NOT else _text(child)
         for child in expr.children

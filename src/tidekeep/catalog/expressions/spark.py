@@ -18,6 +18,7 @@ with at most one `*` stays a LIKE, which Spark's optimizer turns into startsWith
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -26,10 +27,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, MapType, StringType
 
 from ..fields import Field
-from .ast import Expr, Op
-from .bind import Bound, BoundConst, BoundOp, BoundTerm, CompileContext, bind
+from .ast import Expr
+from .bind import BoundTerm, CompileContext, bind
 from .regex import glob_re2
 from .shape import balanced
+from .visitor import BoundCompiler
 
 _ATTRIBUTES = MapType(StringType(), StringType())
 
@@ -46,78 +48,99 @@ def _re2_search(pattern: str, value: Column) -> Column:
 
         return pc.fill_null(pc.match_substring_regex(values, pattern), False)
 
-    return F.arrow_udf(search, BooleanType())(value)
+    # pyspark's stubs want an explicit functionType; at run time it is read from `search`'s hints
+    udf = F.arrow_udf(search, BooleanType())  # type: ignore[call-overload]
+    found: Column = udf(value)
+    return found
 
 
-def _column(fld: Field) -> Column:
-    if fld.attribute is None:
-        return F.col(fld.column)
-    return F.from_json(F.col("attributes"), _ATTRIBUTES).getItem(fld.attribute)
+class SparkCompiler(BoundCompiler[Column, Column, Column]):
+    """A boolean Column over catalog_records columns."""
+
+    def constant(self, value: bool) -> Column:
+        return F.lit(value)
+
+    # pairwise, not a chain: Spark's analyzer recurses once per level (shape.py)
+    def all_of(self, children: Sequence[Column]) -> Column:
+        return balanced(children, lambda left, right: left & right)
+
+    def any_of(self, children: Sequence[Column]) -> Column:
+        return balanced(children, lambda left, right: left | right)
+
+    def negate(self, child: Column) -> Column:
+        return ~child
+
+    def value_of(self, field: Field) -> Column:
+        if field.attribute is None:
+            return F.col(field.column)
+        return F.from_json(F.col("attributes"), _ATTRIBUTES).getItem(field.attribute)
+
+    def is_null(self, value: Column) -> Column:
+        return value.isNull()
+
+    def is_not_null(self, value: Column) -> Column:
+        return value.isNotNull()
+
+    def present_and(self, value: Column, test: Column) -> Column:
+        return value.isNotNull() & test
+
+    def eq(self, term: BoundTerm, value: Column) -> Column:
+        return value == _lit(term.value)
+
+    def ne(self, term: BoundTerm, value: Column) -> Column:
+        return value != _lit(term.value)
+
+    def gt(self, term: BoundTerm, value: Column) -> Column:
+        return value > _lit(term.value)
+
+    def ge(self, term: BoundTerm, value: Column) -> Column:
+        return value >= _lit(term.value)
+
+    def lt(self, term: BoundTerm, value: Column) -> Column:
+        return value < _lit(term.value)
+
+    def le(self, term: BoundTerm, value: Column) -> Column:
+        return value <= _lit(term.value)
+
+    def between(self, term: BoundTerm, value: Column) -> Column:
+        low, high = term.values
+        return (value >= _lit(low)) & (value <= _lit(high))
+
+    def in_(self, term: BoundTerm, value: Column) -> Column:
+        return value.isin(list(term.values))
+
+    def glob(self, term: BoundTerm, value: Column) -> Column:
+        if len(term.parts) <= 2:  # at most one `*`: Spark rewrites the LIKE to linear string tests
+            return value.like(_like_pattern(term.parts))
+        return _re2_search(glob_re2(term.parts), value)
+
+    def not_glob(self, term: BoundTerm, value: Column) -> Column:
+        return ~self.glob(term, value)
+
+    def contains(self, term: BoundTerm, value: Column) -> Column:
+        return value.contains(_lit(term.value))
+
+    def starts(self, term: BoundTerm, value: Column) -> Column:
+        return value.startswith(_lit(term.value))
+
+    def ends(self, term: BoundTerm, value: Column) -> Column:
+        return value.endswith(_lit(term.value))
+
+    def regex(self, term: BoundTerm, value: Column) -> Column:
+        assert term.regex is not None
+        return _re2_search(term.regex.re2, value)
 
 
 def _lit(value: Any) -> Column:
     return F.lit(value)
 
 
-def _test(term: BoundTerm, value: Column) -> Column:
-    kind = term.kind
-    if kind == "eq":
-        return value == _lit(term.value)
-    if kind == "ne":
-        return value != _lit(term.value)
-    if kind == "gt":
-        return value > _lit(term.value)
-    if kind == "ge":
-        return value >= _lit(term.value)
-    if kind == "lt":
-        return value < _lit(term.value)
-    if kind == "le":
-        return value <= _lit(term.value)
-    if kind == "between":
-        low, high = term.values
-        return (value >= _lit(low)) & (value <= _lit(high))
-    if kind == "in":
-        return value.isin(list(term.values))
-    if kind in ("glob", "not_glob"):
-        if len(term.parts) <= 2:  # at most one `*`: Spark rewrites the LIKE to linear string tests
-            match = value.like(_like_pattern(term.parts))
-        else:
-            match = _re2_search(glob_re2(term.parts), value)
-        return match if kind == "glob" else ~match
-    if kind == "contains":
-        return value.contains(_lit(term.value))
-    if kind == "starts":
-        return value.startswith(_lit(term.value))
-    if kind == "ends":
-        return value.endswith(_lit(term.value))
-    if kind == "regex":
-        assert term.regex is not None
-        return _re2_search(term.regex.re2, value)
-    raise AssertionError(kind)  # pragma: no cover
-
-
-def _compile(bound: Bound) -> Column:
-    if isinstance(bound, BoundConst):
-        return F.lit(bound.value)
-    if isinstance(bound, BoundOp):
-        children = [_compile(child) for child in bound.children]
-        if bound.op is Op.NOT:
-            return ~children[0]
-        # pairwise, not a chain: Spark's analyzer recurses once per level (shape.py)
-        if bound.op is Op.AND:
-            return balanced(children, lambda left, right: left & right)
-        return balanced(children, lambda left, right: left | right)
-    value = _column(bound.field)
-    if bound.kind == "null":
-        return value.isNull()
-    if bound.kind == "not_null":
-        return value.isNotNull()
-    return value.isNotNull() & _test(bound, value)
+_COMPILER = SparkCompiler()  # at import: a compiler missing a method fails here (visitor.py)
 
 
 def to_spark(expr: Expr, ctx: CompileContext) -> Column:
     """A boolean Column (never NULL) for DataFrame.filter or a CASE WHEN."""
-    return _compile(bind(expr, ctx))
+    return _COMPILER.compile(bind(expr, ctx))
 
 
-__all__ = ["to_spark"]
+__all__ = ["SparkCompiler", "to_spark"]

@@ -24,19 +24,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.expression import ColumnElement, FunctionElement
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.expression import ClauseElement, ColumnElement, FunctionElement
 
 from ...store.schema_catalog import catalog_records
 from ..fields import Field, FieldKind
-from .ast import Expr, Op
-from .bind import Bound, BoundConst, BoundOp, BoundTerm, CompileContext, bind
+from .ast import Expr
+from .bind import BoundTerm, CompileContext, bind
 from .regex import compile_re2, parse_regex, re2_search
 from .shape import balanced
+from .visitor import BoundCompiler
 
 # ---- dialect-specific pieces ---------------------------------------------------------------------
 
@@ -104,10 +106,12 @@ class _AttributeKey(sa.types.TypeDecorator[str]):
         return f'$."{value}"' if dialect.name == "sqlite" else value
 
 
-def _two_argument_sql(name: str, result: sa.types.TypeEngine[Any], postgres: str, sqlite: str) -> type:
+def _two_argument_sql(name: str, result: sa.types.TypeEngine[Any], postgres: str,
+                      sqlite: str) -> type[FunctionElement[Any]]:
     """A SQL construct of two arguments, rendered per dialect from a template in which {0} and {1}
     are the compiled arguments — the few operations SQLite and PostgreSQL spell differently."""
-    construct = type(name, (FunctionElement,), {"type": result, "inherit_cache": True, "name": name})
+    construct: type[FunctionElement[Any]] = type(name, (FunctionElement,),
+                                                  {"type": result, "inherit_cache": True, "name": name})
 
     def renderer(template: str) -> Any:
         def render(element: Any, compiler: Any, **kw: Any) -> str:
@@ -165,15 +169,18 @@ def register_sqlite_functions(dbapi_connection: Any) -> None:
     dbapi_connection.create_function("regexp", 2, _sqlite_regexp, deterministic=True)
 
 
-def sqlite_statement(statement: sa.Executable) -> tuple[str, list[Any]]:
+def sqlite_statement(statement: ClauseElement) -> tuple[str, list[Any]]:
     """SQL text and positional parameters for running `statement` on a plain sqlite3 connection
     (one given `register_sqlite_functions`), with the bind types' translations applied (wildcard
     patterns, regexes, attribute paths); values stay parameters."""
     from sqlalchemy.dialects import sqlite
 
     compiled = statement.compile(dialect=sqlite.dialect(), compile_kwargs={"render_postcompile": True})
+    assert isinstance(compiled, SQLCompiler)  # a statement compiles to SQL
     params = compiled.construct_params()
-    processors = compiled._bind_processors  # what SQLAlchemy itself applies before execute
+    # what SQLAlchemy itself applies before execute: a function per parameter (a sequence only for
+    # tuple parameters, which these statements never have)
+    processors: Mapping[str, Any] = compiled._bind_processors
     assert compiled.positiontup is not None
     values = [processors[key](params[key]) if key in processors else params[key] for key in compiled.positiontup]
     return str(compiled), values
@@ -207,72 +214,104 @@ def _bind_value(fld: Field, value: Any) -> sa.BindParameter[Any]:
     return sa.bindparam(None, value, type_=sa.String())
 
 
-def _column(fld: Field, table: sa.Table) -> ColumnElement[Any]:
-    if fld.attribute is None:
-        return table.c[fld.column]
-    return _attribute(table.c.attributes, sa.bindparam(None, fld.attribute, type_=_AttributeKey()))
+class SqlCompiler(BoundCompiler[ColumnElement[bool], ColumnElement[Any], ColumnElement[bool]]):
+    """A boolean clause over `table` (catalog_records or a table with the same columns)."""
 
+    def __init__(self, table: sa.Table) -> None:
+        self.table = table
 
-def _test(term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
-    fld, kind = term.field, term.kind
-    if kind == "eq":
-        return value == _bind_value(fld, term.value)
-    if kind == "ne":
-        return value != _bind_value(fld, term.value)
-    if kind == "gt":
-        return value > _bind_value(fld, term.value)
-    if kind == "ge":
-        return value >= _bind_value(fld, term.value)
-    if kind == "lt":
-        return value < _bind_value(fld, term.value)
-    if kind == "le":
-        return value <= _bind_value(fld, term.value)
-    if kind == "between":
+    def constant(self, value: bool) -> ColumnElement[bool]:
+        return sa.true() if value else sa.false()
+
+    def all_of(self, children: Sequence[ColumnElement[bool]]) -> ColumnElement[bool]:
+        return all_of(children)
+
+    def any_of(self, children: Sequence[ColumnElement[bool]]) -> ColumnElement[bool]:
+        return any_of(children)
+
+    def negate(self, child: ColumnElement[bool]) -> ColumnElement[bool]:
+        return sa.not_(child)
+
+    def value_of(self, field: Field) -> ColumnElement[Any]:
+        if field.attribute is None:
+            return self.table.c[field.column]
+        return _attribute(self.table.c.attributes, sa.bindparam(None, field.attribute, type_=_AttributeKey()))
+
+    def is_null(self, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        return value.is_(None)
+
+    def is_not_null(self, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        return value.is_not(None)
+
+    def present_and(self, value: ColumnElement[Any], test: ColumnElement[bool]) -> ColumnElement[bool]:
+        return sa.and_(value.is_not(None), test)
+
+    def eq(self, term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        return value == _bind_value(term.field, term.value)
+
+    def ne(self, term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        return value != _bind_value(term.field, term.value)
+
+    def gt(self, term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        return value > _bind_value(term.field, term.value)
+
+    def ge(self, term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        return value >= _bind_value(term.field, term.value)
+
+    def lt(self, term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        return value < _bind_value(term.field, term.value)
+
+    def le(self, term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        return value <= _bind_value(term.field, term.value)
+
+    def between(self, term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
         low, high = term.values
-        return sa.and_(value >= _bind_value(fld, low), value <= _bind_value(fld, high))
-    if kind == "in":
-        if fld.kind in (FieldKind.INTEGER, FieldKind.DATE):
-            return _in_integers(value, sa.bindparam(None, list(term.values), type_=_ValueList()))
-        return _in_texts(value, sa.bindparam(None, list(term.values), type_=_ValueList()))
-    if kind in ("glob", "not_glob"):
-        match = _wildcard(value, sa.bindparam(None, "*".join(term.parts), type_=_WildcardPattern()))
-        return match if kind == "glob" else sa.not_(match)
-    assert isinstance(term.value, str) or term.regex is not None
-    if kind == "contains":
-        return _contains(value, sa.bindparam(None, term.value, type_=sa.String()))
-    length = sa.bindparam(None, len(term.value or ""), type_=sa.Integer())
-    if kind == "starts":
-        return sa.func.substr(value, 1, length) == sa.bindparam(None, term.value, type_=sa.String())
-    if kind == "ends":
+        return sa.and_(value >= _bind_value(term.field, low), value <= _bind_value(term.field, high))
+
+    def in_(self, term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        items = sa.bindparam(None, list(term.values), type_=_ValueList())
+        if term.field.kind in (FieldKind.INTEGER, FieldKind.DATE):
+            return _in_integers(value, items)
+        return _in_texts(value, items)
+
+    def glob(self, term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        return _wildcard(value, sa.bindparam(None, "*".join(term.parts), type_=_WildcardPattern()))
+
+    def not_glob(self, term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        return sa.not_(self.glob(term, value))
+
+    def contains(self, term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        return _contains(value, sa.bindparam(None, _text(term), type_=sa.String()))
+
+    def starts(self, term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        text = _text(term)
+        length = sa.bindparam(None, len(text), type_=sa.Integer())
+        return sa.func.substr(value, 1, length) == sa.bindparam(None, text, type_=sa.String())
+
+    def ends(self, term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
+        text = _text(term)
+        length = sa.bindparam(None, len(text), type_=sa.Integer())
         start = sa.func.length(value) - length + 1
-        return sa.and_(
-            sa.func.length(value) >= length, sa.func.substr(value, start) == sa.bindparam(None, term.value, sa.String())
-        )
-    if kind == "regex":
+        return sa.and_(sa.func.length(value) >= length,
+                       sa.func.substr(value, start) == sa.bindparam(None, text, sa.String()))
+
+    def regex(self, term: BoundTerm, value: ColumnElement[Any]) -> ColumnElement[bool]:
         assert term.regex is not None
         return _regex_search(value, sa.bindparam(None, term.regex.source, type_=_RegexPattern()))
-    raise AssertionError(kind)  # pragma: no cover
 
 
-def _compile(bound: Bound, table: sa.Table) -> ColumnElement[bool]:
-    if isinstance(bound, BoundConst):
-        return sa.true() if bound.value else sa.false()
-    if isinstance(bound, BoundOp):
-        children = [_compile(child, table) for child in bound.children]
-        if bound.op is Op.NOT:
-            return sa.not_(children[0])
-        return all_of(children) if bound.op is Op.AND else any_of(children)
-    value = _column(bound.field, table)
-    if bound.kind == "null":
-        return value.is_(None)
-    if bound.kind == "not_null":
-        return value.is_not(None)
-    return sa.and_(value.is_not(None), _test(bound, value))
+def _text(term: BoundTerm) -> str:
+    assert isinstance(term.value, str)  # contains / starts / ends carry text
+    return term.value
+
+
+_CATALOG_RECORDS = SqlCompiler(catalog_records)  # at import: a compiler missing a method fails here (visitor.py)
 
 
 def to_sqlalchemy(expr: Expr, ctx: CompileContext, table: sa.Table = catalog_records) -> ColumnElement[bool]:
     """A WHERE clause for `table` (catalog_records or a table with the same columns)."""
-    return _compile(bind(expr, ctx), table)
+    compiler = _CATALOG_RECORDS if table is catalog_records else SqlCompiler(table)
+    return compiler.compile(bind(expr, ctx))
 
 
-__all__ = ["all_of", "any_of", "register_sqlite_functions", "sqlite_statement", "to_sqlalchemy"]
+__all__ = ["SqlCompiler", "all_of", "any_of", "register_sqlite_functions", "sqlite_statement", "to_sqlalchemy"]
