@@ -24,24 +24,24 @@ from ..units import format_duration, format_size
 from .config import RetentionKind, RetentionPolicy
 from .cuts import CutOrder, compare_cuts, initial_cut, size_between
 from .model import Segment, segment_name
+from .rule_codes import RuleCode
 
-# stable rule codes (logged, audited, shown by the CLI and --json)
-NO_POLICY = "no-policy"
-EMPTY_SET = "empty-set"
-BELOW_MIN = "below-min"
-NO_CMIN = "no-cmin"
-NO_MAX = "no-max"
-ABOVE_MAX = "above-max"
-BETWEEN_LIMITS = "between-limits"
-BEHIND_HEAD = "behind-head"
-HELD = "held"  # only in previews: a legal hold blocks the truncation the rules chose
-# consumption-based retention (docs/retention.md, cases i-v), used when the decision gets a subscriber lower bound
-CBR_WITHIN_LIMITS = "cbr-within-limits"  # (i)
-CBR_BELOW_MIN = "cbr-below-min"  # (ii)
-CBR_ABOVE_MAX = "cbr-above-max"  # (iii)
-CBR_OVERLAPS_MIN = "cbr-overlaps-min"  # (iv)
-CBR_OVERLAPS_MAX = "cbr-overlaps-max"  # (v)
-CBR_NO_TRUNCATION = "cbr-no-truncation"  # a case that chooses no cut
+# the rule codes by their short names (rule_codes.py)
+NO_POLICY = RuleCode.NO_POLICY
+EMPTY_SET = RuleCode.EMPTY_SET
+BELOW_MIN = RuleCode.BELOW_MIN
+NO_CMIN = RuleCode.NO_CMIN
+NO_MAX = RuleCode.NO_MAX
+ABOVE_MAX = RuleCode.ABOVE_MAX
+BETWEEN_LIMITS = RuleCode.BETWEEN_LIMITS
+BEHIND_HEAD = RuleCode.BEHIND_HEAD
+HELD = RuleCode.HELD
+CBR_WITHIN_LIMITS = RuleCode.CBR_WITHIN_LIMITS
+CBR_BELOW_MIN = RuleCode.CBR_BELOW_MIN
+CBR_ABOVE_MAX = RuleCode.CBR_ABOVE_MAX
+CBR_OVERLAPS_MIN = RuleCode.CBR_OVERLAPS_MIN
+CBR_OVERLAPS_MAX = RuleCode.CBR_OVERLAPS_MAX
+CBR_NO_TRUNCATION = RuleCode.CBR_NO_TRUNCATION
 CBR_RULES = (CBR_WITHIN_LIMITS, CBR_BELOW_MIN, CBR_ABOVE_MAX, CBR_OVERLAPS_MIN, CBR_OVERLAPS_MAX, CBR_NO_TRUNCATION)
 RULES = (NO_POLICY, EMPTY_SET, BELOW_MIN, NO_CMIN, NO_MAX, ABOVE_MAX, BETWEEN_LIMITS, BEHIND_HEAD, *CBR_RULES)
 
@@ -90,7 +90,7 @@ class RetentionDecision:
     stream: str
     now_ms: int
     policy: RetentionPolicy | None
-    rule: str
+    rule: RuleCode
     reason: str
     cut: dict[int, int] | None  # positions to truncate at; None: no truncation
     cmin: RetentionRecord | None
@@ -208,7 +208,7 @@ def decide(
     ordered = sorted(records, key=lambda r: r.recording_time_ms)
     bound = None if lower_bound is None else dict(lower_bound)
 
-    def result(rule: str, reason: str, **kw: Any) -> RetentionDecision:
+    def result(rule: RuleCode, reason: str, **kw: Any) -> RetentionDecision:
         values: dict[str, Any] = dict(cut=None, cmin=None, cmax=None, retained=None, freed_bytes=0, records=(),
                                       chosen=None, stream_amount=None, case=None)
         values.update(kw)
@@ -269,7 +269,7 @@ class ConsumptionChoice:
     """What the consumption cases pick, before the head check."""
 
     case: str  # "i".."v"
-    rule: str
+    rule: RuleCode
     reason: str
     positions: dict[int, int] | None  # None: the case chooses no cut
     record: RetainedRecord | None  # the retention-set record chosen (None: LB itself, or nothing)
@@ -333,7 +333,7 @@ def consumption_choice(
     def order(a: Mapping[int, int], b: Mapping[int, int]) -> CutOrder:
         return compare_cuts(a, b, ranges)
 
-    def at_record(case: str, rule: str, record: RetainedRecord, why: str) -> ConsumptionChoice:
+    def at_record(case: str, rule: RuleCode, record: RetainedRecord, why: str) -> ConsumptionChoice:
         return ConsumptionChoice(case, rule, f"case ({case}): {why} {cut_text(record.record.positions)}",
                                  dict(record.record.positions), record, record.retained)
 
@@ -341,7 +341,7 @@ def consumption_choice(
     if kind is RetentionKind.SIZE:
         lb_retained = tail_size - size_between(initial_cut(segments.values()), lb, segments)
 
-    def at_lb(case: str, rule: str, why: str) -> ConsumptionChoice:
+    def at_lb(case: str, rule: RuleCode, why: str) -> ConsumptionChoice:
         return ConsumptionChoice(case, rule, f"case ({case}): {why}: truncate at LB {shown_lb}", lb, None, lb_retained)
 
     def overlaps_max(beyond: str) -> ConsumptionChoice:  # (v); only with a Cmin. `beyond`: why LB keeps > max
@@ -489,6 +489,7 @@ __all__ = [
     "RetainedRecord",
     "RetentionDecision",
     "RetentionRecord",
+    "RuleCode",
     "SubscriberView",
     "candidates",
     "consumption_choice",
