@@ -31,12 +31,14 @@ spark-example: $(STAMP) check-java
 test: $(STAMP) check-java
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# ruff, then mypy over src/tidekeep with the settings in pyproject.toml ([tool.mypy])
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports  # the layering contracts in .importlinter (docs/workspace.md, "The house")
+	$(VENV)/bin/mypy
 
 bench: $(STAMP) check-java
 	$(PY) benchmarks/bench_streams.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info
