@@ -372,6 +372,11 @@ def delete_metadata(workspace: Workspace, plan: ArchivePlan, report: ArchiveGcRe
     return survivors
 
 
+def _shifted(progress: Progress, base: int, total: int) -> Progress:
+    """A batch's file progress as progress over the whole run: `base` files came before it."""
+    return lambda done, _total: progress(base + done, total)
+
+
 def delete_files(workspace: Workspace, archives: Sequence[Archive], report: ArchiveGcReport,
                  progress: Progress | None = None) -> None:
     """Step 6: each file, then its journal row; a missing file counts as deleted. A file that
@@ -481,8 +486,7 @@ def collect_archives(workspace: Workspace, dry_run: bool = False, progress: Prog
         fault_point("archive_gc.after_journal")
         deleted = delete_metadata(workspace, plan, report, batch, fence)
         fault_point("archive_gc.after_metadata")
-        delete_files(workspace, deleted, report, None if progress is None else
-                     lambda done, _total, base=start: progress(base + done, total))
+        delete_files(workspace, deleted, report, None if progress is None else _shifted(progress, start, total))
     kept = set(report.kept_by_recheck)
     report.candidates = [c for c in report.candidates if c["archive_id"] not in kept]
     sweep_orphans(workspace, now, False, report, fence)

@@ -174,8 +174,8 @@ class SearchJobStore:
                 state=str(JobState.RUNNING), created_ms=now, completed_ms=None, lower_bound_ms=lower,
                 archives_searched=0, results_count=0, results_path=None, results_expired_ms=None, error=None,
                 actor=self.workspace.audit.actor, heartbeat_ms=None if heartbeat_interval_ms is None else now,
-                heartbeat_interval_ms=heartbeat_interval_ms)).inserted_primary_key[0]
-        return self.get(int(job_id))
+                heartbeat_interval_ms=heartbeat_interval_ms)))
+        return self.get(job_id)
 
     def get(self, job_id: int) -> SearchJob:
         job_id = check_job_id(job_id)

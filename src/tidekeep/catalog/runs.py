@@ -23,9 +23,9 @@ def start_run(workspace: Workspace, kind: str, now_ms: int, dry_run: bool, rules
     """The run's RUNNING row; with a `fence`, only while that lease is held (else LeaseLost, no row)."""
     with workspace.db.write() as conn:
         check_fence(conn, fence)
-        return int(conn.execute(sa.insert(catalog_runs).values(
+        return inserted_id(conn.execute(sa.insert(catalog_runs).values(
             kind=kind, state="RUNNING", dry_run=dry_run, now_ms=now_ms, started_ms=workspace.clock.now_ms(),
-            rules_version=rules_version or None, actor=workspace.audit.actor)).inserted_primary_key[0])
+            rules_version=rules_version or None, actor=workspace.audit.actor)))
 
 
 def end_run(workspace: Workspace, kind: str, run_id: int, state: str, dry_run: bool, report: dict[str, Any]) -> None:
@@ -38,7 +38,7 @@ def end_run(workspace: Workspace, kind: str, run_id: int, state: str, dry_run: b
                 catalog_runs.c.id < run_id).values(state="INTERRUPTED"))
 
 
-def list_runs(workspace: Workspace, limit: int = 20) -> list[dict[str, Any]]:
+def list_runs(workspace: Workspace, limit: int = 20) -> list[Mapping[str, Any]]:
     """Recent runs of both kinds, newest first, with their reports."""
     with workspace.db.read() as conn:
         rows = conn.execute(sa.select(catalog_runs).order_by(catalog_runs.c.id.desc()).limit(limit))
