@@ -1,6 +1,17 @@
-"""tidekeep: keeps streaming and log data exactly as long as policy says."""
+"""tidekeep: keeps streaming and log data exactly as long as policy says.
 
-from .client import Client, connect, init_workspace
+The package's names are loaded on first use (PEP 562, a module `__getattr__`): `import tidekeep`
+costs only the errors and the clock, so the `tidekeep` command's `--help` and the commands that need
+no data never import SQLAlchemy, pyarrow or Spark (docs/cli.md, "Start-up time"). Every name in
+`__all__` resolves, and type checkers see the real imports below; tests/test_lazy_imports.py keeps
+the three lists in step.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .clock import Clock, ManualClock, SystemClock
 from .errors import (
     AlreadyExists,
@@ -25,31 +36,75 @@ from .errors import (
     WorkspaceMismatch,
     WriterFenced,
 )
-from .holds import Hold, HoldStore
-from .streams.config import RetentionKind, RetentionPolicy, StreamConfig
-from .streams.cuts import CutOrder, StreamCut
-from .streams.model import SegmentId
-from .streams.reader import Event
-from .streams.readergroup import (
-    Checkpoint,
-    CheckpointTimeout,
-    EventRead,
-    Position,
-    ReaderConfig,
-    ReaderGroup,
-    ReaderGroupConfig,
-    RetentionType,
-)
-from .streams.retention import RetentionDecision, RetentionRecord
-from .streams.retention_store import RetentionManager
-from .streams.rg_state import TooManyCheckpoints
-from .streams.txn import Transaction, TransactionalWriter
-from .streams.txn_store import TransactionInfo, TxnAbortResult, TxnCommitResult, TxnState
-from .streams.watermark_store import WatermarkStore, WriterStatus
-from .streams.watermarks import TimeWindow, Watermark, WriterMark
-from .streams.writer import Writer, WriterConfig
+
+if TYPE_CHECKING:
+    from .client import Client, connect, init_workspace
+    from .holds import Hold, HoldStore
+    from .streams.config import RetentionKind, RetentionPolicy, StreamConfig
+    from .streams.cuts import CutOrder, StreamCut
+    from .streams.model import SegmentId
+    from .streams.reader import Event
+    from .streams.readergroup import (
+        Checkpoint,
+        CheckpointTimeout,
+        EventRead,
+        Position,
+        ReaderConfig,
+        ReaderGroup,
+        ReaderGroupConfig,
+        RetentionType,
+    )
+    from .streams.retention import RetentionDecision, RetentionRecord
+    from .streams.retention_store import RetentionManager
+    from .streams.rg_state import TooManyCheckpoints
+    from .streams.txn import Transaction, TransactionalWriter
+    from .streams.txn_store import TransactionInfo, TxnAbortResult, TxnCommitResult, TxnState
+    from .streams.watermark_store import WatermarkStore, WriterStatus
+    from .streams.watermarks import TimeWindow, Watermark, WriterMark
+    from .streams.writer import Writer, WriterConfig
 
 __version__ = "0.1.0"
+
+# name -> the module (relative to this package) that defines it, imported on first access
+_LAZY_EXPORTS: dict[str, str] = {
+    "Checkpoint": ".streams.readergroup",
+    "CheckpointTimeout": ".streams.readergroup",
+    "Client": ".client",
+    "CutOrder": ".streams.cuts",
+    "Event": ".streams.reader",
+    "EventRead": ".streams.readergroup",
+    "Hold": ".holds",
+    "HoldStore": ".holds",
+    "Position": ".streams.readergroup",
+    "ReaderConfig": ".streams.readergroup",
+    "ReaderGroup": ".streams.readergroup",
+    "ReaderGroupConfig": ".streams.readergroup",
+    "RetentionDecision": ".streams.retention",
+    "RetentionKind": ".streams.config",
+    "RetentionManager": ".streams.retention_store",
+    "RetentionPolicy": ".streams.config",
+    "RetentionRecord": ".streams.retention",
+    "RetentionType": ".streams.readergroup",
+    "SegmentId": ".streams.model",
+    "StreamConfig": ".streams.config",
+    "StreamCut": ".streams.cuts",
+    "TimeWindow": ".streams.watermarks",
+    "TooManyCheckpoints": ".streams.rg_state",
+    "Transaction": ".streams.txn",
+    "TransactionInfo": ".streams.txn_store",
+    "TransactionalWriter": ".streams.txn",
+    "TxnAbortResult": ".streams.txn_store",
+    "TxnCommitResult": ".streams.txn_store",
+    "TxnState": ".streams.txn_store",
+    "Watermark": ".streams.watermarks",
+    "WatermarkStore": ".streams.watermark_store",
+    "Writer": ".streams.writer",
+    "WriterConfig": ".streams.writer",
+    "WriterMark": ".streams.watermarks",
+    "WriterStatus": ".streams.watermark_store",
+    "connect": ".client",
+    "init_workspace": ".client",
+}
 
 __all__ = [
     "AlreadyExists",
@@ -114,3 +169,16 @@ __all__ = [
     "connect",
     "init_workspace",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY_EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups find it directly, without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
