@@ -1,18 +1,20 @@
 """`tidekeep archives gc [--dry-run] [--json]`: run the archive collector, then the search-result
-collector, once (archives/gc.py, archives/gc_results.py)."""
+collector, once (archives/gc.py, archives/gc_results.py). A plain function; archives.py makes it a
+command of the archives app."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..archives.gc import LEFT_FOR, GcReport
-from .context import open_client
-from .output import emit, emit_json, emit_table, format_bytes, iso_utc, size_cell, warn_files_left
+from .context import open_client, output
+from .options import JsonFlag
+from .output import emit, emit_table, format_bytes, iso_utc, size_cell, warn_files_left
 from .progress import progress_bar
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+if TYPE_CHECKING:
+    from ..archives.gc import GcReport
 
 
 def format_age(ms: int) -> str:
@@ -69,22 +71,20 @@ def print_report(report: GcReport) -> None:
         emit(f"freed {format_bytes(archives.bytes_freed + results.bytes_freed)}")
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("gc")
-    def gc(
-        ctx: typer.Context,
-        dry_run: Annotated[bool, typer.Option(
-            "--dry-run", help="List what would be deleted and why (archive, end, age, bytes); change nothing")] = False,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Run the garbage collectors once: expire archives whose newest log timestamp is older than
-        archive_output.retention_period (never one a running search may read, never a held one), then
-        search results older than results_cache.retention_period after their job completed. A
-        collector whose retention period is null does nothing. Resumes a sweep that crashed."""
-        with open_client(ctx) as client, progress_bar("deleting", not json_output, unit="files") as update:
-            report = client.archives.gc(dry_run=dry_run, progress=update)
-        if json_output:
-            emit_json(report.to_dict())
-        else:
-            print_report(report)
-        warn_files_left([*report.archives.files_left, *report.results.files_left], left_for=LEFT_FOR)
+def gc(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="List what would be deleted and why (archive, end, age, bytes); change nothing")] = False,
+    json_output: JsonFlag = False,
+) -> None:
+    """Run the garbage collectors once: expire archives whose newest log timestamp is older than
+    archive_output.retention_period (never one a running search may read, never a held one), then
+    search results older than results_cache.retention_period after their job completed. A
+    collector whose retention period is null does nothing. Resumes a sweep that crashed."""
+    from ..archives.gc import LEFT_FOR
+
+    out = output(ctx, json_output)
+    with open_client(ctx) as client, progress_bar("deleting", not out.json, unit="files") as update:
+        report = client.archives.gc(dry_run=dry_run, progress=update)
+    out.show(report.to_dict(), lambda: print_report(report))
+    warn_files_left([*report.archives.files_left, *report.results.files_left], left_for=LEFT_FOR)

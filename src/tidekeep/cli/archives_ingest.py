@@ -1,24 +1,26 @@
 """`tidekeep archives ingest | list | show | datasets`: compress logs into archives (archives/ingest.py)
-and look at the archives the metadata store holds."""
+and look at the archives the metadata store holds (plain functions; archives.py makes them commands
+of the archives app)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..archives.ingest import IngestReport
-from ..archives.model import Archive
-from .context import open_client
-from .output import emit, emit_json, emit_table, fields, format_bytes, iso_utc, size_cell
+from .context import open_client, output
+from .options import JsonFlag
+from .output import emit, emit_table, fields, format_bytes, iso_utc, size_cell
 from .progress import progress_bar
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+if TYPE_CHECKING:
+    from ..archives.ingest import IngestReport
+    from ..archives.model import Archive
 
 
 def _time(ms: int | None) -> str:
-    return "-" if ms is None else iso_utc(ms)
+    return "-" if ms is None else iso_utc(ms) or "-"
 
 
 def print_report(report: IngestReport) -> None:
@@ -38,89 +40,95 @@ def print_archives(archives: list[Archive]) -> None:
                  size_cell(a.stored_bytes)] for a in archives])
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("ingest")
-    def ingest(
-        ctx: typer.Context,
-        dataset: Annotated[str, typer.Argument(help="Dataset the archives belong to ([A-Za-z0-9_-]{1,255})")],
-        paths: Annotated[list[Path], typer.Argument(
-            help="Log files (plain or gzip) or directories (every regular file under them, sorted)")],
-        timezone: Annotated[str, typer.Option(
-            "--timezone", metavar="ZONE",
-            help="IANA zone of timestamps without an offset, e.g. America/New_York")] = "UTC",
-        timestamp_format: Annotated[str | None, typer.Option(
-            "--timestamp-format", metavar="FMT",
-            help="strptime format of the timestamp at the start of a line, e.g. '%d/%b/%Y:%H:%M:%S %z'; "
-                 "replaces the built-in ISO-8601, syslog and epoch forms")] = None,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Compress text logs into archives (Parquet, zstd, sorted by time, at most archives.target_size
-        each) with a Spark job. Lines without a timestamp join the message before them."""
-        with open_client(ctx) as client, progress_bar("ingesting", not json_output, unit="bytes") as update:
-            report = client.archives.ingest(dataset, paths, timezone=timezone, timestamp_format=timestamp_format,
-                                            progress=update)
-        if json_output:
-            emit_json(report.to_dict())
-        else:
-            print_report(report)
+def ingest(
+    ctx: typer.Context,
+    dataset: Annotated[str, typer.Argument(help="Dataset the archives belong to ([A-Za-z0-9_-]{1,255})")],
+    paths: Annotated[list[Path], typer.Argument(
+        help="Log files (plain or gzip) or directories (every regular file under them, sorted)")],
+    timezone: Annotated[str, typer.Option(
+        "--timezone", metavar="ZONE",
+        help="IANA zone of timestamps without an offset, e.g. America/New_York")] = "UTC",
+    timestamp_format: Annotated[str | None, typer.Option(
+        "--timestamp-format", metavar="FMT",
+        help="strptime format of the timestamp at the start of a line, e.g. '%d/%b/%Y:%H:%M:%S %z'; "
+             "replaces the built-in ISO-8601, syslog and epoch forms")] = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """Compress text logs into archives (Parquet, zstd, sorted by time, at most archives.target_size
+    each) with a Spark job. Lines without a timestamp join the message before them."""
+    out = output(ctx, json_output)
+    with open_client(ctx) as client, progress_bar("ingesting", not out.json, unit="bytes") as update:
+        report = client.archives.ingest(dataset, paths, timezone=timezone, timestamp_format=timestamp_format,
+                                        progress=update)
+    out.show(report.to_dict(), lambda: print_report(report))
 
-    @app.command("list")
-    def list_archives(
-        ctx: typer.Context,
-        dataset: Annotated[str | None, typer.Option("--dataset", metavar="D", help="Only this dataset")] = None,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Archives per dataset, newest end timestamp first (archives without timestamps last)."""
-        with open_client(ctx) as client:
-            archives = client.archives.list(dataset)
-        if json_output:
-            emit_json([a.to_dict() for a in archives])
-        elif not archives:
-            emit("no archives" + (f" in dataset {dataset}" if dataset else ""))
-        else:
-            print_archives(archives)
 
-    @app.command("show")
-    def show(
-        ctx: typer.Context,
-        archive_id: Annotated[str, typer.Argument(help="Archive id (32 hex digits)")],
-        json_output: JsonFlag = False,
-    ) -> None:
-        """One archive's metadata."""
-        with open_client(ctx) as client:
-            archive = client.archives.get(archive_id)
-        if json_output:
-            emit_json(archive.to_dict())
-            return
-        fields([("id", archive.id), ("dataset", archive.dataset),
-                ("begin", _time(archive.begin_ts)),
-                ("end", _time(archive.end_ts) + ("" if archive.end_ts is not None
-                                                 else " (no timestamps: never expires)")),
-                ("messages", f"{archive.message_count:,}"), ("raw", format_bytes(archive.raw_bytes)),
-                ("stored", format_bytes(archive.stored_bytes)), ("path", archive.path),
-                ("created", iso_utc(archive.created_ms)), ("ingest", archive.ingest_id),
-                ("catalog record", "-" if archive.catalog_record_id is None else archive.catalog_record_id)])
+def print_archive_list(archives: list[Archive], dataset: str | None) -> None:
+    if not archives:
+        emit("no archives" + (f" in dataset {dataset}" if dataset else ""))
+    else:
+        print_archives(archives)
 
-    @app.command("datasets")
-    def datasets(ctx: typer.Context, json_output: JsonFlag = False) -> None:
-        """Datasets with their archive counts, messages and sizes."""
-        with open_client(ctx) as client:
-            names = client.archives.datasets()
-            archives = client.archives.list()
-        summary: list[dict[str, Any]] = []
-        for name in names:
-            mine = [a for a in archives if a.dataset == name]
-            ends = [a.end_ts for a in mine if a.end_ts is not None]
-            begins = [a.begin_ts for a in mine if a.begin_ts is not None]
-            summary.append({"dataset": name, "archives": len(mine), "messages": sum(a.message_count for a in mine),
-                            "raw_bytes": sum(a.raw_bytes for a in mine),
-                            "stored_bytes": sum(a.stored_bytes for a in mine),
-                            "begin_ts": min(begins) if begins else None, "end_ts": max(ends) if ends else None})
-        if json_output:
-            emit_json(summary)
-        elif not summary:
-            emit("no datasets")
-        else:
-            emit_table(["DATASET", "ARCHIVES", "MESSAGES", "STORED", "BEGIN", "END"],
-                       [[s["dataset"], s["archives"], f"{s['messages']:,}", size_cell(s["stored_bytes"]),
-                         _time(s["begin_ts"]), _time(s["end_ts"])] for s in summary])
+
+def list_archives(
+    ctx: typer.Context,
+    dataset: Annotated[str | None, typer.Option("--dataset", metavar="D", help="Only this dataset")] = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """Archives per dataset, newest end timestamp first (archives without timestamps last)."""
+    with open_client(ctx) as client:
+        archives = client.archives.list(dataset)
+    output(ctx, json_output).show([a.to_dict() for a in archives], lambda: print_archive_list(archives, dataset))
+
+
+def print_archive(archive: Archive) -> None:
+    fields([("id", archive.id), ("dataset", archive.dataset),
+            ("begin", _time(archive.begin_ts)),
+            ("end", _time(archive.end_ts) + ("" if archive.end_ts is not None
+                                             else " (no timestamps: never expires)")),
+            ("messages", f"{archive.message_count:,}"), ("raw", format_bytes(archive.raw_bytes)),
+            ("stored", format_bytes(archive.stored_bytes)), ("path", archive.path),
+            ("created", iso_utc(archive.created_ms)), ("ingest", archive.ingest_id),
+            ("catalog record", "-" if archive.catalog_record_id is None else archive.catalog_record_id)])
+
+
+def show(
+    ctx: typer.Context,
+    archive_id: Annotated[str, typer.Argument(help="Archive id (32 hex digits)")],
+    json_output: JsonFlag = False,
+) -> None:
+    """One archive's metadata."""
+    with open_client(ctx) as client:
+        archive = client.archives.get(archive_id)
+    output(ctx, json_output).show(archive.to_dict(), lambda: print_archive(archive))
+
+
+def dataset_summary(names: list[str], archives: list[Archive]) -> list[dict[str, Any]]:
+    summary = []
+    for name in names:
+        mine = [a for a in archives if a.dataset == name]
+        ends = [a.end_ts for a in mine if a.end_ts is not None]
+        begins = [a.begin_ts for a in mine if a.begin_ts is not None]
+        summary.append({"dataset": name, "archives": len(mine), "messages": sum(a.message_count for a in mine),
+                        "raw_bytes": sum(a.raw_bytes for a in mine),
+                        "stored_bytes": sum(a.stored_bytes for a in mine),
+                        "begin_ts": min(begins) if begins else None, "end_ts": max(ends) if ends else None})
+    return summary
+
+
+def print_datasets(summary: list[dict[str, Any]]) -> None:
+    if not summary:
+        emit("no datasets")
+        return
+    emit_table(["DATASET", "ARCHIVES", "MESSAGES", "STORED", "BEGIN", "END"],
+               [[s["dataset"], s["archives"], f"{s['messages']:,}", size_cell(s["stored_bytes"]),
+                 _time(s["begin_ts"]), _time(s["end_ts"])] for s in summary])
+
+
+def datasets(ctx: typer.Context, json_output: JsonFlag = False) -> None:
+    """Datasets with their archive counts, messages and sizes."""
+    with open_client(ctx) as client:
+        names = client.archives.datasets()
+        archives = client.archives.list()
+    summary = dataset_summary(names, archives)
+    output(ctx, json_output).show(summary, lambda: print_datasets(summary))

@@ -4,31 +4,36 @@
 `search` runs the job in this process (a Spark job, with a progress bar on a terminal) and prints
 the job and the first page of results. It exits 0 when the job SUCCEEDED and 1 otherwise (FAILED,
 or CANCELLED/KILLED from elsewhere while it ran), with one line on stderr saying why; --json
-output is printed either way.
+output is printed either way. Plain functions; archives.py makes them commands of the archives app.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..archives.model import JobState, SearchJob
-from ..archives.results import MAX_PAGE_SIZE, ResultsPage
-from ..integers import INT64_MAX, INT64_MIN
 from ..printable import printable
 from ..units import format_duration
-from .context import open_client
-from .output import emit, emit_json, emit_table, fields, iso_utc
+from .context import open_client, output
+from .options import JsonFlag, int_option, limit_option
+from .output import emit, emit_table, fields, iso_utc
 from .progress import progress_bar
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+if TYPE_CHECKING:
+    from ..archives.model import SearchJob
+    from ..archives.results import ResultsPage
+
+# archives.results.MAX_PAGE_SIZE and the names of archives.model.JobState, written out: those modules
+# load pyarrow, which `--help` must not import (docs/cli.md, "Start-up time");
+# tests/test_cli_startup.py checks they agree
+MAX_PAGE_SIZE_SHOWN = 10_000
+JOB_STATE_NAMES = ("RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "KILLED")
+
 JobArg = Annotated[str, typer.Argument(metavar="JOB", help="Search job id")]
-PageOption = Annotated[int, typer.Option("--page", metavar="N", min=INT64_MIN, max=INT64_MAX,
-                                         help="Page number, from 1")]
-PageSizeOption = Annotated[int, typer.Option("--page-size", metavar="N", min=INT64_MIN, max=INT64_MAX,
-                                             help=f"Results per page, 1 to {MAX_PAGE_SIZE}")]
+PageOption = Annotated[int, int_option("--page", help="Page number, from 1")]
+PageSizeOption = Annotated[int, int_option("--page-size", help=f"Results per page, 1 to {MAX_PAGE_SIZE_SHOWN}")]
 UNFINISHED_EXIT_CODE = 1  # FAILED, CANCELLED or KILLED: the results are missing or incomplete
 
 
@@ -80,6 +85,8 @@ def job_fields(job: SearchJob) -> list[tuple[str, object]]:
 
 
 def _fail_unless_succeeded(job: SearchJob) -> None:
+    from ..archives.model import JobState
+
     if job.state is JobState.SUCCEEDED:
         return
     sys.stdout.flush()
@@ -89,95 +96,85 @@ def _fail_unless_succeeded(job: SearchJob) -> None:
     raise typer.Exit(UNFINISHED_EXIT_CODE)
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("search")
-    def search(
-        ctx: typer.Context,
-        dataset: Annotated[str, typer.Argument(help="Dataset to search")],
-        query: Annotated[str, typer.Argument(
-            help="Wildcard query (* any run, ? one character, \\ escapes), matched anywhere in a message; "
-                 "a regex with --regex")],
-        begin: Annotated[str | None, typer.Option(
-            "--begin", metavar="T", help="Earliest timestamp, inclusive: ISO-8601 (no zone = UTC) or epoch ms")] = None,
-        end: Annotated[str | None, typer.Option(
-            "--end", metavar="T", help="Latest timestamp, inclusive: ISO-8601 (no zone = UTC) or epoch ms")] = None,
-        regex: Annotated[bool, typer.Option("--regex", help="QUERY is an RE2 regex (search semantics)")] = False,
-        ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i", help="Match case-insensitively")] = False,
-        page_size: PageSizeOption = 50,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Run a search job over DATASET's archives (those overlapping the time range and not expired)
-        and print the job and the first page of results. Exits 1 unless the job SUCCEEDED."""
-        with open_client(ctx) as client, progress_bar("searching archives", not json_output, unit="archives") as update:
-            from ..archives.results import check_paging
+def print_results(page: ResultsPage) -> None:
+    print_job_line(page.job)
+    emit("")
+    print_page(page)
 
-            check_paging(1, page_size)  # before the job: bad input creates nothing
-            job = client.archives.search(dataset, query, begin=begin, end=end, regex=regex, ignore_case=ignore_case,
-                                         progress=update)
-            page = client.archives.results(job.id, page=1, page_size=page_size)
-        if json_output:
-            emit_json(page.to_dict())
-        else:
-            print_job_line(page.job)
-            emit("")
-            print_page(page)
-        _fail_unless_succeeded(page.job)
 
-    @app.command("results")
-    def results(ctx: typer.Context, job_id: JobArg, page: PageOption = 1, page_size: PageSizeOption = 50,
-                json_output: JsonFlag = False) -> None:
-        """One page of a search job's results, newest timestamp first (messages without a timestamp
-        last), then by archive id and position. Results that have expired are not found (exit 3)."""
-        with open_client(ctx) as client:
-            shown = client.archives.results(job_id, page=page, page_size=page_size)  # type: ignore[arg-type]
-        if json_output:
-            emit_json(shown.to_dict())
-            return
-        print_job_line(shown.job)
-        emit("")
-        print_page(shown)
+def search(
+    ctx: typer.Context,
+    dataset: Annotated[str, typer.Argument(help="Dataset to search")],
+    query: Annotated[str, typer.Argument(
+        help="Wildcard query (* any run, ? one character, \\ escapes), matched anywhere in a message; "
+             "a regex with --regex")],
+    begin: Annotated[str | None, typer.Option(
+        "--begin", metavar="T", help="Earliest timestamp, inclusive: ISO-8601 (no zone = UTC) or epoch ms")] = None,
+    end: Annotated[str | None, typer.Option(
+        "--end", metavar="T", help="Latest timestamp, inclusive: ISO-8601 (no zone = UTC) or epoch ms")] = None,
+    regex: Annotated[bool, typer.Option("--regex", help="QUERY is an RE2 regex (search semantics)")] = False,
+    ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i", help="Match case-insensitively")] = False,
+    page_size: PageSizeOption = 50,
+    json_output: JsonFlag = False,
+) -> None:
+    """Run a search job over DATASET's archives (those overlapping the time range and not expired)
+    and print the job and the first page of results. Exits 1 unless the job SUCCEEDED."""
+    out = output(ctx, json_output)
+    with open_client(ctx) as client, progress_bar("searching archives", not out.json, unit="archives") as update:
+        from ..archives.results import check_paging
 
-    @app.command("jobs")
-    def jobs(
-        ctx: typer.Context,
-        state: Annotated[str | None, typer.Option(
-            "--state", metavar="S", help=f"Only jobs in this state ({', '.join(JobState)})")] = None,
-        limit: Annotated[int, typer.Option("--limit", metavar="N", min=INT64_MIN, max=INT64_MAX,
-                                           help="At most N jobs, newest first")] = 100,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Search jobs, newest first, with their last heartbeat (a RUNNING job whose process died
-        stops beating and is marked FAILED by the archive collector)."""
-        with open_client(ctx) as client:
-            found = client.archives.jobs(limit=limit, state=state)
-        if json_output:
-            emit_json([j.to_dict() for j in found])
-            return
-        if not found:
-            emit("no search jobs")
-            return
-        emit_table(["ID", "STATE", "DATASET", "QUERY", "CREATED", "COMPLETED", "HEARTBEAT", "ARCHIVES", "RESULTS"],
-                   [[j.id, j.state, j.dataset, _shown(j.query) + (" (regex)" if j.regex else ""),
-                     iso_utc(j.created_ms), iso_utc(j.completed_ms) or "-", iso_utc(j.heartbeat_ms) or "-",
-                     j.archives_searched, j.results_count] for j in found])
+        check_paging(1, page_size)  # before the job: bad input creates nothing
+        job = client.archives.search(dataset, query, begin=begin, end=end, regex=regex, ignore_case=ignore_case,
+                                     progress=update)
+        page = client.archives.results(job.id, page=1, page_size=page_size)
+    out.show(page.to_dict(), lambda: print_results(page))
+    _fail_unless_succeeded(page.job)
 
-    @app.command("job")
-    def job(ctx: typer.Context, job_id: JobArg, json_output: JsonFlag = False) -> None:
-        """One search job: its query, range, state, last heartbeat, lower bound, counts and results location."""
-        with open_client(ctx) as client:
-            found = client.archives.job(job_id)  # type: ignore[arg-type]
-        if json_output:
-            emit_json(found.to_dict())
-        else:
-            fields(job_fields(found))
 
-    @app.command("cancel")
-    def cancel(ctx: typer.Context, job_id: JobArg, json_output: JsonFlag = False) -> None:
-        """Cancel a RUNNING search job. The process running it stops its Spark job within a moment
-        and stores how far it got; results written so far stay until they expire."""
-        with open_client(ctx) as client:
-            cancelled = client.archives.cancel(job_id)  # type: ignore[arg-type]
-        if json_output:
-            emit_json(cancelled.to_dict())
-        else:
-            emit(f"search job {cancelled.id} {cancelled.state} at {iso_utc(cancelled.completed_ms)}")
+def results(ctx: typer.Context, job_id: JobArg, page: PageOption = 1, page_size: PageSizeOption = 50,
+            json_output: JsonFlag = False) -> None:
+    """One page of a search job's results, newest timestamp first (messages without a timestamp
+    last), then by archive id and position. Results that have expired are not found (exit 3)."""
+    with open_client(ctx) as client:
+        shown = client.archives.results(job_id, page=page, page_size=page_size)  # type: ignore[arg-type]
+    output(ctx, json_output).show(shown.to_dict(), lambda: print_results(shown))
+
+
+def print_jobs(found: list[SearchJob]) -> None:
+    if not found:
+        emit("no search jobs")
+        return
+    emit_table(["ID", "STATE", "DATASET", "QUERY", "CREATED", "COMPLETED", "HEARTBEAT", "ARCHIVES", "RESULTS"],
+               [[j.id, j.state, j.dataset, _shown(j.query) + (" (regex)" if j.regex else ""),
+                 iso_utc(j.created_ms), iso_utc(j.completed_ms) or "-", iso_utc(j.heartbeat_ms) or "-",
+                 j.archives_searched, j.results_count] for j in found])
+
+
+def jobs(
+    ctx: typer.Context,
+    state: Annotated[str | None, typer.Option(
+        "--state", metavar="S", help=f"Only jobs in this state ({', '.join(JOB_STATE_NAMES)})")] = None,
+    limit: Annotated[int, limit_option("At most N jobs, newest first")] = 100,
+    json_output: JsonFlag = False,
+) -> None:
+    """Search jobs, newest first, with their last heartbeat (a RUNNING job whose process died
+    stops beating and is marked FAILED by the archive collector)."""
+    with open_client(ctx) as client:
+        found = client.archives.jobs(limit=limit, state=state)
+    output(ctx, json_output).show([j.to_dict() for j in found], lambda: print_jobs(found))
+
+
+def job(ctx: typer.Context, job_id: JobArg, json_output: JsonFlag = False) -> None:
+    """One search job: its query, range, state, last heartbeat, lower bound, counts and results location."""
+    with open_client(ctx) as client:
+        found = client.archives.job(job_id)  # type: ignore[arg-type]
+    output(ctx, json_output).show(found.to_dict(), lambda: fields(job_fields(found)))
+
+
+def cancel(ctx: typer.Context, job_id: JobArg, json_output: JsonFlag = False) -> None:
+    """Cancel a RUNNING search job. The process running it stops its Spark job within a moment
+    and stores how far it got; results written so far stay until they expire."""
+    with open_client(ctx) as client:
+        cancelled = client.archives.cancel(job_id)  # type: ignore[arg-type]
+    output(ctx, json_output).show(cancelled.to_dict(),
+                                  f"search job {cancelled.id} {cancelled.state} at {iso_utc(cancelled.completed_ms)}")

@@ -8,10 +8,12 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import InvalidInput
-from ..integers import INT64_MAX, INT64_MIN
 from ..names import split_stream_name
-from .context import open_client
-from .output import emit, emit_json, format_bytes, head_positions_to_cut, iso_utc
+from .context import open_client, output
+from .options import limit_option
+from .output import emit, format_bytes, head_positions_to_cut, iso_utc
+
+app = typer.Typer(help="The audit trail: every deletion, why, how much, by whom.", no_args_is_help=True)
 
 
 def audit_record(entry: dict[str, Any]) -> dict[str, Any]:
@@ -31,29 +33,28 @@ def audit_record(entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("list")
-    def list_entries(
-        ctx: typer.Context,
-        stream: Annotated[str | None, typer.Option("--stream", metavar="NAME", help="Only this stream")] = None,
-        limit: Annotated[int, typer.Option("--limit", metavar="N", min=INT64_MIN, max=INT64_MAX,
-                                           help="At most N entries")] = 100,
-        json_output: Annotated[bool, typer.Option("--json", help="Print a JSON array")] = False,
-    ) -> None:
-        """What was deleted, when, why, how many bytes, and by which process; newest first."""
-        if limit < 1:
-            raise InvalidInput(f"invalid --limit {limit}: must be 1 or more")
-        if stream is not None:
-            split_stream_name(stream)  # a deleted stream still has its audit entries, so no existence check
-        with open_client(ctx) as client:
-            records = [audit_record(e) for e in client.audit(stream, limit)]
-        if json_output:
-            emit_json(records)
-            return
-        if not records:
-            emit("no audit entries" + (f" for {stream}" if stream else ""))
-        for r in records:
-            emit(f"{r['time']}  {r['action']}  {r['target']}  freed {format_bytes(r['bytes_freed'])}  "
-                 f"by {r['actor']}  ({r['reason']})")
-            if r["old_head"] is not None or r["new_head"] is not None:
-                emit(f"    head {r['old_head'] or '-'} -> {r['new_head'] or '-'}")
+def emit_entries(records: list[dict[str, Any]], stream: str | None) -> None:
+    if not records:
+        emit("no audit entries" + (f" for {stream}" if stream else ""))
+    for r in records:
+        emit(f"{r['time']}  {r['action']}  {r['target']}  freed {format_bytes(r['bytes_freed'])}  "
+             f"by {r['actor']}  ({r['reason']})")
+        if r["old_head"] is not None or r["new_head"] is not None:
+            emit(f"    head {r['old_head'] or '-'} -> {r['new_head'] or '-'}")
+
+
+@app.command("list")
+def list_entries(
+    ctx: typer.Context,
+    stream: Annotated[str | None, typer.Option("--stream", metavar="NAME", help="Only this stream")] = None,
+    limit: Annotated[int, limit_option("At most N entries")] = 100,
+    json_output: Annotated[bool, typer.Option("--json", help="Print a JSON array")] = False,
+) -> None:
+    """What was deleted, when, why, how many bytes, and by which process; newest first."""
+    if limit < 1:
+        raise InvalidInput(f"invalid --limit {limit}: must be 1 or more")
+    if stream is not None:
+        split_stream_name(stream)  # a deleted stream still has its audit entries, so no existence check
+    with open_client(ctx) as client:
+        records = [audit_record(e) for e in client.audit(stream, limit)]
+    output(ctx, json_output).show(records, lambda: emit_entries(records, stream))

@@ -1,17 +1,17 @@
-"""`tidekeep catalog run|impact|explain|runs`: the data retention job and its explanations."""
+"""`tidekeep catalog run|impact|explain|runs`: the data retention job and its explanations (plain
+functions; catalog.py makes them commands of the catalog app)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
 
-from ..integers import INT64_MAX, INT64_MIN
-from .context import open_client
-from .output import emit, emit_json, emit_table, fields, format_bytes, iso_utc, size_cell
+from .context import open_client, output
+from .options import JsonFlag, int_argument, limit_option
+from .output import emit, emit_table, fields, format_bytes, iso_utc, size_cell
 from .progress import progress_bar
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
 
 
 def _rule_label(report: Any, number: int) -> str:
@@ -44,85 +44,84 @@ def print_run(report: Any) -> None:
                    [[_rule_label(report, k), f"{v.rows:,}", size_cell(v.bytes)] for k, v in by_rule.items()])
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("run")
-    def run(
-        ctx: typer.Context,
-        dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; change nothing")] = False,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Run the data retention job now (Spark): logically delete what the rules say has expired.
+def run(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; change nothing")] = False,
+    json_output: JsonFlag = False,
+) -> None:
+    """Run the data retention job now (Spark): logically delete what the rules say has expired.
 
-        Period by period, youngest first, in create-time slices; trackers make the next run incremental.
-        """
-        with open_client(ctx) as client, progress_bar("retention job", not json_output, unit="records") as update:
-            report = client.catalog.run(dry_run=dry_run, progress=update)
-        if json_output:
-            emit_json(report.to_dict())
-        else:
-            print_run(report)
+    Period by period, youngest first, in create-time slices; trackers make the next run incremental.
+    """
+    out = output(ctx, json_output)
+    with open_client(ctx) as client, progress_bar("retention job", not out.json, unit="records") as update:
+        report = client.catalog.run(dry_run=dry_run, progress=update)
+    out.show(report.to_dict(), lambda: print_run(report))
 
-    @app.command("impact")
-    def impact(
-        ctx: typer.Context,
-        rules: Annotated[str | None, typer.Option(
-            "--rules", metavar="FILE",
-            help="Rules file (YAML or Stroom JSON) to assess instead of the saved rules")] = None,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """What the job would delete if it ran now with no trackers, per rule, feed and type."""
-        with open_client(ctx) as client, progress_bar("impact", not json_output, unit="records") as update:
-            summary = client.catalog.impact(rules=rules, progress=update)
-        if json_output:
-            emit_json(summary.to_dict())
-            return
-        emit(f"impact at now={iso_utc(summary.now_ms)}: {summary.total_rows:,} record(s), "
-             f"{format_bytes(summary.total_bytes)} would be deleted")
-        if summary.rows:
-            emit_table(["RULE", "AGE", "FEED", "TYPE", "RECORDS", "BYTES", "HELD"],
-                       [[f"{r.rule} {r.rule_name}", r.age, r.feed, r.type, f"{r.rows:,}", size_cell(r.bytes),
-                         r.held_rows] for r in summary.rows])
 
-    @app.command("explain")
-    def explain(
-        ctx: typer.Context,
-        record_id: Annotated[int, typer.Argument(metavar="ID", min=INT64_MIN, max=INT64_MAX, help="Record id")],
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Why a record is kept or deleted: the deciding rule, its age, retain-until, holds."""
-        with open_client(ctx) as client:
-            answer = client.catalog.explain(record_id)
-        if json_output:
-            emit_json(answer.to_dict())
-            return
-        fields([
-            ("record", answer.record_id),
-            ("status", f"{answer.status} since {iso_utc(answer.status_time)}"),
-            ("created", iso_utc(answer.create_time)),
-            ("rule", "none" if answer.rule is None else f"{answer.rule} {answer.rule_name}"),
-            ("age", answer.age),
-            ("retain until", "forever" if answer.retain_until_ms is None else iso_utc(answer.retain_until_ms)),
-            ("holds", ", ".join(f"{h['id']} ({h['reason']})" for h in answer.holds) or "none"),
-            ("decision", f"{answer.decision}: {answer.reason}"),
-        ])
+def print_impact(summary: Any) -> None:
+    emit(f"impact at now={iso_utc(summary.now_ms)}: {summary.total_rows:,} record(s), "
+         f"{format_bytes(summary.total_bytes)} would be deleted")
+    if summary.rows:
+        emit_table(["RULE", "AGE", "FEED", "TYPE", "RECORDS", "BYTES", "HELD"],
+                   [[f"{r.rule} {r.rule_name}", r.age, r.feed, r.type, f"{r.rows:,}", size_cell(r.bytes),
+                     r.held_rows] for r in summary.rows])
 
-    @app.command("runs")
-    def runs(
-        ctx: typer.Context,
-        limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, max=INT64_MAX,
-                                           help="How many runs, newest first")] = 20,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Recent retention job and purge runs, newest first."""
-        with open_client(ctx) as client:
-            entries = client.catalog.runs(limit)
-        if json_output:
-            emit_json(entries)
-            return
-        rows = []
-        for e in entries:
-            report = e["report"] or {}
-            rows.append([e["id"], e["kind"], e["state"], "yes" if e["dry_run"] else "no", iso_utc(e["now_ms"]),
-                         iso_utc(e["started_ms"]), report.get("rows", report.get("purged", "")),
-                         size_cell(report.get("bytes"))])
-        emit_table(["RUN", "KIND", "STATE", "DRY RUN", "NOW", "STARTED", "RECORDS", "BYTES"], rows)
+
+def impact(
+    ctx: typer.Context,
+    rules: Annotated[str | None, typer.Option(
+        "--rules", metavar="FILE",
+        help="Rules file (YAML or Stroom JSON) to assess instead of the saved rules")] = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """What the job would delete if it ran now with no trackers, per rule, feed and type."""
+    out = output(ctx, json_output)
+    with open_client(ctx) as client, progress_bar("impact", not out.json, unit="records") as update:
+        summary = client.catalog.impact(rules=rules, progress=update)
+    out.show(summary.to_dict(), lambda: print_impact(summary))
+
+
+def print_explanation(answer: Any) -> None:
+    fields([
+        ("record", answer.record_id),
+        ("status", f"{answer.status} since {iso_utc(answer.status_time)}"),
+        ("created", iso_utc(answer.create_time)),
+        ("rule", "none" if answer.rule is None else f"{answer.rule} {answer.rule_name}"),
+        ("age", answer.age),
+        ("retain until", "forever" if answer.retain_until_ms is None else iso_utc(answer.retain_until_ms)),
+        ("holds", ", ".join(f"{h['id']} ({h['reason']})" for h in answer.holds) or "none"),
+        ("decision", f"{answer.decision}: {answer.reason}"),
+    ])
+
+
+def explain(
+    ctx: typer.Context,
+    record_id: Annotated[int, int_argument("ID", "Record id")],
+    json_output: JsonFlag = False,
+) -> None:
+    """Why a record is kept or deleted: the deciding rule, its age, retain-until, holds."""
+    with open_client(ctx) as client:
+        answer = client.catalog.explain(record_id)
+    output(ctx, json_output).show(answer.to_dict(), lambda: print_explanation(answer))
+
+
+def print_runs(entries: Sequence[Mapping[str, Any]]) -> None:
+    rows = []
+    for e in entries:
+        report = e["report"] or {}
+        rows.append([e["id"], e["kind"], e["state"], "yes" if e["dry_run"] else "no", iso_utc(e["now_ms"]),
+                     iso_utc(e["started_ms"]), report.get("rows", report.get("purged", "")),
+                     size_cell(report.get("bytes"))])
+    emit_table(["RUN", "KIND", "STATE", "DRY RUN", "NOW", "STARTED", "RECORDS", "BYTES"], rows)
+
+
+def runs(
+    ctx: typer.Context,
+    limit: Annotated[int, limit_option("How many runs, newest first", low=1)] = 20,
+    json_output: JsonFlag = False,
+) -> None:
+    """Recent retention job and purge runs, newest first."""
+    with open_client(ctx) as client:
+        entries = client.catalog.runs(limit)
+    output(ctx, json_output).show(entries, lambda: print_runs(entries))

@@ -1,19 +1,21 @@
 """`tidekeep catalog purge [--dry-run] [--json]`: remove the data of records DELETED for longer than
-catalog.purge_age, then their rows (catalog/purge.py)."""
+catalog.purge_age, then their rows (catalog/purge.py). A plain function; catalog.py makes it a
+command of the catalog app."""
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..catalog.purge import PurgeReport
-from .context import open_client
-from .output import emit, emit_json, emit_table, emit_warning, format_bytes, iso_utc
+from .context import open_client, output
+from .options import JsonFlag
+from .output import emit, emit_table, emit_warning, format_bytes, iso_utc
 from .progress import progress_bar
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+if TYPE_CHECKING:
+    from ..catalog.purge import PurgeReport
 ABORTED_EXIT_CODE = 1
 
 
@@ -29,29 +31,25 @@ def print_report(report: PurgeReport) -> None:
             emit(f"... and {report.failures - len(report.failed)} more")
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("purge")
-    def purge(
-        ctx: typer.Context,
-        dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be purged; change nothing")] = False,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Delete the data (at each record's location), then the rows, of records DELETED for longer
-        than catalog.purge_age, in batches of catalog.purge_batch_size. Held records are left alone.
-        Exits 1 if it stopped because failures exceeded catalog.purge_failure_threshold."""
-        with open_client(ctx) as client, progress_bar("purging", not json_output, unit="records") as update:
-            report = client.catalog.purge(progress=update, dry_run=dry_run)
-            threshold = client.settings["catalog.purge_failure_threshold"]
-        if json_output:
-            emit_json(report.to_dict())
-        else:
-            print_report(report)
-        if report.failures and not report.aborted:
-            # under the threshold the run goes on and exits 0; the failed records keep their rows
-            emit_warning(f"{report.failures} record(s) could not have their data deleted and keep their rows "
-                         f"for the next purge (first: {report.failed[0]['location']}: {report.failed[0]['error']})")
-        if report.aborted:
-            sys.stdout.flush()
-            sys.stderr.write(f"error: purge stopped: {report.failures} failures exceed "
-                             f"catalog.purge_failure_threshold ({threshold}); failed records keep their rows\n")
-            raise typer.Exit(ABORTED_EXIT_CODE)
+def purge(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be purged; change nothing")] = False,
+    json_output: JsonFlag = False,
+) -> None:
+    """Delete the data (at each record's location), then the rows, of records DELETED for longer
+    than catalog.purge_age, in batches of catalog.purge_batch_size. Held records are left alone.
+    Exits 1 if it stopped because failures exceeded catalog.purge_failure_threshold."""
+    out = output(ctx, json_output)
+    with open_client(ctx) as client, progress_bar("purging", not out.json, unit="records") as update:
+        report = client.catalog.purge(progress=update, dry_run=dry_run)
+        threshold = client.settings["catalog.purge_failure_threshold"]
+    out.show(report.to_dict(), lambda: print_report(report))
+    if report.failures and not report.aborted:
+        # under the threshold the run goes on and exits 0; the failed records keep their rows
+        emit_warning(f"{report.failures} record(s) could not have their data deleted and keep their rows "
+                     f"for the next purge (first: {report.failed[0]['location']}: {report.failed[0]['error']})")
+    if report.aborted:
+        sys.stdout.flush()
+        sys.stderr.write(f"error: purge stopped: {report.failures} failures exceed "
+                         f"catalog.purge_failure_threshold ({threshold}); failed records keep their rows\n")
+        raise typer.Exit(ABORTED_EXIT_CODE)

@@ -2,7 +2,8 @@
 
 Settings are layered by tidekeep.config.load_settings: defaults < tidekeep.yaml < TIDEKEEP_* env
 < these flags. Nothing is loaded until a command needs it, so `--help` works even when the
-configuration is broken.
+configuration is broken; nor imported: the settings, the client and the store load inside the
+functions below, so that `--help` never imports them (docs/cli.md, "Start-up time").
 """
 
 from __future__ import annotations
@@ -13,15 +14,19 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from ..client import Client
-from ..config import CONFIG_FILE_NAME, Settings, load_settings
 from ..errors import ConfigError, NotFound
 from ..printable import PrintableFormatter
 from ..redaction import RedactingFilter
 from ..store.deletion import in_result
+from .output import Output
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..config import Settings
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,7 @@ class GlobalOptions:
     storage: str | None = None
     settings: dict[str, str] = field(default_factory=dict)
     verbose: bool = False
+    output: Output = field(default_factory=Output)  # text, or JSON with the root's --json
 
     def overrides(self) -> dict[str, str]:
         """Flag-level settings: --set pairs, then the dedicated flags, which win over --set."""
@@ -58,7 +64,14 @@ def options(ctx: typer.Context) -> GlobalOptions:
     return root.obj if isinstance(root.obj, GlobalOptions) else GlobalOptions()
 
 
+def output(ctx: typer.Context, json_flag: bool = False) -> Output:
+    """The output the root chose, or JSON when the command's own --json flag is given."""
+    return Output(json=True) if json_flag else options(ctx).output
+
+
 def load(ctx: typer.Context) -> Settings:
+    from ..config import load_settings
+
     opts = options(ctx)
     return load_settings(opts.home, opts.overrides())
 
@@ -66,6 +79,8 @@ def load(ctx: typer.Context) -> Settings:
 def require_workspace(settings: Settings) -> None:
     """Refuse to conjure a workspace out of a typo: the embedded defaults put the database and
     data inside the home directory, so that home must have been set up by `tidekeep init`."""
+    from ..config import CONFIG_FILE_NAME
+
     uses_home = settings["metadata.url"] is None or settings["storage.uri"] is None
     if uses_home and not (settings.home / CONFIG_FILE_NAME).is_file():
         raise NotFound(f"no tidekeep workspace at {str(settings.home)!r} (no {CONFIG_FILE_NAME}); run "
@@ -93,6 +108,8 @@ def configure_logging(settings: Settings, verbose: bool) -> None:
 
 @contextlib.contextmanager
 def open_client(ctx: typer.Context) -> Iterator[Client]:
+    from ..client import Client
+
     settings = load(ctx)
     require_workspace(settings)
     configure_logging(settings, options(ctx).verbose)

@@ -13,14 +13,14 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import MAX_EVENT_SIZE
 from ..errors import EventTooLarge, InvalidInput
 from ..printable import printable
-from ..streams.model import segment_name
-from ..streams.reader import Event
 from .output import iso_utc
+
+if TYPE_CHECKING:
+    from ..streams.reader import Event
 
 KeyExtractor = Callable[[bytes], str | None]
 
@@ -95,6 +95,8 @@ class LineEvent:
 
 def parse_lines(lines: Iterable[bytes], key_of: KeyExtractor | None) -> Iterator[LineEvent]:
     """Events from input lines; a bad line raises InvalidInput naming its line number."""
+    from ..config import MAX_EVENT_SIZE
+
     for number, raw in enumerate(lines, start=1):
         payload = strip_line_end(raw)
         if len(payload) > MAX_EVENT_SIZE:
@@ -128,6 +130,8 @@ def decode_payload(record: dict[str, Any]) -> bytes:
 
 
 def event_record(event: Event) -> dict[str, Any]:
+    from ..streams.model import segment_name
+
     return {
         **payload_fields(event.payload),
         "routing_key": event.routing_key,

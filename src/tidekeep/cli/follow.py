@@ -14,11 +14,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..client import Client
-from ..streams.controller import SEALED
-from ..streams.cuts import StreamCut
-from ..streams.reader import Event
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..streams.cuts import StreamCut
+    from ..streams.reader import Event
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ def follow(client: Client, stream: str, start: StreamCut | str | None, options: 
            end_of_round: Callable[[], None] = lambda: None) -> Iterator[Event]:
     """Events from `start` (default: the head) on, for as long as the caller keeps iterating;
     `end_of_round` runs after each round that yielded events (the command flushes its output)."""
+    from ..streams.controller import SEALED
+
     position: StreamCut | str | None = start
     last_event_at = options.monotonic()
     while True:

@@ -28,5 +28,5 @@ def _option_value(self: core.TyperOption, ctx: Any) -> str | None:
 
 
 def use_metavars_in_help() -> None:
-    core.TyperArgument.display_type_rich = _argument_value  # type: ignore[method-assign,assignment]
-    core.TyperOption.display_type_rich = _option_value  # type: ignore[method-assign]
+    core.TyperArgument.display_type_rich = _argument_value  # type: ignore[method-assign, assignment]
+    core.TyperOption.display_type_rich = _option_value  # type: ignore[method-assign, assignment]

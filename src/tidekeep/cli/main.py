@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, NoReturn
 
-import sqlalchemy as sa
 import typer
 
 from ..errors import INTERRUPTED_EXIT, StoreUnavailable, TidekeepError
@@ -27,28 +26,23 @@ from ..redaction import redact
 from ..spark import session as spark_session
 from . import (
     admin,
-    archives_gc,
-    archives_ingest,
-    archives_search,
+    archives,
     audit,
-    catalog_job,
-    catalog_purge,
-    catalog_records,
-    catalog_rules,
+    catalog,
     config_show,
+    db,
     holds,
+    retention,
     rg,
     serve,
-    stream_data,
     streams,
-    subscribers,
     txn,
+    watermarks,
 )
-from . import retention as retention_cli
-from . import watermarks as watermarks_cli
 from .context import GlobalOptions, parse_set_options
 from .failures import describe
 from .help_format import use_metavars_in_help
+from .output import Output
 
 use_metavars_in_help()  # --help shows metavars, not <bool>/<str> (cli/help_format.py)
 app = typer.Typer(
@@ -60,55 +54,13 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-stream_app = typer.Typer(help="Create, scale, write, read and truncate streams.", no_args_is_help=True)
-audit_app = typer.Typer(help="The audit trail: every deletion, why, how much, by whom.", no_args_is_help=True)
-db_app = typer.Typer(help="The metadata database.", no_args_is_help=True)
-txn_app = typer.Typer(help="Transactions of transactional writers.", no_args_is_help=True)
-rg_app = typer.Typer(help="Reader groups: shared reading, positions and checkpoints.", no_args_is_help=True)
-retention_app = typer.Typer(help="Size and time retention: preview, run and history of cycles.",
-                            no_args_is_help=True)
-hold_app = typer.Typer(help="Legal holds: a held stream is never truncated; held catalog records are never deleted.",
-                       no_args_is_help=True)
-archives_app = typer.Typer(help="Log archives: ingest logs with Spark, search them, expire archives and results.",
-                            no_args_is_help=True)
-watermark_app = typer.Typer(help="Watermarks: writers' time marks and the watermarks readers' time windows come from.",
-                            no_args_is_help=True)
-catalog_app = typer.Typer(help="The catalog: meta records, retention rules, the retention job and purge.",
-                          no_args_is_help=True)
-config_app = typer.Typer(help="Settings: the effective values and where each came from.", no_args_is_help=True)
-
-streams.register(stream_app)
-stream_data.register(stream_app)
-retention_cli.register_policy(stream_app)
-retention_cli.register(retention_app)
-subscribers.register(retention_app)
-audit.register(audit_app)
-admin.register(app, db_app)
-txn.register(txn_app)
-rg.register(rg_app)
-rg.register_reset(rg_app)
-serve.register(app)
-holds.register(hold_app)
-catalog_records.register(catalog_app)
-catalog_rules.register(catalog_app)
-catalog_job.register(catalog_app)
-catalog_purge.register(catalog_app)
-archives_ingest.register(archives_app)
-archives_search.register(archives_app)
-archives_gc.register(archives_app)
-watermarks_cli.register(watermark_app)
-config_show.register(config_app)
-app.add_typer(stream_app, name="stream")
-app.add_typer(audit_app, name="audit")
-app.add_typer(db_app, name="db")
-app.add_typer(txn_app, name="txn")
-app.add_typer(rg_app, name="rg")
-app.add_typer(retention_app, name="retention")
-app.add_typer(hold_app, name="hold")
-app.add_typer(catalog_app, name="catalog")
-app.add_typer(archives_app, name="archives")
-app.add_typer(watermark_app, name="watermark")
-app.add_typer(config_app, name="config")
+app.command("init")(admin.init)
+app.command("sweep")(admin.sweep)
+app.command("serve")(serve.serve_command)
+for noun, noun_app in (("stream", streams.app), ("audit", audit.app), ("db", db.app), ("txn", txn.app),
+                       ("rg", rg.app), ("retention", retention.app), ("hold", holds.app), ("catalog", catalog.app),
+                       ("archives", archives.app), ("watermark", watermarks.app), ("config", config_show.app)):
+    app.add_typer(noun_app, name=noun)
 
 
 @app.callback()
@@ -127,12 +79,15 @@ def root(
         help="Show log messages at log.level on stderr, and the traceback of an internal error")] = False,
     debug: Annotated[bool, typer.Option(  # read by main() from the arguments: it must work before this runs
         "--debug", help="Show the traceback of an internal error")] = False,
+    json_output: Annotated[bool, typer.Option(
+        "--json", help="Print JSON instead of text, for every command (as each command's --json)")] = False,
 ) -> None:
     """Keep streaming and log data exactly as long as policy says.
 
     Settings: flags > TIDEKEEP_* environment > <home>/tidekeep.yaml > defaults.
     """
-    ctx.obj = GlobalOptions(home, metadata_url, storage, parse_set_options(settings or []), verbose)
+    ctx.obj = GlobalOptions(home, metadata_url, storage, parse_set_options(settings or []), verbose,
+                            Output(json=json_output))
 
 
 # root options that take a value, skipped when looking for --debug before the command
@@ -153,10 +108,6 @@ def run(application: typer.Typer, args: list[str]) -> None:
         application(args=args, prog_name="tidekeep")
     except TidekeepError as exc:
         _fail(str(exc), exc.exit_code)
-    except sa.exc.OperationalError as exc:
-        # the store is unreachable or refused us: an environment problem, reported, not a crash (the
-        # store's own calls raise StoreUnavailable; this catches any path that reaches it directly)
-        _fail(f"metadata store unavailable: {_first_line(exc.orig or exc)}", StoreUnavailable.exit_code)
     except KeyboardInterrupt:
         _interrupted()
     except SystemExit as exc:
@@ -164,6 +115,11 @@ def run(application: typer.Typer, args: list[str]) -> None:
             _interrupted()
         raise
     except Exception as exc:
+        if _is_store_refusal(exc):
+            # the store is unreachable or refused us: an environment problem, reported, not a crash (the
+            # store's own calls raise StoreUnavailable; this catches any path that reaches it directly)
+            _fail(f"metadata store unavailable: {_first_line(getattr(exc, 'orig', None) or exc)}",
+                  StoreUnavailable.exit_code)
         if debug:
             traceback.print_exc()
         _fail(*describe(exc))
@@ -208,6 +164,13 @@ def _fail(message: str, code: int) -> None:
     sys.stderr.write(f"error: {printable(redact(' '.join(message.split())))}\n")
     sys.stderr.flush()
     raise SystemExit(code)
+
+
+def _is_store_refusal(exc: Exception) -> bool:
+    """A SQLAlchemy OperationalError, checked without importing SQLAlchemy: a command that never
+    loaded it cannot have raised one, and `--help` must not pay for its import."""
+    sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")
+    return sqlalchemy_exc is not None and isinstance(exc, sqlalchemy_exc.OperationalError)
 
 
 def _first_line(exc: BaseException) -> str:

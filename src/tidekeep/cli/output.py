@@ -4,18 +4,22 @@ Text output is plain and never wrapped, so it stays greppable in pipes and CI lo
 output is the stable machine interface. Every human line goes through `emit` (or `emit_warning`),
 which escapes control characters (see printable.py): one call prints exactly one line, whatever
 text a user put into a name, reason or payload.
+
+`Output` is the one object a command prints its result through: text for people, or the JSON
+document instead. The root chooses it (`tidekeep --json ...`); a command's own `--json` flag asks for
+the JSON one too (context.output).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..printable import json_safe, printable
 from ..store.deletion import LEFT_FOR_SWEEP, FileLeft, describe_files_left
-from ..streams.model import segment_name
 from ..units import human_size, iso_utc  # noqa: F401 - iso_utc re-exported: every CLI module prints times with it
 
 
@@ -88,6 +92,8 @@ def head_positions_to_cut(stream: str, stored: str | None) -> str | None:
     """The compact cut form of a head stored in the audit table as {"<segment id>": offset}."""
     if stored is None:
         return None
+    from ..streams.model import segment_name
+
     positions: Mapping[str, int] = json.loads(stored)
     body = ",".join(f"{segment_name(int(seg))}={offset}" for seg, offset in sorted(positions.items(),
                                                                                    key=lambda kv: int(kv[0])))
@@ -109,3 +115,26 @@ def size_cell(n: int | str | None) -> str:
 def key_range(low: float, high: float) -> str:
     # repr keeps the exact float, so a range can be pasted back into `stream scale --range`
     return f"[{low!r}, {high!r})"
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where a command's result goes: lines of text, or one JSON document (`json`)."""
+
+    json: bool = False
+
+    def show(self, document: Any, text: str | Callable[[], None]) -> None:
+        """The result: `document` as JSON, or else `text`, one line or a function printing lines."""
+        if self.json:
+            emit_json(document)
+        elif isinstance(text, str):
+            emit(text)
+        else:
+            text()
+
+    def line(self, document: Any, text: str) -> None:
+        """One item of a stream of results: a JSON line, or a line of text."""
+        if self.json:
+            emit_json_line(document)
+        else:
+            emit(text)

@@ -1,23 +1,22 @@
-"""`tidekeep retention preview|run|history` and `tidekeep stream policy`: size/time retention."""
+"""`tidekeep retention preview|run|history|subscribers` (this module's `app`) and `tidekeep stream
+policy` (`policy`, a command of the stream app): size/time retention."""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..errors import InvalidInput
-from ..integers import INT64_MAX, INT64_MIN
 from ..streams.config import RetentionKind, RetentionPolicy, StreamConfig
-from ..streams.model import segment_name
-from ..streams.retention import RetentionDecision, RetentionRecord, SubscriberView
 from ..times import parse_time_ms
 from ..units import format_duration, format_size, parse_duration_ms
-from .context import open_client
+from . import subscribers
+from .context import open_client, output
+from .options import JsonFlag, StreamArgument, limit_option
 from .output import (
     emit,
-    emit_json,
     emit_table,
     fields,
     format_bytes,
@@ -27,8 +26,10 @@ from .output import (
     warn_files_left,
 )
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
-StreamName = Annotated[str, typer.Argument(metavar="STREAM", help="scope/stream")]
+if TYPE_CHECKING:
+    from ..streams.retention import RetentionDecision, RetentionRecord, SubscriberView
+
+app = typer.Typer(help="Size and time retention: preview, run and history of cycles.", no_args_is_help=True)
 
 
 def parse_limits(text: str, kind: RetentionKind) -> RetentionPolicy:
@@ -82,6 +83,8 @@ def _amount(decision: RetentionDecision, amount: int | None) -> str:
 
 
 def _cut_text(stream: str, positions: dict[int, int] | None) -> str:
+    from ..streams.model import segment_name
+
     if positions is None:
         return "none"
     return f"{stream}:" + ",".join(f"{segment_name(s)}={o}" for s, o in sorted(positions.items()))
@@ -110,13 +113,14 @@ def emit_subscribers(decision: RetentionDecision) -> None:
             ("case", "-" if decision.case is None else f"({decision.case})")])
 
 
-def emit_decision(decision: RetentionDecision, json_output: bool, dry_run: bool) -> None:
-    if json_output:
-        shown = decision.to_dict()
-        for view in shown.get("subscribers", []):  # the age the text shows, as of the decision's time
-            view["age_ms"] = None if view["updated_ms"] is None else decision.now_ms - view["updated_ms"]
-        emit_json(dict(shown, dry_run=dry_run))
-        return
+def decision_document(decision: RetentionDecision, dry_run: bool) -> dict[str, Any]:
+    shown = decision.to_dict()
+    for view in shown.get("subscribers", []):  # the age the text shows, as of the decision's time
+        view["age_ms"] = None if view["updated_ms"] is None else decision.now_ms - view["updated_ms"]
+    return dict(shown, dry_run=dry_run)
+
+
+def emit_decision(decision: RetentionDecision, dry_run: bool) -> None:
     policy = "none" if decision.policy is None else decision.policy.describe()
     fields([("stream", decision.stream), ("policy", policy), ("at", iso_utc(decision.now_ms)),
             ("stream holds", _amount(decision, decision.stream_amount))])
@@ -156,75 +160,78 @@ def _history_case(record: dict[str, Any]) -> str:
     return f"({consumption['case']}) allowed by {groups}"
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("preview")
-    def preview(
-        ctx: typer.Context,
-        stream: StreamName,
-        at: Annotated[str | None, typer.Option(
-            "--at", metavar="TIME", help="Decide as of TIME: +DURATION from now, ISO-8601 or epoch ms")] = None,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Dry run: the retention set with sizes and ages, Cmin, Cmax, the chosen cut, the bytes that
-        would be freed and the rule that chose it. Changes nothing."""
-        with open_client(ctx) as client:
-            now = None if at is None else parse_at(at, client.clock.now_ms())
-            decision = client.retention.preview(stream, now)
-        emit_decision(decision, json_output, dry_run=True)
-
-    @app.command("run")
-    def run(ctx: typer.Context, stream: StreamName, json_output: JsonFlag = False) -> None:
-        """Run one retention cycle now: record the tail if due, decide, truncate (audited), prune."""
-        with open_client(ctx) as client:
-            decision = client.retention.run(stream)
-        emit_decision(decision, json_output, dry_run=False)
-        warn_files_left(decision.files_left)
-
-    @app.command("history")
-    def history(
-        ctx: typer.Context,
-        stream: StreamName,
-        limit: Annotated[int, typer.Option("--limit", metavar="N", min=INT64_MIN, max=INT64_MAX,
-                                           help="At most N entries")] = 50,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Past truncations of STREAM (by retention and by hand), newest first, from the audit table."""
-        with open_client(ctx) as client:
-            entries = [history_record(e) for e in client.retention.history(stream, limit)]
-        if json_output:
-            emit_json(entries)
-        elif not entries:
-            emit(f"no truncations of {stream}")
-        else:
-            emit_table(["TIME", "FREED", "NEW HEAD", "CONSUMPTION", "REASON"],
-                       [[e["time"], size_cell(e["bytes_freed"]), e["new_head"], _history_case(e), e["reason"]]
-                        for e in entries])
+def emit_history(stream: str, entries: list[dict[str, Any]]) -> None:
+    if not entries:
+        emit(f"no truncations of {stream}")
+        return
+    emit_table(["TIME", "FREED", "NEW HEAD", "CONSUMPTION", "REASON"],
+               [[e["time"], size_cell(e["bytes_freed"]), e["new_head"], _history_case(e), e["reason"]]
+                for e in entries])
 
 
-def register_policy(stream_app: typer.Typer) -> None:
-    @stream_app.command("policy")
-    def policy(
-        ctx: typer.Context,
-        name: Annotated[str, typer.Argument(metavar="NAME", help="scope/stream")],
-        size: Annotated[str | None, typer.Option("--size", metavar="MIN[:MAX]",
-                                                 help="Keep MIN to MAX bytes, e.g. 20GB:100GB")] = None,
-        time: Annotated[str | None, typer.Option("--time", metavar="MIN[:MAX]",
-                                                 help="Keep data MIN to MAX long, e.g. 7d:30d")] = None,
-        none: Annotated[bool, typer.Option("--none", help="Remove the policy: retention stops")] = False,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Set or remove a stream's size or time retention policy."""
-        if size is None and time is None and not none:
-            raise InvalidInput("give one of --size MIN[:MAX], --time MIN[:MAX] or --none")
-        new_policy = policy_from_options(size, time, none)
-        with open_client(ctx) as client:
-            config = client.stream_state(name).info.config
-            info = client.update_stream(name, StreamConfig(
-                segments=config.segments, retention=new_policy,
-                timestamp_aggregation_timeout=config.timestamp_aggregation_timeout_ms))
-        text = "none" if info.config.retention is None else info.config.retention.describe()
-        if json_output:
-            emit_json({"stream": name, "retention": None if new_policy is None else new_policy.to_dict(),
-                       "retention_text": text})
-        else:
-            emit(f"{name}: retention {text}")
+@app.command("preview")
+def preview(
+    ctx: typer.Context,
+    stream: StreamArgument,
+    at: Annotated[str | None, typer.Option(
+        "--at", metavar="TIME", help="Decide as of TIME: +DURATION from now, ISO-8601 or epoch ms")] = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """Dry run: the retention set with sizes and ages, Cmin, Cmax, the chosen cut, the bytes that
+    would be freed and the rule that chose it. Changes nothing."""
+    with open_client(ctx) as client:
+        now = None if at is None else parse_at(at, client.clock.now_ms())
+        decision = client.retention.preview(stream, now)
+    output(ctx, json_output).show(decision_document(decision, dry_run=True),
+                                  lambda: emit_decision(decision, dry_run=True))
+
+
+@app.command("run")
+def run(ctx: typer.Context, stream: StreamArgument, json_output: JsonFlag = False) -> None:
+    """Run one retention cycle now: record the tail if due, decide, truncate (audited), prune."""
+    with open_client(ctx) as client:
+        decision = client.retention.run(stream)
+    output(ctx, json_output).show(decision_document(decision, dry_run=False),
+                                  lambda: emit_decision(decision, dry_run=False))
+    warn_files_left(decision.files_left)
+
+
+@app.command("history")
+def history(
+    ctx: typer.Context,
+    stream: StreamArgument,
+    limit: Annotated[int, limit_option("At most N entries")] = 50,
+    json_output: JsonFlag = False,
+) -> None:
+    """Past truncations of STREAM (by retention and by hand), newest first, from the audit table."""
+    with open_client(ctx) as client:
+        entries = [history_record(e) for e in client.retention.history(stream, limit)]
+    output(ctx, json_output).show(entries, lambda: emit_history(stream, entries))
+
+
+app.command("subscribers")(subscribers.subscribers)
+
+
+def policy(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="scope/stream")],
+    size: Annotated[str | None, typer.Option("--size", metavar="MIN[:MAX]",
+                                             help="Keep MIN to MAX bytes, e.g. 20GB:100GB")] = None,
+    time: Annotated[str | None, typer.Option("--time", metavar="MIN[:MAX]",
+                                             help="Keep data MIN to MAX long, e.g. 7d:30d")] = None,
+    none: Annotated[bool, typer.Option("--none", help="Remove the policy: retention stops")] = False,
+    json_output: JsonFlag = False,
+) -> None:
+    """Set or remove a stream's size or time retention policy."""
+    if size is None and time is None and not none:
+        raise InvalidInput("give one of --size MIN[:MAX], --time MIN[:MAX] or --none")
+    new_policy = policy_from_options(size, time, none)
+    with open_client(ctx) as client:
+        config = client.stream_state(name).info.config
+        info = client.update_stream(name, StreamConfig(
+            segments=config.segments, retention=new_policy,
+            timestamp_aggregation_timeout=config.timestamp_aggregation_timeout_ms))
+    text = "none" if info.config.retention is None else info.config.retention.describe()
+    output(ctx, json_output).show(
+        {"stream": name, "retention": None if new_policy is None else new_policy.to_dict(), "retention_text": text},
+        f"{name}: retention {text}")

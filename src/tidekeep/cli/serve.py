@@ -1,4 +1,5 @@
-"""`tidekeep serve`: the controller service (retention cycles, the orphan-chunk sweep, leases)."""
+"""`tidekeep serve`: the controller service (retention cycles, the orphan-chunk sweep, leases). A
+command of the root app (main.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..client import Client
 from ..errors import InvalidInput
-from ..service.server import ServeOptions, configure_service_logging, serve
 from ..units import parse_duration_ms
 from .context import load, require_workspace
 
@@ -25,53 +24,54 @@ def _duration(flag: str, value: str | None, default_ms: int) -> int:
     return result
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("serve")
-    def serve_command(
-        ctx: typer.Context,
-        once: Annotated[bool, typer.Option("--once", help="Run one pass over the streams, then exit")] = False,
-        frequency: Annotated[str | None, typer.Option(
-            "--frequency", metavar="D", help="Space runs of a stream by this, from the end of its last run "
-            "[default: retention.frequency]")] = None,
-        lease_ttl: Annotated[str | None, typer.Option(
-            "--lease-ttl", metavar="D", help="Leases not renewed for this long are taken over [default: 30s]")] = None,
-        sweep_every: Annotated[str | None, typer.Option(
-            "--sweep-every", metavar="D", help="Run the orphan-chunk sweep this often [default: 1h]")] = None,
-        json_logs: Annotated[bool, typer.Option("--json-logs", help="Log JSON lines instead of text")] = False,
-        no_catalog: Annotated[bool, typer.Option(
-            "--no-catalog", help="Do not run the catalog job and purge on catalog.schedule")] = False,
-        no_archives: Annotated[bool, typer.Option(
-            "--no-archives", help="Do not run the archive and search-result garbage collectors")] = False,
-        watermark_frequency: Annotated[str | None, typer.Option(
-            "--watermark-frequency", metavar="D",
-            help="Compute the watermarks of streams with recent writer marks this often "
-                 "[default: watermark.frequency]")] = None,
-        no_watermarks: Annotated[bool, typer.Option(
-            "--no-watermarks", help="Do not compute watermarks")] = False,
-    ) -> None:
-        """Run the controller service: retention cycles for every stream with a policy, the sweep,
-        the catalog job then the purge on catalog.schedule (cron, UTC; default daily at 00:00), and
-        the archive and search-result garbage collectors on garbage_collector.sweep_interval (those
-        whose retention period is set), and the watermarks of streams whose writers note time, every
-        watermark.frequency (default 1s) by the owner of the stream's lease.
+def serve_command(
+    ctx: typer.Context,
+    once: Annotated[bool, typer.Option("--once", help="Run one pass over the streams, then exit")] = False,
+    frequency: Annotated[str | None, typer.Option(
+        "--frequency", metavar="D", help="Space runs of a stream by this, from the end of its last run "
+        "[default: retention.frequency]")] = None,
+    lease_ttl: Annotated[str | None, typer.Option(
+        "--lease-ttl", metavar="D", help="Leases not renewed for this long are taken over [default: 30s]")] = None,
+    sweep_every: Annotated[str | None, typer.Option(
+        "--sweep-every", metavar="D", help="Run the orphan-chunk sweep this often [default: 1h]")] = None,
+    json_logs: Annotated[bool, typer.Option("--json-logs", help="Log JSON lines instead of text")] = False,
+    no_catalog: Annotated[bool, typer.Option(
+        "--no-catalog", help="Do not run the catalog job and purge on catalog.schedule")] = False,
+    no_archives: Annotated[bool, typer.Option(
+        "--no-archives", help="Do not run the archive and search-result garbage collectors")] = False,
+    watermark_frequency: Annotated[str | None, typer.Option(
+        "--watermark-frequency", metavar="D",
+        help="Compute the watermarks of streams with recent writer marks this often "
+             "[default: watermark.frequency]")] = None,
+    no_watermarks: Annotated[bool, typer.Option(
+        "--no-watermarks", help="Do not compute watermarks")] = False,
+) -> None:
+    """Run the controller service: retention cycles for every stream with a policy, the sweep,
+    the catalog job then the purge on catalog.schedule (cron, UTC; default daily at 00:00), and
+    the archive and search-result garbage collectors on garbage_collector.sweep_interval (those
+    whose retention period is set), and the watermarks of streams whose writers note time, every
+    watermark.frequency (default 1s) by the owner of the stream's lease.
 
-        Several processes on one PostgreSQL store divide the streams through leases. SIGTERM or
-        SIGINT finishes the current stream, releases the leases and exits 0. Logs go to stderr.
-        """
-        settings = load(ctx)
-        require_workspace(settings)
-        # checked even with --no-watermarks: a bad flag is an error whatever else is given
-        watermark_every = _duration("--watermark-frequency", watermark_frequency, settings["watermark.frequency"])
-        options = ServeOptions(
-            frequency_ms=_duration("--frequency", frequency, settings["retention.frequency"]),
-            lease_ttl_ms=_duration("--lease-ttl", lease_ttl, 30_000),
-            sweep_every_ms=_duration("--sweep-every", sweep_every, 3_600_000),
-            once=once, json_logs=json_logs, catalog=not no_catalog, archives=not no_archives,
-            watermark_every_ms=None if no_watermarks else watermark_every)
-        configure_service_logging(settings["log.level"], json_logs)
-        client = Client(settings)
-        try:
-            code = serve(client, options)
-        finally:
-            client.close()
-        raise typer.Exit(code)
+    Several processes on one PostgreSQL store divide the streams through leases. SIGTERM or
+    SIGINT finishes the current stream, releases the leases and exits 0. Logs go to stderr.
+    """
+    from ..client import Client
+    from ..service.server import ServeOptions, configure_service_logging, serve
+
+    settings = load(ctx)
+    require_workspace(settings)
+    # checked even with --no-watermarks: a bad flag is an error whatever else is given
+    watermark_every = _duration("--watermark-frequency", watermark_frequency, settings["watermark.frequency"])
+    options = ServeOptions(
+        frequency_ms=_duration("--frequency", frequency, settings["retention.frequency"]),
+        lease_ttl_ms=_duration("--lease-ttl", lease_ttl, 30_000),
+        sweep_every_ms=_duration("--sweep-every", sweep_every, 3_600_000),
+        once=once, json_logs=json_logs, catalog=not no_catalog, archives=not no_archives,
+        watermark_every_ms=None if no_watermarks else watermark_every)
+    configure_service_logging(settings["log.level"], json_logs)
+    client = Client(settings)
+    try:
+        code = serve(client, options)
+    finally:
+        client.close()
+    raise typer.Exit(code)

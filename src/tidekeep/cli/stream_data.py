@@ -14,19 +14,21 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
-from typing import IO, Annotated
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..errors import InvalidInput, NotFound, StreamSealed
-from ..integers import INT64_MAX, INT64_MIN
-from ..streams.controller import SEALED
 from ..units import parse_duration_ms
-from .context import open_client
+from .context import open_client, output
 from .events import KeyExtractor, event_record, event_text, field_key, json_key, parse_lines
 from .follow import FollowOptions, follow
-from .output import emit, emit_json, emit_json_line
-from .streams import StreamName, cut_argument
+from .options import StreamName, int_option
+from .output import Output
+
+if TYPE_CHECKING:
+    from ..client import Client
+    from ..streams.cuts import StreamCut
 
 SPOOL_IN_MEMORY_BYTES = 64 * 1024 * 1024
 
@@ -74,109 +76,126 @@ def _progress(total: int, enabled: bool):  # type: ignore[no-untyped-def]
                     console=Console(stderr=True), transient=True)
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("write")
-    def write(
-        ctx: typer.Context,
-        name: StreamName,
-        source: Annotated[str | None, typer.Argument(
-            metavar="[FILE|-]", help="Lines to write, one event per line [default: standard input]")] = None,
-        key_field: Annotated[int | None, typer.Option(
-            "--key-field", metavar="N", min=INT64_MIN, max=INT64_MAX,
-            help="Routing key = field N (from 1) of each line, split by --delimiter",
-        )] = None,
-        key_json: Annotated[str | None, typer.Option(
-            "--key-json", metavar="FIELD", help="Routing key = this top-level field of each JSON-object line")] = None,
-        delimiter: Annotated[str | None, typer.Option(
-            "--delimiter", metavar="TEXT", help="Field delimiter for --key-field [default: ',']")] = None,
-        writer_id: Annotated[str | None, typer.Option(
-            "--writer-id", metavar="ID", help="Writer id [default: a fresh cli-<random> id]")] = None,
-        json_output: Annotated[bool, typer.Option("--json", help="Print a JSON summary")] = False,
-    ) -> None:
-        """Append one event per input line; events without a key field go to a random segment."""
-        key_of = key_extractor(key_field, key_json, delimiter)
-        writer_name = writer_id if writer_id is not None else f"cli-{uuid.uuid4().hex[:12]}"
-        with open_client(ctx) as client:
-            if client.stream_state(name).info.state == SEALED:
-                raise StreamSealed(f"stream {name!r} is sealed and takes no more writes")
-            with open_input(source) as stream_in:
-                count = payload_bytes = 0
-                for event in parse_lines(stream_in, key_of):  # check everything before writing anything
-                    count += 1
-                    payload_bytes += len(event.payload)
-                stream_in.seek(0)
-                # opened only now: opening takes the writer id's next epoch, a change bad input must not make;
-                # the CLI knows where its input ends, so it flushes by size and at the end: no linger timer
-                writer = client.writer(name, writer_name, linger=0)
-                show_bar = source not in (None, "-") and not json_output and sys.stderr.isatty()
-                with writer, _progress(count, show_bar) as progress:
-                    task = None if progress is None else progress.add_task("write", total=count)
-                    for done, event in enumerate(parse_lines(stream_in, key_of), start=1):
-                        writer.write(event.payload, event.routing_key)
-                        if progress is not None and done % 1000 == 0:
-                            progress.update(task, completed=done)
-        if json_output:
-            emit_json({"stream": name, "events": count, "payload_bytes": payload_bytes,
-                       "logical_bytes": payload_bytes + 8 * count, "writer_id": writer_name})
-        else:
-            emit(f"wrote {count} events to {name}")
+def cut_argument(client: Client, stream: str, text: str) -> StreamCut | str:
+    """A cut given on the command line: "head", "tail", or a cut in compact or JSON form (the
+    client validates it against the stream)."""
+    keyword = text.strip().lower()
+    if keyword == "head":
+        return client.head_cut(stream)
+    if keyword == "tail":
+        return client.tail_cut(stream)
+    return text
 
-    @app.command("read")
-    def read(
-        ctx: typer.Context,
-        name: StreamName,
-        from_cut: Annotated[str | None, typer.Option(
-            "--from", metavar="CUT", help="Start cut: 'head', 'tail', compact or JSON form [default: head]")] = None,
-        to_cut: Annotated[str | None, typer.Option(
-            "--to", metavar="CUT", help="End cut (exclusive) [default: the tail now]")] = None,
-        limit: Annotated[int | None, typer.Option("--limit", metavar="N", min=INT64_MIN, max=INT64_MAX,
-                                                  help="Stop after N events")] = None,
-        json_output: Annotated[bool, typer.Option(
-            "--json", help="One JSON object per event: payload, routing key, segment, offset, ...")] = False,
-        follow_: Annotated[bool, typer.Option(
-            "--follow", "-f", help="Keep reading new events as they are written, until Ctrl-C, --limit, "
-            "--idle-timeout or the stream is sealed")] = False,
-        poll_interval: Annotated[str, typer.Option(
-            "--poll-interval", metavar="DURATION", help="With --follow: how often to look for new events")] = "500ms",
-        idle_timeout: Annotated[str | None, typer.Option(
-            "--idle-timeout", metavar="DURATION",
-            help="With --follow: stop (exit 0) when no new event arrives for this long [default: never]")] = None,
-    ) -> None:
-        """Print events between two cuts, per routing key in write order; payloads as UTF-8 text."""
-        if limit is not None and limit < 0:
-            raise InvalidInput(f"invalid --limit {limit}: must be 0 or more")
-        options = follow_options(follow_, to_cut, poll_interval, idle_timeout)
-        out = sys.stdout.buffer
-        with open_client(ctx) as client:
-            start = None if from_cut is None else cut_argument(client, name, from_cut)
-            end = None if to_cut is None else cut_argument(client, name, to_cut)
-            events = (client.read(name, start, end) if options is None
-                      else follow(client, name, start, options, end_of_round=out.flush))
-            printed = 0
-            try:
-                # the limit is checked after each event, not before the next: a follow must not wait
-                # for an event it will not print
-                for event in events if limit != 0 else ():
-                    if json_output:
-                        emit_json_line(event_record(event))
-                    else:
-                        out.write(event_text(event))
-                    printed += 1
-                    if limit is not None and printed >= limit:
-                        break
+
+def write(
+    ctx: typer.Context,
+    name: StreamName,
+    source: Annotated[str | None, typer.Argument(
+        metavar="[FILE|-]", help="Lines to write, one event per line [default: standard input]")] = None,
+    key_field: Annotated[int | None, int_option(
+        "--key-field", help="Routing key = field N (from 1) of each line, split by --delimiter")] = None,
+    key_json: Annotated[str | None, typer.Option(
+        "--key-json", metavar="FIELD", help="Routing key = this top-level field of each JSON-object line")] = None,
+    delimiter: Annotated[str | None, typer.Option(
+        "--delimiter", metavar="TEXT", help="Field delimiter for --key-field [default: ',']")] = None,
+    writer_id: Annotated[str | None, typer.Option(
+        "--writer-id", metavar="ID", help="Writer id [default: a fresh cli-<random> id]")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print a JSON summary")] = False,
+) -> None:
+    """Append one event per input line; events without a key field go to a random segment."""
+    from ..streams.controller import SEALED
+
+    key_of = key_extractor(key_field, key_json, delimiter)
+    writer_name = writer_id if writer_id is not None else f"cli-{uuid.uuid4().hex[:12]}"
+    out = output(ctx, json_output)
+    with open_client(ctx) as client:
+        if client.stream_state(name).info.state == SEALED:
+            raise StreamSealed(f"stream {name!r} is sealed and takes no more writes")
+        with open_input(source) as stream_in:
+            count = payload_bytes = 0
+            for event in parse_lines(stream_in, key_of):  # check everything before writing anything
+                count += 1
+                payload_bytes += len(event.payload)
+            stream_in.seek(0)
+            show_bar = source not in (None, "-") and not out.json and sys.stderr.isatty()
+            write_lines(client, name, writer_name, stream_in, key_of, count, show_bar)
+    out.show({"stream": name, "events": count, "payload_bytes": payload_bytes,
+              "logical_bytes": payload_bytes + 8 * count, "writer_id": writer_name},
+             f"wrote {count} events to {name}")
+
+
+def write_lines(client: Client, name: str, writer_name: str, stream_in: IO[bytes], key_of: KeyExtractor | None,
+                count: int, show_bar: bool) -> None:
+    """Write the `count` (checked) lines of `stream_in` as events; a bar, if shown, moves every 1000."""
+    # opened only now: opening takes the writer id's next epoch, a change bad input must not make;
+    # the CLI knows where its input ends, so it flushes by size and at the end: no linger timer
+    writer = client.writer(name, writer_name, linger=0)
+    with writer, _progress(count, show_bar) as progress:
+        task = None if progress is None else progress.add_task("write", total=count)
+        for done, event in enumerate(parse_lines(stream_in, key_of), start=1):
+            writer.write(event.payload, event.routing_key)
+            if progress is not None and done % 1000 == 0:
+                progress.update(task, completed=done)
+
+
+def read(
+    ctx: typer.Context,
+    name: StreamName,
+    from_cut: Annotated[str | None, typer.Option(
+        "--from", metavar="CUT", help="Start cut: 'head', 'tail', compact or JSON form [default: head]")] = None,
+    to_cut: Annotated[str | None, typer.Option(
+        "--to", metavar="CUT", help="End cut (exclusive) [default: the tail now]")] = None,
+    limit: Annotated[int | None, int_option("--limit", help="Stop after N events")] = None,
+    json_output: Annotated[bool, typer.Option(
+        "--json", help="One JSON object per event: payload, routing key, segment, offset, ...")] = False,
+    follow_: Annotated[bool, typer.Option(
+        "--follow", "-f", help="Keep reading new events as they are written, until Ctrl-C, --limit, "
+        "--idle-timeout or the stream is sealed")] = False,
+    poll_interval: Annotated[str, typer.Option(
+        "--poll-interval", metavar="DURATION", help="With --follow: how often to look for new events")] = "500ms",
+    idle_timeout: Annotated[str | None, typer.Option(
+        "--idle-timeout", metavar="DURATION",
+        help="With --follow: stop (exit 0) when no new event arrives for this long [default: never]")] = None,
+) -> None:
+    """Print events between two cuts, per routing key in write order; payloads as UTF-8 text."""
+    if limit is not None and limit < 0:
+        raise InvalidInput(f"invalid --limit {limit}: must be 0 or more")
+    options = follow_options(follow_, to_cut, poll_interval, idle_timeout)
+    out = sys.stdout.buffer
+    with open_client(ctx) as client:
+        start = None if from_cut is None else cut_argument(client, name, from_cut)
+        end = None if to_cut is None else cut_argument(client, name, to_cut)
+        events = (client.read(name, start, end) if options is None
+                  else follow(client, name, start, options, end_of_round=out.flush))
+        try:
+            print_events(events, limit, output(ctx, json_output))
+        except BrokenPipeError:
+            # the reader went away (`| head`): stop quietly, like other Unix filters
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except KeyboardInterrupt:
+            # Ctrl-C is how a follow ends: what was read is printed first, then the CLI's one
+            # "interrupted" line and exit code 130, as for any command (docs/cli.md)
+            if options is None:
+                raise
+            with contextlib.suppress(BrokenPipeError):
                 out.flush()
-            except BrokenPipeError:
-                # the reader went away (`| head`): stop quietly, like other Unix filters
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stdout.fileno())
-            except KeyboardInterrupt:
-                # Ctrl-C is how a follow ends: what was read is printed first, then the CLI's one
-                # "interrupted" line and exit code 130, as for any command (docs/cli.md)
-                if options is None:
-                    raise
-                with contextlib.suppress(BrokenPipeError):
-                    out.flush()
-                raise typer.Exit(130) from None
+            raise typer.Exit(130) from None
+
+
+def print_events(events: Any, limit: int | None, shown: Output) -> None:
+    """Each event as a line (its payload, or a JSON object with --json), up to `limit`, then flush."""
+    out = sys.stdout.buffer
+    # the limit is checked after each event, not before the next: a follow must not wait for an
+    # event it will not print
+    for printed, event in enumerate(events if limit != 0 else (), start=1):
+        if shown.json:
+            shown.line(event_record(event), "")
+        else:
+            out.write(event_text(event))
+        if limit is not None and printed >= limit:
+            break
+    out.flush()
 
 
 def follow_options(enabled: bool, to_cut: str | None, poll_interval: str,

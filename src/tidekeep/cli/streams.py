@@ -1,39 +1,30 @@
-"""`tidekeep stream ...`: lifecycle, scaling, cuts and truncation. Data in and out is in stream_data.py."""
+"""`tidekeep stream ...`: lifecycle, scaling, cuts and truncation. Data in and out is in stream_data.py,
+the retention policy in retention.py; all are commands of this module's `app`."""
 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..client import Client, parse_segment
 from ..errors import InvalidInput
-from ..integers import INT64_MAX, INT64_MIN
-from ..store.deletion import files_left_json
-from ..streams.config import StreamConfig
-from ..streams.controller import SEALED, StreamInfo
-from ..streams.cuts import StreamCut
-from ..streams.model import Segment, segment_name
 from ..units import format_duration
-from .context import open_client
-from .output import emit, emit_json, emit_table, fields, format_bytes, iso_utc, key_range, warn_files_left
+from . import retention, stream_data
+from .context import open_client, output
+from .options import JsonFlag, StreamName, int_option
+from .output import emit, emit_table, fields, format_bytes, iso_utc, key_range, warn_files_left
+from .stream_data import cut_argument
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
-StreamName = Annotated[str, typer.Argument(metavar="NAME", help="scope/stream")]
+if TYPE_CHECKING:
+    from ..streams.controller import StreamInfo
+    from ..streams.model import Segment
+
+__all__ = ["app", "cut_argument", "parse_range"]
+
+app = typer.Typer(help="Create, scale, write, read and truncate streams.", no_args_is_help=True)
 
 NO_RETENTION = "none: data is kept until truncated by hand"
-
-
-def cut_argument(client: Client, stream: str, text: str) -> StreamCut | str:
-    """A cut given on the command line: "head", "tail", or a cut in compact or JSON form (the
-    client validates it against the stream)."""
-    keyword = text.strip().lower()
-    if keyword == "head":
-        return client.head_cut(stream)
-    if keyword == "tail":
-        return client.tail_cut(stream)
-    return text
 
 
 def parse_range(text: str) -> tuple[float, float]:
@@ -51,30 +42,36 @@ def parse_range(text: str) -> tuple[float, float]:
 
 
 def info_record(info: StreamInfo) -> dict[str, Any]:
-    retention = info.config.retention
+    policy = info.config.retention
     return {
         "name": info.name,
         "state": info.state,
         "current_epoch": info.current_epoch,
         "created": iso_utc(info.created_ms),
         "created_ms": info.created_ms,
-        "retention": None if retention is None else retention.describe(),
+        "retention": None if policy is None else policy.describe(),
         "timestamp_aggregation_timeout_ms": info.config.timestamp_aggregation_timeout_ms,
     }
 
 
 def segment_record(segment: Segment) -> dict[str, Any]:
+    from ..streams.model import segment_name
+
     return {"segment": segment_name(segment.id), "epoch": segment.epoch,
             "key_range": [segment.key_low, segment.key_high]}
 
 
-def emit_scaled(stream: str, sealed: list[str], new_segments: list[Segment], json_output: bool) -> None:
-    if json_output:
-        emit_json({"stream": stream, "sealed": sealed, "epoch": new_segments[0].epoch,
-                   "new_segments": [segment_record(s) for s in new_segments]})
-        return
+def emit_scaled(ctx: typer.Context, stream: str, sealed: list[str | int], new_segments: list[Segment],
+                json_output: bool) -> None:
+    from ..client import parse_segment
+    from ..streams.model import segment_name
+
+    sealed_names = [segment_name(parse_segment(s)) for s in sealed]
     added = ", ".join(f"{segment_name(s.id)} {key_range(s.key_low, s.key_high)}" for s in new_segments)
-    emit(f"scaled {stream} to epoch {new_segments[0].epoch}: sealed {', '.join(sealed)}; new segments {added}")
+    output(ctx, json_output).show(
+        {"stream": stream, "sealed": sealed_names, "epoch": new_segments[0].epoch,
+         "new_segments": [segment_record(s) for s in new_segments]},
+        f"scaled {stream} to epoch {new_segments[0].epoch}: sealed {', '.join(sealed_names)}; new segments {added}")
 
 
 def emit_description(d: dict[str, Any]) -> None:
@@ -99,172 +96,191 @@ def emit_description(d: dict[str, Any]) -> None:
                  "sealed" if s["sealed"] else "active"] for s in d["segments"]], indent="  ")
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("create")
-    def create(
-        ctx: typer.Context,
-        name: StreamName,
-        segments: Annotated[int, typer.Option("--segments", metavar="N", min=INT64_MIN, max=INT64_MAX,
-                                              help="Initial segment count")] = 1,
-        retention_size: Annotated[str | None, typer.Option(
-            "--retention-size", metavar="MIN[:MAX]", help="Size retention policy, e.g. 20GB:100GB")] = None,
-        retention_time: Annotated[str | None, typer.Option(
-            "--retention-time", metavar="MIN[:MAX]", help="Time retention policy, e.g. 7d:30d")] = None,
-        aggregation_timeout: Annotated[str, typer.Option(
-            "--timestamp-aggregation-timeout", metavar="D",
-            help="A writer that has not noted past the last watermark for this long stops holding "
-                 "watermarks back")] = "60s",
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Create a stream (and its scope, if new) with N segments splitting the key space evenly."""
-        from .retention import policy_from_options
+def emit_stream_list(infos: list[StreamInfo], scope: str | None) -> None:
+    if not infos:
+        emit("no streams" + (f" in scope {scope}" if scope else ""))
+        return
+    emit_table(["NAME", "STATE", "EPOCH", "CREATED", "RETENTION"],
+               [[i.name, i.state, i.current_epoch, iso_utc(i.created_ms),
+                 "none" if i.config.retention is None else i.config.retention.describe()] for i in infos])
 
-        config = StreamConfig(segments=segments, retention=policy_from_options(retention_size, retention_time),
-                              timestamp_aggregation_timeout=aggregation_timeout)
-        with open_client(ctx) as client:
-            info = client.create_stream(name, config)
-            described = client.describe_stream(name)
-        if json_output:
-            emit_json({**info_record(info), "segments": [
-                {"segment": s["segment"], "key_range": s["key_range"]} for s in described["segments"]]})
-            return
-        listed = ", ".join(f"{s['segment']} {key_range(*s['key_range'])}" for s in described["segments"])
-        emit(f"created stream {name} with {segments} segment(s): {listed}")
 
-    @app.command("list")
-    def list_streams(
-        ctx: typer.Context,
-        scope: Annotated[str | None, typer.Option("--scope", metavar="SCOPE", help="Only this scope")] = None,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """List streams, by scope and name."""
-        with open_client(ctx) as client:
-            infos = client.list_streams(scope)
-        if json_output:
-            emit_json([info_record(i) for i in infos])
-        elif not infos:
-            emit("no streams" + (f" in scope {scope}" if scope else ""))
-        else:
-            emit_table(["NAME", "STATE", "EPOCH", "CREATED", "RETENTION"],
-                       [[i.name, i.state, i.current_epoch, iso_utc(i.created_ms),
-                         "none" if i.config.retention is None else i.config.retention.describe()] for i in infos])
+def emit_truncated(name: str, result: Any) -> None:
+    if result.bytes_freed == 0 and result.old_head == result.new_head:
+        emit(f"{name}: the head is already at {result.new_head}; nothing truncated")
+        return
+    deleted = result.chunks_deleted - len(result.files_left)
+    fields([("truncated", name), ("old head", str(result.old_head)), ("new head", str(result.new_head)),
+            ("freed", f"{format_bytes(result.bytes_freed)} ({deleted} chunk files deleted)")])
 
-    @app.command("describe")
-    def describe(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
-        """Epochs, segments with key ranges and offsets, head and tail cuts, size, retention."""
-        with open_client(ctx) as client:
-            described = client.describe_stream(name)
-        if json_output:
-            emit_json(described)
-        else:
-            emit_description(described)
 
-    @app.command("scale")
-    def scale(
-        ctx: typer.Context,
-        name: StreamName,
-        seal: Annotated[list[str] | None, typer.Option(
-            "--seal", metavar="SEGMENT", help="An active segment to seal, e.g. 0.1 (repeatable)")] = None,
-        ranges: Annotated[list[str] | None, typer.Option(
-            "--range", metavar="LO:HI",
-            help="A new segment's key range; together they must exactly cover the sealed ones (repeatable)")] = None,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Seal adjacent segments and replace them with new ones over the same key range (a new epoch)."""
-        new_ranges = [parse_range(r) for r in ranges or []]
-        with open_client(ctx) as client:
-            created = client.scale(name, list(seal or []), new_ranges)
-        emit_scaled(name, [segment_name(parse_segment(s)) for s in seal or []], created, json_output)
+@app.command("create")
+def create(
+    ctx: typer.Context,
+    name: StreamName,
+    segments: Annotated[int, int_option("--segments", help="Initial segment count")] = 1,
+    retention_size: Annotated[str | None, typer.Option(
+        "--retention-size", metavar="MIN[:MAX]", help="Size retention policy, e.g. 20GB:100GB")] = None,
+    retention_time: Annotated[str | None, typer.Option(
+        "--retention-time", metavar="MIN[:MAX]", help="Time retention policy, e.g. 7d:30d")] = None,
+    aggregation_timeout: Annotated[str, typer.Option(
+        "--timestamp-aggregation-timeout", metavar="D",
+        help="A writer that has not noted past the last watermark for this long stops holding "
+             "watermarks back")] = "60s",
+    json_output: JsonFlag = False,
+) -> None:
+    """Create a stream (and its scope, if new) with N segments splitting the key space evenly."""
+    from ..streams.config import StreamConfig
 
-    @app.command("split")
-    def split(
-        ctx: typer.Context,
-        name: StreamName,
-        segment: Annotated[str, typer.Argument(metavar="SEGMENT", help="An active segment, e.g. 0.1")],
-        parts: Annotated[int, typer.Option("--parts", metavar="N", min=INT64_MIN, max=INT64_MAX,
-                                           help="Into how many equal key ranges")] = 2,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Scale shortcut: split one segment into N equal key ranges."""
-        with open_client(ctx) as client:
-            created = client.split(name, segment, parts)
-        emit_scaled(name, [segment_name(parse_segment(segment))], created, json_output)
+    config = StreamConfig(segments=segments, retention=retention.policy_from_options(retention_size, retention_time),
+                          timestamp_aggregation_timeout=aggregation_timeout)
+    with open_client(ctx) as client:
+        info = client.create_stream(name, config)
+        described = client.describe_stream(name)
+    listed = ", ".join(f"{s['segment']} {key_range(*s['key_range'])}" for s in described["segments"])
+    output(ctx, json_output).show(
+        {**info_record(info), "segments": [
+            {"segment": s["segment"], "key_range": s["key_range"]} for s in described["segments"]]},
+        f"created stream {name} with {segments} segment(s): {listed}")
 
-    @app.command("merge")
-    def merge(
-        ctx: typer.Context,
-        name: StreamName,
-        segments: Annotated[list[str], typer.Argument(metavar="SEGMENT...", help="Two or more adjacent segments")],
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Scale shortcut: merge adjacent segments into one."""
-        with open_client(ctx) as client:
-            created = client.merge(name, segments)
-        emit_scaled(name, [segment_name(parse_segment(s)) for s in segments], created, json_output)
 
-    @app.command("seal")
-    def seal_stream(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
-        """Seal the stream: it keeps its data and takes no more writes."""
-        with open_client(ctx) as client:
-            changed = client.seal_stream(name)
-        if json_output:
-            emit_json({"stream": name, "state": SEALED, "changed": changed})
-        else:
-            emit(f"sealed {name}" if changed else f"{name} was already sealed; nothing changed")
+@app.command("list")
+def list_streams(
+    ctx: typer.Context,
+    scope: Annotated[str | None, typer.Option("--scope", metavar="SCOPE", help="Only this scope")] = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """List streams, by scope and name."""
+    with open_client(ctx) as client:
+        infos = client.list_streams(scope)
+    output(ctx, json_output).show([info_record(i) for i in infos], lambda: emit_stream_list(infos, scope))
 
-    @app.command("delete")
-    def delete(
-        ctx: typer.Context,
-        name: StreamName,
-        force: Annotated[bool, typer.Option("--force", help="Seal the stream first if it is still active")] = False,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Delete a sealed stream and all its data (audited). Never asks; --force seals first. A stream
-        under a legal hold is refused before anything changes."""
-        with open_client(ctx) as client:
-            # one transaction seals (with --force) and deletes: a refusal leaves the stream as it was
-            result = client.streams.delete(name, force=force)
-        if json_output:
-            emit_json({"stream": name, "deleted": True, "sealed_first": result.sealed_first,
-                       "bytes_freed": result.bytes_freed, "files_left": files_left_json(result.files_left)})
-        else:
-            emit(f"deleted stream {name}{' (sealed it first)' if result.sealed_first else ''}: "
-                 f"{format_bytes(result.bytes_freed)} of data removed")
-        warn_files_left(result.files_left)
 
-    @app.command("truncate")
-    def truncate(
-        ctx: typer.Context,
-        name: StreamName,
-        cut: Annotated[str, typer.Argument(metavar="CUT", help="'tail', or a stream cut in compact or JSON form")],
-        reason: Annotated[str, typer.Option("--reason", help="Recorded in the audit trail")] = "manual truncation",
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Move the stream's head forward to CUT and delete the data before it (audited)."""
-        with open_client(ctx) as client:
-            result = client.truncate(name, cut_argument(client, name, cut), reason)
-        if json_output:
-            emit_json({"stream": name, "old_head": str(result.old_head), "new_head": str(result.new_head),
-                       "bytes_freed": result.bytes_freed, "chunks_deleted": result.chunks_deleted,
-                       "files_left": files_left_json(result.files_left)})
-        elif result.bytes_freed == 0 and result.old_head == result.new_head:
-            emit(f"{name}: the head is already at {result.new_head}; nothing truncated")
-        else:
-            deleted = result.chunks_deleted - len(result.files_left)
-            fields([("truncated", name), ("old head", str(result.old_head)), ("new head", str(result.new_head)),
-                    ("freed", f"{format_bytes(result.bytes_freed)} ({deleted} chunk files deleted)")])
-        warn_files_left(result.files_left)
+@app.command("describe")
+def describe(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
+    """Epochs, segments with key ranges and offsets, head and tail cuts, size, retention."""
+    with open_client(ctx) as client:
+        described = client.describe_stream(name)
+    output(ctx, json_output).show(described, lambda: emit_description(described))
 
-    @app.command("head")
-    def head(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
-        """Print the head cut (the first readable position) in compact form, or JSON with --json."""
-        with open_client(ctx) as client:
-            cut = client.head_cut(name)
-        emit(cut.to_json() if json_output else str(cut))
 
-    @app.command("tail")
-    def tail(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
-        """Print the tail cut (where the next events go) in compact form, or JSON with --json."""
-        with open_client(ctx) as client:
-            cut = client.tail_cut(name)
-        emit(cut.to_json() if json_output else str(cut))
+@app.command("scale")
+def scale(
+    ctx: typer.Context,
+    name: StreamName,
+    seal: Annotated[list[str] | None, typer.Option(
+        "--seal", metavar="SEGMENT", help="An active segment to seal, e.g. 0.1 (repeatable)")] = None,
+    ranges: Annotated[list[str] | None, typer.Option(
+        "--range", metavar="LO:HI",
+        help="A new segment's key range; together they must exactly cover the sealed ones (repeatable)")] = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """Seal adjacent segments and replace them with new ones over the same key range (a new epoch)."""
+    new_ranges = [parse_range(r) for r in ranges or []]
+    with open_client(ctx) as client:
+        created = client.scale(name, list(seal or []), new_ranges)
+    emit_scaled(ctx, name, list(seal or []), created, json_output)
+
+
+@app.command("split")
+def split(
+    ctx: typer.Context,
+    name: StreamName,
+    segment: Annotated[str, typer.Argument(metavar="SEGMENT", help="An active segment, e.g. 0.1")],
+    parts: Annotated[int, int_option("--parts", help="Into how many equal key ranges")] = 2,
+    json_output: JsonFlag = False,
+) -> None:
+    """Scale shortcut: split one segment into N equal key ranges."""
+    with open_client(ctx) as client:
+        created = client.split(name, segment, parts)
+    emit_scaled(ctx, name, [segment], created, json_output)
+
+
+@app.command("merge")
+def merge(
+    ctx: typer.Context,
+    name: StreamName,
+    segments: Annotated[list[str], typer.Argument(metavar="SEGMENT...", help="Two or more adjacent segments")],
+    json_output: JsonFlag = False,
+) -> None:
+    """Scale shortcut: merge adjacent segments into one."""
+    with open_client(ctx) as client:
+        created = client.merge(name, segments)
+    emit_scaled(ctx, name, list(segments), created, json_output)
+
+
+@app.command("seal")
+def seal_stream(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
+    """Seal the stream: it keeps its data and takes no more writes."""
+    from ..streams.controller import SEALED
+
+    with open_client(ctx) as client:
+        changed = client.seal_stream(name)
+    output(ctx, json_output).show({"stream": name, "state": SEALED, "changed": changed},
+                                  f"sealed {name}" if changed else f"{name} was already sealed; nothing changed")
+
+
+@app.command("delete")
+def delete(
+    ctx: typer.Context,
+    name: StreamName,
+    force: Annotated[bool, typer.Option("--force", help="Seal the stream first if it is still active")] = False,
+    json_output: JsonFlag = False,
+) -> None:
+    """Delete a sealed stream and all its data (audited). Never asks; --force seals first. A stream
+    under a legal hold is refused before anything changes."""
+    from ..store.deletion import files_left_json
+
+    with open_client(ctx) as client:
+        # one transaction seals (with --force) and deletes: a refusal leaves the stream as it was
+        result = client.streams.delete(name, force=force)
+    output(ctx, json_output).show(
+        {"stream": name, "deleted": True, "sealed_first": result.sealed_first,
+         "bytes_freed": result.bytes_freed, "files_left": files_left_json(result.files_left)},
+        f"deleted stream {name}{' (sealed it first)' if result.sealed_first else ''}: "
+        f"{format_bytes(result.bytes_freed)} of data removed")
+    warn_files_left(result.files_left)
+
+
+@app.command("truncate")
+def truncate(
+    ctx: typer.Context,
+    name: StreamName,
+    cut: Annotated[str, typer.Argument(metavar="CUT", help="'tail', or a stream cut in compact or JSON form")],
+    reason: Annotated[str, typer.Option("--reason", help="Recorded in the audit trail")] = "manual truncation",
+    json_output: JsonFlag = False,
+) -> None:
+    """Move the stream's head forward to CUT and delete the data before it (audited)."""
+    from ..store.deletion import files_left_json
+
+    with open_client(ctx) as client:
+        result = client.truncate(name, cut_argument(client, name, cut), reason)
+    output(ctx, json_output).show(
+        {"stream": name, "old_head": str(result.old_head), "new_head": str(result.new_head),
+         "bytes_freed": result.bytes_freed, "chunks_deleted": result.chunks_deleted,
+         "files_left": files_left_json(result.files_left)},
+        lambda: emit_truncated(name, result))
+    warn_files_left(result.files_left)
+
+
+@app.command("head")
+def head(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
+    """Print the head cut (the first readable position) in compact form, or JSON with --json."""
+    with open_client(ctx) as client:
+        cut = client.head_cut(name)
+    emit(cut.to_json() if output(ctx, json_output).json else str(cut))
+
+
+@app.command("tail")
+def tail(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
+    """Print the tail cut (where the next events go) in compact form, or JSON with --json."""
+    with open_client(ctx) as client:
+        cut = client.tail_cut(name)
+    emit(cut.to_json() if output(ctx, json_output).json else str(cut))
+
+
+# data in and out, and the retention policy, live in their own modules; registered here, after the
+# commands above, because `stream --help` lists commands in the order they were added
+app.command("write")(stream_data.write)
+app.command("read")(stream_data.read)
+app.command("policy")(retention.policy)

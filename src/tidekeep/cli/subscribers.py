@@ -1,18 +1,20 @@
 """`tidekeep retention subscribers STREAM`: the reader groups that hold a stream back
 (consumption-based retention), with their acknowledged cuts, the age of each and the bytes each has
-not consumed yet. A subscriber that has acknowledged nothing holds the stream at its start cut."""
+not consumed yet. A subscriber that has acknowledged nothing holds the stream at its start cut.
+A command of the retention app (retention.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..streams.subscriber_store import Subscriber
-from .context import open_client
-from .output import emit, emit_json, emit_table, iso_utc, size_cell
+from .context import open_client, output
+from .options import JsonFlag
+from .output import emit, emit_table, iso_utc, size_cell
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+if TYPE_CHECKING:
+    from ..streams.subscriber_store import Subscriber
 
 
 def age_ms(sub: Subscriber, now_ms: int) -> int | None:
@@ -36,24 +38,24 @@ def subscriber_json(sub: Subscriber, now_ms: int) -> dict[str, Any]:
     return dict(sub.to_dict(), acknowledged_at=iso_utc(sub.updated_ms), age_ms=age_ms(sub, now_ms))
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("subscribers")
-    def subscribers(
-        ctx: typer.Context,
-        stream: Annotated[str, typer.Argument(metavar="SCOPE/STREAM", help="The stream")],
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Subscriber reader groups of a stream: acknowledged cut, its age, unconsumed bytes."""
-        with open_client(ctx) as client:
-            found = client.subscribers(stream)
-            now = client.clock.now_ms()
-        if json_output:
-            emit_json([subscriber_json(s, now) for s in found])
-            return
-        if not found:
-            emit(f"{stream} has no subscribers: size/time retention applies unchanged")
-            return
-        emit_table(["READER GROUP", "TYPE", "GEN", "ACKNOWLEDGED CUT", "AGE", "UNCONSUMED"],
-                   [[s.reader_group, s.retention_type, s.generation,
-                     s.to_dict()["acknowledged"] or f"- (holds at its start {s.to_dict()['start']})",
-                     age_text(age_ms(s, now)), size_cell(s.unconsumed_bytes)] for s in found])
+def emit_subscribers(stream: str, found: list[Subscriber], now: int) -> None:
+    if not found:
+        emit(f"{stream} has no subscribers: size/time retention applies unchanged")
+        return
+    emit_table(["READER GROUP", "TYPE", "GEN", "ACKNOWLEDGED CUT", "AGE", "UNCONSUMED"],
+               [[s.reader_group, s.retention_type, s.generation,
+                 s.to_dict()["acknowledged"] or f"- (holds at its start {s.to_dict()['start']})",
+                 age_text(age_ms(s, now)), size_cell(s.unconsumed_bytes)] for s in found])
+
+
+def subscribers(
+    ctx: typer.Context,
+    stream: Annotated[str, typer.Argument(metavar="SCOPE/STREAM", help="The stream")],
+    json_output: JsonFlag = False,
+) -> None:
+    """Subscriber reader groups of a stream: acknowledged cut, its age, unconsumed bytes."""
+    with open_client(ctx) as client:
+        found = client.subscribers(stream)
+        now = client.clock.now_ms()
+    output(ctx, json_output).show([subscriber_json(s, now) for s in found],
+                                  lambda: emit_subscribers(stream, found, now))

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..store.deletion import files_left_json
-from ..streams.model import segment_name
-from ..streams.txn_store import TransactionInfo
-from .context import open_client
-from .output import emit, emit_json, emit_table, iso_utc, warn_files_left
+from .context import open_client, output
+from .options import JsonFlag
+from .output import emit, emit_table, iso_utc, warn_files_left
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
+if TYPE_CHECKING:
+    from ..streams.txn_store import TransactionInfo
+
+app = typer.Typer(help="Transactions of transactional writers.", no_args_is_help=True)
 
 
 def txn_record(info: TransactionInfo) -> dict[str, Any]:
+    from ..streams.model import segment_name
+
     return {
         "id": info.id,
         "stream": info.stream,
@@ -32,37 +36,38 @@ def txn_record(info: TransactionInfo) -> dict[str, Any]:
     }
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("list")
-    def list_transactions(
-        ctx: typer.Context,
-        stream: Annotated[str | None, typer.Option("--stream", metavar="NAME", help="Only this stream")] = None,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """List transactions (open, committed and aborted), oldest first."""
-        with open_client(ctx) as client:
-            infos = client.list_transactions(stream)
-        if json_output:
-            emit_json([txn_record(i) for i in infos])
-        elif not infos:
-            emit("no transactions" + (f" on {stream}" if stream else ""))
-        else:
-            emit_table(["ID", "STREAM", "WRITER", "STATE", "EVENTS", "CREATED", "LEASE EXPIRY", "ENDED"],
-                       [[i.id, i.stream, i.writer_id, i.state.value, i.events, iso_utc(i.created_ms),
-                         iso_utc(i.lease_expiry_ms) if i.end_reason is None else "-",
-                         i.end_reason or "-"] for i in infos])
+def emit_transactions(infos: list[TransactionInfo], stream: str | None) -> None:
+    if not infos:
+        emit("no transactions" + (f" on {stream}" if stream else ""))
+        return
+    emit_table(["ID", "STREAM", "WRITER", "STATE", "EVENTS", "CREATED", "LEASE EXPIRY", "ENDED"],
+               [[i.id, i.stream, i.writer_id, i.state.value, i.events, iso_utc(i.created_ms),
+                 iso_utc(i.lease_expiry_ms) if i.end_reason is None else "-",
+                 i.end_reason or "-"] for i in infos])
 
-    @app.command("abort")
-    def abort(
-        ctx: typer.Context,
-        txn_id: Annotated[str, typer.Argument(metavar="TXN_ID", help="The transaction id (32 hex digits)")],
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Abort an open transaction and delete its staged events."""
-        with open_client(ctx) as client:
-            result = client.abort_transaction(txn_id)
-        if json_output:
-            emit_json({"id": txn_id, "aborted": result.aborted, "files_left": files_left_json(result.files_left)})
-        else:
-            emit(f"aborted transaction {txn_id}" if result.aborted else f"transaction {txn_id} was already aborted")
-        warn_files_left(result.files_left)
+
+@app.command("list")
+def list_transactions(
+    ctx: typer.Context,
+    stream: Annotated[str | None, typer.Option("--stream", metavar="NAME", help="Only this stream")] = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """List transactions (open, committed and aborted), oldest first."""
+    with open_client(ctx) as client:
+        infos = client.list_transactions(stream)
+    output(ctx, json_output).show([txn_record(i) for i in infos], lambda: emit_transactions(infos, stream))
+
+
+@app.command("abort")
+def abort(
+    ctx: typer.Context,
+    txn_id: Annotated[str, typer.Argument(metavar="TXN_ID", help="The transaction id (32 hex digits)")],
+    json_output: JsonFlag = False,
+) -> None:
+    """Abort an open transaction and delete its staged events."""
+    with open_client(ctx) as client:
+        result = client.abort_transaction(txn_id)
+    output(ctx, json_output).show(
+        {"id": txn_id, "aborted": result.aborted, "files_left": files_left_json(result.files_left)},
+        f"aborted transaction {txn_id}" if result.aborted else f"transaction {txn_id} was already aborted")
+    warn_files_left(result.files_left)

@@ -6,23 +6,28 @@ are wall-clock times of the store.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..integers import INT64_MAX
-from ..streams.model import segment_name
-from ..streams.watermark_store import WriterStatus
-from ..streams.watermarks import Watermark
 from ..times import parse_time_ms
-from .context import open_client
-from .output import emit, emit_json, emit_table, iso_utc
+from .context import open_client, output
+from .options import JsonFlag, ScopedStream, limit_option
+from .output import emit, emit_table, iso_utc
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
-StreamArg = Annotated[str, typer.Argument(metavar="SCOPE/STREAM", help="The stream")]
+if TYPE_CHECKING:
+    from ..streams.watermark_store import WriterStatus
+    from ..streams.watermarks import Watermark
+
+StreamArg = ScopedStream
+
+app = typer.Typer(help="Watermarks: writers' time marks and the watermarks readers' time windows come from.",
+                  no_args_is_help=True)
 
 
 def cut_text(cut: dict[int, int]) -> str:
+    from ..streams.model import segment_name
+
     return ",".join(f"{segment_name(s)}={o}" for s, o in sorted(cut.items())) or "-"
 
 
@@ -42,86 +47,91 @@ def watermark_rows(marks: list[Watermark]) -> list[list[Any]]:
     return [[m.revision, m.lower_time_ms, m.upper_time_ms, cut_text(m.cut)] for m in marks]
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("list")
-    def list_watermarks(
-        ctx: typer.Context,
-        stream: StreamArg,
-        limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, max=INT64_MAX,
-                                           help="Show the newest N")] = 20,
-        all_: Annotated[bool, typer.Option("--all", help="Show every watermark, oldest first")] = False,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """A stream's watermarks, oldest first: revision, lower and upper time, cut.
+def emit_watermarks(stream: str, marks: list[Watermark]) -> None:
+    if not marks:
+        emit(f"{stream} has no watermarks yet (no writer has noted time, or `tidekeep serve` has not run)")
+    else:
+        emit_table(["REVISION", "LOWER", "UPPER", "CUT"], watermark_rows(marks))
 
-        Up to each watermark's cut, every active writer had reached at least its lower time."""
-        with open_client(ctx) as client:
-            marks = client.watermarks.list(stream) if all_ else client.watermarks.tail(stream, limit)
-        if json_output:
-            emit_json([m.to_dict() for m in marks])
-        elif not marks:
-            emit(f"{stream} has no watermarks yet (no writer has noted time, or `tidekeep serve` has not run)")
-        else:
-            emit_table(["REVISION", "LOWER", "UPPER", "CUT"], watermark_rows(marks))
 
-    @app.command("writers")
-    def writers(ctx: typer.Context, stream: StreamArg, json_output: JsonFlag = False) -> None:
-        """Each writer's last mark and whether it holds watermarks back.
+def emit_writers(stream: str, statuses: list[WriterStatus]) -> None:
+    if not statuses:
+        emit(f"{stream} has no writer marks (closed writers are removed)")
+        return
+    emit_table(["WRITER", "TIME", "POSITION", "SOURCE", "NOTED", "ACTIVE", "STATE"],
+               [[s.mark.writer_id, s.mark.time_ms, cut_text(s.mark.positions), s.source,
+                 iso_utc(s.mark.noted_ms), "yes" if s.active else "no", writer_state(s)] for s in statuses])
 
-        States: participating (noted past the last watermark), lagging (holds watermarks back until the
-        stream's timestamp aggregation timeout) or inactive (timed out; rejoins on its next note)."""
-        with open_client(ctx) as client:
-            statuses = client.watermarks.writers(stream)
-        if json_output:
-            emit_json([writer_json(s) for s in statuses])
-        elif not statuses:
-            emit(f"{stream} has no writer marks (closed writers are removed)")
-        else:
-            emit_table(["WRITER", "TIME", "POSITION", "SOURCE", "NOTED", "ACTIVE", "STATE"],
-                       [[s.mark.writer_id, s.mark.time_ms, cut_text(s.mark.positions), s.source,
-                         iso_utc(s.mark.noted_ms), "yes" if s.active else "no", writer_state(s)] for s in statuses])
 
-    @app.command("compute")
-    def compute(ctx: typer.Context, stream: StreamArg, json_output: JsonFlag = False) -> None:
-        """Compute and append the stream's next watermark now.
+def computed_text(stream: str, mark: Watermark | None, statuses: list[WriterStatus]) -> str:
+    if mark is not None:
+        return (f"appended watermark {mark.revision} of {stream}: lower {mark.lower_time_ms}, "
+                f"upper {mark.upper_time_ms}, cut {cut_text(mark.cut)}")
+    return f"no new watermark for {stream}: {why_none(statuses)}"
 
-        `tidekeep serve` does this every watermark.frequency. The append is conditional: nothing is
-        appended if another process appended first."""
-        with open_client(ctx) as client:
-            mark = client.watermarks.compute(stream, owner="cli")
-            statuses = [] if mark is not None else client.watermarks.writers(stream)
-        if json_output:
-            emit_json({"emitted": mark is not None, "watermark": None if mark is None else mark.to_dict(),
-                       "writers": [writer_json(s) for s in statuses]})
-            return
-        if mark is not None:
-            emit(f"appended watermark {mark.revision} of {stream}: lower {mark.lower_time_ms}, "
-                 f"upper {mark.upper_time_ms}, cut {cut_text(mark.cut)}")
-            return
-        emit(f"no new watermark for {stream}: {why_none(statuses)}")
 
-    @app.command("note")
-    def note(
-        ctx: typer.Context,
-        stream: StreamArg,
-        time: Annotated[str, typer.Argument(
-            metavar="TIME", help="The writer's time: epoch milliseconds or ISO-8601 (no zone: UTC)")],
-        writer: Annotated[str, typer.Option("--writer", metavar="ID", help="The writer id")],
-        position: Annotated[str | None, typer.Option(
-            "--position", metavar="CUT", help="The writer's position, e.g. 's/x:0.0=120,0.1=0' "
-            "[default: after the writer's last committed event]")] = None,
-        json_output: JsonFlag = False,
-    ) -> None:
-        """Record a writer mark (for writers outside this client).
+@app.command("list")
+def list_watermarks(
+    ctx: typer.Context,
+    stream: StreamArg,
+    limit: Annotated[int, limit_option("Show the newest N", low=1)] = 20,
+    all_: Annotated[bool, typer.Option("--all", help="Show every watermark, oldest first")] = False,
+    json_output: JsonFlag = False,
+) -> None:
+    """A stream's watermarks, oldest first: revision, lower and upper time, cut.
 
-        E.g. a batch job that has finished a time range. Time and offsets never go backwards for one
-        writer."""
-        with open_client(ctx) as client:
-            mark = client.watermarks.note(stream, writer, parse_time_ms(time, "time"), position)
-        if json_output:
-            emit_json(mark.to_dict())
-        else:
-            emit(f"noted {writer} at time {mark.time_ms}, position {cut_text(mark.positions)}")
+    Up to each watermark's cut, every active writer had reached at least its lower time."""
+    with open_client(ctx) as client:
+        marks = client.watermarks.list(stream) if all_ else client.watermarks.tail(stream, limit)
+    output(ctx, json_output).show([m.to_dict() for m in marks], lambda: emit_watermarks(stream, marks))
+
+
+@app.command("writers")
+def writers(ctx: typer.Context, stream: StreamArg, json_output: JsonFlag = False) -> None:
+    """Each writer's last mark and whether it holds watermarks back.
+
+    States: participating (noted past the last watermark), lagging (holds watermarks back until the
+    stream's timestamp aggregation timeout) or inactive (timed out; rejoins on its next note)."""
+    with open_client(ctx) as client:
+        statuses = client.watermarks.writers(stream)
+    output(ctx, json_output).show([writer_json(s) for s in statuses], lambda: emit_writers(stream, statuses))
+
+
+@app.command("compute")
+def compute(ctx: typer.Context, stream: StreamArg, json_output: JsonFlag = False) -> None:
+    """Compute and append the stream's next watermark now.
+
+    `tidekeep serve` does this every watermark.frequency. The append is conditional: nothing is
+    appended if another process appended first."""
+    with open_client(ctx) as client:
+        mark = client.watermarks.compute(stream, owner="cli")
+        statuses = [] if mark is not None else client.watermarks.writers(stream)
+    output(ctx, json_output).show(
+        {"emitted": mark is not None, "watermark": None if mark is None else mark.to_dict(),
+         "writers": [writer_json(s) for s in statuses]},
+        computed_text(stream, mark, statuses))
+
+
+@app.command("note")
+def note(
+    ctx: typer.Context,
+    stream: StreamArg,
+    time: Annotated[str, typer.Argument(
+        metavar="TIME", help="The writer's time: epoch milliseconds or ISO-8601 (no zone: UTC)")],
+    writer: Annotated[str, typer.Option("--writer", metavar="ID", help="The writer id")],
+    position: Annotated[str | None, typer.Option(
+        "--position", metavar="CUT", help="The writer's position, e.g. 's/x:0.0=120,0.1=0' "
+        "[default: after the writer's last committed event]")] = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """Record a writer mark (for writers outside this client).
+
+    E.g. a batch job that has finished a time range. Time and offsets never go backwards for one
+    writer."""
+    with open_client(ctx) as client:
+        mark = client.watermarks.note(stream, writer, parse_time_ms(time, "time"), position)
+    output(ctx, json_output).show(mark.to_dict(),
+                                  f"noted {writer} at time {mark.time_ms}, position {cut_text(mark.positions)}")
 
 
 def why_none(statuses: list[WriterStatus]) -> str:
