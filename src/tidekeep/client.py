@@ -8,8 +8,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 from .archives.api import Archives
 from .catalog.api import Catalog
 from .clock import SYSTEM_CLOCK, Clock
@@ -43,18 +41,20 @@ from .streams.controller import (
 )
 from .streams.cuts import StreamCut, size_between
 from .streams.model import Segment, SegmentId
-from .streams.reader import Event, iter_batches, iter_events
-from .streams.readergroup import ReaderGroup, ReaderGroupConfig
 from .streams.retention_store import RetentionManager
 from .streams.subscriber_store import Subscriber
-from .streams.txn import TransactionalWriter
 from .streams.txn_store import TransactionInfo, TransactionStore, TxnAbortResult
 from .streams.watermark_store import WatermarkStore
-from .streams.writer import Writer, WriterConfig
 from .units import parse_duration_ms, parse_size_bytes
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import SparkSession
+
+    from .streams.reader import Event
+    from .streams.readergroup import ReaderGroup, ReaderGroupConfig
+    from .streams.txn import TransactionalWriter
+    from .streams.writer import Writer, WriterConfig
 
 log = logging.getLogger("tidekeep")
 
@@ -187,18 +187,24 @@ class Client:
         if size <= 0:
             raise InvalidInput(f"invalid batch size {batch_size!r}: must be greater than zero")
         linger_ms = self.settings["writer.linger"] if linger is None else parse_duration_ms(linger)
+        from .streams.writer import Writer  # the writing path loads on first use (docs/cli.md)
+
         return Writer(self.streams, stream, writer_id, size, linger_ms, self.clock, config)
 
     def read(self, stream: str, start: StreamCut | str | None = None,
              end: StreamCut | str | None = None) -> Iterator[Event]:
         """Events from `start` (default: head) to `end` (default: the tail now), per-key ordered."""
         plan = self.streams.plan_read(stream, start, end)
+        from .streams.reader import iter_events
+
         return iter_events(self.streams, plan)
 
     def read_batches(self, stream: str, start: StreamCut | str | None = None,
                      end: StreamCut | str | None = None) -> Iterator[pa.RecordBatch]:
         """The same events as Arrow record batches (columnar, much faster for bulk reads)."""
         plan = self.streams.plan_read(stream, start, end)
+        from .streams.reader import iter_batches
+
         return iter_batches(self.streams, plan)
 
     # ---- transactions --------------------------------------------------------------------------
@@ -208,6 +214,8 @@ class Client:
         size = self.settings["writer.batch_size"] if batch_size is None else parse_size_bytes(batch_size)
         if size <= 0:
             raise InvalidInput(f"invalid batch size {batch_size!r}: must be greater than zero")
+        from .streams.txn import TransactionalWriter
+
         return TransactionalWriter(self.transactions, stream, writer_id, parse_duration_ms(lease), size)
 
     def list_transactions(self, stream: str | None = None) -> list[TransactionInfo]:
@@ -226,9 +234,13 @@ class Client:
     # ---- reader groups -------------------------------------------------------------------------
     def create_reader_group(self, name: str, config: ReaderGroupConfig) -> ReaderGroup:
         """A new reader group positioned at its config's start cuts (default: the streams' heads)."""
+        from .streams.readergroup import ReaderGroup
+
         return ReaderGroup.create(self.streams, name, config)
 
     def reader_group(self, name: str) -> ReaderGroup:
+        from .streams.readergroup import ReaderGroup
+
         return ReaderGroup(self.streams, name)
 
     def list_reader_groups(self) -> list[str]:

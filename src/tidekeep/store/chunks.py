@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -63,6 +62,8 @@ def build_chunk_table(
     payloads: list[bytes] | pa.Array, routing_keys: list[str | None] | pa.Array
 ) -> tuple[pa.Table, int]:
     """The chunk table for a batch and its logical length (8-byte header + payload per event)."""
+    import pyarrow.compute as pc  # here, not at the top: opening a workspace must not pay for it (docs/cli.md)
+
     payload_array = payloads if isinstance(payloads, pa.Array) else pa.array(payloads, type=pa.binary())
     key_array = routing_keys if isinstance(routing_keys, pa.Array) else pa.array(routing_keys, type=pa.string())
     sizes = pc.add(pc.binary_length(payload_array).cast(pa.int64()), EVENT_HEADER_BYTES)
