@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from ..streams.controller import StreamInfo
     from ..streams.model import Segment
 
-__all__ = ["app", "cut_argument", "parse_range"]
-
 app = typer.Typer(help="Create, scale, write, read and truncate streams.", no_args_is_help=True)
 
 NO_RETENTION = "none: data is kept until truncated by hand"
