@@ -49,6 +49,8 @@ def at(ms_value: int) -> datetime:
     ("@hourly", ms(2024, 3, 31, 12, 30), ms(2024, 3, 31, 13)),
     ("@weekly", ms(2024, 3, 27), ms(2024, 3, 31)),
     ("@yearly", ms(2024, 3, 27), ms(2025, 1, 1)),
+    ("0 0 1 1-1/6 *", ms(2024, 1, 2), ms(2025, 1, 1)),  # a one-value range with a step is that value
+    ("0 0 */31 2 1", ms(2027, 3, 1), ms(2038, 2, 1)),  # Feb 1 on a Monday: 11 years apart, not "never"
 ])
 def test_next_fire_examples(cron: str, after: int, expected: int) -> None:
     assert at(next_fire(cron, after)) == at(expected)
