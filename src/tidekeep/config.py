@@ -4,18 +4,30 @@ Every key has one dotted name (`writer.batch_size`), used in YAML (nested), in t
 (`TIDEKEEP_WRITER_BATCH_SIZE`) and in flags (`--set writer.batch_size=8MiB`). Unknown keys are
 rejected with the key named and the closest known one suggested, so a typo never silently falls
 back to a default. Settings remember where each value came from (`tidekeep config show`).
+
+The keys are the fields of one pydantic-settings model, `TidekeepSettings` (type, default, help
+and validator of each); pydantic-settings layers the sources and validates the result. Each layer
+is also validated on its own, so that every error names the key and the layer it came from (a bad
+value in tidekeep.yaml is an error even when a flag sets the same key) in one line.
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 import yaml
+from pydantic import BeforeValidator, Field, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError, InvalidInput
 from .units import parse_duration_ms, parse_minutes, parse_size_bytes
@@ -150,61 +162,160 @@ def _data_roots(value: Any) -> tuple[str, ...]:
     return tuple(roots)
 
 
+_T = TypeVar("_T")
+
+
+def _checked(parse: Callable[[Any], _T]) -> BeforeValidator:
+    """A pydantic validator running one of the parsers above; its InvalidInput becomes the
+    validation error's message as it is (no "Value error, " prefix), for the one-line errors."""
+
+    def validate(value: Any) -> _T:
+        try:
+            return parse(value)
+        except InvalidInput as exc:
+            raise PydanticCustomError("tidekeep_setting", "{reason}", {"reason": str(exc)}) from None
+
+    return BeforeValidator(validate)
+
+
+Text = Annotated[str, _checked(_text)]
+OptionalText = Annotated[str | None, _checked(_optional_text)]
+Level = Annotated[str, _checked(_level)]
+Flag = Annotated[bool, _checked(_flag)]
+Boolean = Annotated[bool, _checked(_boolean)]
+Duration = Annotated[int, _checked(parse_duration_ms)]
+PositiveDuration = Annotated[int, _checked(_positive(parse_duration_ms))]
+PositiveSize = Annotated[int, _checked(_positive(parse_size_bytes))]
+PositiveCount = Annotated[int, _checked(_positive(_count))]
+NonNegativeCount = Annotated[int, _checked(_non_negative)]
+Minutes = Annotated[int, _checked(_minutes)]
+MinutesOrNull = Annotated[int | None, _checked(_minutes_or_null)]
+CronSchedule = Annotated[str, _checked(_cron)]
+DataRoots = Annotated[tuple[str, ...], _checked(_data_roots)]
+
+
+def _key(key: str, default: Any, help: str) -> Any:
+    """A setting's field: its dotted key is the alias (the field name is the key with "_" for ".")."""
+    return Field(default, alias=key, description=help)
+
+
+class TidekeepSettings(BaseSettings):
+    """Every setting: field `writer_batch_size` is the key `writer.batch_size` (the dotted keys are
+    the aliases). The layers are given per load by `load_settings` (see `_layer_sources`)."""
+
+    model_config = SettingsConfigDict(extra="forbid", frozen=True, validate_by_alias=True, validate_by_name=False,
+                                      validate_default=False)
+
+    metadata_url: OptionalText = _key("metadata.url", None, "SQLAlchemy URL; default: SQLite file <home>/metadata.db")
+    metadata_busy_timeout: PositiveDuration = _key("metadata.busy_timeout", 30_000, "SQLite busy timeout")
+    storage_uri: OptionalText = _key("storage.uri", None, "pyarrow.fs URI or path for data; default: <home>/data")
+    storage_fsync: Flag = _key(
+        "storage.fsync", True,
+        "fsync local data files and their directories before the metadata commit that names them, and commit "
+        "SQLite with synchronous=FULL")
+    spark_master: Text = _key("spark.master", "local[*]", "Spark master URL")
+    spark_app_name: Text = _key("spark.app_name", "tidekeep", "Spark application name")
+    spark_shared_filesystem: Boolean = _key(
+        "spark.shared_filesystem", False,
+        "every Spark executor sees the driver's files at the same paths (so a SQLite metadata file and local "
+        "storage work with a non-local master)")
+    writer_batch_size: PositiveSize = _key("writer.batch_size", 4 * 1024 * 1024, "flush a segment batch at this size")
+    writer_linger: Duration = _key("writer.linger", 100, "flush pending events after this long")
+    sweep_grace: Duration = _key("sweep.grace", 3_600_000, "uncommitted chunk files younger than this are never swept")
+    retention_frequency: PositiveDuration = _key("retention.frequency", 30 * 60_000, "retention cycle spacing")
+    watermark_frequency: PositiveDuration = _key(
+        "watermark.frequency", 1_000,
+        "how often `tidekeep serve` computes the watermarks of streams with recent marks")
+    log_level: Level = _key("log.level", "INFO", "log level")
+    catalog_delete_batch_size: PositiveCount = _key(
+        "catalog.delete_batch_size", 1000,
+        "records logically deleted per UPDATE (create-time slices)")
+    catalog_partitions: NonNegativeCount = _key(
+        "catalog.partitions", 0,
+        "Spark partitions the job reads records in (0: Spark's default)")
+    catalog_schedule: CronSchedule = _key(
+        "catalog.schedule", "0 0 * * *",
+        "cron schedule (UTC) of the catalog job under `tidekeep serve`")
+    catalog_purge_age: Duration = _key(
+        "catalog.purge_age", 7 * 86_400_000,
+        "records DELETED for longer than this have their data purged")
+    catalog_purge_batch_size: PositiveCount = _key("catalog.purge_batch_size", 1000, "records purged per batch")
+    catalog_purge_failure_threshold: NonNegativeCount = _key(
+        "catalog.purge_failure_threshold", 100,
+        "the purge stops after more failures than this")
+    catalog_data_roots: DataRoots = _key(
+        "catalog.data_roots", (),
+        "absolute paths or URIs under which records may name their data; relative locations are under the "
+        "storage root")
+    # archives: the keys of CLP's etc/clp-config.yml, with CLP's units (minutes) and defaults
+    archive_output_retention_period: MinutesOrNull = _key(
+        "archive_output.retention_period", None,
+        "archive retention in minutes after the archive's newest log timestamp; null keeps archives forever")
+    results_cache_retention_period: MinutesOrNull = _key(
+        "results_cache.retention_period", 60,
+        "search results are deleted this many minutes after their search ended; null keeps them forever")
+    garbage_collector_sweep_interval_archive: Minutes = _key(
+        "garbage_collector.sweep_interval.archive", 60,
+        "minutes between archive collector sweeps")
+    garbage_collector_sweep_interval_search_result: Minutes = _key(
+        "garbage_collector.sweep_interval.search_result", 30,
+        "minutes between search-result collector sweeps")
+    garbage_collector_logging_level: Level = _key(
+        "garbage_collector.logging_level", "INFO",
+        "log level of the garbage collectors")
+    search_max_runtime: PositiveDuration = _key(
+        "search.max_runtime", 3_600_000,
+        "a search RUNNING longer than this is marked KILLED by the archive collector")
+    search_heartbeat_interval: PositiveDuration = _key(
+        "search.heartbeat_interval", 10_000,
+        "a running search writes its heartbeat this often; one silent for 3 intervals is marked FAILED by the "
+        "archive collector")
+    archives_target_size: PositiveSize = _key(
+        "archives.target_size", 256 * 1000 * 1000,
+        "an archive file is closed once its stored (compressed) size reaches this")
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   *other_sources: Any, **named_sources: Any) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Values given to the constructor (`model_validate` too), then tidekeep's layers of the load
+        under way, highest first. pydantic-settings' own environment and dotenv readers are left
+        out: tidekeep reads TIDEKEEP_* itself, to refuse unknown names and name a bad one."""
+        layers = tuple(_LayerSource(settings_cls, layer.values) for layer in reversed(_LAYERS.get()))
+        return (init_settings, *layers)
+
+
+for _name, _info in TidekeepSettings.model_fields.items():  # one spelling of each key, checked once
+    if _info.alias is None or _info.alias.replace(".", "_") != _name:
+        raise AssertionError(f"setting field {_name} must have its dotted key as its alias")
+
+
 @dataclass(frozen=True)
 class _Key:
+    """One setting as `tidekeep config show` and the docs see it."""
+
     parse: Callable[[Any], Any]
     default: Any
     help: str
 
 
-KEYS: dict[str, _Key] = {
-    "metadata.url": _Key(_optional_text, None, "SQLAlchemy URL; default: SQLite file <home>/metadata.db"),
-    "metadata.busy_timeout": _Key(_positive(parse_duration_ms), 30_000, "SQLite busy timeout"),
-    "storage.uri": _Key(_optional_text, None, "pyarrow.fs URI or path for data; default: <home>/data"),
-    "storage.fsync": _Key(_flag, True, "fsync local data files and their directories before the metadata commit "
-                                       "that names them, and commit SQLite with synchronous=FULL"),
-    "spark.master": _Key(_text, "local[*]", "Spark master URL"),
-    "spark.app_name": _Key(_text, "tidekeep", "Spark application name"),
-    "spark.shared_filesystem": _Key(_boolean, False,
-                                    "every Spark executor sees the driver's files at the same paths (so a "
-                                    "SQLite metadata file and local storage work with a non-local master)"),
-    "writer.batch_size": _Key(_positive(parse_size_bytes), 4 * 1024 * 1024, "flush a segment batch at this size"),
-    "writer.linger": _Key(parse_duration_ms, 100, "flush pending events after this long"),
-    "sweep.grace": _Key(parse_duration_ms, 3_600_000,
-                        "uncommitted chunk files younger than this are never swept"),
-    "retention.frequency": _Key(_positive(parse_duration_ms), 30 * 60_000, "retention cycle spacing"),
-    "watermark.frequency": _Key(_positive(parse_duration_ms), 1_000,
-                                "how often `tidekeep serve` computes the watermarks of streams with recent marks"),
-    "log.level": _Key(_level, "INFO", "log level"),
-    "catalog.delete_batch_size": _Key(_positive(_count), 1000,
-                                      "records logically deleted per UPDATE (create-time slices)"),
-    "catalog.partitions": _Key(_non_negative, 0, "Spark partitions the job reads records in (0: Spark's default)"),
-    "catalog.schedule": _Key(_cron, "0 0 * * *", "cron schedule (UTC) of the catalog job under `tidekeep serve`"),
-    "catalog.purge_age": _Key(parse_duration_ms, 7 * 86_400_000,
-                              "records DELETED for longer than this have their data purged"),
-    "catalog.purge_batch_size": _Key(_positive(_count), 1000, "records purged per batch"),
-    "catalog.purge_failure_threshold": _Key(_non_negative, 100, "the purge stops after more failures than this"),
-    "catalog.data_roots": _Key(_data_roots, (), "absolute paths or URIs under which records may name their "
-                                                "data; relative locations are under the storage root"),
-    # archives: the keys of CLP's etc/clp-config.yml, with CLP's units (minutes) and defaults
-    "archive_output.retention_period": _Key(_minutes_or_null, None,
-                                            "archive retention in minutes after the archive's newest log "
-                                            "timestamp; null keeps archives forever"),
-    "results_cache.retention_period": _Key(_minutes_or_null, 60,
-                                           "search results are deleted this many minutes after their search "
-                                           "ended; null keeps them forever"),
-    "garbage_collector.sweep_interval.archive": _Key(_minutes, 60, "minutes between archive collector sweeps"),
-    "garbage_collector.sweep_interval.search_result": _Key(_minutes, 30,
-                                                           "minutes between search-result collector sweeps"),
-    "garbage_collector.logging_level": _Key(_level, "INFO", "log level of the garbage collectors"),
-    "search.max_runtime": _Key(_positive(parse_duration_ms), 3_600_000,
-                               "a search RUNNING longer than this is marked KILLED by the archive collector"),
-    "search.heartbeat_interval": _Key(_positive(parse_duration_ms), 10_000,
-                                      "a running search writes its heartbeat this often; one silent for "
-                                      "3 intervals is marked FAILED by the archive collector"),
-    "archives.target_size": _Key(_positive(parse_size_bytes), 256 * 1000 * 1000,
-                                 "an archive file is closed once its stored (compressed) size reaches this"),
-}
+def _field_parser(key: str) -> Callable[[Any], Any]:
+    def parse(value: Any) -> Any:
+        """The key's validator alone: its value, or InvalidInput with the reason."""
+        try:
+            model = TidekeepSettings.model_validate({key: value})
+        except ValidationError as exc:
+            raise InvalidInput(exc.errors()[0]["msg"]) from None
+        return getattr(model, key.replace(".", "_"))
+
+    return parse
+
+
+def _spec(key: str, info: FieldInfo) -> _Key:
+    return _Key(_field_parser(key), info.default, info.description or "")
+
+
+KEYS: dict[str, _Key] = {info.alias or name: _spec(info.alias or name, info)
+                         for name, info in TidekeepSettings.model_fields.items()}
 
 
 def value_kind(key: str) -> str | None:
@@ -292,18 +403,70 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return f"; did you mean {match!r}?" if match is not None else ""
 
 
-def _parse_value(key: str, value: Any, source: str) -> Any:
-    if key not in KEYS:
-        # a misspelt section ("writr") is compared with the sections, a misspelt key with the keys
-        raise ConfigError(f"unknown setting {key!r} in {source}{did_you_mean(key, [*KEYS, *_SECTIONS])}")
+@dataclass(frozen=True)
+class _Layer:
+    """One layer's raw values by dotted key, and where they came from."""
+
+    values: Mapping[str, Any]
+    source: Source
+
+    @property
+    def where(self) -> str:
+        return source_text(self.source)
+
+
+class _LayerSource(PydanticBaseSettingsSource):
+    """One tidekeep layer as a pydantic-settings source (its values were checked on their own)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], values: Mapping[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self.values = dict(values)
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        key = field.alias or field_name
+        return self.values.get(key), key, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
+# the layers of the load under way, lowest first: pydantic-settings asks the settings class for its
+# sources, so a load hands them over here (a context variable: loads in other threads do not mix)
+_LAYERS: ContextVar[tuple[_Layer, ...]] = ContextVar("tidekeep_settings_layers", default=())
+
+
+@contextmanager
+def _loading(layers: tuple[_Layer, ...]) -> Iterator[None]:
+    token = _LAYERS.set(layers)
     try:
-        return KEYS[key].parse(value)
-    except InvalidInput as exc:
-        raise ConfigError(f"bad value for {key!r} in {source}: {exc}") from None
+        yield
+    finally:
+        _LAYERS.reset(token)
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
-    """The settings in a tidekeep.yaml, validated; {} when the file does not exist."""
+def _checked_layer(layer: _Layer) -> dict[str, Any]:
+    """The layer's values parsed, each key checked on its own; ConfigError naming the first unknown
+    or bad key (in the layer's order) and the layer."""
+    known = {key: value for key, value in layer.values.items() if key in KEYS}
+    problems: dict[str, str] = {}
+    try:
+        model = TidekeepSettings.model_validate(known)
+    except ValidationError as exc:
+        for error in exc.errors():
+            problems.setdefault(str(error["loc"][0]) if error["loc"] else "", error["msg"])
+    for key in layer.values:
+        if key not in KEYS:
+            # a misspelt section ("writr") is compared with the sections, a misspelt key with the keys
+            raise ConfigError(f"unknown setting {key!r} in {layer.where}{did_you_mean(key, [*KEYS, *_SECTIONS])}")
+        if key in problems:
+            raise ConfigError(f"bad value for {key!r} in {layer.where}: {problems[key]}")
+    if problems:  # not expected: every error is at a key of the layer
+        raise ConfigError(f"bad settings in {layer.where}: {next(iter(problems.values()))}")
+    return {key: getattr(model, key.replace(".", "_")) for key in layer.values}
+
+
+def _file_values(path: Path) -> dict[str, Any]:
+    """The raw settings in a tidekeep.yaml by dotted key; {} when the file does not exist."""
     if not path.exists():
         return {}
     try:
@@ -322,7 +485,24 @@ def read_config_file(path: Path) -> dict[str, Any]:
     for name in data:
         if not isinstance(name, str):
             raise ConfigError(f"broken {path}: setting names must be strings, got {name!r}")
-    return {key: _parse_value(key, value, str(path)) for key, value in _flatten(data).items()}
+    return _flatten(data)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The settings in a tidekeep.yaml, validated; {} when the file does not exist."""
+    return _checked_layer(_Layer(_file_values(path), Source(CONFIG_FILE, str(path))))
+
+
+def _env_layers(env: Mapping[str, str]) -> Iterator[_Layer]:
+    """One layer per TIDEKEEP_* variable that is a setting (each names its own variable), in the
+    environment's order; ConfigError at the first unknown one."""
+    for name, raw in env.items():
+        if not name.startswith("TIDEKEEP_") or name in _ENV_NOT_SETTINGS or name.startswith(_ENV_IGNORED_PREFIXES):
+            continue
+        if name not in _ENV_TO_KEY:
+            raise ConfigError(f"unknown setting in environment variable {name}"
+                              f"{did_you_mean(name, [*_ENV_TO_KEY, *_ENV_NOT_SETTINGS])}")
+        yield _Layer({_ENV_TO_KEY[name]: raw}, Source(ENVIRONMENT, name))
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
@@ -338,23 +518,20 @@ def load_settings(
     """Defaults < <home>/tidekeep.yaml < TIDEKEEP_* environment < overrides (flags)."""
     env = os.environ if env is None else env
     home_path = resolve_home(home, env)
-    values = {key: spec.default for key, spec in KEYS.items()}
     config_path = home_path / CONFIG_FILE_NAME
-    from_file = read_config_file(config_path)
-    values.update(from_file)
-    sources = dict.fromkeys(from_file, Source(CONFIG_FILE, str(config_path)))
-    for name, raw in env.items():
-        if not name.startswith("TIDEKEEP_") or name in _ENV_NOT_SETTINGS or name.startswith(_ENV_IGNORED_PREFIXES):
-            continue
-        if name not in _ENV_TO_KEY:
-            raise ConfigError(f"unknown setting in environment variable {name}"
-                              f"{did_you_mean(name, [*_ENV_TO_KEY, *_ENV_NOT_SETTINGS])}")
-        values[_ENV_TO_KEY[name]] = _parse_value(_ENV_TO_KEY[name], raw, f"environment variable {name}")
-        sources[_ENV_TO_KEY[name]] = Source(ENVIRONMENT, name)
-    for key, raw in (overrides or {}).items():
-        if raw is not None:
-            values[key] = _parse_value(key, raw, "flags")
-            sources[key] = Source(FLAG)
+    flags = {key: raw for key, raw in (overrides or {}).items() if raw is not None}  # None: flag not given
+    layers: list[_Layer] = []
+    for layer in itertools.chain([_Layer(_file_values(config_path), Source(CONFIG_FILE, str(config_path)))],
+                                 _env_layers(env), [_Layer(flags, Source(FLAG))]):
+        _checked_layer(layer)  # every layer valid on its own, even where a higher one sets the same key
+        layers.append(layer)
+    with _loading(tuple(layers)):
+        try:
+            model = TidekeepSettings()
+        except ValidationError as exc:  # not expected: each layer passed alone
+            raise ConfigError(f"bad settings: {exc.errors()[0]['msg']}") from None
+    values = model.model_dump(by_alias=True)
+    sources = {key: layer.source for layer in layers for key in layer.values}  # the highest layer wins
     # relative paths are taken against this process's working directory, now: Spark executors and
     # the Python workers Spark plans in run elsewhere, and would resolve them against their own
     if values["metadata.url"] is not None:
