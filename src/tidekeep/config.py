@@ -247,7 +247,7 @@ class TidekeepSettings(BaseSettings):
         "catalog.data_roots", (),
         "absolute paths or URIs under which records may name their data; relative locations are under the "
         "storage root")
-    # archives: the keys of CLP's etc/clp-config.yml, with CLP's units (minutes) and defaults
+    # archives: CLP's keys, units (minutes) and defaults (docs/design/archives.md#collectors)
     archive_output_retention_period: MinutesOrNull = _key(
         "archive_output.retention_period", None,
         "archive retention in minutes after the archive's newest log timestamp; null keeps archives forever")

@@ -1,9 +1,9 @@
 """The garbage collectors' decisions, as pure functions of values (no store, storage or Spark).
 
-Archive expiry (CLP, reference 2.3): with retention TTL (minutes), the *safe expiry* is
+Archive expiry (docs/design/archives.md#safe-expiry): with retention TTL (minutes), the *safe expiry* is
 `base − TTL`, where `base` is the creation time of the oldest RUNNING search job, or `now` when
 none runs. An archive expires iff it has timestamps and its newest one (`end_ts`) is before the
-safe expiry: `end_ts < expiry`, i.e. the seed's `T − archive.T > TTL`. A search created at `C`
+safe expiry: `end_ts < expiry`, i.e. `now − end_ts > TTL`. A search created at `C`
 reads only archives with `end_ts ≥ C − TTL` (its lower bound, fixed at creation), so no archive a
 running search may read is ever a candidate. CLP works in whole seconds; we work in milliseconds,
 so with TTL 1 h an archive ending 16:00:00.000 is kept at 17:00:00.000 and expired at 17:00:00.001.
@@ -14,8 +14,9 @@ search RUNNING longer than `search.max_runtime` is KILLED; either then holds not
 neither a dead nor a hanging search stops collection for long. Held archives (a hold on the
 archive or on its dataset) are never candidates; they are reported as held.
 
-Search results expire `retention` after their job's completion time (CLP PR #2509), for every
-final state (SUCCEEDED, FAILED, CANCELLED, KILLED); a RUNNING job's results never expire.
+Search results expire `retention` after their job's completion time
+(docs/design/archives.md#search-results), for every final state (SUCCEEDED, FAILED, CANCELLED,
+KILLED); a RUNNING job's results never expire.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def completion_ms(job: SearchJob) -> int:
 
 def results_to_expire(jobs: Iterable[SearchJob], now_ms: int, retention_minutes: int) -> list[SearchJob]:
     """Ended jobs whose results are not yet expired and whose completion is older than the TTL:
-    `completion < now − TTL` (the seed's `T − search_result.T > TTL`)."""
+    `completion < now − TTL` (`now − completion > TTL`)."""
     limit = now_ms - retention_ms(retention_minutes)
     return sorted((j for j in jobs if j.state in FINAL_STATES and j.results_expired_ms is None
                    and completion_ms(j) < limit), key=lambda j: j.id)

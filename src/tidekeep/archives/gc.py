@@ -1,4 +1,4 @@
-"""The archive garbage collector (CLP's archive_garbage_collector, reference 2.3), and `collect_all`.
+"""The archive garbage collector (docs/design/archives.md), and `collect_all`.
 
 One sweep, in crash-safe order (the decisions are in expiry.py):
 
@@ -6,7 +6,7 @@ One sweep, in crash-safe order (the decisions are in expiry.py):
    from the metadata by a sweep that died before deleting its file — delete the file (a missing
    file is fine) and then the journal row. A journaled archive whose row still exists was never
    committed as deleted: drop the journal row and delete nothing (CLP would delete the file of a
-   live archive here, reference 2.3 "Edge case").
+   live archive here: docs/design/archives.md#deletion).
 1. Mark RUNNING searches whose process died FAILED — no heartbeat for more than
    MISSED_HEARTBEATS of their intervals (audited "search_fail") — then those older than
    `search.max_runtime` KILLED (audited "search_kill"). Both only end jobs still RUNNING, and a

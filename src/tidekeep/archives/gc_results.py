@@ -1,9 +1,9 @@
-"""The search-result collector (CLP's search_result_garbage_collector, reference 2.5).
+"""The search-result collector (docs/design/archives.md#search-results).
 
 Results expire `results_cache.retention_period` minutes after their job's completion time
-(`completed_ms`, the improvement proposed in CLP PR #2509 — CLP itself uses the time the last
-result was inserted), for SUCCEEDED, FAILED, CANCELLED and KILLED jobs alike; a RUNNING job's
-results never expire. The job rows stay as history and show when their results expired.
+(`completed_ms`, not the time the last result was inserted: docs/design/archives.md#search-results),
+for SUCCEEDED, FAILED, CANCELLED and KILLED jobs alike; a RUNNING job's results never expire.
+The job rows stay as history and show when their results expired.
 
 Crash-safe order: first mark the jobs (`results_expired_ms`, audit "search_results_expire") in one
 transaction, then delete their results directories. Every sweep first deletes the directories of

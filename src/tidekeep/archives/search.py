@@ -3,7 +3,7 @@
 1. Everything is checked before anything is written (the dataset exists, the query compiles, the
    time range is valid), so bad input leaves no job row.
 2. The job row is created RUNNING; its lower bound (creation − archive_output.retention_period) is
-   fixed then (CLP's query scheduler, reference 2.4). Archives overlapping the time range whose end
+   fixed then (docs/design/archives.md#safe-expiry). Archives overlapping the time range whose end
    timestamp is at or after that bound (or that have no timestamps, with no time range) are the
    ones searched — an expired archive is never read, even while the collector has yet to delete it,
    and the collector never deletes what this job may read while it is RUNNING. From then until the

@@ -51,7 +51,7 @@ def catalog_row_of(archive: Archive) -> dict[str, Any]:
     """The archive's catalog meta record. It is LOCKED: the catalog's retention job and purge only
     touch UNLOCKED and DELETED records, so an archive's lifetime stays with the archive collector
     (which deletes the record together with the archive) and the purge can never delete an
-    archive file that the archive metadata still points at (CLP #597)."""
+    archive file that the archive metadata still points at (docs/design/archives.md#deletion)."""
     attributes = {"archive_id": archive.id, "message_count": str(archive.message_count)}
     if archive.begin_ts is not None:
         attributes["begin_ts"] = str(archive.begin_ts)
@@ -127,8 +127,9 @@ class ArchiveStore:
 
     def for_search(self, dataset: str, begin_ts: int | None, end_ts: int | None,
                    lower_bound_ms: int | None) -> builtins.list[Archive]:
-        """The archives a search may read (reference 2.4): overlapping [begin_ts, end_ts] and not
-        expired at the job's creation (end ≥ lower bound, or no timestamps at all), newest first.
+        """The archives a search may read (docs/design/archives.md#safe-expiry): overlapping
+        [begin_ts, end_ts] and not expired at the job's creation (end ≥ lower bound, or no timestamps
+        at all), newest first.
         Archives without timestamps only match a search without a time range."""
         query = sa.select(archives).where(archives.c.dataset == dataset)
         if begin_ts is not None:
@@ -250,8 +251,8 @@ class SearchJobStore:
 
 
 def oldest_running_created_ms(conn: Connection, before_ms: int) -> int | None:
-    """The creation time of the oldest RUNNING search job created before `before_ms` (CLP's safe
-    expiry input, reference 2.3 step 2)."""
+    """The creation time of the oldest RUNNING search job created before `before_ms` (the safe
+    expiry's input: docs/design/archives.md#safe-expiry)."""
     return conn.execute(sa.select(sa.func.min(archive_search_jobs.c.created_ms)).where(
         archive_search_jobs.c.state == str(JobState.RUNNING),
         archive_search_jobs.c.created_ms < before_ms)).scalar_one_or_none()

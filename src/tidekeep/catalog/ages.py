@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import InvalidInput
 
 MIN_AMOUNT = 1
-MAX_AMOUNT = 9999  # the rule editor's limit (Stroom #1673)
+MAX_AMOUNT = 9999  # the rule editor's limit (docs/design/catalog.md#expressions)
 EPOCH_MS = 0
 FOREVER = "Forever"  # the age string of a forever rule and of the epoch period's tracker
 

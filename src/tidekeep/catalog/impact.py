@@ -1,5 +1,6 @@
 """The impact summary: what the retention job would delete if it ran now with no trackers
-(reference 1.9), per rule, feed and type — for the saved rules or for rules not yet saved.
+(docs/design/catalog.md#impact), per rule, feed and type — for the saved rules or for rules not yet
+saved.
 
 It runs on Spark over the same source and the same rule CASE column as the job, so its counts
 are the job's counts by construction: an UNLOCKED record whose first matching active rule (ascending

@@ -1,4 +1,4 @@
-"""The data retention job, on Spark (seed: stroom-data-retention-job.md; reference 1.4–1.6).
+"""The data retention job, on Spark (docs/design/catalog.md).
 
 One run:
 1. fixes `now` (ms) once; every cutoff, period and status time of the run derives from it;

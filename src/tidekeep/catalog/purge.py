@@ -1,5 +1,5 @@
 """The purge: records DELETED for longer than `catalog.purge_age` lose their data, then their rows
-(reference 1.7, Stroom's "Data Delete" job). The decisions are in purge_plan.py; this is the shell.
+(docs/design/catalog.md#purge). The decisions are in purge_plan.py; this is the shell.
 
 Per batch: fetch up to `catalog.purge_batch_size` DELETED records with `status_time` at or below
 the sliding threshold, not excluded, not held, newest first; check each record's `location`

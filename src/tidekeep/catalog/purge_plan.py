@@ -1,4 +1,4 @@
-"""The purge's decisions as pure functions (reference 1.7, Stroom's PhysicalDeleteExecutor).
+"""The purge's decisions as pure functions (docs/design/catalog.md#purge).
 
 The shell (purge.py) fetches a batch of DELETED records with `status_time <= cursor.threshold_ms`,
 not in `cursor.excluded`, newest first, deletes their data, deletes the rows of the successes and

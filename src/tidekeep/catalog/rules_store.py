@@ -7,8 +7,8 @@ IN_DICTIONARY term names exists), then writes the row and an audit entry (action
 in one transaction, so bad input changes nothing.
 
 Trackers (`catalog_trackers`) remember, per rules version and rule age, the `now` of the run that
-last completed that period (reference 1.5). Reading them for a version drops those of every other
-version: a rules edit invalidates them all.
+last completed that period (docs/design/catalog.md#trackers). Reading them for a version drops those
+of every other version: a rules edit invalidates them all.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Create-time slices (reference 1.6), pure.
+"""Create-time slices (docs/design/catalog.md#slices), pure.
 
 Stroom deletes a period in slices: take the first `batch_size` matching rows from the slice
 start by create time, and update every matching row in [min, max + 1) of their create times. Rows

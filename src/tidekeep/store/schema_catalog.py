@@ -6,7 +6,7 @@
   only, keys sorted, so every compiler reads it the same way.
 - `catalog_dictionaries`: named word lists for IN_DICTIONARY terms.
 - `catalog_rules`: the rule set document (one row, name "default"); `version` is a new random
-  UUID on every save, which invalidates every tracker (reference 1.5).
+  UUID on every save, which invalidates every tracker (docs/design/catalog.md#trackers).
 - `catalog_trackers`: when each rule age's period was last processed under a rules version.
 - `catalog_runs`: one row per retention job or purge run, with its fixed `now` and its report.
 """

@@ -13,8 +13,7 @@ time is above the previous lower time (or there is no previous watermark). A non
 stays *active* — and holds watermarks back — while `now - noted_ms < timeout`; after that it is left
 out until its next note (it rejoins as soon as it notes a time above the watermark). A *closed*
 writer's mark (`closed=True`: the writer was closed, its position is where its last event ended) is
-never active: closing takes a writer out of the time aggregation at once (Pravega #7387 never did on
-master).
+never active: closing takes a writer out of the time aggregation at once (docs/watermarks.md).
 
 **Positions of writers that do not count for time.** The cut is at or after the position of EVERY
 writer with a mark — active, timed out or closed — not only the active ones as in Pravega. A writer
@@ -23,42 +22,44 @@ time; if the cut did not cover them, a reader could pass the watermark and then 
 with a lower bound above their time. Covering them only moves the cut further ahead, which is always
 safe (a reader passes it later).
 
-**Emission** (D3 steps 5-6). If any active writer is not participating, nothing is emitted: we wait
+**Emission** (docs/watermarks.md). If any active writer is not participating, nothing is emitted: we wait
 for it to note or time out. Otherwise lower = min of the active writers' times, and a watermark is
 emitted only if lower is strictly above the previous lower. revision = previous.revision + 1 (0 first).
 
-**The cut** (D4, computed on predecessor-closed "done" sets instead of Pravega's add/evict loop).
+**The cut** (docs/watermarks.md; computed on predecessor-closed "done" sets instead of Pravega's
+add/evict loop).
 A segment's predecessors are the segments with a lower id whose key ranges overlap it (model.py).
 1. D = the predecessors of every segment in an active writer's position and in the previous cut:
    the cut must be at or past all of them (a writer at a successor has moved past its predecessors;
    this is Pravega's eviction in `addToUpperBound`, and it keeps the cut never behind the previous one).
 2. Close D under predecessors. The cut is the *ready* set of D (segments not in D whose predecessors
    are all in D). Ready segments never overlap one another.
-3. Where a key is not covered (the gaps D4 fills), take the earliest segment holding that key that is
+3. Where a key is not covered (the key-range gaps), take the earliest segment holding that key that is
    not in D; its predecessors are not all done, so add them to D and repeat. D only grows, and the
    active segments of the last epoch always tile, so this ends with a complete valid cut.
 4. Offsets: a ready segment stands at the maximum of the writers' offsets and the previous cut's
    offset in it, else at **0** — its start.
-This gives D4's worked example exactly ({3:100, 4:0}).
+This gives the gap-filling example of tests/test_watermarks_store.py exactly ({3:100, 4:0}).
 
 **Where we deliberately differ from Pravega.**
-- #6510: Pravega fills a never-written segment with the writers' -1, which readers treat as "beyond
+- Never-written segments: Pravega fills a never-written segment with the writers' -1, which readers treat as "beyond
   everything", so their lower bound stays null forever. We fill it at offset 0, its start: nothing was
   written before 0, so the claim "every event before the cut was noted at or after lower" holds, and a
   reader anywhere in that segment has passed the mark.
 - A writer that is not participating times out `timeout` after its last note (`noted_ms`), not after
   the controller first *saw* it lagging: the rule is "has not advanced for that long", it needs no
-  in-memory timer, and a failover does not restart it (D7).
+  in-memory timer, and a failover does not restart it.
 - Pravega can build a cut that violates lineage: writers at {A} and {C} where B, merged from A and
   a neighbour, was later split into C and another segment — no gap, so no filling, but B lies
   partly before and partly after. The done-set construction above cannot produce that.
 - upper = max(active writers' times, previous upper): a writer that timed out still noted its time
   before the (only growing) cut, so the upper bound must not shrink below what it already covered.
-- #7408: the timeout is an argument here; the stream setting's default is 60 s (not Pravega's 0).
-- #4233 / #4218 concern the client's noting cadence and the reader; the reader window below follows
-  `WatermarkReaderImpl` and reproduces its `testUpdates` sequence.
+- The timeout is an argument here; the stream setting's default is 60 s (not Pravega's 0, which drops
+  every slow writer at once: docs/watermarks.md).
+- The reader window below follows Pravega's reader (the same sequence of windows for the same
+  watermarks).
 
-**Reader time window** (D6). `WindowTracker` reads watermarks oldest-first and keeps the last one the
+**Reader time window** (docs/watermarks.md). `WindowTracker` reads watermarks oldest-first and keeps the last one the
 position has passed (its lower time is the window's lower bound) and the in-flight ones that the
 position has not passed (the last one's upper time is the window's upper bound). It only moves
 forward. `compare` is Pravega's: per reader segment, the mark's same segment (offsets compared) or
@@ -259,7 +260,7 @@ def next_watermark(
     if not active:
         return None
     if not all(_participates(m, previous) for m in active):
-        return None  # wait until the lagging writer notes or times out (D3 step 5)
+        return None  # wait until the lagging writer notes or times out (docs/watermarks.md)
     lower = min(m.time_ms for m in active)
     upper = max(m.time_ms for m in active)
     if previous is not None:

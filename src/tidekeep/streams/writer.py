@@ -14,7 +14,7 @@ Watermarks: `note_time(t)` flushes, then records (writer, t, the offsets after t
 committed event) — see watermark_store.py. With `WriterConfig(automatically_note_time=True)` a
 background thread notes the clock's time every `note_time_interval` (after flushing) and a manual
 `note_time` is refused. `close()` takes the writer out of watermark aggregation, so a closed writer
-never holds watermarks back (Pravega's #7387); its last position still bounds the next watermark's
+never holds watermarks back (docs/watermarks.md); its last position still bounds the next watermark's
 cut (watermark_store.close_writer).
 """
 

@@ -53,6 +53,6 @@ class Operator:
 
 Expr = Term | Operator
 
-MATCH_ALL = Operator(Op.AND, ())  # an empty AND matches everything (Stroom #1253)
+MATCH_ALL = Operator(Op.AND, ())  # an empty AND matches everything (docs/design/catalog.md#expressions)
 
 __all__ = ["MATCH_ALL", "Condition", "Expr", "Op", "Operator", "Term"]

@@ -2,7 +2,7 @@
 
 - disabled items are dropped;
 - an operator with no surviving children is dropped from its parent, and at the top level is the
-  empty AND, which matches everything (Stroom #1253);
+  empty AND, which matches everything (docs/design/catalog.md#expressions);
 - NOT over several children is NOT(AND(children));
 - AND / OR with a single child is that child.
 
