@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-full spark-example test lint bench install check-java clean
+.PHONY: demo demo-full spark-example test test-fast lint bench install check-java clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tidekeep needs Python >= 3.11")'
@@ -30,6 +30,10 @@ spark-example: $(STAMP) check-java
 
 test: $(STAMP) check-java
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# everything without Spark or a subprocess (markers applied by tests/conftest.py), in under 3 minutes
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not spark and not slow" $(PYTEST_ARGS)
 
 # ruff, then mypy over src/tidekeep with the settings in pyproject.toml ([tool.mypy])
 lint: $(STAMP)

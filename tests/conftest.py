@@ -1,22 +1,53 @@
-"""Shared fixtures: real SQLite, real PostgreSQL, one Spark session for the whole run.
+"""Shared fixtures: real SQLite, real PostgreSQL, one Spark session for the whole run; markers
+applied from what a test uses; the hypothesis profiles.
 
 PostgreSQL: TIDEKEEP_TEST_PG_URL names a server (`.ci/run` starts one and exports it). Without it
 the tests try the local default; when no server answers they skip with a loud reason, except in
 CI (CI=true or TIDEKEEP_TEST_REQUIRE_PG=1), where an unreachable server fails them.
 Each PostgreSQL-backed test gets its own schema, dropped afterwards.
+
+Markers are never written by hand; collection applies them (docs/testing.md):
+- `spark`: the test uses the `spark` fixture;
+- `postgres`: it uses PostgreSQL (`pg_url`, the postgres side of `metadata_url` or of another
+  fixture parametrised over backends by name);
+- `slow`: it starts a process (a worker, the CLI, a crash test): its code, the test-module and helper
+  functions it calls, or its fixtures reach `subprocess`, `multiprocessing`, `os.fork`/`spawn*`/
+  `system`/`popen` or `sys.executable`;
+- `cli`: it runs the `tidekeep` command line (in a subprocess, with typer's CliRunner, or by calling
+  a function of tidekeep.cli).
+An unmarked test that starts a process anyway fails (an audit hook sees it), so `make test-fast`
+(`-m "not spark and not slow"`) cannot silently start running processes.
+
+Hypothesis: profile `dev` (the default) and `ci` (selected when CI=true, or HYPOTHESIS_PROFILE=ci):
+CI derandomises and prints the reproduction blob of a failure; no deadline on either, since a loaded
+machine must not turn slowness into a failure.
 """
 
 from __future__ import annotations
 
+import dis
+import inspect
 import os
+import sys
+import types
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import settings as hypothesis_settings
 
 import tidekeep as tk
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+# ---- hypothesis profiles ------------------------------------------------------------------------
+hypothesis_settings.register_profile("dev", deadline=None)
+hypothesis_settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE")
+                                 or ("ci" if os.environ.get("CI", "").lower() in {"1", "true", "yes"} else "dev"))
 
 DEFAULT_PG_URL = "postgresql+psycopg://tidekeep:tidekeep@127.0.0.1:5432/tidekeep_test"
 
@@ -111,3 +142,160 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("TIDEKEEP_") and not name.startswith("TIDEKEEP_TEST_"):
             monkeypatch.delenv(name, raising=False)
+
+
+# ---- markers from what a test uses ------------------------------------------------------------
+# names whose use starts a process: modules, and attributes of os / sys
+_SPAWNING_MODULES = {"subprocess", "multiprocessing", "concurrent.futures.process"}
+_SPAWNING_ATTRIBUTES = {"executable", "fork", "forkpty", "posix_spawn", "posix_spawnp", "spawnv", "spawnve",
+                        "spawnl", "spawnle", "spawnlp", "spawnvp", "system", "popen", "execv", "execve"}
+_CLI_NAMES = {"CliRunner", "tidekeep.cli.main", "tidekeep.cli"}
+
+
+def _code_objects(code: types.CodeType) -> Iterator[types.CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _functions_of(value: Any) -> list[types.FunctionType]:
+    """The test-suite functions behind a referenced name: a function, a fixture's function, or the
+    methods of a class defined in the tests."""
+    value = getattr(value, "__func__", value)  # a method of a test class
+    if callable(value) and not isinstance(value, type):
+        value = inspect.unwrap(value)
+    if isinstance(value, types.FunctionType):
+        return [value]
+    if isinstance(value, type):
+        return [member for member in vars(value).values() if isinstance(member, types.FunctionType)]
+    return []
+
+
+def _in_tests(function: types.FunctionType) -> bool:
+    try:
+        return Path(inspect.getfile(function)).resolve().is_relative_to(TESTS_DIR)
+    except (TypeError, OSError):
+        return False
+
+
+_uses_cache: dict[types.CodeType, frozenset[str]] = {}
+
+
+def _uses(function: types.FunctionType, seen: set[types.CodeType] | None = None) -> frozenset[str]:
+    """What a test-suite function reaches, following the test-suite functions and classes it names
+    (never into tidekeep or libraries): {"slow", "cli"} or a part of it."""
+    code = function.__code__
+    if code in _uses_cache:
+        return _uses_cache[code]
+    top = seen is None
+    seen = set() if seen is None else seen
+    if code in seen:
+        return frozenset()
+    seen.add(code)
+    found: set[str] = set()
+    for inner in _code_objects(code):
+        names = set(inner.co_names)
+        if names & _SPAWNING_ATTRIBUTES and names & {"os", "sys"}:
+            found.add("slow")
+        strings = {const for const in inner.co_consts if isinstance(const, str)}
+        if (names | strings) & _CLI_NAMES:
+            found.add("cli")
+        for instruction in dis.get_instructions(inner):
+            if instruction.opname == "IMPORT_NAME" and instruction.argval in _SPAWNING_MODULES:
+                found.add("slow")  # `import subprocess` inside the function
+            if instruction.opname not in {"LOAD_GLOBAL", "LOAD_NAME"}:
+                continue
+            value = function.__globals__.get(str(instruction.argval))
+            referenced = [value]
+            if isinstance(value, types.ModuleType):
+                if value.__name__ in _SPAWNING_MODULES:
+                    found.add("slow")
+                # a test-suite module used as `procs.run_worker(...)`: the attributes it names
+                module_file = getattr(value, "__file__", None)
+                in_suite = module_file is not None and Path(module_file).resolve().is_relative_to(TESTS_DIR)
+                referenced = [getattr(value, name, None) for name in names] if in_suite else []
+            elif getattr(value, "__module__", None) in _SPAWNING_MODULES:  # `from subprocess import run`
+                found.add("slow")
+            elif str(getattr(value, "__module__", "")).startswith("tidekeep.cli"):  # the CLI in-process
+                found.add("cli")
+            for target in referenced:
+                for called in _functions_of(target):
+                    if _in_tests(called):
+                        found |= _uses(called, seen)
+    result = frozenset(found)
+    if top:  # a result inside a traversal may lack what a function on the current path reaches
+        _uses_cache[code] = result
+    return result
+
+
+def _fixture_functions(item: pytest.Function) -> list[types.FunctionType]:
+    functions = []
+    for definitions in item._fixtureinfo.name2fixturedefs.values():
+        for definition in definitions:
+            functions.extend(_functions_of(definition.func))
+    return functions
+
+
+def _uses_postgres(item: pytest.Function) -> bool:
+    if "pg_url" in item.fixturenames:
+        return True
+    params = getattr(item, "callspec", None)
+    return params is not None and any(
+        isinstance(value, str) and value in {"postgres", "pg", "postgresql", "pg_backend"}
+        for value in params.params.values())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in ("spark: uses the shared Spark session (applied from the spark fixture)",
+                 "postgres: uses PostgreSQL (applied from pg_url and postgres-parametrised fixtures)",
+                 "slow: starts a process: a worker, the CLI, a crash test (applied from subprocess use)",
+                 "cli: runs the tidekeep command line (applied from run_cli / CliRunner use)"):
+        config.addinivalue_line("markers", line)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        if "spark" in item.fixturenames:
+            item.add_marker(pytest.mark.spark)
+        if _uses_postgres(item):
+            item.add_marker(pytest.mark.postgres)
+        found: set[str] = set()
+        for function in [*_functions_of(item.obj), *_fixture_functions(item)]:
+            if _in_tests(function):
+                found |= _uses(function)
+        for name in sorted(found):
+            item.add_marker(getattr(pytest.mark, name))
+
+
+# ---- the guard: an unmarked test that starts a process fails ------------------------------------
+_current_test: dict[str, pytest.Item | None] = {"item": None}
+_spawned_by: dict[str, list[str]] = {}
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event in {"subprocess.Popen", "os.fork", "os.posix_spawn", "os.system", "os.exec"}:
+        item = _current_test["item"]
+        if item is not None:
+            _spawned_by.setdefault(item.nodeid, []).append(f"{event} {str(args[:2])[:120]}")
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """The test body only: the shared Spark session starting in a fixture is not the test's doing."""
+    _current_test["item"] = item
+    try:
+        result = yield
+    finally:
+        _current_test["item"] = None
+    spawned = _spawned_by.pop(item.nodeid, [])
+    if spawned and item.get_closest_marker("slow") is None and item.get_closest_marker("spark") is None:
+        pytest.fail(f"this test started a process ({spawned[0]}) but collection did not mark it slow: "
+                    "call it through a helper conftest recognises (tests/helpers/procs.py, cli.py) or "
+                    "extend conftest's detection", pytrace=False)
+    return result

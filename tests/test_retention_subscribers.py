@@ -267,18 +267,22 @@ def test_a_cycle_decides_again_when_a_subscriber_appears_before_its_truncation(
     assert cclient.retention.preview(STREAM).cut == {0: 5_000}
     recorded = len(cclient.retention.records(STREAM))
     env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
-    env["TIDEKEEP_PAUSE"] = "retention.before_truncate=2500"
+    gate = tmp_path / "truncate-paused"  # the cycle waits before its truncation until the newcomer exists
+    gate.touch()
+    env["TIDEKEEP_PAUSE"] = f"retention.before_truncate=@{gate}"
     cycle = subprocess.Popen([sys.executable, "-m", "tidekeep.cli.main", "--set", "retention.frequency=1ms",
                               "retention", "run", STREAM, "--json"], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-    # the cycle's first transaction records the tail; its decision (truncate at 5,000) follows at once
-    deadline = time.monotonic() + 60
-    while len(cclient.retention.records(STREAM)) == recorded:
-        assert cycle.poll() is None and time.monotonic() < deadline, cycle.communicate()
+    # the cycle records the tail, decides (truncate at 5,000) and waits at the gate before truncating
+    # (no deadline of our own: the cycle reaches the gate or exits; pytest's timeout ends a hang)
+    while not Path(f"{gate}.reached").exists():
+        assert cycle.poll() is None, cycle.communicate()
         time.sleep(0.02)
+    assert len(cclient.retention.records(STREAM)) > recorded
     cclient.create_reader_group("newcomer", tk.ReaderGroupConfig(
         streams=[STREAM], retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
-    out, err = cycle.communicate(timeout=60)
+    gate.unlink()
+    out, err = cycle.communicate(timeout=120)
     assert cycle.returncode == 0, err
     decided = json.loads(out)
     # the truncation refused the stale decision; deciding again, the newcomer holds the stream at 0

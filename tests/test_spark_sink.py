@@ -487,11 +487,13 @@ def test_executor_refuses_null_payloads_and_negative_times(sqlite_client: tk.Cli
 
 
 def test_concurrent_commits_of_one_sequence_append_once(client: tk.Client, out: str, monkeypatch: pytest.MonkeyPatch,
-                                                        caplog: pytest.LogCaptureFixture) -> None:
+                                                        caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
     """Two drivers commit the same batch (a zombie and its replacement): one appends, the other is
     a duplicate, also when the writer has no row yet (on PostgreSQL both pass the check, held there
     by a pause point, and both insert it; the loser's unique violation makes it plan again)."""
-    monkeypatch.setenv("TIDEKEEP_PAUSE", "txn.sequence_checked=300")
+    gate = tmp_path / "sequence-checked"  # each commit waits past its check until the gate opens
+    gate.touch()
+    monkeypatch.setenv("TIDEKEEP_PAUSE", f"txn.sequence_checked=@{gate}")
     caplog.set_level("INFO", logger="tidekeep.txn")
     tw = client.transactional_writer(OUT, "racer")
     txns = []
@@ -513,8 +515,16 @@ def test_concurrent_commits_of_one_sequence_append_once(client: tk.Client, out: 
     threads = [threading.Thread(target=commit, args=(i,)) for i in range(2)]
     for thread in threads:
         thread.start()
+    # PostgreSQL: both commits pass the check before either inserts; SQLite serialises the two write
+    # transactions, so only one is past the check while the other waits for the lock
+    arrivals = 2 if client.settings.metadata_url.startswith("postgresql") else 1
+    reached = Path(f"{gate}.reached")
+    while not (reached.exists() and len(reached.read_text().splitlines()) >= arrivals):
+        assert all(thread.is_alive() for thread in threads), results  # a commit ended before the gate
+        time.sleep(0.01)
+    gate.unlink()
     for thread in threads:
-        thread.join(60)
+        thread.join(120)
     assert all(isinstance(r, tk.TxnCommitResult) for r in results), results
     assert sorted(r.duplicate for r in results) == [False, True]  # type: ignore[union-attr]
     assert len(list(client.read(OUT))) == 1

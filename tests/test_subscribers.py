@@ -254,7 +254,9 @@ def test_a_reset_between_the_checks_and_the_write_makes_another_process_update_s
     first, _ = two_streams
     client.create_reader_group("g", tk.ReaderGroupConfig(streams=[STREAM], retention_type=MANUAL))
     env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
-    env["TIDEKEEP_PAUSE"] = "subscribers.publish.before_write=3000"
+    gate = tmp_path / "publish-paused"  # the other process waits before its write until the reset is done
+    gate.touch()
+    env["TIDEKEEP_PAUSE"] = f"subscribers.publish.before_write=@{gate}"
     proc = subprocess.Popen([sys.executable, "-m", "tidekeep.cli.main", "-v", "--set", "log.level=DEBUG",
                              "rg", "retention-cut", "g", str(first)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -267,7 +269,8 @@ def test_a_reset_between_the_checks_and_the_write_makes_another_process_update_s
     else:
         raise AssertionError(f"the publishing process never reached its write: {''.join(seen)}")
     client.reader_group("g").reset(tk.ReaderGroupConfig(streams=[STREAM], retention_type=MANUAL))
-    _, err = proc.communicate(timeout=60)
+    gate.unlink()
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == StaleGeneration.exit_code, err
     assert "error: reader group 'g' is at generation 1, this handle knows generation 0" in err
     assert one(client, STREAM, "g").positions is None and rows(client) == [("g", 1, None)]

@@ -32,7 +32,7 @@ def pause_point(name: str) -> None:
     `TIDEKEEP_PAUSE=name=@/path/to/gate` makes it wait here while that file exists (at most ten
     minutes): the test removes the file once it has done what must happen during the pause, so the
     outcome never depends on how fast the machine is. While it waits, `<gate>.reached` exists, so
-    the test knows the process is at the point."""
+    the test knows the process is at the point; it has one line per arrival (threads too)."""
     armed = os.environ.get("TIDEKEEP_PAUSE")
     if not armed:
         return
@@ -46,8 +46,8 @@ def pause_point(name: str) -> None:
             time.sleep(int(value) / 1000)
         elif value.startswith("@"):
             gate = value[1:]
-            with open(gate + ".reached", "a"):
-                pass
+            with open(gate + ".reached", "a") as reached:  # one line per arrival: a test can count them
+                reached.write(f"{os.getpid()}\n")
             deadline = time.monotonic() + GATE_LIMIT_S
             while os.path.exists(gate) and time.monotonic() < deadline:
                 time.sleep(0.01)
