@@ -1,6 +1,6 @@
 """When the catalog job runs under `tidekeep serve`: a 5-field cron schedule in UTC
-(`catalog.schedule`, default "0 0 * * *": daily at midnight), and the task that runs the
-retention job and then the purge under the lease "catalog", so only one process does.
+(`catalog.schedule`, default "0 0 * * *": daily at midnight). The service runs the job and then
+the purge on it as a periodic task (service/tasks.py `CronTask`).
 
 Cron (pure): minute hour day-of-month month day-of-week; each field `*`, a number, a range `a-b`,
 a step `*/n`, `a/n` or `a-b/n`, or a comma list of those; months and weekdays also by name (JAN,
@@ -10,34 +10,19 @@ not start with `*`) a day matches if either does. Macros: @yearly (@annually), @
 rules); this module checks the syntax first, so that a bad schedule is refused with one line
 naming the field and the token, and only this syntax is accepted (no seconds field, no `L`/`#`).
 
-The task: the last run time is the lease row's `work_done_ms` (shared by every process), set to
-the moment a run began once the job and the purge both succeeded. A run is due when the first
-fire time after the last run has come; a schedule that never ran counts from the service's start,
-so starting `serve` does not run the job at once. Fire times missed while no service ran are
-caught up by one run. A failed run is retried with exponential backoff; it never stops serve.
-The job and the purge get the lease's fence (catalog/job.py, catalog/purge.py): a run whose lease
-was taken over stops with LeaseLost, which drops the lease without a backoff.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cronsim import CronSim, CronSimError
 
-from ..errors import ConfigError, InvalidInput, LeaseLost
-
-if TYPE_CHECKING:
-    from ..service.scheduler import RetentionService
-
-log = logging.getLogger("tidekeep.service")
+from ..errors import ConfigError, InvalidInput
 
 MINUTE_MS = 60_000
-CATALOG_RESOURCE = "catalog"
 _MONTH_NAMES = {n: i + 1 for i, n in enumerate(
     ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"])}
 _DAY_NAMES = {n: i for i, n in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
@@ -143,74 +128,3 @@ def check_schedule(value: Any) -> str:
 
 
 # ---- the task under `tidekeep serve` ----------------------------------------------------------
-def describe_result(result: Any) -> str:
-    """One log line for a run report: its summary(), or its rows and bytes (the job's RunReport)."""
-    summary = getattr(result, "summary", None)
-    if callable(summary):
-        return str(summary())
-    if hasattr(result, "rows") and hasattr(result, "bytes"):
-        return (f"run {getattr(result, 'run_id', None)}: {result.rows} record(s), {result.bytes} bytes logically "
-                f"deleted; state {getattr(result, 'state', '?')}")
-    return repr(result)
-
-
-@dataclass
-class CatalogTask:
-    """One pass's look at the catalog schedule (called by RetentionService.run_pass): when due,
-    take the lease, run the job, then the purge, note the run in the lease row, give the lease back."""
-
-    cron: Cron
-    run_job: Callable[[], Any]
-    purge: Callable[[], Any]
-    retry_base_ms: int = 60_000
-    retry_cap_ms: int = 3_600_000
-    started_ms: int | None = None  # when this service first looked: the anchor of a schedule never run
-    failures: int = 0
-    retry_at_ms: int | None = None
-
-    def _due(self, service: RetentionService, now_ms: int) -> bool:
-        row = service.leases.get(CATALOG_RESOURCE)
-        last = row.work_done_ms if row is not None and row.work_done_ms is not None else self.started_ms
-        return is_due(self.cron, int(last if last is not None else now_ms), now_ms)
-
-    def __call__(self, service: RetentionService) -> bool:
-        """True when this call ran the job and the purge successfully."""
-        from ..service.scheduler import backoff_ms
-
-        now = service.clock.now_ms()
-        if self.started_ms is None:
-            self.started_ms = now
-        if self.retry_at_ms is not None and now < self.retry_at_ms:
-            return False
-        if not self._due(service, now):
-            return False
-        if not service._take(CATALOG_RESOURCE):
-            log.debug("catalog: another process holds the catalog lease")
-            return False
-        try:
-            if not self._due(service, service.clock.now_ms()):  # another process ran it meanwhile
-                return False
-            began = service.clock.now_ms()
-            log.info("catalog job: %s", describe_result(self.run_job()))
-            log.info("catalog purge: %s", describe_result(self.purge()))
-            with service._held_lock:
-                version = service.held.get(CATALOG_RESOURCE)
-            if version is not None:
-                service.leases.record_work_done(CATALOG_RESOURCE, service.owner, version, began)
-            self.failures, self.retry_at_ms = 0, None
-            return True
-        except LeaseLost as exc:  # taken over mid-run: the new holder runs it; no backoff, no retry here
-            service.lease_lost(CATALOG_RESOURCE, exc)
-            return False
-        except Exception as exc:  # retried after a backoff; serve goes on
-            self.failures += 1
-            wait = backoff_ms(self.failures, self.retry_base_ms, self.retry_cap_ms)
-            self.retry_at_ms = service.clock.now_ms() + wait
-            log.warning("catalog run failed (attempt %d, retry in %d ms): %s: %s", self.failures, wait,
-                        type(exc).__name__, exc)
-            return False
-        finally:
-            service._give_back(CATALOG_RESOURCE)
-
-
-__all__ = ["CATALOG_RESOURCE", "CatalogTask", "Cron", "check_schedule", "is_due", "next_fire", "parse_cron"]
