@@ -65,7 +65,7 @@ def test_a_running_search_process_holds_back_the_collector(tmp_path: Path, metad
         assert [c["archive_id"] for c in report.archives.candidates] == [stale.id]
         ids = {a.id for a in collector.archives.list("app")}
         assert ids == {readable.id}
-        assert collector.storage.fs.get_file_info(collector.storage.full_path(readable.path)).size > 0
+        assert collector.storage.size(readable.path) > 0
         assert collector.archives.job(job.id).state is JobState.RUNNING  # the sweep ran mid-search
 
         gate.unlink()  # the search reads on

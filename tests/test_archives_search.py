@@ -250,7 +250,7 @@ def test_a_running_job_shows_what_is_written_so_far(sqlite_client: tk.Client) ->
     job = jobs.create("app", "hit", regex=False, ignore_case=False, begin_ts=None, end_ts=None, retention_minutes=None)
     jobs.set_results_path(job.id, f"search-results/{job.id}")
     assert client.archives.results(job.id).total == 0  # nothing written yet: no directory at all
-    task = ArchiveTask(archive.id, client.storage.uri_of(archive.path), client.storage.uri_of(""),
+    task = ArchiveTask(archive.id, archive.path, client.storage.uri_of(""),
                        f"search-results/{job.id}", fsync=True)
     assert search_archive(task, job.id, compile_query("hit"), TimeRange()) == 2
     page = client.archives.results(job.id)

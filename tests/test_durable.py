@@ -1,6 +1,6 @@
-"""The durable write (store/durable.py): a file and every directory entry leading to it are fsynced
-before the call returns; nothing is synced with fsync off or on an object store. Real files; the
-recorder wraps os.fsync (helpers/durability.py)."""
+"""The durable write (store/durable.py, through store/fileio.py): a file and every directory entry
+leading to it are fsynced before the call returns; nothing is synced with fsync off or on an
+object store. Real files; the recorder wraps os.fsync (helpers/durability.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
 from helpers.durability import DurabilityRecorder, assert_on_disk
 from tidekeep.store.chunks import ChunkStorage, build_chunk_table
-from tidekeep.store.durable import StorageWriter, sync_directory_entries
+from tidekeep.store.durable import sync_directory_entries
+from tidekeep.store.fileio import FileIO
 
 
 def _table() -> pa.Table:
@@ -28,10 +28,11 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> DurabilityRecorder:
 
 def test_a_durable_write_syncs_the_file_then_each_new_directory_up_to_the_root(
         tmp_path: Path, recorder: DurabilityRecorder) -> None:
-    root = str(tmp_path / "data")
-    os.makedirs(root)
+    os.makedirs(tmp_path / "data")
+    storage = FileIO(str(tmp_path / "data"), fsync=True)
+    root = storage.root
     full = f"{root}/streams/s/x-1/0.0/w-1.parquet"
-    StorageWriter(pafs.LocalFileSystem(), root, fsync=True).write_parquet(full, _table(), compression="zstd")
+    storage.write_parquet("streams/s/x-1/0.0/w-1.parquet", _table(), compression="zstd")
     assert pq.read_table(full).equals(_table())
     assert_on_disk(recorder.synced, full, full, root)
     # the file first, then its directory, then each parent holding the directory below it
@@ -76,17 +77,16 @@ def test_a_deleted_and_recreated_directory_is_synced_again(tmp_path: Path, recor
 
 
 def test_files_renamed_into_a_directory_are_synced_there(tmp_path: Path, recorder: DurabilityRecorder) -> None:
-    root = str(tmp_path / "data")
-    writer = StorageWriter(pafs.LocalFileSystem(), root, fsync=True)
-    os.makedirs(root)
+    os.makedirs(tmp_path / "data")
+    storage = FileIO(str(tmp_path / "data"), fsync=True)
+    root = storage.root
     staged = f"{root}/archives/web/_ingest-1/a.parquet"
-    sink = writer.open(staged)
+    sink = storage.create("archives/web/_ingest-1/a.parquet")
     pq.write_table(_table(), sink)
-    writer.close_file(sink)
+    storage.finish_data(sink)
     assert [s.path for s in recorder.synced] == [staged]  # the data only: the name is about to change
     final = f"{root}/archives/web/a.parquet"
-    os.rename(staged, final)
-    writer.moved_into(f"{root}/archives/web")
+    storage.move("archives/web/_ingest-1/a.parquet", "archives/web/a.parquet")
     assert_on_disk(recorder.synced, staged, final, root)
 
 
@@ -96,7 +96,7 @@ def test_the_storage_root_is_created_durably(tmp_path: Path, recorder: Durabilit
     assert root.is_dir()
     for created in (root, root.parent, root.parent.parent):
         assert any(s.path == str(created.parent) and s.names and created.name in s.names for s in recorder.synced)
-    assert storage.file_writer.durable
+    assert storage.durable
 
 
 def test_with_fsync_off_nothing_is_synced_and_the_chunk_is_the_same(
@@ -113,10 +113,9 @@ def test_with_fsync_off_nothing_is_synced_and_the_chunk_is_the_same(
 
 def test_an_object_store_is_not_synced_by_us() -> None:
     # a completed upload is durable on S3/GCS; there is no descriptor to fsync
-    s3 = pafs.S3FileSystem(anonymous=True, region="us-east-1")
-    assert not StorageWriter(s3, "bucket/prefix", fsync=True).durable
-    assert StorageWriter(pafs.LocalFileSystem(), "/tmp", fsync=True).durable
-    assert not StorageWriter(pafs.LocalFileSystem(), "/tmp", fsync=False).durable
+    assert not FileIO("s3://bucket/prefix?region=us-east-1", fsync=True).durable
+    assert FileIO("/tmp", fsync=True).durable
+    assert not FileIO("/tmp", fsync=False).durable
 
 
 def test_a_directory_outside_the_root_is_refused(tmp_path: Path) -> None:

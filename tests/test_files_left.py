@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pytest
 import sqlalchemy as sa
 from hypothesis import given
@@ -38,7 +37,7 @@ from tidekeep.archives.model import ARCHIVE_SCHEMA, JobState, results_dir
 from tidekeep.archives.store import SearchJobStore
 from tidekeep.store.chunks import ChunkStorage
 from tidekeep.store.deletion import FileLeft, describe_files_left
-from tidekeep.store.durable import StorageWriter
+from tidekeep.store.fileio import FileIO
 from tidekeep.store.schema_archives import archive_gc_journal
 from tidekeep.store.schema_catalog import catalog_records
 
@@ -500,7 +499,7 @@ def test_a_failing_archive_task_never_hides_its_error_behind_its_clean_up(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """An ingest task that fails deletes what it wrote; if that cannot be done, the task's own
     error still surfaces (the clean-up logs a warning and the orphan sweep takes the files)."""
-    writer = ArchiveWriter(StorageWriter(pafs.LocalFileSystem(), str(tmp_path), fsync=True), "staging/web", 1 << 20,
+    writer = ArchiveWriter(FileIO(str(tmp_path), fsync=True), "staging/web", 1 << 20,
                            with_timestamps=True)
     writer.write(pa.Table.from_pydict({"timestamp": [1, 2], "message": ["a", "b"], "source": ["s", "s"]},
                                       schema=ARCHIVE_SCHEMA), 4)

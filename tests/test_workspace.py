@@ -9,14 +9,13 @@ import os
 import sqlite3
 from pathlib import Path
 
-import pyarrow.fs as pafs
 import pytest
 import sqlalchemy as sa
 
 import tidekeep as tk
 from helpers.cli import run_cli
 from tidekeep.store.chunks import ChunkStorage
-from tidekeep.store.durable import StorageWriter
+from tidekeep.store.fileio import FileIO
 from tidekeep.store.workspace import (
     MARKER_FILE,
     check_stamps,
@@ -262,17 +261,17 @@ def test_the_marker_is_never_seen_half_written(tmp_path: Path, monkeypatch: pyte
     root = tmp_path / "data"
     storage = ChunkStorage(str(root), create=True)
     seen_while_writing: list[str | None] = []
-    real_open = StorageWriter.open
+    real_create = FileIO.create
 
-    def open_then_look(self: StorageWriter, full_path: str) -> object:
-        sink = real_open(self, full_path)  # the file exists now, still empty
-        seen_while_writing.append(read_storage_id(storage.fs, storage.root, str(root)))
+    def create_then_look(self: FileIO, key: str) -> object:
+        sink = real_create(self, key)  # the file exists now, still empty
+        seen_while_writing.append(read_storage_id(storage))
         return sink
 
-    monkeypatch.setattr(StorageWriter, "open", open_then_look)
-    write_storage_id(storage.file_writer, storage.root, "a" * 32, 0)
+    monkeypatch.setattr(FileIO, "create", create_then_look)
+    write_storage_id(storage, "a" * 32, 0)
     assert seen_while_writing == [None]
-    assert read_storage_id(storage.fs, storage.root, str(root)) == "a" * 32
+    assert read_storage_id(storage) == "a" * 32
     assert sorted(p.name for p in root.iterdir()) == [MARKER_FILE]
 
 
@@ -280,9 +279,9 @@ def test_a_marker_left_half_written_by_a_crash_is_not_data(tmp_path: Path, metad
     root = tmp_path / "data"
     root.mkdir()
     (root / f"{MARKER_FILE}.{'0' * 32}.partial").write_bytes(b'{"workspace')  # killed while writing it
-    assert not storage_has_data(pafs.LocalFileSystem(), str(root))
+    assert not storage_has_data(FileIO(str(root)))
     client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(root), create=True)
     client.close()
     assert json.loads((root / MARKER_FILE).read_text())["workspace_id"]
     (root / "streams").mkdir()
-    assert storage_has_data(pafs.LocalFileSystem(), str(root))
+    assert storage_has_data(FileIO(str(root)))

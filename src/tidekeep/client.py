@@ -310,8 +310,8 @@ def init_workspace(home: str | os.PathLike[str] | None = None,
         check_can_be_directory(directory, setting)  # before anything is created: all or nothing
     database_id, database_is_new = _inspect_database(settings)
     probe = ChunkStorage(settings.storage_uri, create=False) if _storage_exists(settings.storage_uri) else None
-    storage_id = None if probe is None else read_storage_id(probe.fs, probe.root, probe.uri)
-    has_data = probe is not None and storage_has_data(probe.fs, probe.root)
+    storage_id = None if probe is None else read_storage_id(probe)
+    has_data = probe is not None and storage_has_data(probe)
     shown = Database.shown_url(settings.metadata_url)
     plan = plan_init(database_id, storage_id, database_is_new, has_data, shown, settings.storage_uri)
     if plan.refusal is not None:
@@ -337,9 +337,9 @@ def init_workspace(home: str | os.PathLike[str] | None = None,
     storage = ChunkStorage(settings.storage_uri, create=True, fsync=settings["storage.fsync"])
     if plan.stamp_storage:
         assert workspace_id is not None
-        current = read_storage_id(storage.fs, storage.root, storage.uri)
+        current = read_storage_id(storage)
         if current is None:
-            write_storage_id(storage.file_writer, storage.root, workspace_id, clock.now_ms())
+            write_storage_id(storage, workspace_id, clock.now_ms())
         elif current != workspace_id:  # stamped by a concurrent init of another workspace meanwhile
             raise WorkspaceMismatch(mismatch_message(workspace_id, current, shown, settings.storage_uri))
     return settings, created

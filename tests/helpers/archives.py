@@ -7,7 +7,6 @@ import uuid
 from collections.abc import Sequence
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tidekeep.archives.model import ARCHIVE_SCHEMA, Archive, archive_path
 from tidekeep.archives.store import ArchiveStore
@@ -26,10 +25,8 @@ def make_archive(client: Client, dataset: str, messages: Sequence[tuple[int | No
     path = archive_path(dataset, archive_id)
     table = pa.Table.from_pydict({"timestamp": [m[0] for m in rows], "message": [m[1] for m in rows],
                                   "source": [source] * len(rows)}, schema=ARCHIVE_SCHEMA)
-    full = client.storage.full_path(path)
-    client.storage.fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
-    pq.write_table(table, full, filesystem=client.storage.fs, compression="zstd")
-    stored = client.storage.fs.get_file_info(full).size or 0
+    client.storage.write_parquet(path, table, compression="zstd")
+    stored = client.storage.size(path)
     archive = Archive(archive_id, dataset, min(stamps) if stamps else None, max(stamps) if stamps else None,
                       len(rows), sum(len(m[1].encode()) + 1 for m in rows), stored, path, client.clock.now_ms(),
                       uuid.uuid4().hex)

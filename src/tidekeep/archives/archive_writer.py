@@ -1,4 +1,4 @@
-"""Writing archive files: Parquet (zstd, ARCHIVE_SCHEMA) through any pyarrow.fs filesystem, rolled
+"""Writing archive files: Parquet (zstd, ARCHIVE_SCHEMA) into the storage (store/fileio.py), rolled
 to a new archive once a file's stored size reaches the target size.
 
 Rows arrive sorted by timestamp (the ingest job sorts each range partition), so an archive's first
@@ -6,24 +6,22 @@ timestamp is its begin and its last is its end. Rows are buffered into row group
 `row_group_raw_bytes` of text; after each row group is written the file's size is checked, and at
 `target_size` or more the archive is closed. An archive is therefore at most `target_size` plus one
 row group (plus the footer). Timestamped and timestamp-less messages never share an archive: a
-writer is told which kind it writes and refuses the other. Files go through the storage's
-StorageWriter: with `storage.fsync` on local storage an archive is on disk once it is closed.
+writer is told which kind it writes and refuses the other. Files go through the storage's FileIO:
+with `storage.fsync` on local storage an archive is on disk once it is closed.
 """
 
 from __future__ import annotations
 
 import logging
-import posixpath
 import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..store.deletion import FileLeft, failure_reason, warn_files_left
-from ..store.durable import StorageWriter
+from ..store.deletion import warn_files_left
+from ..store.fileio import FileIO
 from .model import ARCHIVE_SCHEMA
 
 log = logging.getLogger("tidekeep.archives.ingest")
@@ -61,21 +59,10 @@ WRITTEN_SCHEMA = pa.schema([
 ])
 
 
-def open_storage(root_uri: str, fsync: bool) -> StorageWriter:
-    """The writer of a storage URI (a local path works too), with the storage.fsync setting."""
-    if "://" in root_uri:
-        fs, root = pafs.FileSystem.from_uri(root_uri)
-    else:
-        fs, root = pafs.LocalFileSystem(), root_uri
-    return StorageWriter(fs, root.rstrip("/"), fsync)
-
-
 class ArchiveWriter:
-    def __init__(self, storage: StorageWriter, directory: str, target_size: int, with_timestamps: bool) -> None:
+    def __init__(self, storage: FileIO, directory: str, target_size: int, with_timestamps: bool) -> None:
         self.storage = storage
-        self.fs = storage.fs
-        self.root = storage.root
-        self.directory = directory  # relative to root
+        self.directory = directory  # a key: relative to the storage root
         self.target_size = target_size
         self.group_bytes = row_group_raw_bytes(target_size)
         self.with_timestamps = with_timestamps
@@ -112,19 +99,14 @@ class ArchiveWriter:
         if self._writer is not None:
             try:
                 self._writer.close()
-                self._sink.close()  # not through the storage writer: the file goes below, no need to sync it
+                self._sink.close()  # not through `finish`: the file goes below, no need to sync it
             except Exception:  # the task is failing already; its files go below
                 pass
             self._writer = None
             self.written.append(WrittenArchive(self._id, self._path(self._id), None, None, 0, 0, 0))
-        left = []
-        for archive in self.written:
-            try:
-                self.fs.delete_file(posixpath.join(self.root, archive.file))
-            except FileNotFoundError:
-                pass
-            except OSError as exc:  # never hide the task's own error: the orphan sweep removes these later
-                left.append(FileLeft(archive.file, failure_reason(exc)))
+        # its own files, just written: never raises, so the task's own error is not hidden; what
+        # cannot be deleted the orphan sweep removes later
+        left = self.storage.discard(archive.file for archive in self.written).failed
         warn_files_left(log, "failed archive task", left, left_for="the archive orphan sweep", in_result=False)
         self.written = []
 
@@ -153,7 +135,7 @@ class ArchiveWriter:
 
     def _open_file(self) -> None:
         self._id = uuid.uuid4().hex
-        self._sink = self.storage.open(posixpath.join(self.root, self._path(self._id)))
+        self._sink = self.storage.create(self._path(self._id))
         # messages are (nearly) all distinct: a dictionary attempt on them only costs time; sources
         # repeat; sorted timestamps delta-encode to almost nothing; statistics only where search
         # can use them (the time range of a row group)
@@ -167,11 +149,11 @@ class ArchiveWriter:
     def _close_file(self) -> None:
         if self._writer is None:
             return
-        full = posixpath.join(self.root, self._path(self._id))
+        key = self._path(self._id)
         self._writer.close()
-        self.storage.close(self._sink, full)
+        self.storage.finish(self._sink, key)
         self._writer = None
-        stored = self.fs.get_file_info(full).size
+        stored = self.storage.size(key)
         self.written.append(WrittenArchive(self._id, self._path(self._id), self._begin, self._end, self._count,
                                            self._raw, int(stored)))
 
@@ -184,7 +166,6 @@ __all__ = [
     "WRITTEN_SCHEMA",
     "ArchiveWriter",
     "WrittenArchive",
-    "open_storage",
     "row_group_raw_bytes",
     "written_table",
 ]

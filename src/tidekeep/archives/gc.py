@@ -41,7 +41,8 @@ regardless (the journal would have the next sweep finish them anyway).
 
 from __future__ import annotations
 
-import posixpath
+import json
+import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -397,17 +398,7 @@ def delete_files(workspace: Workspace, archives: Sequence[Archive], report: Arch
 
 def list_archive_storage(workspace: Workspace) -> list[StoredEntry]:
     """Every file and directory under archives/, with mtimes (directories too: see plan_orphans)."""
-    import pyarrow.fs as pafs
-
-    selector = pafs.FileSelector(workspace.storage.full_path(ARCHIVES_DIR), recursive=True, allow_not_found=True)
-    entries = []
-    for info in workspace.storage.fs.get_file_info(selector):
-        if info.type not in (pafs.FileType.File, pafs.FileType.Directory):
-            continue
-        mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else None
-        entries.append(StoredEntry(posixpath.relpath(info.path, workspace.storage.root), mtime, info.size or 0,
-                                   info.type == pafs.FileType.Directory))
-    return entries
+    return [StoredEntry(e.path, e.mtime_ms, e.size, e.is_dir) for e in workspace.storage.list(ARCHIVES_DIR)]
 
 
 def sweep_orphans(workspace: Workspace, now: int, dry_run: bool, report: ArchiveGcReport,

@@ -16,6 +16,7 @@ was taken over marks nothing and stops with LeaseLost.
 from __future__ import annotations
 
 import logging
+import posixpath
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -72,11 +73,8 @@ def _results_bytes(workspace: Workspace, job_id: int) -> int:
 
 def _present_result_dirs(workspace: Workspace) -> list[int]:
     """Job ids that have a results directory in storage (one listing, not one look-up per job)."""
-    import pyarrow.fs as pafs
-
-    selector = pafs.FileSelector(workspace.storage.full_path(RESULTS_DIR), recursive=False, allow_not_found=True)
-    names = [info.base_name for info in workspace.storage.fs.get_file_info(selector)
-             if info.type == pafs.FileType.Directory]
+    names = [posixpath.basename(entry.path) for entry in workspace.storage.list(RESULTS_DIR, recursive=False)
+             if entry.is_dir]
     return sorted(int(n) for n in names if n.isdigit())
 
 

@@ -47,7 +47,8 @@ import pyarrow.compute as pc
 from ..errors import InvalidInput, NotFound
 from ..faults import fault_active, fault_point
 from ..spark.staged import StagedFile, describe_task, verify_staged
-from .archive_writer import ArchiveWriter, open_storage, written_table
+from ..store.fileio import FileIO
+from .archive_writer import ArchiveWriter, written_table
 from .messages import BLOCK_BYTES, read_messages
 from .model import ARCHIVE_SCHEMA, ARCHIVES_DIR, Archive, archive_path, check_dataset
 from .timestamps import TimestampRules, make_rules
@@ -211,7 +212,7 @@ def write_partition(storage_uri: str, fsync: bool, staging: str, files: list[str
     if fault_active(PRIVATE_STORAGE_FAULT):
         # tests: this task's worker has a disk of its own, as a worker isolated from the driver's
         uri = tempfile.mkdtemp(prefix="tidekeep-private-storage-")
-    storage = open_storage(uri, fsync)
+    storage = FileIO(uri, fsync=fsync)
     sources = pa.array(files, pa.string())
     writers: dict[bool, ArchiveWriter] = {}
     try:
@@ -252,16 +253,6 @@ def write_partition(storage_uri: str, fsync: bool, staging: str, files: list[str
 def _spark_input_error(exc: BaseException) -> CorruptLogFile | None:
     match = re.search(re.escape(ERROR_MARK) + r" ([^\n]*)", str(exc))
     return CorruptLogFile(match.group(1).strip()) if match else None
-
-
-def _delete_quietly(fs: Any, full_path: str, directory: bool = False) -> None:
-    try:
-        if directory:
-            fs.delete_dir(full_path)
-        else:
-            fs.delete_file(full_path)
-    except (FileNotFoundError, OSError):
-        pass
 
 
 def _run_job(workspace: Workspace, files: list[str], rules: TimestampRules, storage_uri: str, fsync: bool, staging: str,
@@ -319,7 +310,7 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
     partitions = range_partitions(raw_estimate, target_size, spark.sparkContext.defaultParallelism)
     storage_uri = workspace.storage.uri_of("")
     staging = f"{ARCHIVES_DIR}/{dataset}/_ingest-{ingest_id}"
-    fs = workspace.storage.fs
+    storage = workspace.storage
     moved: list[str] = []
     try:
         try:
@@ -331,28 +322,26 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
                 raise typed from None
             raise
         # every archive a task wrote must be where the driver registers it, at the size it wrote
-        verify_staged(fs, workspace.storage.root,
-                      [StagedFile(row["file"], row["stored_bytes"], row["task"]) for row in written])
+        verify_staged(storage, [StagedFile(row["file"], row["stored_bytes"], row["task"]) for row in written])
         archives: list[Archive] = []
         for row in sorted(written, key=lambda r: (r["begin_ts"] is not None, r["begin_ts"] or 0, r["id"])):
             final = archive_path(dataset, row["id"])
-            fs.move(workspace.storage.full_path(row["file"]), workspace.storage.full_path(final))
+            storage.move(row["file"], final, sync=False)  # the names are synced once, below
             moved.append(final)
             archives.append(Archive(row["id"], dataset, row["begin_ts"], row["end_ts"], row["message_count"],
                                     row["raw_bytes"], row["stored_bytes"], final, now, ingest_id))
         if moved:
-            workspace.storage.file_writer.moved_into(workspace.storage.full_path(posixpath.dirname(moved[0])))
+            storage.sync_names(posixpath.dirname(moved[0]))
         from .store import ArchiveStore
 
         fault_point("archive_ingest.before_register")  # crash tests: files in place, nothing registered
         registered = ArchiveStore(workspace).register(archives, audit_reason=f"ingest {ingest_id}")
         fault_point("archive_ingest.after_register")
     except BaseException:
-        for final in moved:
-            _delete_quietly(fs, workspace.storage.full_path(final))
+        storage.discard(moved)  # its own files, never registered; what is left the orphan sweep removes
         raise
     finally:
-        _delete_quietly(fs, workspace.storage.full_path(staging), directory=True)
+        storage.discard_dir(staging)
     if report_progress is not None:
         report_progress(raw_estimate, raw_estimate)
     without_ts = sum(a.message_count for a in registered if a.end_ts is None)

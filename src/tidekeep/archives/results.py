@@ -54,15 +54,12 @@ def check_paging(page: object, page_size: object) -> tuple[int, int]:
 
 
 def result_files(workspace: Workspace, results_path: str) -> list[tuple[str, str]]:
-    """(archive id, full path) of the job's result files, by archive id."""
-    import pyarrow.fs as pafs
-
-    selector = pafs.FileSelector(workspace.storage.full_path(results_path), allow_not_found=True)
+    """(archive id, key) of the job's result files, by archive id."""
     found = []
-    for info in workspace.storage.fs.get_file_info(selector):
-        match = _RESULT_FILE.fullmatch(posixpath.basename(info.path))
-        if info.type == pafs.FileType.File and match:
-            found.append((match.group(1), info.path))
+    for stored in workspace.storage.list_files(results_path, recursive=False):
+        match = _RESULT_FILE.fullmatch(posixpath.basename(stored.path))
+        if match:
+            found.append((match.group(1), stored.path))
     return sorted(found)
 
 
@@ -70,7 +67,6 @@ def read_results(workspace: Workspace, job_id: int, page: int = 1, page_size: in
     """One page of a job's results; NotFound for an unknown job or results already expired."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     page, page_size = check_paging(page, page_size)
     job = SearchJobStore(workspace).get(job_id)
@@ -78,10 +74,10 @@ def read_results(workspace: Workspace, job_id: int, page: int = 1, page_size: in
         raise NotFound(f"the results of search job {job.id} expired at {iso_utc(job.results_expired_ms)} "
                        "(results_cache.retention_period)")
     files = result_files(workspace, job.results_path) if job.results_path else []
-    fs = workspace.storage.fs
+    storage = workspace.storage
     stamps, file_index, positions = [], [], []
     for index, (_, path) in enumerate(files):
-        column = pq.read_table(path, columns=["timestamp"], filesystem=fs).column("timestamp")
+        column = storage.read_parquet(path, columns=["timestamp"]).column("timestamp")
         stamps.append(column)
         file_index.append(pa.array([index] * len(column), pa.int32()))
         positions.append(pa.array(range(len(column)), pa.int64()))
@@ -98,7 +94,7 @@ def read_results(workspace: Workspace, job_id: int, page: int = 1, page_size: in
         wanted.setdefault(f, []).append(pos)
     messages: dict[tuple[int, int], str] = {}
     for f, rows in wanted.items():
-        column = pq.read_table(files[f][1], columns=["message"], filesystem=fs).column("message")
+        column = storage.read_parquet(files[f][1], columns=["message"]).column("message")
         for pos, text in zip(rows, column.take(pa.array(rows, pa.int64())).to_pylist(), strict=True):
             messages[(f, pos)] = text
     rows_out = [{"timestamp": ts, "message": messages[(f, pos)], "archive_id": files[f][0]}

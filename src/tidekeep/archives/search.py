@@ -9,7 +9,7 @@
    and the collector never deletes what this job may read while it is RUNNING. From then until the
    job ends a heartbeat thread (heartbeat.py) records every `search.heartbeat_interval` that this
    process is alive; if it dies, the collector marks the job FAILED and it stops holding expiry.
-3. A Spark job runs one task per archive. A task reads the archive with pyarrow.fs (only the
+3. A Spark job runs one task per archive. A task reads the archive through FileIO (only the
    timestamp and message columns; row groups whose timestamp statistics lie outside the range are
    skipped), filters with pyarrow.compute and writes the matches to
    search-results/<job id>/<archive id>.parquet (no file when an archive has no match); with
@@ -54,13 +54,19 @@ ERROR_SHOWN = 300  # characters of an underlying error kept in the job's error t
 
 @dataclass(frozen=True)
 class ArchiveTask:
-    """What one Spark task needs: the archive and where it and the results live (URIs)."""
+    """What one Spark task needs: the archive and where it and the results live."""
 
     archive_id: str
-    archive_uri: str
-    storage_uri: str  # the storage root
+    archive_path: str  # the archive file, relative to the storage root
+    storage_uri: str  # the storage root (a URI)
     results_dir: str  # the job's results directory, relative to the storage root
     fsync: bool  # the driver's storage.fsync setting
+
+    @property
+    def archive_uri(self) -> str:
+        from ..store.fileio import FileIO
+
+        return FileIO(self.storage_uri, fsync=self.fsync).uri_of(self.archive_path)
 
 
 @dataclass(frozen=True)
@@ -71,12 +77,6 @@ class ArchiveOutcome:
 
 
 # ---- the executor side: one archive ---------------------------------------------------------------
-
-
-def _filesystem(uri: str) -> tuple[Any, str]:
-    import pyarrow.fs as pafs
-
-    return pafs.FileSystem.from_uri(uri)
 
 
 def _row_group_may_match(meta: Any, group: int, time_range: TimeRange) -> bool:
@@ -102,18 +102,16 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from .archive_writer import open_storage
+    from ..store.fileio import FileIO
     from .model import RESULT_SCHEMA
 
-    fs, path = _filesystem(task.archive_uri)
-    results = open_storage(task.storage_uri, task.fsync)
-    results_path = posixpath.join(results.root, task.results_dir)
-    final = posixpath.join(results_path, f"{task.archive_id}.parquet")
-    partial = posixpath.join(results_path, f".{task.archive_id}.parquet.partial")
+    storage = FileIO(task.storage_uri, fsync=task.fsync)
+    final = posixpath.join(task.results_dir, f"{task.archive_id}.parquet")
+    partial = posixpath.join(task.results_dir, f".{task.archive_id}.parquet.partial")
     matches = 0
     writer: Any = None
     sink: Any = None
-    with fs.open_input_file(path) as handle:
+    with storage.open_input(task.archive_path) as handle:
         parquet = pq.ParquetFile(handle)
         meta = parquet.metadata
         names = parquet.schema_arrow.names
@@ -144,19 +142,18 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
                     "archive_id": pa.repeat(pa.scalar(task.archive_id, pa.string()), table.num_rows),
                 }, schema=RESULT_SCHEMA)
                 if writer is None:
-                    sink = results.open(partial)
+                    sink = storage.create(partial)
                     writer = pq.ParquetWriter(sink, RESULT_SCHEMA, compression="zstd")
                 writer.write_table(found)
                 matches += found.num_rows
         finally:
             if writer is not None:
                 writer.close()
-                results.close_file(sink)
+                storage.finish_data(sink)
     if writer is not None:
         # written under a hidden name, then moved: a task killed mid-write never leaves a half file
         # where read_results looks
-        results.fs.move(partial, final)
-        results.moved_into(results_path)
+        storage.move(partial, final)  # the new name durable too (storage.fsync)
     return matches
 
 
@@ -273,7 +270,7 @@ def _run(workspace: Workspace, sc: Any, job: SearchJob, matcher: Matcher, time_r
         return jobs.get(job.id)
 
     storage_uri = workspace.storage.uri_of("")
-    tasks = [ArchiveTask(a.id, workspace.storage.uri_of(a.path), storage_uri, path, workspace.storage.fsync)
+    tasks = [ArchiveTask(a.id, a.path, storage_uri, path, workspace.storage.fsync)
              for a in archives]
     counters = (sc.accumulator(0), sc.accumulator(0))  # archives searched, results: partial counts on cancel
     tag = f"tidekeep-search-{job.id}-{uuid.uuid4().hex[:12]}"

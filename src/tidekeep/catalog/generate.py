@@ -240,10 +240,9 @@ def write_table(conn: Connection, table: pa.Table) -> None:
 
 
 def _write_files(workspace: Workspace, table: pa.Table) -> None:
-    writer = workspace.storage.file_writer  # owner-only files on local storage, as every data file
+    storage = workspace.storage  # owner-only files on local storage, as every data file
     for record_id, location in zip(table.column("id").to_pylist(), table.column("location").to_pylist(), strict=True):
-        path = workspace.storage.full_path(location)
-        out = writer.open(path)
+        out = storage.create(location)  # closed unsynced: generated records are test data
         try:
             out.write(f"generated record {record_id}\n".encode())
         finally:

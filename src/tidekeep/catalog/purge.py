@@ -4,7 +4,7 @@
 Per batch: fetch up to `catalog.purge_batch_size` DELETED records with `status_time` at or below
 the sliding threshold, not excluded, not held, newest first; check each record's `location`
 against the location rules (locations.py: never into tidekeep's own areas, absolute ones only
-under `catalog.data_roots`) and delete the data there through pyarrow.fs (a missing file is a
+under `catalog.data_roots`) and delete the data there through FileIO (a missing file is a
 success: the data is gone either way); then delete the rows of the successes in one audited
 transaction, whose audit row names the files removed. Files go first and rows second, so a
 crash in between leaves rows whose files are already gone, and the rerun deletes those rows
@@ -25,13 +25,13 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..faults import fault_point
 from ..store.audit import AuditEntry
 from ..store.fencing import LeaseFence, check_fence, confirm_fence
+from ..store.fileio import FileIO
 from ..store.schema_catalog import catalog_records as records_table
 from . import locations, purge_plan
 from .holds import HeldRecords, load_held_records
@@ -94,15 +94,15 @@ class DataDeleter:
     location against the workspace's location rules (locations.py) as they are now: a row may have
     been added before the rules, written by hand, or the settings may have changed since. A refused
     location is a failure, never a deletion. Local files are checked a second time with the
-    symlinks of their directories resolved. Filesystems for other URIs are opened once per scheme
-    and authority."""
+    symlinks of their directories resolved. An absolute place is deleted through a FileIO opened
+    `outside` the workspace at the top of its filesystem (the location rules, not a workspace stamp,
+    decide what may go there), once per scheme and authority; its key is the place's path."""
 
     def __init__(self, workspace: Workspace) -> None:
         self.storage = workspace.storage
         self.rules = location_rules(workspace.settings)
         self._real_rules = real_rules(self.rules)
-        self._local = pafs.LocalFileSystem()
-        self._filesystems: dict[tuple[str, str], pafs.FileSystem] = {}
+        self._filesystems: dict[tuple[str, str], FileIO] = {}
 
     def delete(self, location: str | None) -> Deletion:
         if location is None:
@@ -117,34 +117,30 @@ class DataDeleter:
                 if reason is not None:
                     return Deletion(error=f"location {locations.shown(location)} {reason}")
             if decision.relative is not None:
-                fs, path = self.storage.fs, self.storage.full_path(decision.relative)
-            elif place.scheme == "file":
-                fs, path = self._local, place.path
+                size = self.storage.remove_file(decision.relative)
             else:
-                fs, path = self._open(place)
-            info = fs.get_file_info(path)
-            if info.type == pafs.FileType.NotFound:
-                return Deletion()
-            if info.type != pafs.FileType.File:
-                # never delete a directory tree on a record's say-so
-                return Deletion(error=f"{location!r} is not a file")
-            fs.delete_file(path)
+                size = self._top_of(place).remove_file(place.path.lstrip("/"))
+            if size is None:
+                return Deletion()  # nothing there, or removed meanwhile: gone is gone
+        except IsADirectoryError:
+            # never delete a directory tree on a record's say-so
+            return Deletion(error=f"{location!r} is not a file")
         except FileNotFoundError:
             return Deletion()  # removed meanwhile: gone is gone
         except locations.Refused as exc:  # a resolved path that is not valid UTF-8 text
             return Deletion(error=f"location {locations.shown(location)} resolves to a path that {exc.args[0]}")
         except (OSError, pa.ArrowException) as exc:
             return Deletion(error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
-        return Deletion(removed=place.text, bytes=max(int(info.size or 0), 0))
+        return Deletion(removed=place.text, bytes=size)
 
-    def _open(self, place: locations.Place) -> tuple[pafs.FileSystem, str]:
-        """The filesystem and path of a URI place; the URI is rebuilt from the normal form, so
-        pyarrow opens exactly what was checked."""
-        fs = self._filesystems.get((place.scheme, place.authority))
-        opened, path = pafs.FileSystem.from_uri(place.uri)  # cheap for the path; the filesystem is reused
-        if fs is None:
-            fs = self._filesystems[(place.scheme, place.authority)] = opened
-        return fs, path
+    def _top_of(self, place: locations.Place) -> FileIO:
+        """The top of a place's filesystem ("/" for a local place, the bucket or host of a URI):
+        the place's normal-form path is its key there, so what was checked is what is deleted."""
+        top = self._filesystems.get((place.scheme, place.authority))
+        if top is None:
+            uri = "/" if place.scheme == "file" else f"{place.scheme}://{place.authority}"
+            top = self._filesystems[(place.scheme, place.authority)] = FileIO.outside(uri)
+        return top
 
 
 def _eligible(threshold_ms: int, held: HeldRecords) -> list[Any]:

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -35,6 +34,7 @@ from pyspark.sql.types import BinaryType, LongType, StringType, StructField, Str
 
 from ..errors import InvalidInput, InvalidStreamCut
 from ..names import split_stream_name
+from ..store.fileio import FileIO
 from ..streams.controller import ReadPlan, ReadTask
 from ..streams.cuts import StreamCut
 from ..streams.model import segment_name
@@ -205,11 +205,10 @@ class StorageLocation:
     root: str
     fsync: bool = True
 
-    def filesystem(self) -> pafs.FileSystem:
-        if "://" in self.uri:
-            fs, _ = pafs.FileSystem.from_uri(self.uri)
-            return fs
-        return pafs.LocalFileSystem()
+    def file_io(self) -> FileIO:
+        """The storage root, opened where this runs (the resolved root for a local path: an
+        executor's working directory is not the driver's)."""
+        return FileIO(self.uri if "://" in self.uri else self.root, fsync=self.fsync)
 
 
 class ChunkPartition(InputPartition):
@@ -263,9 +262,9 @@ def build_partitions(stream: str, tasks: Sequence[ReadTask], location: StorageLo
 def read_partition(partition: ChunkPartition) -> Iterator[pa.RecordBatch]:
     """The rows of one partition as Arrow batches in ARROW_SCHEMA. Storage only: runs on executors.
     A missing or corrupt chunk raises ChunkMissing/CorruptChunk naming the file, failing the job."""
-    fs = partition.location.filesystem()
+    storage = partition.location.file_io()
     for task in partition.tasks:
-        batch = read_task(fs, partition.location.root, partition.stream, task)
+        batch = read_task(storage, partition.stream, task)
         if batch.num_rows:
             yield to_spark_batch(batch, partition.thresholds)
 

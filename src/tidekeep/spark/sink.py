@@ -44,19 +44,16 @@ from __future__ import annotations
 
 import json
 import logging
-import posixpath
 import tempfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import (
     BinaryType,
@@ -70,11 +67,12 @@ from pyspark.sql.types import (
 )
 
 from ..config import MAX_EVENT_SIZE
-from ..errors import EventTooLarge, InvalidInput, StagedFileMissing, StreamSealed
+from ..errors import ConfigError, EventTooLarge, InvalidInput, StagedFileMissing, StreamSealed
 from ..faults import fault_active
 from ..names import check_writer_id
 from ..store.chunks import ChunkStorage
 from ..store.deletion import warn_files_left
+from ..store.fileio import FileIO
 from ..streams.controller import SEALED, PendingChunk
 from ..streams.model import EVENT_HEADER_BYTES, Router
 from ..streams.txn import write_chunks
@@ -210,25 +208,26 @@ def _column(schema: StructType, name: str, what: str, types: tuple[type[DataType
 def writer_id_from_checkpoint(checkpoint_location: str) -> str:
     """`spark-<query id>` from the checkpoint's metadata file, which Spark writes when the query is
     first created and keeps across restarts."""
-    fs, path = _checkpoint_fs(checkpoint_location)
     try:
-        with fs.open_input_stream(posixpath.join(path, "metadata")) as stream:
-            first_line = stream.read().decode("utf-8").splitlines()[0]
+        checkpoint = FileIO.outside(_checkpoint_uri(checkpoint_location))
+        first_line = checkpoint.read("metadata").decode("utf-8").splitlines()[0]
         query_id = json.loads(first_line)["id"]
-    except (OSError, ValueError, KeyError, IndexError, TypeError, pa.ArrowException) as exc:
+    except (OSError, ValueError, KeyError, IndexError, TypeError, pa.ArrowException, ConfigError) as exc:
         raise InvalidInput(f"cannot derive a writer id from checkpoint {checkpoint_location!r} "
                            f"({type(exc).__name__}); set .option(\"writer_id\", id)") from None
     return check_writer_id(f"spark-{query_id}")
 
 
-def _checkpoint_fs(location: str) -> tuple[pafs.FileSystem, str]:
+def _checkpoint_uri(location: str) -> str:
+    """A Hadoop checkpoint location as FileIO opens it: `file:` URIs as local paths, Hadoop's S3
+    schemes under pyarrow's name."""
     if location.startswith("file:"):
-        return pafs.LocalFileSystem(), "/" + location[len("file:"):].lstrip("/")
+        return "/" + location[len("file:"):].lstrip("/")
     if "://" in location:
         scheme, rest = location.split("://", 1)
         scheme = {"s3a": "s3", "s3n": "s3"}.get(scheme, scheme)  # Hadoop's S3 schemes, pyarrow's name
-        return pafs.FileSystem.from_uri(f"{scheme}://{rest}")
-    return pafs.LocalFileSystem(), str(Path(location).resolve())
+        return f"{scheme}://{rest}"
+    return location
 
 
 def sink_writer_id(options: SinkOptions, streaming: bool) -> str:
@@ -291,7 +290,7 @@ class SinkCommitMessage(WriterCommitMessage):
 def write_task(target: SinkTarget, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
     """Executor side: route and write one task's rows as chunk files. Storage only."""
     location = target.location
-    root = location.uri if "://" in location.uri else location.root
+    root = location.file_io().location()
     if fault_active(PRIVATE_STORAGE_FAULT):
         # tests: this task's worker has a disk of its own, as a worker isolated from the driver's
         root = tempfile.mkdtemp(prefix="tidekeep-private-storage-")
@@ -449,8 +448,7 @@ def commit_messages(plan: SinkPlan, messages: Sequence[SinkCommitMessage | None]
             # again would let that transaction's abort delete committed data
             return SinkCommit(None, 0, True, None, {})
         try:
-            storage = opened.workspace.storage
-            verify_staged(storage.fs, storage.root, [f for m in sent for f in m.staged_files()])
+            verify_staged(opened.workspace.storage, [f for m in sent for f in m.staged_files()])
         except StagedFileMissing:
             _discard(opened, sent)
             raise

@@ -19,9 +19,8 @@ import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import pyarrow.fs as pafs
-
 from ..errors import StagedFileMissing
+from ..store.fileio import FileIO
 
 
 @dataclass(frozen=True)
@@ -44,23 +43,22 @@ def first_mismatch(files: Iterable[StagedFile], found: Mapping[str, int]) -> tup
     return None
 
 
-def stored_sizes(fs: pafs.FileSystem, root: str, directories: Iterable[str]) -> dict[str, int]:
-    """path -> size of the files directly in each directory (relative to `root`), one listing each."""
+def stored_sizes(storage: FileIO, directories: Iterable[str]) -> dict[str, int]:
+    """key -> size of the files directly in each directory (a key), one listing each."""
     sizes: dict[str, int] = {}
     for directory in sorted(set(directories)):
-        selector = pafs.FileSelector(posixpath.join(root, directory), recursive=False, allow_not_found=True)
-        for info in fs.get_file_info(selector):
-            if info.type == pafs.FileType.File:
-                sizes[posixpath.relpath(info.path, root)] = int(info.size or 0)
+        for stored in storage.list_files(directory, recursive=False):
+            sizes[stored.path] = stored.size
     return sizes
 
 
-def verify_staged(fs: pafs.FileSystem, root: str, files: Sequence[StagedFile]) -> None:
-    """Raise StagedFileMissing for the first file missing from the storage at `root` or found at
-    another size than its task wrote. Changes nothing."""
+def verify_staged(storage: FileIO, files: Sequence[StagedFile]) -> None:
+    """Raise StagedFileMissing for the first file missing from `storage` or found at another size
+    than its task wrote. Changes nothing."""
     if not files:
         return
-    found = stored_sizes(fs, root, (posixpath.dirname(f.path) for f in files))
+    root = storage.root
+    found = stored_sizes(storage, (posixpath.dirname(f.path) for f in files))
     mismatch = first_mismatch(files, found)
     if mismatch is None:
         return

@@ -1,4 +1,4 @@
-"""Immutable chunk files on any pyarrow.fs filesystem.
+"""Immutable chunk files in the workspace's storage (store/fileio.py).
 
 A chunk is one Parquet file (zstd) holding a batch of events of one segment: relative offset,
 routing key and payload. It is written completely before its metadata is committed; until then
@@ -11,23 +11,14 @@ file is reported by name and never read as wrong or missing data.
 
 from __future__ import annotations
 
-import logging
-import posixpath
-from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 
-from ..errors import ChunkMissing, ConfigError, CorruptChunk, NotFound, WorkspaceMismatch
+from ..errors import ChunkMissing, CorruptChunk, NotFound
 from ..streams.model import EVENT_HEADER_BYTES, segment_name
-from .deletion import DeleteOutcome, FileLeft, failure_reason
-from .durable import StorageWriter
-from .local_dirs import check_can_be_directory, read_only_as_typed
-
-log = logging.getLogger("tidekeep.storage")
+from .fileio import FileIO, StoredFile
 
 CHUNK_SCHEMA = pa.schema(
     [
@@ -51,13 +42,6 @@ class ChunkRef:
     writer_id: str
 
 
-@dataclass(frozen=True)
-class StoredFile:
-    path: str
-    mtime_ms: int
-    size: int
-
-
 def build_chunk_table(
     payloads: list[bytes] | pa.Array, routing_keys: list[str | None] | pa.Array
 ) -> tuple[pa.Table, int]:
@@ -76,62 +60,31 @@ def build_chunk_table(
     return table, length
 
 
-class ChunkStorage:
-    """The workspace's storage root. Without `create` a local root must exist (NotFound otherwise:
-    nothing is created). Deleting files needs `workspace_id`: the client sets it once it has matched
-    the root's workspace id with the metadata store's (store/workspace.py); until then `delete` and
-    `delete_dir` refuse, and only `discard` removes files — those this process just wrote itself.
-    With `fsync` every file is durable before its write returns (store/durable.py)."""
+class ChunkStorage(FileIO):
+    """The workspace's storage root (a FileIO, store/fileio.py) with the chunk format on top.
+    Without `create` a local root must exist (NotFound otherwise: nothing is created). Deleting
+    files needs `workspace_id`: the client sets it once it has matched the root's workspace id with
+    the metadata store's (store/workspace.py); until then `delete` and `delete_dir` refuse, and only
+    `discard` removes files — those this process just wrote itself. With `fsync` every file is
+    durable before its write returns (store/durable.py)."""
 
     def __init__(self, uri: str, create: bool = False, fsync: bool = True) -> None:
-        try:
-            if "://" in uri:
-                self.fs, root = pafs.FileSystem.from_uri(uri)
-            else:
-                self.fs, root = pafs.LocalFileSystem(), str(Path(uri).resolve())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
-            raise ConfigError(f"bad value for 'storage.uri': {uri!r}: {exc}") from None
-        self.uri = uri
-        self.root = root.rstrip("/")
-        self.fsync = fsync  # as configured; `file_writer.durable` says whether it applies to this filesystem
-        self.file_writer = StorageWriter(self.fs, self.root, fsync)
+        super().__init__(uri, fsync=fsync)
         if create:
-            if isinstance(self.fs, pafs.LocalFileSystem):
-                check_can_be_directory(Path(self.root), "'storage.uri'")  # typed errors for a path under a file
-            with read_only_as_typed(Path(self.root)):
-                self.file_writer.create_root()  # it creates the root itself: durably, when fsync is on
-        elif (isinstance(self.fs, pafs.LocalFileSystem)
-              and self.fs.get_file_info(self.root).type != pafs.FileType.Directory):
+            self.create_root()  # durably, when fsync is on
+        elif self.is_local and not self.is_dir():
             raise NotFound(f"no tidekeep workspace storage at {uri}: {self.root} is not a directory; run "
                            "'tidekeep init' first, or check storage.uri")
-        self.workspace_id: str | None = None
         self._offsets_cache: dict[str, frozenset[int]] = {}
-
-    def require_deletable(self) -> None:
-        """Refuse to delete anything under a root not proven to belong to this workspace."""
-        if self.workspace_id is None:
-            raise WorkspaceMismatch(
-                f"refusing to delete files under storage root {self.uri}: it carries no workspace id, so nothing "
-                "proves it belongs to this metadata store; run 'tidekeep init' to stamp the workspace")
-
-    def full_path(self, rel_path: str) -> str:
-        return posixpath.join(self.root, rel_path)
-
-    def uri_of(self, rel_path: str) -> str:
-        """A URI Spark and pyarrow elsewhere can open."""
-        if "://" in self.uri:
-            return self.uri.rstrip("/") + "/" + rel_path
-        return "file://" + self.full_path(rel_path)
 
     def write_chunk(self, rel_path: str, table: pa.Table) -> None:
         # payloads and offsets are (nearly) all distinct: a dictionary attempt there only costs time,
         # and increasing offsets delta-encode to almost nothing; routing keys repeat, so they keep one
-        self.file_writer.write_parquet(self.full_path(rel_path), table, compression="zstd",
-                                       write_statistics=False, use_dictionary=["routing_key"],
-                                       column_encoding={"rel_offset": "DELTA_BINARY_PACKED"})
+        self.write_parquet(rel_path, table, compression="zstd", write_statistics=False,
+                           use_dictionary=["routing_key"], column_encoding={"rel_offset": "DELTA_BINARY_PACKED"})
 
     def read_chunk(self, ref: ChunkRef, columns: list[str] | None = None) -> pa.Table:
-        return read_chunk_file(self.fs, self.full_path(ref.path), ref, columns)
+        return read_chunk_file(self, ref, columns)
 
     def event_offsets(self, ref: ChunkRef) -> frozenset[int]:
         """The relative offsets of a chunk's events (for event-boundary checks). Chunks are
@@ -144,74 +97,14 @@ class ChunkStorage:
             self._offsets_cache[ref.path] = cached
         return cached
 
-    def delete(self, rel_paths: Iterable[str]) -> DeleteOutcome:
-        """Delete each file, going on past failures. A missing file is no failure (gone is gone);
-        any other OSError (read-only filesystem, permissions) leaves the file, named with its reason
-        in the outcome — never raised: callers delete after their metadata commit, which stands.
-        Only in a workspace proven to be itself (require_deletable)."""
-        self.require_deletable()
-        return self.discard(rel_paths)
 
-    def discard(self, rel_paths: Iterable[str]) -> DeleteOutcome:
-        """`delete` for files this process wrote moments ago and knows to be unreferenced (a
-        writer's uncommitted chunks): no workspace proof needed, they are its own."""
-        deleted = 0
-        failed: list[FileLeft] = []
-        for rel in rel_paths:
-            try:
-                self.fs.delete_file(self.full_path(rel))
-                deleted += 1
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                failed.append(FileLeft(rel, failure_reason(exc)))
-        return DeleteOutcome(deleted, tuple(failed))
-
-    def delete_dir(self, rel_dir: str) -> DeleteOutcome:
-        """Delete a directory and everything in it: its files one by one (as `delete`, so every
-        file that can go goes and the outcome names those that cannot), then the emptied tree. A
-        directory that cannot be listed stands in the outcome for everything under it; an empty
-        tree that cannot be removed is only logged, as it holds no data."""
-        self.require_deletable()
-        return self.discard_dir(rel_dir)
-
-    def discard_dir(self, rel_dir: str) -> DeleteOutcome:
-        """`delete_dir` for a directory this process filled itself (a task's staging directory)."""
-        try:
-            files = self.list_files(rel_dir)
-        except OSError as exc:
-            return DeleteOutcome(0, (FileLeft(rel_dir, failure_reason(exc)),))
-        outcome = self.discard(f.path for f in files)
-        if outcome.failed:
-            return outcome  # the tree cannot go while files remain in it
-        try:
-            self.fs.delete_dir(self.full_path(rel_dir))
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            log.warning("directory %s holds no files but could not be removed (%s)", rel_dir, failure_reason(exc))
-        self.file_writer.forget(self.full_path(rel_dir))
-        return outcome
-
-    def list_files(self, rel_dir: str) -> list[StoredFile]:
-        selector = pafs.FileSelector(self.full_path(rel_dir), recursive=True, allow_not_found=True)
-        files = []
-        for info in self.fs.get_file_info(selector):
-            if info.type == pafs.FileType.File:
-                mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
-                files.append(StoredFile(posixpath.relpath(info.path, self.root), mtime, info.size or 0))
-        return files
-
-
-def read_chunk_file(
-    fs: pafs.FileSystem, full_path: str, ref: ChunkRef, columns: list[str] | None = None
-) -> pa.Table:
+def read_chunk_file(storage: FileIO, ref: ChunkRef, columns: list[str] | None = None) -> pa.Table:
     """Read a committed chunk and check it against its metadata. Runs on Spark executors too, so
-    it takes the filesystem and path rather than a ChunkStorage."""
+    it takes any FileIO on the storage root rather than a ChunkStorage."""
     wanted = None if columns is None else sorted(set(columns) | {"rel_offset", "payload"},
                                                   key=CHUNK_SCHEMA.names.index)
     try:
-        table = pq.read_table(full_path, filesystem=fs, columns=wanted)
+        table = storage.read_parquet(ref.path, columns=wanted)
     except FileNotFoundError:
         raise ChunkMissing(f"chunk file {ref.path} is missing (segment {segment_name(ref.segment)}, offset "
                            f"{ref.base_offset})",
@@ -234,3 +127,6 @@ def read_chunk_file(
     if columns is not None:
         table = table.select(columns)
     return table
+
+
+__all__ = ["CHUNK_SCHEMA", "ChunkRef", "ChunkStorage", "StoredFile", "build_chunk_table", "read_chunk_file"]

@@ -43,7 +43,7 @@ def verify_identity(db: Database, storage: ChunkStorage) -> str | None:
     id (deletions are allowed only under it), or None for a workspace from before the ids. Raises
     WorkspaceMismatch when the two are not one workspace; deleting is refused then too."""
     storage.workspace_id = None
-    identity = check_stamps(read_database_id(db), read_storage_id(storage.fs, storage.root, storage.uri),
+    identity = check_stamps(read_database_id(db), read_storage_id(storage),
                             db.shown, storage.uri)
     storage.workspace_id = identity
     return identity

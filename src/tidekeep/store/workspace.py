@@ -19,16 +19,14 @@ import uuid
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import sqlalchemy as sa
 
 from ..errors import TidekeepError, WorkspaceMismatch
 from .database import Database
-from .durable import StorageWriter
+from .fileio import PARTIAL_SUFFIX, FileIO
 from .schema_workspace import workspace as workspace_table
 
 MARKER_FILE = "tidekeep-workspace.json"
-_PARTIAL_SUFFIX = ".partial"  # a marker being written: tidekeep-workspace.json.<random>.partial
 
 
 # ---- the pure core -------------------------------------------------------------------------------
@@ -112,55 +110,43 @@ def stamp_database(db: Database, workspace_id: str, now_ms: int) -> str:
 
 
 # ---- the storage root's stamp --------------------------------------------------------------------
-def _marker_path(root: str) -> str:
-    return posixpath.join(root, MARKER_FILE)
-
-
-def read_storage_id(fs: pafs.FileSystem, root: str, shown: str) -> str | None:
+def read_storage_id(storage: FileIO) -> str | None:
     try:
-        with fs.open_input_stream(_marker_path(root)) as handle:
-            raw = handle.read()
+        raw = storage.read(MARKER_FILE)
     except FileNotFoundError:
         return None
     except (OSError, pa.ArrowException) as exc:
         if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
             return None
         problem = str(exc).splitlines()[0]
-        raise TidekeepError(f"cannot read the workspace id of storage root {shown}: {problem}") from None
+        raise TidekeepError(f"cannot read the workspace id of storage root {storage.uri}: {problem}") from None
     try:
         value = json.loads(raw)["workspace_id"]
         if not isinstance(value, str) or not value:
             raise ValueError(value)
         return value
     except (ValueError, KeyError, TypeError):
-        raise WorkspaceMismatch(f"storage root {shown} has a damaged {MARKER_FILE}; restore it (it names the "
+        raise WorkspaceMismatch(f"storage root {storage.uri} has a damaged {MARKER_FILE}; restore it (it names the "
                                 "workspace id of the metadata store that owns this data)") from None
 
 
-def write_storage_id(writer: StorageWriter, root: str, workspace_id: str, now_ms: int) -> None:
-    """Write the marker through the storage's writer: durable like every data file (storage.fsync).
-    It is written under a temporary name and renamed into place, so another process starting on the
-    same root (a concurrent init) reads either no marker or the whole one, never a half-written file."""
+def write_storage_id(storage: FileIO, workspace_id: str, now_ms: int) -> None:
+    """Write the marker durably like every data file (storage.fsync), and atomically
+    (FileIO.write_atomic): another process starting on the same root (a concurrent init) reads
+    either no marker or the whole one, never a half-written file."""
     body = json.dumps({"workspace_id": workspace_id, "created_ms": now_ms}).encode() + b"\n"
-    path = _marker_path(root)
-    temporary = f"{path}.{uuid.uuid4().hex}{_PARTIAL_SUFFIX}"
-    sink = writer.open(temporary)
-    sink.write(body)
-    writer.close_file(sink)
-    writer.fs.move(temporary, path)
-    writer.moved_into(root)
+    storage.write_atomic(MARKER_FILE, body)
 
 
-def storage_has_data(fs: pafs.FileSystem, root: str) -> bool:
+def storage_has_data(storage: FileIO) -> bool:
     """Whether anything besides the marker (and a marker being written, or left by a crash while
     being written) lies under the root (looked at one level deep: tidekeep keeps everything in
     subdirectories, and any entry counts)."""
-    entries = fs.get_file_info(pafs.FileSelector(root, recursive=False, allow_not_found=True))
-    return any(not _is_marker(posixpath.basename(e.path)) for e in entries)
+    return any(not _is_marker(posixpath.basename(e.path)) for e in storage.list("", recursive=False))
 
 
 def _is_marker(name: str) -> bool:
-    return name == MARKER_FILE or (name.startswith(MARKER_FILE + ".") and name.endswith(_PARTIAL_SUFFIX))
+    return name == MARKER_FILE or (name.startswith(MARKER_FILE + ".") and name.endswith(PARTIAL_SUFFIX))
 
 
 __all__ = ["MARKER_FILE", "InitPlan", "check_stamps", "mismatch_message", "new_workspace_id", "plan_init",

@@ -12,10 +12,10 @@ from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
 from ..errors import ChunkMissing
 from ..store.chunks import read_chunk_file
+from ..store.fileio import FileIO
 from .controller import ReadPlan, ReadTask, StreamController
 from .model import SegmentId
 
@@ -39,11 +39,11 @@ class Event(NamedTuple):
     writer_id: str
 
 
-def read_task(fs: pafs.FileSystem, root: str, stream: str, task: ReadTask) -> pa.RecordBatch:
+def read_task(storage: FileIO, stream: str, task: ReadTask) -> pa.RecordBatch:
     """The events of one chunk within [task.start, task.end), as a batch in EVENT_SCHEMA. Pure
     storage work: runs on Spark executors as well as in the client."""
     ref = task.chunk
-    table = read_chunk_file(fs, f"{root}/{ref.path}", ref)
+    table = read_chunk_file(storage, ref)
     offsets = pc.add(table["rel_offset"], ref.base_offset)
     if task.start > ref.base_offset or task.end < ref.base_offset + ref.length:
         keep = pc.and_(pc.greater_equal(offsets, task.start), pc.less(offsets, task.end))
@@ -65,7 +65,7 @@ def _task_batches(controller: StreamController, plan: ReadPlan) -> Iterator[tupl
     storage = controller.storage
     for task in plan.tasks:
         try:
-            batch = read_task(storage.fs, storage.root, plan.stream, task)
+            batch = read_task(storage, plan.stream, task)
         except ChunkMissing as exc:
             raise controller.explain_missing_chunk(plan.stream, exc, task) from None
         yield task, batch

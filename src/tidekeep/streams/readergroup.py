@@ -604,7 +604,7 @@ class Reader:
             task = ReadTask(_chunk_ref(row), max(cursor.offset, row.base_offset),
                             min(limit, row.base_offset + row.length))
             try:
-                batch = read_task(storage.fs, storage.root, cursor.stream, task)
+                batch = read_task(storage, cursor.stream, task)
             except ChunkMissing as exc:
                 raise self.controller.explain_missing_chunk(cursor.stream, exc, task) from None
             payloads = batch.column("payload").to_pylist()
