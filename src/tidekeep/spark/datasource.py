@@ -205,10 +205,14 @@ class StorageLocation:
     root: str
     fsync: bool = True
 
-    def file_io(self) -> FileIO:
-        """The storage root, opened where this runs (the resolved root for a local path: an
+    @property
+    def opened_as(self) -> str:
+        """What opens the root where this runs: the URI, or the resolved root of a local path (an
         executor's working directory is not the driver's)."""
-        return FileIO(self.uri if "://" in self.uri else self.root, fsync=self.fsync)
+        return self.uri if "://" in self.uri else self.root
+
+    def file_io(self) -> FileIO:
+        return FileIO(self.opened_as, fsync=self.fsync)
 
 
 class ChunkPartition(InputPartition):

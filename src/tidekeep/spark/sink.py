@@ -290,7 +290,7 @@ class SinkCommitMessage(WriterCommitMessage):
 def write_task(target: SinkTarget, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
     """Executor side: route and write one task's rows as chunk files. Storage only."""
     location = target.location
-    root = location.file_io().location()
+    root = location.opened_as
     if fault_active(PRIVATE_STORAGE_FAULT):
         # tests: this task's worker has a disk of its own, as a worker isolated from the driver's
         root = tempfile.mkdtemp(prefix="tidekeep-private-storage-")
