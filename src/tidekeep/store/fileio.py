@@ -160,11 +160,11 @@ class FileIO:
                 self._make_directories(self.root)
 
     def is_dir(self, key: str = "") -> bool:
-        return self._fs.get_file_info(self.full_path(key) if key else self.root).type == pafs.FileType.Directory
+        return bool(self._fs.get_file_info(self.full_path(key) if key else self.root).type == pafs.FileType.Directory)
 
     # ---- reading ------------------------------------------------------------------------------
     def exists(self, key: str) -> bool:
-        return self._fs.get_file_info(self.full_path(key)).type != pafs.FileType.NotFound
+        return bool(self._fs.get_file_info(self.full_path(key)).type != pafs.FileType.NotFound)
 
     def size(self, key: str) -> int:
         """The size of the file at `key`; FileNotFoundError when there is none."""
