@@ -41,8 +41,6 @@ regardless (the journal would have the next sweep finish them anyway).
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any

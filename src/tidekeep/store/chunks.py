@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import ChunkMissing, CorruptChunk, NotFound
 from ..streams.model import EVENT_HEADER_BYTES, segment_name
@@ -46,10 +45,11 @@ def build_chunk_table(
     payloads: list[bytes] | pa.Array, routing_keys: list[str | None] | pa.Array
 ) -> tuple[pa.Table, int]:
     """The chunk table for a batch and its logical length (8-byte header + payload per event)."""
-    import pyarrow.compute as pc  # here, not at the top: opening a workspace must not pay for it (docs/cli.md)
 
     payload_array = payloads if isinstance(payloads, pa.Array) else pa.array(payloads, type=pa.binary())
     key_array = routing_keys if isinstance(routing_keys, pa.Array) else pa.array(routing_keys, type=pa.string())
+    import pyarrow.compute as pc  # only writers need the compute kernels; opening a workspace does not
+
     sizes = pc.add(pc.binary_length(payload_array).cast(pa.int64()), EVENT_HEADER_BYTES)
     ends = pc.cumulative_sum(sizes)
     rel_offsets = pc.subtract(ends, sizes)
