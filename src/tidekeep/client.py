@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,12 +12,12 @@ from .archives.api import Archives
 from .catalog.api import Catalog
 from .clock import SYSTEM_CLOCK, Clock
 from .config import CONFIG_FILE_NAME, Settings, config_file_text, load_settings
-from .errors import InvalidInput, NotFound, WorkspaceMismatch
+from .errors import NotFound, WorkspaceMismatch
 from .holds import HoldStore
 from .store.chunks import ChunkStorage
 from .store.database import Database
 from .store.fencing import LeaseFence
-from .store.house import open_workspace, verify_identity
+from .store.house import Workspace
 from .store.local_dirs import check_can_be_directory, ensure_directory
 from .store.private import write_private_text
 from .store.workspace import (
@@ -30,22 +30,15 @@ from .store.workspace import (
     storage_has_data,
     write_storage_id,
 )
+from .stream_handle import Stream
 from .streams.config import StreamConfig
-from .streams.controller import (
-    DeleteResult,
-    StreamController,
-    StreamInfo,
-    StreamState,
-    SweepResult,
-    TruncateResult,
-)
-from .streams.cuts import StreamCut, size_between
-from .streams.model import Segment, SegmentId
+from .streams.controller import StreamInfo, SweepResult
+from .streams.of_workspace import stream_controller
+from .streams.readergroup import ReaderGroup, ReaderGroupConfig
 from .streams.retention_store import RetentionManager
-from .streams.subscriber_store import Subscriber
-from .streams.txn_store import TransactionInfo, TransactionStore, TxnAbortResult
+from .streams.txn_store import TransactionStore
 from .streams.watermark_store import WatermarkStore
-from .units import parse_duration_ms, parse_size_bytes
+from .units import parse_duration_ms
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -58,216 +51,105 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tidekeep")
 
-SegmentRef = int | str
-
-
-def parse_segment(ref: SegmentRef) -> int:
-    """A segment id from an int or the "epoch.number" display form."""
-    return SegmentId(ref)
-
 
 class Client:
     """An open workspace. Opening it checks that the metadata store and the storage root exist and
     are one workspace (store/workspace.py): NotFound or WorkspaceMismatch otherwise, and nothing is
-    created. `tidekeep.connect(create=True)` / `init_workspace` create and stamp a workspace first."""
+    created. `tidekeep.connect(create=True)` / `init_workspace` create and stamp a workspace first.
+
+    One stream's operations live on its handle, `client.stream(name)`; workspace-wide ones here and
+    in the namespaces `transactions`, `holds`, `retention`, `watermarks`, `catalog` and `archives`.
+    `client.workspace` is the extension point below this API (database, storage, settings, clock)."""
 
     def __init__(self, settings: Settings, clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
         self.clock = clock
-        # the lower-level workspace every family receives (store/house.py); the client is a facade on it
-        self.workspace = open_workspace(settings, clock)
-        self.db = self.workspace.db
-        self.storage = self.workspace.storage
-        self.workspace_id = self.workspace.workspace_id
-        self.streams = StreamController(self.db, self.storage, clock, self.workspace.audit.actor)
-        self.transactions = TransactionStore(self.streams)
-        self.holds = HoldStore(self.streams.db, self.streams.clock, self.streams.actor)  # add/list/remove/active_for
+        self._db = Database(settings.metadata_url, settings["metadata.busy_timeout"],
+                            durable_commits=settings["storage.fsync"])
+        try:
+            self._storage = ChunkStorage(settings.storage_uri, fsync=settings["storage.fsync"])
+            self.workspace_id = self.verify_workspace()
+        except BaseException:
+            self._db.dispose()
+            raise
+        self._streams = stream_controller(self.workspace)
+        self.transactions = TransactionStore(self._streams)  # list/abort/expire (streams/txn_store.py)
+        self.holds = HoldStore(self._streams)  # legal holds: add/list/remove/active_for
         # size/time retention cycles: preview/run/history (streams/retention_store.py)
-        self.retention = RetentionManager(self.streams, settings["retention.frequency"])
+        self.retention = RetentionManager(self._streams, settings["retention.frequency"])
         # writer marks and watermarks: note/list/tail/writers/compute (streams/watermark_store.py)
-        self.watermarks = WatermarkStore(self.streams)
-        self.catalog = Catalog(self.workspace, self.holds)  # meta records, rules, the job, purge (catalog/)
-        self.archives = Archives(self.workspace)  # log archives, searches, the garbage collectors (archives/)
+        self.watermarks = WatermarkStore(self._streams)
+        self.catalog = Catalog(self)  # meta records, rules, the retention job, purge (catalog/)
+        self.archives = Archives(self)  # log archives, searches, the garbage collectors (archives/)
+
+    @property
+    def workspace(self) -> Workspace:
+        """The workspace below the public API: settings, database, storage, clock and workspace id,
+        for code that extends tidekeep (the families, the service, tests). Not needed for everyday use."""
+        return Workspace(self.settings, self._db, self._storage, self.clock, self._storage.workspace_id)
 
     def verify_workspace(self) -> str | None:
         """Compare the metadata store's workspace id with the storage root's (again: `tidekeep serve`
         does before every pass). Returns the id — deletions are allowed only under it — or None for a
         workspace from before the ids, which deletes nothing until `tidekeep init` stamps it. Raises
         WorkspaceMismatch when the two are not one workspace; then deleting is refused too."""
-        self.workspace_id = verify_identity(self.db, self.storage)
-        return self.workspace_id
+        self._storage.workspace_id = None
+        identity = check_stamps(read_database_id(self._db),
+                                read_storage_id(self._storage.fs, self._storage.root, self._storage.uri),
+                                self._db.shown, self._storage.uri)
+        self._storage.workspace_id = identity
+        return identity
 
     # ---- scopes and streams --------------------------------------------------------------------
     def create_scope(self, scope: str) -> bool:
-        return self.streams.create_scope(scope)
+        return self._streams.create_scope(scope)
 
     def list_scopes(self) -> list[str]:
-        return self.streams.list_scopes()
+        return self._streams.list_scopes()
 
     def delete_scope(self, scope: str) -> None:
-        self.streams.delete_scope(scope)
+        self._streams.delete_scope(scope)
 
     def create_stream(self, name: str, config: StreamConfig | None = None) -> StreamInfo:
-        return self.streams.create_stream(name, config or StreamConfig())
-
-    def update_stream(self, name: str, config: StreamConfig) -> StreamInfo:
-        return self.streams.update_config(name, config)
+        """Create the stream (AlreadyExists if it does); `client.stream(name)` is its handle."""
+        return self._streams.create_stream(name, config or StreamConfig())
 
     def list_streams(self, scope: str | None = None) -> list[StreamInfo]:
-        return self.streams.list_streams(scope)
+        return self._streams.list_streams(scope)
 
-    def describe_stream(self, name: str) -> dict[str, Any]:
-        from .streams.describe import describe
-
-        return describe(self.streams.state(name))
-
-    def stream_state(self, name: str) -> StreamState:
-        return self.streams.state(name)
-
-    def seal_stream(self, name: str) -> bool:
-        return self.streams.seal(name)
-
-    def delete_stream(self, name: str, force: bool = False) -> DeleteResult:
-        """Delete a sealed stream (with `force`, seal an active one in the same step): the bytes freed,
-        and `files_left`, the files that could not be deleted after the commit (left for the sweep).
-        A stream under a legal hold is refused (HoldActive) and nothing changes."""
-        return self.streams.delete(name, force=force)
-
-    # ---- scaling -------------------------------------------------------------------------------
-    def scale(
-        self, stream: str, seal: Sequence[SegmentRef], new_ranges: Sequence[tuple[float, float]]
-    ) -> list[Segment]:
-        if not isinstance(seal, (list, tuple)) or not isinstance(new_ranges, (list, tuple)):
-            raise InvalidInput("scale: seal and new_ranges must be lists (of segments and of (low, high) pairs)")
-        return self.streams.scale(stream, [parse_segment(s) for s in seal], list(new_ranges))
-
-    def split(self, stream: str, segment: SegmentRef, parts: int = 2) -> list[Segment]:
-        return self.streams.split(stream, parse_segment(segment), parts)
-
-    def merge(self, stream: str, segments: Sequence[SegmentRef]) -> list[Segment]:
-        return self.streams.merge(stream, [parse_segment(s) for s in segments])
-
-    # ---- cuts ----------------------------------------------------------------------------------
-    def head_cut(self, stream: str) -> StreamCut:
-        state = self.streams.state(stream)
-        return state.cut(state.head)
-
-    def tail_cut(self, stream: str) -> StreamCut:
-        state = self.streams.state(stream)
-        return state.cut(state.tail())
-
-    def resolve_cut(self, stream: str, cut: StreamCut | str) -> StreamCut:
-        """Validate a cut (any form) against the stream and return it with key ranges attached."""
-        return self.streams.resolve_cut(stream, cut)
-
-    def size_between(self, a: StreamCut | str, b: StreamCut | str) -> int:
-        """Logical bytes between two cuts of one stream (a at or before b)."""
-        first = StreamCut.parse(a) if isinstance(a, str) else a
-        second = StreamCut.parse(b) if isinstance(b, str) else b
-        if first.stream != second.stream:
-            from .errors import InvalidStreamCut
-
-            raise InvalidStreamCut(f"cuts belong to different streams {first.stream!r} and {second.stream!r}")
-        state = self.streams.state(first.stream)
-        start = self.streams.to_positions(state, first)
-        end = self.streams.to_positions(state, second)
-        if not state.cut(start) <= state.cut(end):
-            from .errors import InvalidStreamCut
-
-            raise InvalidStreamCut(f"size_between: {first} is not at or before {second}")
-        return size_between(start, end, state.segments)
-
-    def truncate(self, stream: str, cut: StreamCut | str, reason: str = "manual truncation") -> TruncateResult:
-        return self.streams.truncate(stream, cut, reason)
-
-    # ---- data ----------------------------------------------------------------------------------
-    def writer(self, stream: str, writer_id: str, batch_size: int | str | None = None,
-               linger: int | str | None = None, config: WriterConfig | None = None) -> Writer:
-        size = self.settings["writer.batch_size"] if batch_size is None else parse_size_bytes(batch_size)
-        if size <= 0:
-            raise InvalidInput(f"invalid batch size {batch_size!r}: must be greater than zero")
-        linger_ms = self.settings["writer.linger"] if linger is None else parse_duration_ms(linger)
-        from .streams.writer import Writer  # the writing path loads on first use (docs/cli.md)
-
-        return Writer(self.streams, stream, writer_id, size, linger_ms, self.clock, config)
-
-    def read(self, stream: str, start: StreamCut | str | None = None,
-             end: StreamCut | str | None = None) -> Iterator[Event]:
-        """Events from `start` (default: head) to `end` (default: the tail now), per-key ordered."""
-        plan = self.streams.plan_read(stream, start, end)
-        from .streams.reader import iter_events
-
-        return iter_events(self.streams, plan)
-
-    def read_batches(self, stream: str, start: StreamCut | str | None = None,
-                     end: StreamCut | str | None = None) -> Iterator[pa.RecordBatch]:
-        """The same events as Arrow record batches (columnar, much faster for bulk reads)."""
-        plan = self.streams.plan_read(stream, start, end)
-        from .streams.reader import iter_batches
-
-        return iter_batches(self.streams, plan)
-
-    # ---- transactions --------------------------------------------------------------------------
-    def transactional_writer(self, stream: str, writer_id: str, lease: int | str = "120s",
-                             batch_size: int | str | None = None) -> TransactionalWriter:
-        """Begins transactions on `stream`; an open transaction not pinged within `lease` expires."""
-        size = self.settings["writer.batch_size"] if batch_size is None else parse_size_bytes(batch_size)
-        if size <= 0:
-            raise InvalidInput(f"invalid batch size {batch_size!r}: must be greater than zero")
-        from .streams.txn import TransactionalWriter
-
-        return TransactionalWriter(self.transactions, stream, writer_id, parse_duration_ms(lease), size)
-
-    def list_transactions(self, stream: str | None = None) -> list[TransactionInfo]:
-        return self.transactions.list(stream)
-
-    def abort_transaction(self, txn_id: str) -> TxnAbortResult:
-        """Abort an open transaction by id: truthy if it aborted now (falsy if already aborted), with
-        `files_left`, the staged files it could not delete (left for the sweep)."""
-        return self.transactions.abort(txn_id)
-
-    def expire_transactions(self, fence: LeaseFence | None = None) -> list[str]:
-        """Abort open transactions whose lease ran out (by this client's clock); returns their ids.
-        `fence`: the service's lease this runs under (store/fencing.py); None for a manual call."""
-        return self.transactions.expire(fence)
+    def stream(self, name: str) -> Stream:
+        """The handle of one stream: cuts, reads, writers, truncation, scaling, its retention and
+        watermarks. Creating it reads nothing; its calls raise NotFound for an unknown stream."""
+        return Stream(name, controller=self._streams, settings=self.settings, transactions=self.transactions,
+                      retention=self.retention, watermarks=self.watermarks)
 
     # ---- reader groups -------------------------------------------------------------------------
     def create_reader_group(self, name: str, config: ReaderGroupConfig) -> ReaderGroup:
         """A new reader group positioned at its config's start cuts (default: the streams' heads)."""
-        from .streams.readergroup import ReaderGroup
-
-        return ReaderGroup.create(self.streams, name, config)
+        return ReaderGroup.create(self._streams, name, config)
 
     def reader_group(self, name: str) -> ReaderGroup:
-        from .streams.readergroup import ReaderGroup
-
-        return ReaderGroup(self.streams, name)
+        return ReaderGroup(self._streams, name)
 
     def list_reader_groups(self) -> list[str]:
         from .streams.rg_store import ReaderGroupStore
 
-        return ReaderGroupStore(self.streams).names()
+        return ReaderGroupStore(self._streams).names()
 
     def delete_reader_group(self, name: str) -> None:
         from .streams.rg_store import ReaderGroupStore
 
-        ReaderGroupStore(self.streams).delete(name)
-
-    def subscribers(self, stream: str) -> list[Subscriber]:
-        """The stream's subscriber reader groups with their acknowledged cuts (consumption-based retention)."""
-        from .streams.subscriber_store import SubscriberStore
-
-        return SubscriberStore(self.streams).list(stream)
+        ReaderGroupStore(self._streams).delete(name)
 
     # ---- maintenance ---------------------------------------------------------------------------
     def sweep(self, grace: int | str | None = None, fence: LeaseFence | None = None) -> SweepResult:
         """Delete orphan chunk files older than `grace` (default sweep.grace). `fence`: the service's
         lease this runs under (store/fencing.py); None for a manual call."""
         grace_ms = self.settings["sweep.grace"] if grace is None else parse_duration_ms(grace)
-        return self.streams.sweep(grace_ms, fence)
+        return self._streams.sweep(grace_ms, fence)
 
     def audit(self, target: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        return self.streams.audit_entries(target, limit)
+        return self._streams.audit_entries(target, limit)
 
     # ---- spark ---------------------------------------------------------------------------------
     def spark(self) -> SparkSession:
@@ -283,7 +165,7 @@ class Client:
                 "fsync": "true" if self.settings["storage.fsync"] else "false"}
 
     def close(self) -> None:
-        self.db.dispose()
+        self._db.dispose()
 
     def __enter__(self) -> Client:
         return self

@@ -39,10 +39,10 @@ def follow(client: Client, stream: str, start: StreamCut | str | None, options: 
     position: StreamCut | str | None = start
     last_event_at = options.monotonic()
     while True:
-        sealed = client.stream_state(stream).info.state == SEALED  # read before the tail: no event after it
-        tail = client.tail_cut(stream)
+        sealed = client.stream(stream).state().info.state == SEALED  # read before the tail: no event after it
+        tail = client.stream(stream).tail_cut()
         found = False
-        for event in client.read(stream, position, tail):
+        for event in client.stream(stream).read(position, tail):
             found = True
             yield event
         position = tail

@@ -102,7 +102,7 @@ def _watermark_loop(service: RetentionService, done: threading.Event, interval_s
 
 def serve(client: Client, options: ServeOptions, owner: str | None = None) -> int:
     """Run the service until stopped (or one pass with `once`); returns the exit code."""
-    client.storage.require_deletable()  # the service deletes files: only in a workspace proven to be itself
+    client.workspace.storage.require_deletable()  # the service deletes files: only in a workspace proven to be itself
     service = build_service(client, options, owner)
     beat_s = options.lease_ttl_ms / 3000
     # passes come often enough to notice takeovers and new streams well within one TTL
@@ -127,7 +127,7 @@ def serve(client: Client, options: ServeOptions, owner: str | None = None) -> in
                 try:
                     # the storage root may have been remounted or repointed since the last pass
                     client.verify_workspace()
-                    client.storage.require_deletable()
+                    client.workspace.storage.require_deletable()
                     service.run_pass()
                 except Exception as exc:  # e.g. the store is briefly unreachable: log, wait, go on
                     if options.once:

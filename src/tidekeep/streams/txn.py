@@ -1,6 +1,6 @@
 """Transactional writers: events that become visible all at once, or never.
 
-    tw = client.transactional_writer("s/orders", "billing-1")
+    tw = client.stream("s/orders").transactional_writer("billing-1")
     txn = tw.begin()
     txn.write(b"...", routing_key="order-17")
     txn.commit(timestamp=event_time_ms)   # or txn.abort()

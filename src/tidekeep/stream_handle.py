@@ -1,0 +1,224 @@
+"""`client.stream(name)`: one stream's operations on one handle, with its retention and watermarks
+as typed sub-namespaces (`handle.retention.preview()`, `handle.watermarks.latest()`).
+
+A handle is cheap and holds no state of the stream: every call reads the metadata store afresh, so
+a handle of a stream that does not exist (yet) is fine and its calls raise NotFound."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidInput, InvalidStreamCut
+from .streams.config import StreamConfig
+from .streams.controller import DeleteResult, StreamController, StreamInfo, StreamState, TruncateResult
+from .streams.cuts import StreamCut, size_between
+from .streams.model import Segment, SegmentId
+from .streams.reader import Event, iter_batches, iter_events
+from .streams.retention import RetentionDecision, RetentionRecord
+from .streams.retention_store import RetentionManager
+from .streams.subscriber_store import Subscriber, SubscriberStore
+from .streams.txn import TransactionalWriter
+from .streams.txn_store import TransactionStore
+from .streams.watermark_store import WatermarkStore, WriterStatus
+from .streams.watermarks import Watermark, WriterMark
+from .streams.writer import Writer, WriterConfig
+from .units import parse_duration_ms, parse_size_bytes
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .config import Settings
+
+SegmentRef = int | str  # a segment id, or its "epoch.number" display form
+CutLike = StreamCut | str
+
+
+def parse_segment(ref: SegmentRef) -> int:
+    """A segment id from an int or the "epoch.number" display form."""
+    return SegmentId(ref)
+
+
+class StreamRetention:
+    """`handle.retention`: the stream's size/time retention (streams/retention_store.py)."""
+
+    def __init__(self, name: str, manager: RetentionManager) -> None:
+        self._name = name
+        self._manager = manager
+
+    def preview(self, now: int | None = None) -> RetentionDecision:
+        """What a retention cycle would do at `now` (default: the clock), changing nothing."""
+        return self._manager.preview(self._name, now)
+
+    def run(self, now: int | None = None) -> RetentionDecision:
+        """One retention cycle at `now` (default: the clock): records the tail, truncates if due."""
+        return self._manager.run(self._name, now)
+
+    def records(self) -> builtins.list[RetentionRecord]:
+        """The stream's retention set, oldest first."""
+        return self._manager.records(self._name)
+
+    def history(self, limit: int = 50) -> builtins.list[dict[str, Any]]:
+        """Past truncations (retention and manual), newest first, from the audit table."""
+        return self._manager.history(self._name, limit)
+
+
+class StreamWatermarks:
+    """`handle.watermarks`: writer marks and the stream's watermarks (streams/watermark_store.py)."""
+
+    def __init__(self, name: str, store: WatermarkStore) -> None:
+        self._name = name
+        self._store = store
+
+    def note(self, writer_id: str, time_ms: int, position: StreamCut | str | Mapping[int, int] | None = None,
+             epoch: int | None = None) -> WriterMark:
+        """Record that `writer_id` has reached `time_ms` at `position` (default: after its last event)."""
+        return self._store.note(self._name, writer_id, time_ms, position, epoch=epoch)
+
+    def close_writer(self, writer_id: str, epoch: int | None = None) -> bool:
+        return self._store.close_writer(self._name, writer_id, epoch)
+
+    def marks(self) -> builtins.list[WriterMark]:
+        return self._store.marks(self._name)
+
+    def writers(self) -> builtins.list[WriterStatus]:
+        return self._store.writers(self._name)
+
+    def latest(self) -> Watermark | None:
+        return self._store.latest(self._name)
+
+    def list(self, after_revision: int | None = None, limit: int | None = None) -> builtins.list[Watermark]:
+        return self._store.list(self._name, after_revision, limit)
+
+    def get(self, revision: int) -> Watermark | None:
+        return self._store.get(self._name, revision)
+
+    def tail(self, limit: int) -> builtins.list[Watermark]:
+        """The newest `limit` watermarks, oldest first."""
+        return self._store.tail(self._name, limit)
+
+    def compute(self) -> Watermark | None:
+        """Compute and append the next watermark; None when there is none to emit."""
+        return self._store.compute(self._name)
+
+    def prune(self) -> int:
+        """Delete the watermarks no reader can need; returns how many."""
+        return self._store.prune(self._name)
+
+
+class Stream:
+    """One stream of the workspace: `client.stream("scope/name")`."""
+
+    def __init__(self, name: str, *, controller: StreamController, settings: Settings,
+                 transactions: TransactionStore, retention: RetentionManager, watermarks: WatermarkStore) -> None:
+        self._name = name
+        self._controller = controller
+        self._settings = settings
+        self._transactions = transactions
+        self.retention = StreamRetention(name, retention)
+        self.watermarks = StreamWatermarks(name, watermarks)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"Stream({self._name!r})"
+
+    # ---- the stream ----------------------------------------------------------------------------
+    def state(self) -> StreamState:
+        """The stream's state now: info, segments, epochs, head."""
+        return self._controller.state(self._name)
+
+    def describe(self) -> dict[str, Any]:
+        """The state as plain data (what `tidekeep stream describe --json` prints)."""
+        from .streams.describe import describe
+
+        return describe(self.state())
+
+    def update(self, config: StreamConfig) -> StreamInfo:
+        return self._controller.update_config(self._name, config)
+
+    def seal(self) -> bool:
+        return self._controller.seal(self._name)
+
+    def delete(self, force: bool = False) -> DeleteResult:
+        """Delete a sealed stream (with `force`, seal an active one in the same step): the bytes freed,
+        and `files_left`, the files that could not be deleted after the commit (left for the sweep).
+        A stream under a legal hold is refused (HoldActive) and nothing changes."""
+        return self._controller.delete(self._name, force=force)
+
+    # ---- scaling -------------------------------------------------------------------------------
+    def scale(self, seal: Sequence[SegmentRef], new_ranges: Sequence[tuple[float, float]]) -> builtins.list[Segment]:
+        if not isinstance(seal, (list, tuple)) or not isinstance(new_ranges, (list, tuple)):
+            raise InvalidInput("scale: seal and new_ranges must be lists (of segments and of (low, high) pairs)")
+        return self._controller.scale(self._name, [parse_segment(s) for s in seal], list(new_ranges))
+
+    def split(self, segment: SegmentRef, parts: int = 2) -> builtins.list[Segment]:
+        return self._controller.split(self._name, parse_segment(segment), parts)
+
+    def merge(self, segments: Sequence[SegmentRef]) -> builtins.list[Segment]:
+        return self._controller.merge(self._name, [parse_segment(s) for s in segments])
+
+    # ---- cuts ----------------------------------------------------------------------------------
+    def head_cut(self) -> StreamCut:
+        state = self.state()
+        return state.cut(state.head)
+
+    def tail_cut(self) -> StreamCut:
+        state = self.state()
+        return state.cut(state.tail())
+
+    def resolve_cut(self, cut: CutLike) -> StreamCut:
+        """Validate a cut (any form) against the stream and return it with key ranges attached."""
+        return self._controller.resolve_cut(self._name, cut)
+
+    def size_between(self, start: CutLike, end: CutLike) -> int:
+        """Logical bytes between two cuts of this stream (`start` at or before `end`)."""
+        first = StreamCut.parse(start) if isinstance(start, str) else start
+        second = StreamCut.parse(end) if isinstance(end, str) else end
+        if first.stream != second.stream:
+            raise InvalidStreamCut(f"cuts belong to different streams {first.stream!r} and {second.stream!r}")
+        if first.stream != self._name:
+            raise InvalidStreamCut(f"the cuts are for {first.stream!r}, not {self._name!r}")
+        state = self.state()
+        low = self._controller.to_positions(state, first)
+        high = self._controller.to_positions(state, second)
+        if not state.cut(low) <= state.cut(high):
+            raise InvalidStreamCut(f"size_between: {first} is not at or before {second}")
+        return size_between(low, high, state.segments)
+
+    def truncate(self, cut: CutLike, reason: str = "manual truncation") -> TruncateResult:
+        return self._controller.truncate(self._name, cut, reason)
+
+    # ---- data ----------------------------------------------------------------------------------
+    def writer(self, writer_id: str, batch_size: int | str | None = None, linger: int | str | None = None,
+               config: WriterConfig | None = None) -> Writer:
+        size = self._batch_size(batch_size)
+        linger_ms = self._settings["writer.linger"] if linger is None else parse_duration_ms(linger)
+        return Writer(self._controller, self._name, writer_id, size, linger_ms, self._controller.clock, config)
+
+    def transactional_writer(self, writer_id: str, lease: int | str = "120s",
+                             batch_size: int | str | None = None) -> TransactionalWriter:
+        """Begins transactions on the stream; an open transaction not pinged within `lease` expires."""
+        size = self._batch_size(batch_size)
+        return TransactionalWriter(self._transactions, self._name, writer_id, parse_duration_ms(lease), size)
+
+    def read(self, start: CutLike | None = None, end: CutLike | None = None) -> Iterator[Event]:
+        """Events from `start` (default: head) to `end` (default: the tail now), per-key ordered."""
+        return iter_events(self._controller, self._controller.plan_read(self._name, start, end))
+
+    def read_batches(self, start: CutLike | None = None, end: CutLike | None = None) -> Iterator[pa.RecordBatch]:
+        """The same events as Arrow record batches (columnar, much faster for bulk reads)."""
+        return iter_batches(self._controller, self._controller.plan_read(self._name, start, end))
+
+    def subscribers(self) -> builtins.list[Subscriber]:
+        """The stream's subscriber reader groups with their acknowledged cuts (consumption-based retention)."""
+        return SubscriberStore(self._controller).list(self._name)
+
+    def _batch_size(self, batch_size: int | str | None) -> int:
+        size: int = self._settings["writer.batch_size"] if batch_size is None else parse_size_bytes(batch_size)
+        if size <= 0:
+            raise InvalidInput(f"invalid batch size {batch_size!r}: must be greater than zero")
+        return size
