@@ -91,7 +91,8 @@ def test_an_empty_rule_set_can_be_saved(client: tk.Client) -> None:
     ([RetentionRule(7, "a", False, Operator(children=(
         Term("Feed", Condition.IN_DICTIONARY, "gone", enabled=False),)), Age(1, TimeUnit.DAYS))],
      "rule 7: dictionary 'gone' does not exist"),
-    (42, "expected a RuleSet, a list of RetentionRule or a rule file path, got int"),
+    (42, "expected a rule file's text, a mapping with a 'rules' list, a list of rule mappings, a RuleSet, "
+         "a list of RetentionRule or a rule file path, got int"),
 ])
 def test_bad_rules_change_nothing(client: tk.Client, rules: object, message: str | None) -> None:
     before = client.catalog.set_rules([RetentionRule(9, "keep", True, Operator(), None)])

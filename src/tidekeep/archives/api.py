@@ -7,11 +7,14 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..store.house import Workspace
+    from .gc import GcReport
+    from .ingest import IngestReport
     from .model import Archive, SearchJob
+    from .results import ResultsPage
 
 Progress = Callable[[int, int], None]  # (done, total) in the unit of the operation
 
@@ -22,14 +25,14 @@ class Archives:
 
     # ---- archives (store.py, ingest.py) -------------------------------------------------------
     def ingest(self, dataset: str, paths: Sequence[str | Path], *, timezone: str = "UTC",
-               timestamp_format: str | None = None, progress: Progress | None = None) -> Any:
+               timestamp_format: str | None = None, progress: Progress | None = None) -> IngestReport:
         """Compress text logs (plain or gzip) into archives of `dataset` with a Spark job."""
         from .ingest import ingest_logs
 
         return ingest_logs(self.workspace, dataset, paths, timezone=timezone, timestamp_format=timestamp_format,
                            progress=progress)
 
-    def list(self, dataset: str | None = None) -> list[Archive]:
+    def list(self, dataset: str | None = None) -> builtins.list[Archive]:
         from .store import ArchiveStore
 
         return ArchiveStore(self.workspace).list(dataset)
@@ -53,7 +56,7 @@ class Archives:
         return run_search(self.workspace, dataset, query, begin=begin, end=end, regex=regex, ignore_case=ignore_case,
                           progress=progress)
 
-    def results(self, job_id: int, page: int = 1, page_size: int = 50) -> Any:
+    def results(self, job_id: int, page: int = 1, page_size: int = 50) -> ResultsPage:
         """One page of a job's results, newest timestamp first."""
         from .results import read_results
 
@@ -75,7 +78,7 @@ class Archives:
         return SearchJobStore(self.workspace).cancel(job_id)
 
     # ---- garbage collectors (gc.py) -----------------------------------------------------------
-    def gc(self, dry_run: bool = False, progress: Progress | None = None) -> Any:
+    def gc(self, dry_run: bool = False, progress: Progress | None = None) -> GcReport:
         """Run the archive collector and the search-result collector once (those whose retention
         period is set); a dry run lists what would be deleted and why. `progress` counts archive files."""
         from .gc import collect_all

@@ -9,30 +9,37 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..store.fencing import LeaseFence
-    from ..store.holds import HoldStore
     from ..store.house import Workspace
+    from .explain import Explanation
+    from .generate import GenerateReport
+    from .impact import ImpactSummary
+    from .importer import ImportReport
+    from .job import RunReport
+    from .purge import PurgeReport
+    from .records import MetaRecord
+    from .rule_input import RulesInput
+    from .rules import RuleSet
 
 Progress = Callable[[int, int], None]  # (done, total) in the unit of the operation
 
 
 class Catalog:
-    def __init__(self, workspace: Workspace, holds: HoldStore) -> None:
+    def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
-        self.holds = holds  # the workspace's legal holds (holds.py): `hold` adds a records hold there
 
     # ---- records (records.py, record_store.py, importer.py, generate.py) ----------------------
-    def add(self, records: Iterable[Any]) -> list[int]:
+    def add(self, records: Iterable[MetaRecord | Mapping[str, Any]]) -> list[int]:
         """Add meta records (MetaRecord or mappings); returns their ids, in order."""
         from .record_store import RecordStore
 
         return RecordStore(self.workspace).add(records)
 
-    def get(self, record_id: int) -> Any:
+    def get(self, record_id: int) -> MetaRecord:
         from .record_store import RecordStore
 
         return RecordStore(self.workspace).get(record_id)
 
-    def records(self, **filters: Any) -> list[Any]:
+    def records(self, **filters: Any) -> list[MetaRecord]:
         from .record_store import RecordStore
 
         return RecordStore(self.workspace).list(**filters)
@@ -42,13 +49,14 @@ class Catalog:
 
         return RecordStore(self.workspace).count(status)
 
-    def import_path(self, path: str | Path, format: str | None = None, progress: Progress | None = None) -> Any:
+    def import_path(self, path: str | Path, format: str | None = None,
+                    progress: Progress | None = None) -> ImportReport:
         """Bulk import CSV, JSON lines or Parquet through Spark."""
         from .importer import import_records
 
         return import_records(self.workspace, path, format=format, progress=progress)
 
-    def generate(self, rows: int, seed: int = 0, progress: Progress | None = None, **options: Any) -> Any:
+    def generate(self, rows: int, seed: int = 0, progress: Progress | None = None, **options: Any) -> GenerateReport:
         """Synthetic records for demos and benchmarks (deterministic for a seed)."""
         from .generate import generate_records
 
@@ -76,56 +84,59 @@ class Catalog:
         DictionaryStore(self.workspace).delete(name)
 
     # ---- rules (ages.py, rules.py, rules_store.py) --------------------------------------------
-    def rules(self) -> Any:
+    def rules(self) -> RuleSet:
         """The saved rule set (RuleSet: version + rules); an empty set before the first save."""
         from .rules_store import RulesStore
 
         return RulesStore(self.workspace).load()
 
-    def set_rules(self, rules: Any) -> Any:
-        """Save a rule set (RuleSet, a list of RetentionRule, or a path to YAML / Stroom JSON);
-        returns the saved RuleSet with its new version."""
+    def set_rules(self, rules: RulesInput) -> RuleSet:
+        """Save a rule set; returns it with its new version. `rules` is what `tidekeep catalog rules
+        set` accepts — the text of a YAML or Stroom JSON rule file, or that document as mappings (a
+        mapping with a `rules` list, or the list alone) — or a RuleSet, a list of RetentionRule, or a
+        rule file's path (a Path; a one-line str that is no document is read as a path too).
+        Invalid rules raise InvalidInput naming the rule and the field, and nothing is saved."""
+        from .rule_input import rules_from_input
         from .rules_store import RulesStore
 
-        return RulesStore(self.workspace).save(rules)
+        return RulesStore(self.workspace).save(rules_from_input(rules))
 
     # ---- the job (source.py, writeback.py, job.py, impact.py, explain.py) ----------------------
     def run(self, dry_run: bool = False, progress: Progress | None = None, now_ms: int | None = None,
-            fence: LeaseFence | None = None) -> Any:
+            fence: LeaseFence | None = None) -> RunReport:
         """Run the data retention job now; returns its report. `fence`: the service's catalog lease
         the run applies its deletes under (store/fencing.py); None for a manual run."""
         from .job import run_retention_job
 
         return run_retention_job(self.workspace, dry_run=dry_run, progress=progress, now_ms=now_ms, fence=fence)
 
-    def impact(self, rules: Any = None, now_ms: int | None = None, progress: Progress | None = None) -> Any:
-        """Per rule, feed and type: what would be deleted if the job ran now with no trackers.
-        `progress` counts the candidate records scanned."""
+    def impact(self, rules: RulesInput | None = None, now_ms: int | None = None,
+               progress: Progress | None = None) -> ImpactSummary:
+        """Per rule, feed and type: what would be deleted if the job ran now with no trackers, for
+        the saved rules or `rules` (anything `set_rules` accepts). `progress` counts the candidate
+        records scanned."""
         from .impact import impact_summary
+        from .rule_input import rules_from_input
 
-        return impact_summary(self.workspace, rules=rules, now_ms=now_ms, progress=progress)
+        chosen = None if rules is None else rules_from_input(rules)
+        return impact_summary(self.workspace, rules=chosen, now_ms=now_ms, progress=progress)
 
-    def explain(self, record_id: int, now_ms: int | None = None) -> Any:
+    def explain(self, record_id: int, now_ms: int | None = None) -> Explanation:
         """The rule that decides a record's retention, its age, retain-until time and holds."""
         from .explain import explain_record
 
         return explain_record(self.workspace, record_id, now_ms=now_ms)
 
-    def runs(self, limit: int = 20) -> list[Mapping[str, Any]]:
+    def runs(self, limit: int = 20) -> list[dict[str, Any]]:
         from .runs import list_runs
 
         return list_runs(self.workspace, limit)
 
     # ---- purge (purge.py) -----------------------------------------------------------------------
     def purge(self, progress: Progress | None = None, now_ms: int | None = None, dry_run: bool = False,
-              fence: LeaseFence | None = None) -> Any:
+              fence: LeaseFence | None = None) -> PurgeReport:
         """Remove the data of records DELETED for longer than catalog.purge_age, then their rows.
         `fence`: the service's catalog lease (store/fencing.py); None for a manual purge."""
         from .purge import purge_deleted
 
         return purge_deleted(self.workspace, progress=progress, now_ms=now_ms, dry_run=dry_run, fence=fence)
-
-    # ---- holds ------------------------------------------------------------------------------------
-    def hold(self, expression: str, reason: str) -> int:
-        """Hold every record matching `expression`: never logically deleted or purged meanwhile."""
-        return self.holds.add("records", expression, reason)
