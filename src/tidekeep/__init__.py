@@ -38,8 +38,25 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from .archives.api import Archives
+    from .archives.gc import GcReport
+    from .archives.ingest import IngestReport
+    from .archives.model import Archive, JobState, SearchJob
+    from .archives.results import ResultsPage
+    from .catalog.ages import Age
+    from .catalog.api import Catalog
+    from .catalog.explain import Explanation
+    from .catalog.generate import GenerateReport
+    from .catalog.impact import ImpactSummary
+    from .catalog.importer import ImportReport
+    from .catalog.job import RunReport
+    from .catalog.purge import PurgeReport
+    from .catalog.records import MetaRecord
+    from .catalog.rules import RetentionRule, RuleSet
     from .client import Client, connect, init_workspace
     from .holds import Hold, HoldStore
+    from .store.house import Workspace
+    from .stream_handle import Stream, StreamRetention, StreamWatermarks
     from .streams.config import RetentionKind, RetentionPolicy, StreamConfig
     from .streams.cuts import CutOrder, StreamCut
     from .streams.model import SegmentId
@@ -67,27 +84,48 @@ __version__ = "0.1.0"
 
 # name -> the module (relative to this package) that defines it, imported on first access
 _LAZY_EXPORTS: dict[str, str] = {
+    "Age": ".catalog.ages",
+    "Archive": ".archives.model",
+    "Archives": ".archives.api",
+    "Catalog": ".catalog.api",
     "Checkpoint": ".streams.readergroup",
     "CheckpointTimeout": ".streams.readergroup",
     "Client": ".client",
     "CutOrder": ".streams.cuts",
     "Event": ".streams.reader",
     "EventRead": ".streams.readergroup",
+    "Explanation": ".catalog.explain",
+    "GcReport": ".archives.gc",
+    "GenerateReport": ".catalog.generate",
     "Hold": ".holds",
     "HoldStore": ".holds",
+    "ImpactSummary": ".catalog.impact",
+    "ImportReport": ".catalog.importer",
+    "IngestReport": ".archives.ingest",
+    "JobState": ".archives.model",
+    "MetaRecord": ".catalog.records",
     "Position": ".streams.readergroup",
+    "PurgeReport": ".catalog.purge",
     "ReaderConfig": ".streams.readergroup",
     "ReaderGroup": ".streams.readergroup",
     "ReaderGroupConfig": ".streams.readergroup",
+    "ResultsPage": ".archives.results",
     "RetentionDecision": ".streams.retention",
     "RetentionKind": ".streams.config",
     "RetentionManager": ".streams.retention_store",
     "RetentionPolicy": ".streams.config",
     "RetentionRecord": ".streams.retention",
+    "RetentionRule": ".catalog.rules",
     "RetentionType": ".streams.readergroup",
+    "RuleSet": ".catalog.rules",
+    "RunReport": ".catalog.job",
+    "SearchJob": ".archives.model",
     "SegmentId": ".streams.model",
+    "Stream": ".stream_handle",
     "StreamConfig": ".streams.config",
     "StreamCut": ".streams.cuts",
+    "StreamRetention": ".stream_handle",
+    "StreamWatermarks": ".stream_handle",
     "TimeWindow": ".streams.watermarks",
     "TooManyCheckpoints": ".streams.rg_state",
     "Transaction": ".streams.txn",
@@ -98,6 +136,7 @@ _LAZY_EXPORTS: dict[str, str] = {
     "TxnState": ".streams.txn_store",
     "Watermark": ".streams.watermarks",
     "WatermarkStore": ".streams.watermark_store",
+    "Workspace": ".store.house",
     "Writer": ".streams.writer",
     "WriterConfig": ".streams.writer",
     "WriterMark": ".streams.watermarks",
@@ -107,7 +146,11 @@ _LAZY_EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "Age",
     "AlreadyExists",
+    "Archive",
+    "Archives",
+    "Catalog",
     "Checkpoint",
     "CheckpointTimeout",
     "ChunkError",
@@ -121,30 +164,47 @@ __all__ = [
     "Event",
     "EventRead",
     "EventTooLarge",
+    "Explanation",
+    "GcReport",
+    "GenerateReport",
     "Hold",
     "HoldActive",
     "HoldStore",
+    "ImpactSummary",
+    "ImportReport",
+    "IngestReport",
     "InvalidInput",
     "InvalidName",
     "InvalidStreamCut",
+    "JobState",
     "ManualClock",
+    "MetaRecord",
     "NotFound",
     "Position",
+    "PurgeReport",
     "ReaderConfig",
     "ReaderGroup",
     "ReaderGroupConfig",
+    "ResultsPage",
     "RetentionDecision",
     "RetentionKind",
     "RetentionManager",
     "RetentionPolicy",
     "RetentionRecord",
+    "RetentionRule",
     "RetentionType",
+    "RuleSet",
+    "RunReport",
+    "SearchJob",
     "SegmentId",
     "StagedFileMissing",
     "StoreUnavailable",
+    "Stream",
     "StreamConfig",
     "StreamCut",
+    "StreamRetention",
     "StreamSealed",
+    "StreamWatermarks",
     "SystemClock",
     "TidekeepError",
     "TimeWindow",
@@ -160,6 +220,7 @@ __all__ = [
     "TxnState",
     "Watermark",
     "WatermarkStore",
+    "Workspace",
     "WorkspaceMismatch",
     "Writer",
     "WriterConfig",
