@@ -57,7 +57,8 @@ def write_readings(client, first_ms: int, minutes: int) -> int:  # type: ignore[
 def input_size(client) -> str:  # type: ignore[no-untyped-def]
     from tidekeep.units import human_size
 
-    return human_size(client.size_between(client.head_cut(EVENTS), client.tail_cut(EVENTS)))
+    stream = client.stream(EVENTS)
+    return human_size(stream.size_between(stream.head_cut(), stream.tail_cut()))
 
 
 def run_retention(client, label: str) -> None:  # type: ignore[no-untyped-def]

@@ -80,7 +80,8 @@ class Corpus:
         with client.db.read() as conn:
             live = [r for r in conn.execute(sa.select(archives))]
         for row in live:
-            assert Path(client.storage.full_path(row.path)).exists(), f"archive {row.id} has a row but no file"
+            assert Path(client.storage.full_path(row.path)).exists(), \
+                f"archive {row.id} has a row but no file"
             assert row.catalog_record_id in records
 
 
@@ -166,7 +167,8 @@ def test_result_collector_killed_between_marking_and_deleting(metadata_url: str,
         with client.db.read() as conn:
             marked = {r.id: r.results_expired_ms for r in conn.execute(sa.select(archive_search_jobs))}
         assert {j for j, v in marked.items() if v is not None} == {j.id for j in done}
-        assert all(Path(client.storage.full_path(results_dir(j.id))).exists() for j in done)  # not yet deleted
+        # not yet deleted
+        assert all(Path(client.storage.full_path(results_dir(j.id))).exists() for j in done)
         rerun = run_gc(env)
         assert rerun.returncode == 0, rerun.stderr
         assert '"finished": 3' in rerun.stdout

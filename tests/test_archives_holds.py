@@ -123,7 +123,8 @@ def test_an_archive_hold_keeps_the_archives_catalog_record_from_deletion_and_pur
     assert Path(hclient.storage.full_path(marked.path)).exists()
     hclient.holds.remove(hold_id)
     archive_hold = hclient.holds.add("archive", marked.id, "incident 7")
-    assert hclient.catalog.purge(now_ms=LATER).purged == 0 and Path(hclient.storage.full_path(marked.path)).exists()
+    assert hclient.catalog.purge(now_ms=LATER).purged == 0
+    assert Path(hclient.storage.full_path(marked.path)).exists()
     store.set_status([kept.catalog_record_id], "DELETED")  # its archive is no longer held
     hclient.holds.remove(archive_hold)
     # unheld, the purge still never deletes an archive's file: archives/ is tidekeep's own area, which
@@ -131,7 +132,8 @@ def test_an_archive_hold_keeps_the_archives_catalog_record_from_deletion_and_pur
     report = hclient.catalog.purge(now_ms=LATER)
     assert (report.purged, report.failures) == (0, 2)
     assert all("lies inside tidekeep's log archives" in f["error"] for f in report.failed)
-    assert Path(hclient.storage.full_path(marked.path)).exists() and Path(hclient.storage.full_path(kept.path)).exists()
+    assert Path(hclient.storage.full_path(marked.path)).exists()
+    assert Path(hclient.storage.full_path(kept.path)).exists()
 
 
 def test_bad_targets_are_typed_errors_and_change_nothing(hclient: tk.Client) -> None:

@@ -79,9 +79,11 @@ def snapshot(client: tk.Client) -> dict[str, Any]:
         "scopes": client.list_scopes(),
         "streams": [(s.name, s.uid, s.state, s.current_epoch, s.config, s.created_ms) for s in streams],
         "described": {s.name: client.describe_stream(s.name) for s in streams},
-        "events": {s.name: [(e.segment, e.offset, e.payload, e.routing_key, e.writer_id) for e in client.read(s.name)]
+        "events": {s.name: [(e.segment, e.offset, e.payload, e.routing_key, e.writer_id)
+                           for e in client.read(s.name)]
                    for s in streams},
-        "writers": {(s.name, w): client.streams.last_sequence(s.name, w)[1] for s in streams for w in WRITERS},
+        "writers": {(s.name, w): client.streams.last_sequence(s.name, w)[1]
+                    for s in streams for w in WRITERS},
         "audit": client.audit(limit=10_000),
         "files": stored_files(client),
     }
@@ -226,11 +228,14 @@ def test_bad_split_and_merge(world: World) -> None:
 def test_cuts_from_another_stream(world: World) -> None:
     c = world.client
     theirs = c.head_cut(OTHER)
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, theirs), "stream cut is for 'sc/other', not 'sc/s'")
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, str(c.tail_cut(OTHER))), "for 'sc/other'")
+    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, theirs),
+            "stream cut is for 'sc/other', not 'sc/s'")
+    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, str(c.tail_cut(OTHER))),
+            "for 'sc/other'")
     refused(c, tk.InvalidStreamCut, lambda: c.read(STREAM, start=theirs), "for 'sc/other'")
     refused(c, tk.InvalidStreamCut, lambda: c.resolve_cut(STREAM, theirs.to_json()), "for 'sc/other'")
-    refused(c, tk.InvalidStreamCut, lambda: c.size_between(c.head_cut(STREAM), theirs), "different streams")
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).size_between(c.head_cut(STREAM), theirs),
+            "different streams")
 
 
 def test_cut_of_an_earlier_stream_with_the_same_name(world: World) -> None:
@@ -245,7 +250,8 @@ def test_cut_of_an_earlier_stream_with_the_same_name(world: World) -> None:
             f"cut of an earlier incarnation of stream sc/again (uid {old.uid}), the stream now has uid {new_uid}")
     # the same cut as an older client wrote it, without the uid: its key ranges give it away
     without_uid = json.dumps({k: v for k, v in old.to_dict().items() if k != "uid"})
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate("sc/again", without_uid), "segment 0.0 has another key range")
+    refused(c, tk.InvalidStreamCut, lambda: c.truncate("sc/again", without_uid),
+            "segment 0.0 has another key range")
 
 
 def test_cuts_naming_unknown_segments(world: World) -> None:
@@ -289,8 +295,8 @@ def test_truncation_behind_or_across_the_head(world: World) -> None:
     first = cut(world, s0_0=world.offset("0.0", 0), s0_1=world.offset("0.1", 2))
     assert c.truncate(STREAM, first).bytes_freed == world.offset("0.1", 2)
     behind = cut(world, s0_0=0, s0_1=world.offset("0.1", 1))
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, behind), "cannot truncate sc/s at", "behind the head",
-            c.head_cut(STREAM).display())
+    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, behind), "cannot truncate sc/s at",
+            "behind the head", c.head_cut(STREAM).display())
     across = cut(world, s0_0=world.offset("0.0", 1), s0_1=world.offset("0.1", 1))
     refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, across), "partly behind the head")
     refused(c, tk.TruncatedData, lambda: c.read(STREAM, start=behind), "has been truncated")
@@ -330,8 +336,8 @@ def test_read_and_size_with_start_after_end(world: World) -> None:
     c = world.client
     head, tail = c.head_cut(STREAM), c.tail_cut(STREAM)
     refused(c, tk.InvalidStreamCut, lambda: c.read(STREAM, start=tail, end=head), "is not at or before end cut")
-    refused(c, tk.InvalidStreamCut, lambda: c.size_between(tail, head), "is not at or before")
-    assert c.size_between(head, tail) == sum(world.tails.values())
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).size_between(tail, head), "is not at or before")
+    assert c.stream(STREAM).size_between(head, tail) == sum(world.tails.values())
 
 
 # ---- writing ---------------------------------------------------------------------------------------

@@ -260,7 +260,8 @@ def test_the_audit_names_at_most_a_hundred_files_and_counts_them_all(tmp_path: P
         [entry] = purge_audit(client)
         details = json.loads(entry["details"])
         assert (details["files_removed"], details["files_omitted"], len(details["files"])) == (count, 3, 100)
-        assert details["files"][0] == {"id": ids[0], "path": f"{client.storage.root}/catalog/f0.dat", "bytes": 1}
+        assert details["files"][0] == {"id": ids[0], "path": f"{client.storage.root}/catalog/f0.dat",
+                                       "bytes": 1}
         assert entry["bytes_freed"] == sum(range(1, count + 1))  # measured, all files
         assert details["record_bytes"] == 7 * count  # what the rows said (file_size)
     finally:

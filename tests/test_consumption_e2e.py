@@ -200,7 +200,8 @@ def test_two_subscribers_at_different_speeds_release_and_stop_acknowledging(
     wait_for(caught_up(client, "fast"), "the fast group to acknowledge the tail", readers)
     held = cycles.cycle()
     assert held.cut is None and held.case is not None
-    assert same(client, client.head_cut(STREAM).positions, slow_cut)  # held at the slow group's acknowledgement
+    # held at the slow group's acknowledgement
+    assert same(client, client.head_cut(STREAM).positions, slow_cut)
     client.reader_group("slow").reset(tk.ReaderGroupConfig(streams=[STREAM], retention_type=tk.RetentionType.NONE))
     released = cycles.cycle()
     assert [v.reader_group for v in released.subscribers] == ["fast"]

@@ -55,7 +55,8 @@ def test_writer_chunks_are_on_disk_before_the_commit_that_shows_them(
     client.create_stream(STREAM, tk.StreamConfig(segments=3))
     recorder = DurabilityRecorder(monkeypatch)
     payloads, keys = _events(300)
-    with recorder.commits_of(client.db.engine, CHUNK_PATHS), client.writer(STREAM, "w1", batch_size="2KiB") as writer:
+    with recorder.commits_of(client.db.engine, CHUNK_PATHS), \
+            client.writer(STREAM, "w1", batch_size="2KiB") as writer:
         writer.write_many(payloads, keys)
         writer.flush()
     rows = chunk_rows(client, STREAM)
@@ -149,7 +150,8 @@ def test_ingested_archives_are_on_disk_before_they_are_registered(
         synced = recorder.first_commit_showing(archive.path).synced_before
         assert_on_disk(synced, written, final, root)
         assert any(s.path == written and s.pid != os.getpid() for s in synced)  # synced on the executor
-    assert any(s.path == client.storage.full_path("archives/web") for s in recorder.synced)  # the driver's sync
+    # the driver's sync
+    assert any(s.path == client.storage.full_path("archives/web") for s in recorder.synced)
 
 
 @pytest.mark.spark

@@ -185,8 +185,8 @@ def test_a_stale_lease_truncation_is_refused_and_changes_nothing(fclient: tk.Cli
     before = stream_snapshot(fclient)
     # the truncation itself: its guard checks the lease under the stream lock, in the truncating transaction
     with pytest.raises(LeaseLost) as refused:
-        fclient.streams.truncate(STREAM, fclient.stream_state(STREAM).cut(expected), reason="retention",
-                                 guard=fenced(a, lambda conn, state: None))
+        fclient.streams.truncate(STREAM, fclient.stream_state(STREAM).cut(expected),
+                                 reason="retention", guard=fenced(a, lambda conn, state: None))
     assert str(refused.value) == lost_message(a, b)
     assert stream_snapshot(fclient) == before
     # a whole cycle under the stale lease: not even the tail is recorded

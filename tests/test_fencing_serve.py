@@ -43,7 +43,8 @@ def test_a_stale_lease_truncation_is_refused_and_changes_nothing(tmp_path: Path,
         held = LeaseStore(client.db, client.clock).get(RESOURCE)
         assert held is not None and f":{a.pid}:" in str(held.owner)
         # B's clock is a day ahead: A's lease (renewed every 10 s by the wall clock) has run out for B
-        taken = LeaseStore(client.db, tk.ManualClock(client.clock.now_ms() + DAY)).acquire(RESOURCE, "B", 60_000)
+        later = tk.ManualClock(client.clock.now_ms() + DAY)
+        taken = LeaseStore(client.db, later).acquire(RESOURCE, "B", 60_000)
         assert taken.action is LeaseAction.ACQUIRE and taken.lease.version == held.version + 1
         gate.unlink()  # the takeover is done: A goes on to apply its stale decision
         assert a.wait(timeout=120) == 0, log.read_text()

@@ -54,7 +54,8 @@ def test_a_held_stream_is_never_truncated_and_removing_the_hold_lets_truncation_
     before = _snapshot(client)
     audit_before = client.audit(STREAM)
 
-    for cut in (client.tail_cut(STREAM), client.head_cut(STREAM)):  # also a truncation that would move nothing
+    # also a truncation that would move nothing
+    for cut in (client.tail_cut(STREAM), client.head_cut(STREAM)):
         with pytest.raises(HoldActive) as caught:
             client.truncate(STREAM, cut)
         assert str(caught.value) == (f"stream {STREAM} is under legal hold {hold_id} (litigation 2024-117); "

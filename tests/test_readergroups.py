@@ -367,9 +367,10 @@ def test_end_cut_is_honoured_and_describe_shows_lag(client: tk.Client) -> None:
     writer.close()
     bounded = client.create_reader_group("bounded", tk.ReaderGroupConfig(streams={STREAM: (None, middle)}))
     unbounded = client.create_reader_group("all", tk.ReaderGroupConfig(streams=[STREAM]))
-    total = client.size_between(client.head_cut(STREAM), client.tail_cut(STREAM))
+    total = client.stream(STREAM).size_between(client.head_cut(STREAM), client.tail_cut(STREAM))
     assert unbounded.describe()["streams"][STREAM]["unread_bytes"] == total
-    assert bounded.describe()["streams"][STREAM]["unread_bytes"] == client.size_between(client.head_cut(STREAM), middle)
+    assert bounded.describe()["streams"][STREAM]["unread_bytes"] == client.stream(STREAM).size_between(
+        client.head_cut(STREAM), middle)
     r = bounded.reader("r")
     got = {(e.position.segment, e.position.offset) for _, e in drain([r]) if e.is_event}
     assert got == before_middle
@@ -426,7 +427,7 @@ def test_truncated_position_raises_once_then_reads_from_the_head(client: tk.Clie
     got = {(e.position.segment, e.position.offset) for _, e in drain([s]) if e.is_event}
     assert got == after_middle
     entries = [a for a in client.audit(STREAM) if a["action"] == "rg_skip_truncated"]
-    assert len(entries) == 1 and entries[0]["bytes_freed"] == client.size_between(
+    assert len(entries) == 1 and entries[0]["bytes_freed"] == client.stream(STREAM).size_between(
         client.stream_state(STREAM).cut({segment_id(0, 0): 0}), middle)
     # the non-skipping group can also be reset to the head and reads the same
     group.reset(tk.ReaderGroupConfig(streams=[STREAM]))
@@ -528,7 +529,7 @@ def test_cli_create_list_read_checkpoint_describe_delete(tmp_path: Path) -> None
     with tk.connect(home, create=True) as client:
         checkpoint = client.reader_group("g").last_checkpoint()
         assert checkpoint is not None and str(checkpoint.cuts[STREAM]) == cut
-        assert client.size_between(client.head_cut(STREAM), cut) == sum(
+        assert client.stream(STREAM).size_between(client.head_cut(STREAM), cut) == sum(
             len(f"{e['payload']}") + 8 for e in events)
     described = json.loads(_cli(home, "rg", "describe", "g", "--json").stdout)
     assert described["streams"][STREAM]["unread_bytes"] == 0

@@ -171,7 +171,8 @@ def test_cli_reset_dry_run_json_force_and_errors(tmp_path: Path) -> None:
         assert read_all(group, limit=2) == names(0, 2)
         tail = str(client.tail_cut(STREAM))
         after_two = list(client.read(STREAM))[2]
-        current = str(tk.StreamCut(STREAM, {after_two.segment: after_two.offset}, uid=client.head_cut(STREAM).uid))
+        current = str(tk.StreamCut(STREAM, {after_two.segment: after_two.offset},
+                                   uid=client.head_cut(STREAM).uid))
     dry = run_cli(home, "rg", "reset", "cli", "--to", "tail", "--dry-run", "--json")
     assert dry.returncode == 0 and dry.stderr == "", dry.stderr
     plan = json.loads(dry.stdout)

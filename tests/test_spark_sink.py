@@ -738,7 +738,8 @@ def test_a_staged_file_missing_or_of_another_size_fails_the_commit_and_commits_n
     message = str(failure.value)
     assert f"staged file {victim} " in message and f"storage {client.storage.root}" in message
     assert found in message
-    assert client.tail_cut(OUT) == tail and chunk_rows(client, OUT) == [] and client.list_transactions(OUT) == []
+    assert client.tail_cut(OUT) == tail and chunk_rows(client, OUT) == []
+    assert client.list_transactions(OUT) == []
     assert client.streams.last_sequence(OUT, "q3")[1] == 0
     assert stored_files(client) == set()  # the files that were there are deleted, as an abort does
 

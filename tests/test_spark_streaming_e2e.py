@@ -180,7 +180,8 @@ def test_query_dying_after_a_sink_commit_replays_that_batch_once(spark, sqlite_c
     (sub,) = client.subscribers(INPUT)
     assert sub.positions == client.tail_cut(INPUT).positions
     client.retention.run(INPUT)
-    assert client.head_cut(INPUT) == client.tail_cut(INPUT) and list(client.read(INPUT)) == []
+    assert client.head_cut(INPUT) == client.tail_cut(INPUT)
+    assert list(client.read(INPUT)) == []
     assert stored_files(client) == referenced_paths(client)  # no staged or replayed file left behind
 
 

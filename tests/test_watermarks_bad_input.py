@@ -58,7 +58,8 @@ def stream(client: tk.Client, clock: tk.ManualClock) -> str:
 def snapshot(client: tk.Client, stream: str = STREAM) -> tuple[Any, ...]:
     marks = client.watermarks
     return (marks.marks(stream), [(s.source, s.active) for s in marks.writers(stream)], marks.list(stream),
-            client.stream_state(stream).tail(), [(e.segment, e.offset, e.payload) for e in client.read(stream)])
+            client.stream_state(stream).tail(),
+            [(e.segment, e.offset, e.payload) for e in client.read(stream)])
 
 
 def refused(client: tk.Client, error: type[TidekeepError], match: str, call: Callable[[], object],

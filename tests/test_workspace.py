@@ -222,7 +222,8 @@ def test_a_workspace_from_before_the_ids_deletes_nothing_until_init_stamps_it(
     assert len(list(legacy.read(STREAM))) == 20  # reads and writes work as before
     with legacy.writer(STREAM, "w2") as writer:
         writer.write(b"more")
-    for delete in (lambda: legacy.truncate(STREAM, legacy.tail_cut(STREAM)), lambda: legacy.sweep(grace=0),
+    for delete in (lambda: legacy.truncate(STREAM, legacy.tail_cut(STREAM)),
+                   lambda: legacy.sweep(grace=0),
                    lambda: legacy.catalog.purge(), lambda: legacy.expire_transactions()):
         with pytest.raises(tk.WorkspaceMismatch, match="run 'tidekeep init' to stamp the workspace"):
             delete()
