@@ -4,7 +4,7 @@
 
 A 4-segment stream of N 100-byte events (300 routing keys) on SQLite (or the given metadata URL):
 
-  client.read        one pass over the whole stream with client.read() (the baseline)
+  client.read        one pass over the whole stream with client.stream(name).read() (the baseline)
   group, 1 reader    one reader (this process) reads the stream through a fresh reader group
   group, 2 readers   two reader processes share a fresh group; time to the last event returned
   checkpoint         with 2 reader processes reading a fresh group, initiate_checkpoint().wait();

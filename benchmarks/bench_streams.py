@@ -9,9 +9,9 @@ same payloads and the same number of files:
   write        tidekeep: writer.write() per event + flush   | pyarrow: Arrow table from the same
                                                                Python lists, pq.write_table (zstd)
   write_many   tidekeep: writer.write_many(payloads, keys)  | the same pyarrow baseline
-  read events  tidekeep: client.read() -> Event tuples      | pyarrow: pq.read_table of the chunk
+  read events  tidekeep: stream.read() -> Event tuples      | pyarrow: pq.read_table of the chunk
                                                                files + to_pydict()
-  read Arrow   tidekeep: client.read_batches()              | pyarrow: pq.read_table of the chunk files
+  read Arrow   tidekeep: stream.read_batches()              | pyarrow: pq.read_table of the chunk files
   Spark read   tidekeep: format("tidekeep") .agg(sum(length(payload)), count)
                                                              | spark.read.parquet of the stream's chunk
                                                                directory, same aggregation
@@ -148,7 +148,7 @@ class Bench:
 
     def write_many_tidekeep(self, stream: str, payloads: list[bytes], keys: list[str],
                             client: tk.Client | None = None, batch_size: int | None = None) -> None:
-        with (client or self.client).writer(stream, "bench-writer", batch_size=batch_size) as writer:
+        with (client or self.client).stream(stream).writer("bench-writer", batch_size=batch_size) as writer:
             writer.write_many(payloads, keys)
 
     def run_durability(self, size: int, payloads: list[bytes], keys: list[str]) -> None:

@@ -122,7 +122,7 @@ def _ranges_of(*cuts: StreamCut) -> dict[int, tuple[float, float]]:
     for cut in cuts:
         if cut.ranges is None:
             raise InvalidStreamCut(
-                f"stream cut {cut} carries no key ranges; resolve it first with client.resolve_cut()"
+                f"stream cut {cut} carries no key ranges; resolve it first with client.stream(name).resolve_cut()"
             )
         ranges.update(cut.ranges)
     return ranges
