@@ -100,7 +100,7 @@ def measure(backend: str, url: str, home: Path, streams: int, records: int, repe
         names = [f"bench/s{i:05d}" for i in range(streams)]
         log(f"{backend}: building {streams} streams x {records} records")
         build(client, clock, names, records)
-        read_s = best_pass(names, repeat, client.stream_state)
+        read_s = best_pass(names, repeat, lambda name: client.stream(name).state())
         not_due_s = best_pass(names, repeat, client.retention.run)  # the clock stays inside the frequency
         due_s = best_pass(names, repeat, client.retention.run, lambda: clock.advance(FREQUENCY_MS + 1))
         decision = client.retention.run(names[0])
