@@ -72,7 +72,7 @@ def baseline(client: tk.Client, periods: list, now_ms: int) -> tuple[int, float]
             continue
         case = sa.case(*((to_sqlalchemy(r.expression, ctx, t), r.rule_number in deleting) for r in rules),
                        else_=False)
-        with client.db.write() as conn:
+        with client.workspace.db.write() as conn:
             total += conn.execute(sa.update(t).where(
                 t.c.status == "UNLOCKED", t.c.create_time >= period.from_ms, t.c.create_time < period.to_ms,
                 case == sa.true()).values(status="DELETED", status_time=now_ms)).rowcount
@@ -81,13 +81,13 @@ def baseline(client: tk.Client, periods: list, now_ms: int) -> tuple[int, float]
 
 def copy_records(name: str, source: tk.Client, target: tk.Client) -> None:
     """The same rows in the baseline's store, copied by the database itself."""
-    target.db.ensure_schema()
+    target.workspace.db.ensure_schema()
     if name == "sqlite":
         import sqlite3
 
-        raw = sqlite3.connect(target.db.url.database, isolation_level=None)
+        raw = sqlite3.connect(target.workspace.db.url.database, isolation_level=None)
         try:
-            raw.execute("ATTACH DATABASE ? AS src", (source.db.url.database,))
+            raw.execute("ATTACH DATABASE ? AS src", (source.workspace.db.url.database,))
             raw.execute("BEGIN")
             raw.execute("INSERT INTO main.catalog_records SELECT * FROM src.catalog_records")
             raw.execute("COMMIT")
@@ -97,16 +97,16 @@ def copy_records(name: str, source: tk.Client, target: tk.Client) -> None:
         return
     schema_of = {}
     for side, client in (("source", source), ("target", target)):
-        with client.db.engine.connect() as conn:
+        with client.workspace.db.engine.connect() as conn:
             schema_of[side] = conn.execute(sa.text("SELECT current_schema()")).scalar()
-    with target.db.engine.begin() as conn:
+    with target.workspace.db.engine.begin() as conn:
         conn.execute(sa.text(f'INSERT INTO "{schema_of["target"]}".catalog_records '
                              f'SELECT * FROM "{schema_of["source"]}".catalog_records'))
 
 
 def deleted_fingerprint(client: tk.Client) -> tuple[int, int]:
     t = catalog_records
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         row = conn.execute(sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(t.c.id), 0))
                            .where(t.c.status == "DELETED")).one()
     return int(row[0]), int(row[1])
@@ -128,7 +128,7 @@ def bench_backend(name: str, url_s: str, url_b: str, rows: int, workdir: Path, m
             client.catalog.set_rules(RULES)
         if name == "postgres":
             for client in (spark_side, base_side):
-                with client.db.engine.connect() as conn:
+                with client.workspace.db.engine.connect() as conn:
                     conn.execute(sa.text("ANALYZE catalog_records"))
                     conn.commit()
         spark_side.spark()  # start Spark before timing

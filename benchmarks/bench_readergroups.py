@@ -35,14 +35,14 @@ KEYS = 300
 def connect(home: Path, url: str) -> tk.Client:
     client = tk.connect(home=home / "ws", metadata_url=url, storage=str(home / "data"), settings={"writer.linger": 0},
         create=True)
-    client.db.ensure_schema()
+    client.workspace.db.ensure_schema()
     return client
 
 
 def fill(client: tk.Client, events: int) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=4))
     rng = random.Random(7)
-    writer = client.writer(STREAM, "bench", batch_size="1MiB")
+    writer = client.stream(STREAM).writer("bench", batch_size="1MiB")
     for start in range(0, events, 10_000):
         n = min(10_000, events - start)
         keys = [f"key-{rng.randrange(KEYS)}" for _ in range(n)]
@@ -121,7 +121,7 @@ def main() -> int:
         base, one, two, latencies = [], [], [], []
         for r in range(args.repeat):
             t0 = time.monotonic()
-            n = sum(1 for _ in client.read(STREAM))
+            n = sum(1 for _ in client.stream(STREAM).read())
             base.append(time.monotonic() - t0)
             assert n == args.events
             group = client.create_reader_group(f"one{r}", tk.ReaderGroupConfig(streams=[STREAM]))

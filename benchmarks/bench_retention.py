@@ -9,7 +9,7 @@ to every stream before every 10th round, so the records have several distinct si
 minimum (1 GiB) is above any stream's size, so the measured cycles decide over the whole set and
 truncate nothing: the set stays at R records and every repetition measures the same work.
 
-  stream_state    client.stream_state(name) for every stream (the baseline: a bare metadata read)
+  stream_state    client.stream(name).state() for every stream (the baseline: a bare metadata read)
   cycle, not due  client.retention.run(name) with the clock inside the frequency: load the set,
                   decide (pure), no record written
   cycle, due      client.retention.run(name) with the clock past the frequency: also records the
@@ -68,7 +68,7 @@ def build(client: tk.Client, clock: tk.ManualClock, names: list[str], records: i
     for round_number in range(records):
         if round_number % 10 == 0:
             for name in names:
-                with client.writer(name, "bench") as writer:
+                with client.stream(name).writer("bench") as writer:
                     writer.write(b"x" * 100)
         clock.advance(FREQUENCY_MS + 1)
         for name in names:
@@ -96,7 +96,7 @@ def measure(backend: str, url: str, home: Path, streams: int, records: int, repe
     client = tk.connect(home=home / "ws", metadata_url=url, storage=str(home / "data"), clock=clock,
                         settings={"writer.linger": 0}, create=True)
     try:
-        client.db.ensure_schema()
+        client.workspace.db.ensure_schema()
         names = [f"bench/s{i:05d}" for i in range(streams)]
         log(f"{backend}: building {streams} streams x {records} records")
         build(client, clock, names, records)

@@ -52,6 +52,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 import tidekeep as tk
+from tidekeep.streams.of_workspace import stream_controller
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_streams import best_of, make_payloads  # the same payloads and timing as the stream benchmark
@@ -157,14 +158,14 @@ class Bench:
         self.payload_bytes = sum(map(len, payloads))
         self.stream = "bench/input"
         self.client.create_stream(self.stream, tk.StreamConfig(segments=SEGMENTS))
-        with self.client.writer(self.stream, "bench-writer") as writer:
+        with self.client.stream(self.stream).writer("bench-writer") as writer:
             writer.write_many(payloads, keys)
-        plan = self.client.streams.plan_read(self.stream)
-        files = [self.client.storage.full_path(task.chunk.path) for task in plan.tasks]
+        plan = stream_controller(self.client.workspace).plan_read(self.stream)
+        files = [self.client.workspace.storage.full_path(task.chunk.path) for task in plan.tasks]
         self.chunk_files = files
         self.chunk_count = len(files)
         self.stored_bytes = sum(os.path.getsize(f) for f in files)
-        self.chunk_dir = self.client.storage.uri_of(self.client.stream_state(self.stream).storage_dir())
+        self.chunk_dir = self.client.workspace.storage.uri_of(self.client.stream(self.stream).state().storage_dir())
         assert all(f.startswith(self.chunk_dir.removeprefix("file://")) for f in files)
         progress(f"stream: {self.chunk_count} chunk files, {self.stored_bytes / 1e6:.1f} MB on disk, "
                  f"{self.payload_bytes / 1e6:.1f} MB of payload")
@@ -191,7 +192,7 @@ class Bench:
         assert rows == self.events, f"the query read {rows} rows, not {self.events}"
 
     def check_stream(self, stream: str) -> None:
-        state = self.client.stream_state(stream)
+        state = self.client.stream(stream).state()
         logical = sum(state.tail().values()) - sum(state.head.values())
         expected = self.payload_bytes + 8 * self.events
         assert logical == expected, f"{stream} holds {logical} logical bytes, not {expected}"

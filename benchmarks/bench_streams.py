@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import tidekeep as tk
+from tidekeep.streams.of_workspace import stream_controller
 
 SEGMENTS = 4
 ROUTING_KEYS = 300
@@ -140,7 +141,7 @@ class Bench:
 
     # -- write ---------------------------------------------------------------------------------
     def write_tidekeep(self, stream: str, payloads: list[bytes], keys: list[str]) -> None:
-        with self.client.writer(stream, "bench-writer") as writer:
+        with self.client.stream(stream).writer("bench-writer") as writer:
             write = writer.write
             for payload, key in zip(payloads, keys, strict=True):
                 write(payload, key)
@@ -167,7 +168,7 @@ class Bench:
                     started = time.perf_counter()
                     self.write_many_tidekeep(stream, payloads, keys, client, batch_size)
                     best[fsync] = min(best[fsync], time.perf_counter() - started)
-                    chunks = len(client.streams.plan_read(stream).tasks)
+                    chunks = len(stream_controller(client.workspace).plan_read(stream).tasks)
             figure = DurabilityFigure(size, label, self.events, total, chunks, best[True], best[False])
             print(f"  fsync on/off, {label} batches: {chunks} chunks per run, {figure.ratio:.2f}x", file=sys.stderr)
             self.durability.append(figure)
@@ -184,8 +185,8 @@ class Bench:
             pq.write_table(table, out_dir / f"part-{n}.parquet", compression="zstd")
 
     def chunk_files(self, stream: str) -> list[str]:
-        plan = self.client.streams.plan_read(stream)
-        return [self.client.storage.full_path(task.chunk.path) for task in plan.tasks]
+        plan = stream_controller(self.client.workspace).plan_read(stream)
+        return [self.client.workspace.storage.full_path(task.chunk.path) for task in plan.tasks]
 
     def run_size(self, size: int, spark) -> None:  # type: ignore[no-untyped-def]
         payloads, keys = make_payloads(self.events, size, seed=size)
@@ -218,7 +219,7 @@ class Bench:
         # -- reads of the same chunk files ------------------------------------------------------
         def read_events() -> None:
             count = 0
-            for event in self.client.read(stream):
+            for event in self.client.stream(stream).read():
                 count += len(event.payload)
             assert count == total
 
@@ -231,7 +232,7 @@ class Bench:
             assert count == total
 
         def read_arrow() -> None:
-            rows = sum(batch.num_rows for batch in self.client.read_batches(stream))
+            rows = sum(batch.num_rows for batch in self.client.stream(stream).read_batches())
             assert rows == self.events
 
         def baseline_arrow() -> None:
@@ -263,7 +264,7 @@ class Bench:
 
         # the baseline reads the stream's directory (it holds exactly these chunk files): one path is
         # Spark's fastest way in; a list of hundreds of paths would add a parallel listing job
-        directory = self.client.storage.uri_of(self.client.stream_state(stream).storage_dir())
+        directory = self.client.workspace.storage.uri_of(self.client.stream(stream).state().storage_dir())
         assert all(f.startswith(directory.removeprefix("file://")) for f in files)
 
         def theirs() -> None:

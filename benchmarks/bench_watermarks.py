@@ -11,7 +11,7 @@ every watermark.frequency) — each compute emits a watermark. After the rounds,
 each stream asks its time window once (`reader.time_window`: the first call binary-searches the
 revisions) and again (paged, incremental).
 
-  stream_state    client.stream_state(name) per stream (the baseline: a bare metadata read)
+  stream_state    client.stream(name).state() per stream (the baseline: a bare metadata read)
   note            one writer mark (a write transaction: stream state, writer position, mark row)
   compute         one stream's watermark (a read of marks + last watermark, the pure computation,
                   a conditional append)
@@ -59,7 +59,7 @@ def run_backend(label: str, metadata_url: str, storage: str, args: argparse.Name
     for name in names:
         client.create_stream(name, tk.StreamConfig(segments=2))
         for writer_id in writers:
-            with client.writer(name, writer_id) as writer:
+            with client.stream(name).writer(writer_id) as writer:
                 writer.write_many([b"x" * 100] * 4, [f"k{k}" for k in range(4)])
     time_ms = [0]
 
@@ -75,7 +75,7 @@ def run_backend(label: str, metadata_url: str, storage: str, args: argparse.Name
 
     def states() -> None:
         for name in names:
-            client.stream_state(name)
+            client.stream(name).state()
 
     best: dict[str, float] = {}
     for round_number in range(args.rounds):

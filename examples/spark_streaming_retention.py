@@ -41,7 +41,7 @@ def write_readings(client, first_ms: int, minutes: int) -> int:  # type: ignore[
     """Readings for `minutes` minutes of event time from `first_ms`; the gateway notes the last time."""
     count, last = 0, first_ms
     # a small writer batch makes several chunks, so the query's byte limit gives several micro-batches
-    with client.writer(EVENTS, "gateway-1", batch_size="1KB") as writer:
+    with client.stream(EVENTS).writer("gateway-1", batch_size="1KB") as writer:
         for t in range(first_ms, first_ms + minutes * 60_000, STEP_MS):
             for s in range(SENSORS):
                 sensor = f"sensor-{s}"
@@ -65,7 +65,7 @@ def run_retention(client, label: str) -> None:  # type: ignore[no-untyped-def]
     before = input_size(client)
     decision = client.retention.run(EVENTS)
     print(f"retention.run ({label}): input {before} -> {input_size(client)}; "
-          f"head {client.head_cut(EVENTS)} ({decision.reason})")
+          f"head {client.stream(EVENTS).head_cut()} ({decision.reason})")
 
 
 def run_query(spark, client, checkpoint: Path) -> int:  # type: ignore[no-untyped-def]
@@ -98,10 +98,10 @@ def run_query(spark, client, checkpoint: Path) -> int:  # type: ignore[no-untype
 
 
 def show_round(client, batches: int, shown: set[tuple[str, str]]) -> None:  # type: ignore[no-untyped-def]
-    (sub,) = client.subscribers(EVENTS)
+    (sub,) = client.stream(EVENTS).subscribers()
     print(f"query: {batches} micro-batches with input; subscriber {sub.reader_group} "
           f"({sub.retention_type}) acknowledged {sub.to_dict()['acknowledged']}")
-    rows = [json.loads(e.payload) for e in client.read(MINUTES)]
+    rows = [json.loads(e.payload) for e in client.stream(MINUTES).read()]
     new = sorted((r for r in rows if (r["sensor"], r["minute"]) not in shown), key=lambda r: (r["minute"], r["sensor"]))
     shown.update((r["sensor"], r["minute"]) for r in new)
     minutes = sorted({r["minute"] for r in new})
@@ -135,7 +135,7 @@ def run(home: Path) -> int:
     print(f"workspace {home}")
     client.create_stream(EVENTS, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(0, "10MB")))
     client.create_stream(MINUTES, tk.StreamConfig(segments=2))
-    print(f"created {EVENTS} (retention: {client.stream_state(EVENTS).info.config.retention.describe()}) "
+    print(f"created {EVENTS} (retention: {client.stream(EVENTS).state().info.config.retention.describe()}) "
           f"and {MINUTES}")
     spark = client.spark()
     spark.sparkContext.setLogLevel("ERROR")  # keep the output to what this example prints

@@ -65,7 +65,7 @@ def test_a_running_search_process_holds_back_the_collector(tmp_path: Path, metad
         assert [c["archive_id"] for c in report.archives.candidates] == [stale.id]
         ids = {a.id for a in collector.archives.list("app")}
         assert ids == {readable.id}
-        assert collector.storage.size(readable.path) > 0
+        assert collector.workspace.storage.size(readable.path) > 0
         assert collector.archives.job(job.id).state is JobState.RUNNING  # the sweep ran mid-search
 
         gate.unlink()  # the search reads on
@@ -82,7 +82,7 @@ def test_a_running_search_process_holds_back_the_collector(tmp_path: Path, metad
         report = collector.archives.gc()
         assert [c["archive_id"] for c in report.archives.candidates] == [readable.id]
         assert collector.archives.list("app") == []
-        assert collector.storage.list_files("archives/app") == []
+        assert collector.workspace.storage.list_files("archives/app") == []
     finally:
         if search.poll() is None:
             search.kill()

@@ -46,21 +46,21 @@ def ending(client: tk.Client, dataset: str, end_ms: int | None) -> Archive:
 
 
 def file_exists(client: tk.Client, archive: Archive) -> bool:
-    return Path(client.storage.full_path(archive.path)).exists()
+    return Path(client.workspace.storage.full_path(archive.path)).exists()
 
 
 def live_ids(client: tk.Client) -> set[str]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return set(conn.execute(sa.select(archives.c.id)).scalars())
 
 
 def record_ids(client: tk.Client) -> set[int]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return set(conn.execute(sa.select(catalog_records.c.id)).scalars())
 
 
 def journal_rows(client: tk.Client) -> list[str]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return list(conn.execute(sa.select(archive_gc_journal.c.archive_id)).scalars())
 
 
@@ -166,7 +166,7 @@ def test_an_overlong_search_is_killed_and_stops_holding(tmp_path: Path, metadata
 
 def test_a_file_already_gone_is_fine(gc_client: tk.Client) -> None:
     a = ending(gc_client, "web", T0 - 2 * HOUR)
-    os.remove(gc_client.storage.full_path(a.path))
+    os.remove(gc_client.workspace.storage.full_path(a.path))
     report = collect_archives(gc_client.workspace)
     assert report.deleted == 1 and report.files_deleted == 0 and live_ids(gc_client) == set()
     assert journal_rows(gc_client) == []
@@ -205,7 +205,7 @@ def test_journal_replay_finishes_committed_deletions_and_forgets_uncommitted(gc_
     (the crash came before the metadata commit, and the archive may now be searched): kept."""
     gone = ending(gc_client, "web", T0 - 2 * HOUR)
     alive = ending(gc_client, "web", T0 - 10 * MIN)  # not expired
-    with gc_client.db.write() as conn:
+    with gc_client.workspace.db.write() as conn:
         for a in (gone, alive):
             conn.execute(sa.insert(archive_gc_journal).values(archive_id=a.id, dataset=a.dataset, path=a.path,
                                                               stored_bytes=a.stored_bytes, end_ts=a.end_ts,
@@ -226,7 +226,7 @@ def test_orphan_files_older_than_the_grace_are_swept(tmp_path: Path, metadata_ur
                        create=True)
     try:
         registered = ending(c, "web", None)  # never expires: it must survive the orphan sweep
-        orphan = Path(c.storage.full_path("archives/web/" + "f" * 32 + ".parquet"))
+        orphan = Path(c.workspace.storage.full_path("archives/web/" + "f" * 32 + ".parquet"))
         orphan.write_bytes(b"half an ingest")
         assert collect_archives(c.workspace).orphans == 0  # younger than the grace: an ingest may be registering it
         c.clock.advance(HOUR + 60_000)
@@ -264,7 +264,7 @@ def test_the_recheck_inside_the_delete_transaction_honours_new_holds_and_searche
     write_journal(gc_client.workspace, plan.candidates, now)
     gc_client.holds.add("dataset", "legal", "just in time")
     # a search that started at T0 (before the candidates were chosen, but seen only now) may read `searched`
-    with gc_client.db.write() as conn:
+    with gc_client.workspace.db.write() as conn:
         conn.execute(sa.insert(archive_search_jobs).values(
             dataset="web", query="q", regex=False, ignore_case=False, state="RUNNING", created_ms=T0,
             lower_bound_ms=T0 - HOUR, archives_searched=0, results_count=0, actor="t"))
@@ -329,7 +329,7 @@ def test_the_orphan_sweep_leaves_a_dataset_alone_while_an_ingest_runs(tmp_path: 
                    clock=tk.ManualClock(now), settings={"archive_output.retention_period": 60, "sweep.grace": "1h"},
                        create=True)
     try:
-        root = Path(c.storage.full_path("archives/web"))
+        root = Path(c.workspace.storage.full_path("archives/web"))
         staging = root / "_ingest-0123"
         staging.mkdir(parents=True)
         part = staging / "part-1.parquet"
@@ -452,7 +452,7 @@ def test_jobs_from_before_heartbeats_fall_back_to_max_runtime(gc_client: tk.Clie
     clock = clock_of(gc_client)
     held = ending(gc_client, "web", T0 - 50 * MIN)
     job = beating_job(gc_client)
-    with gc_client.db.engine.connect() as conn:  # back to the schema before heartbeats, and up again
+    with gc_client.workspace.db.engine.connect() as conn:  # back to the schema before heartbeats, and up again
         config = Config()
         config.set_main_option("script_location", str(resources.files("tidekeep.store") / "migrations"))
         config.attributes["connection"] = conn
@@ -460,7 +460,7 @@ def test_jobs_from_before_heartbeats_fall_back_to_max_runtime(gc_client: tk.Clie
         command.downgrade(config, str(before))
         conn.commit()
         assert "heartbeat_ms" not in {c["name"] for c in sa.inspect(conn).get_columns("archive_search_jobs")}
-    gc_client.db.upgrade()
+    gc_client.workspace.db.upgrade()
     jobs = SearchJobStore(gc_client.workspace)
     legacy = jobs.get(job.id)
     assert (legacy.state, legacy.heartbeat_ms, legacy.heartbeat_interval_ms) == (JobState.RUNNING, None, None)

@@ -43,14 +43,14 @@ def run_gc(env: dict[str, str], fault: str | None = None) -> subprocess.Complete
 
 def state(client: tk.Client) -> tuple[set[str], set[int], set[str]]:
     """(archive ids with rows, catalog record ids, journaled archive ids)."""
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return (set(conn.execute(sa.select(archives.c.id)).scalars()),
                 set(conn.execute(sa.select(catalog_records.c.id)).scalars()),
                 set(conn.execute(sa.select(archive_gc_journal.c.archive_id)).scalars()))
 
 
 def has_file(client: tk.Client, archive: Archive) -> bool:
-    return Path(client.storage.full_path(archive.path)).exists()
+    return Path(client.workspace.storage.full_path(archive.path)).exists()
 
 
 class Corpus:
@@ -77,10 +77,10 @@ class Corpus:
     def check_no_live_archive_lost(self, client: tk.Client) -> None:
         rows, records, _ = state(client)
         assert {a.id for a in self.survivors} <= rows
-        with client.db.read() as conn:
+        with client.workspace.db.read() as conn:
             live = [r for r in conn.execute(sa.select(archives))]
         for row in live:
-            assert Path(client.storage.full_path(row.path)).exists(), \
+            assert Path(client.workspace.storage.full_path(row.path)).exists(), \
                 f"archive {row.id} has a row but no file"
             assert row.catalog_record_id in records
 
@@ -156,7 +156,7 @@ def test_result_collector_killed_between_marking_and_deleting(metadata_url: str,
         running = jobs.create("web", "still", regex=False, ignore_case=False, begin_ts=None, end_ts=None,
                               retention_minutes=None)
         for job in [*done, running]:
-            directory = Path(client.storage.full_path(results_dir(job.id)))
+            directory = Path(client.workspace.storage.full_path(results_dir(job.id)))
             directory.mkdir(parents=True)
             (directory / ("a" * 32 + ".parquet")).write_bytes(b"results")
         jobs.finish(done[0].id, JobState.SUCCEEDED, archives_searched=1, results_count=1)
@@ -164,17 +164,17 @@ def test_result_collector_killed_between_marking_and_deleting(metadata_url: str,
         jobs.cancel(done[2].id)
         crashed = run_gc(env, "search_result_gc.after_mark")
         assert crashed.returncode == FAULT_EXIT_CODE, crashed.stderr
-        with client.db.read() as conn:
+        with client.workspace.db.read() as conn:
             marked = {r.id: r.results_expired_ms for r in conn.execute(sa.select(archive_search_jobs))}
         assert {j for j, v in marked.items() if v is not None} == {j.id for j in done}
         # not yet deleted
-        assert all(Path(client.storage.full_path(results_dir(j.id))).exists() for j in done)
+        assert all(Path(client.workspace.storage.full_path(results_dir(j.id))).exists() for j in done)
         rerun = run_gc(env)
         assert rerun.returncode == 0, rerun.stderr
         assert '"finished": 3' in rerun.stdout
-        assert not any(Path(client.storage.full_path(results_dir(j.id))).exists() for j in done)
-        assert Path(client.storage.full_path(results_dir(running.id))).exists()
-        with client.db.read() as conn:
+        assert not any(Path(client.workspace.storage.full_path(results_dir(j.id))).exists() for j in done)
+        assert Path(client.workspace.storage.full_path(results_dir(running.id))).exists()
+        with client.workspace.db.read() as conn:
             after = {r.id: r.results_expired_ms for r in conn.execute(sa.select(archive_search_jobs))}
         assert after == marked  # the rows stay as history; nothing marked twice
         assert len([e for e in client.audit(limit=1000) if e["action"] == "search_results_expire"]) == 3

@@ -31,7 +31,7 @@ def rc_client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
 def new_job(client: tk.Client, payload: bytes = b"results") -> SearchJob:
     job = SearchJobStore(client.workspace).create("web", "q", regex=False, ignore_case=False, begin_ts=None,
                                                   end_ts=None, retention_minutes=None)
-    directory = Path(client.storage.full_path(results_dir(job.id)))
+    directory = Path(client.workspace.storage.full_path(results_dir(job.id)))
     directory.mkdir(parents=True)
     (directory / ("a" * 32 + ".parquet")).write_bytes(payload)
     SearchJobStore(client.workspace).set_results_path(job.id, results_dir(job.id))
@@ -39,7 +39,7 @@ def new_job(client: tk.Client, payload: bytes = b"results") -> SearchJob:
 
 
 def has_results(client: tk.Client, job: SearchJob) -> bool:
-    return Path(client.storage.full_path(results_dir(job.id))).exists()
+    return Path(client.workspace.storage.full_path(results_dir(job.id))).exists()
 
 
 def test_results_expire_ttl_after_completion_in_every_final_state(rc_client: tk.Client) -> None:

@@ -50,12 +50,12 @@ def two_clients(tmp_path: Path, metadata_url: str) -> Iterator[tuple[tk.Client, 
 
 
 def service(client: tk.Client, owner: str, tasks: list[IntervalTask]) -> RetentionService:
-    return RetentionService(LeaseStore(client.db, client.clock), client.clock, owner, streams=lambda: [],
+    return RetentionService(LeaseStore(client.workspace.db, client.clock), client.clock, owner, streams=lambda: [],
                             cycle=lambda s: None, frequency_ms=60_000, ttl_ms=30_000, tasks=tasks)
 
 
 def live_ids(client: tk.Client) -> set[str]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return set(conn.execute(sa.select(archives.c.id)).scalars())
 
 
@@ -86,7 +86,7 @@ def test_two_services_sweep_once_per_interval_and_really_collect(
     assert times[0] == T0  # a collector that never swept sweeps at once
     assert all(later - earlier == 15 * MIN for earlier, later in itertools.pairwise(times))
     assert len(times) == 6 and {o for o, _ in sweeps} == {"A", "B"}
-    lease = LeaseStore(a.db, clock).get(ARCHIVE_GC_RESOURCE)
+    lease = LeaseStore(a.workspace.db, clock).get(ARCHIVE_GC_RESOURCE)
     assert lease is not None and lease.owner is None and lease.work_done_ms == times[-1]
     # everything made up to the last sweep is gone; later ones wait for the next interval
     swept_until = times[-1]
@@ -150,12 +150,12 @@ def test_serve_once_runs_the_collectors_and_no_archives_turns_them_off(tmp_path:
         off = subprocess.run([*serve, "--no-archives"], env=env, capture_output=True, text=True, timeout=120,
                              check=False)
         assert off.returncode == 0, off.stderr
-        assert old.id in live_ids(c) and LeaseStore(c.db, c.clock).get(ARCHIVE_GC_RESOURCE) is None
+        assert old.id in live_ids(c) and LeaseStore(c.workspace.db, c.clock).get(ARCHIVE_GC_RESOURCE) is None
         on = subprocess.run(serve, env=env, capture_output=True, text=True, timeout=120, check=False)
         assert on.returncode == 0, on.stderr
-        assert old.id not in live_ids(c) and not Path(c.storage.full_path(old.path)).exists()
+        assert old.id not in live_ids(c) and not Path(c.workspace.storage.full_path(old.path)).exists()
         assert "archive collector: archives: deleted 1" in on.stderr
-        lease = LeaseStore(c.db, c.clock).get(ARCHIVE_GC_RESOURCE)
+        lease = LeaseStore(c.workspace.db, c.clock).get(ARCHIVE_GC_RESOURCE)
         assert lease is not None and lease.work_done_ms is not None and lease.owner is None
     finally:
         c.close()

@@ -35,7 +35,7 @@ def hclient(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
 
 
 def live_ids(client: tk.Client) -> set[str]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return set(conn.execute(sa.select(archives.c.id)).scalars())
 
 
@@ -49,7 +49,7 @@ def test_a_held_dataset_keeps_its_expired_archives_until_released(hclient: tk.Cl
     assert {h["archive_id"] for h in report.held} == {kept_a.id, kept_b.id}
     assert all("dataset hold" in h["why"] for h in report.held)
     assert {c["archive_id"] for c in report.candidates} == {other.id}
-    assert Path(hclient.storage.full_path(kept_a.path)).exists()
+    assert Path(hclient.workspace.storage.full_path(kept_a.path)).exists()
     hclient.holds.remove(hold_id)
     report = collect_archives(hclient.workspace)
     assert live_ids(hclient) == set() and report.deleted == 2 and report.held == []
@@ -69,7 +69,7 @@ def test_a_held_archive_is_kept_its_siblings_are_not(hclient: tk.Client) -> None
 
 
 def record_ids(client: tk.Client) -> set[int]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return set(conn.execute(sa.select(catalog_records.c.id)).scalars())
 
 
@@ -94,7 +94,7 @@ def test_a_records_hold_on_an_archives_catalog_record_keeps_the_archive(hclient:
     report = collect_archives(hclient.workspace)
     assert report.deleted == 0 and {h["archive_id"]: h["why"] for h in report.held} == {
         held.id: "expired but held (records hold)", late.id: "expired but held (records hold)"}
-    assert Path(hclient.storage.full_path(held.path)).exists()
+    assert Path(hclient.workspace.storage.full_path(held.path)).exists()
     hclient.holds.remove(hold_id)
     hclient.holds.remove(late_hold)
     assert collect_archives(hclient.workspace).deleted == 2
@@ -120,11 +120,11 @@ def test_an_archive_hold_keeps_the_archives_catalog_record_from_deletion_and_pur
     report = hclient.catalog.purge(now_ms=LATER)
     assert (report.purged, report.held) == (0, 1)
     assert record_ids(hclient) == {kept.catalog_record_id, marked.catalog_record_id}
-    assert Path(hclient.storage.full_path(marked.path)).exists()
+    assert Path(hclient.workspace.storage.full_path(marked.path)).exists()
     hclient.holds.remove(hold_id)
     archive_hold = hclient.holds.add("archive", marked.id, "incident 7")
     assert hclient.catalog.purge(now_ms=LATER).purged == 0
-    assert Path(hclient.storage.full_path(marked.path)).exists()
+    assert Path(hclient.workspace.storage.full_path(marked.path)).exists()
     store.set_status([kept.catalog_record_id], "DELETED")  # its archive is no longer held
     hclient.holds.remove(archive_hold)
     # unheld, the purge still never deletes an archive's file: archives/ is tidekeep's own area, which
@@ -132,8 +132,8 @@ def test_an_archive_hold_keeps_the_archives_catalog_record_from_deletion_and_pur
     report = hclient.catalog.purge(now_ms=LATER)
     assert (report.purged, report.failures) == (0, 2)
     assert all("lies inside tidekeep's log archives" in f["error"] for f in report.failed)
-    assert Path(hclient.storage.full_path(marked.path)).exists()
-    assert Path(hclient.storage.full_path(kept.path)).exists()
+    assert Path(hclient.workspace.storage.full_path(marked.path)).exists()
+    assert Path(hclient.workspace.storage.full_path(kept.path)).exists()
 
 
 def test_bad_targets_are_typed_errors_and_change_nothing(hclient: tk.Client) -> None:

@@ -32,13 +32,13 @@ def write(path: Path, text: str | bytes) -> Path:
 
 
 def rows_of(client: tk.Client, archive) -> list[dict]:
-    table = pq.read_table(client.storage.full_path(archive.path))
+    table = pq.read_table(client.workspace.storage.full_path(archive.path))
     assert table.schema.equals(ARCHIVE_SCHEMA, check_metadata=False)
     return table.to_pylist()
 
 
 def archive_files(client: tk.Client) -> list[Path]:
-    root = Path(client.storage.full_path("archives"))
+    root = Path(client.workspace.storage.full_path("archives"))
     return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
 
 
@@ -47,7 +47,7 @@ def catalog_rows(client: tk.Client) -> list[dict]:
 
     from tidekeep.store.schema_catalog import catalog_records
 
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return [dict(r._mapping) for r in conn.execute(sa.select(catalog_records).order_by(catalog_records.c.id))]
 
 
@@ -73,7 +73,7 @@ def test_a_stack_trace_stays_with_the_line_that_logged_it(client: tk.Client, spa
     assert (archive.begin_ts, archive.end_ts) == (ms("2024-07-01T12:00:00"), ms("2024-07-01T12:00:05"))
     assert archive.raw_bytes == len(STACK.encode())
     assert archive.message_count == 2
-    assert archive.stored_bytes == Path(client.storage.full_path(archive.path)).stat().st_size
+    assert archive.stored_bytes == Path(client.workspace.storage.full_path(archive.path)).stat().st_size
     assert client.archives.list("app") == report.archives
     assert client.archives.datasets() == ["app"]
 
@@ -191,7 +191,7 @@ def test_a_small_target_size_rolls_archives_that_hold_every_message_once(tmp_pat
         assert len(report.archives) >= 3
         seen: list[str] = []
         for archive in report.archives:
-            path = Path(client.storage.full_path(archive.path))
+            path = Path(client.workspace.storage.full_path(archive.path))
             meta = pq.ParquetFile(path).metadata
             groups = [sum(meta.row_group(i).column(c).total_compressed_size for c in range(meta.num_columns))
                       for i in range(meta.num_row_groups)]
@@ -314,7 +314,7 @@ def test_a_killed_ingest_never_leaves_a_registered_archive_without_its_file(faul
         rerun = client.archives.ingest("app", [log])
         assert {a.id for a in client.archives.list()} == {a.id for a in registered} | {a.id for a in rerun.archives}
         for archive in client.archives.list():
-            assert Path(client.storage.full_path(archive.path)).is_file()
+            assert Path(client.workspace.storage.full_path(archive.path)).is_file()
     finally:
         client.close()
 

@@ -123,7 +123,7 @@ def test_expired_archives_are_never_searched_even_before_they_are_deleted(retent
     assert job.results_count == 4
     # the expired archive is still there: not deleted, just never searched
     assert expired.id in {a.id for a in client.archives.list("app")}
-    assert Path(client.storage.full_path(expired.path)).is_file()
+    assert Path(client.workspace.storage.full_path(expired.path)).is_file()
     # a job created now has a later bound: the edge archive is out, the clock having moved 2 hours
     again = client.archives.search("app", "hit")
     assert again.lower_bound_ms == clock.now_ms() - 60 * MINUTE
@@ -167,7 +167,7 @@ def test_a_job_ended_elsewhere_keeps_that_state_with_partial_counts(client: tk.C
             if ending is JobState.CANCELLED:
                 assert client.archives.cancel(job_id).state is JobState.CANCELLED
             else:  # what the archive collector does to a search past search.max_runtime
-                with client.db.write() as conn:
+                with client.workspace.db.write() as conn:
                     conn.execute(sa.update(archive_search_jobs).where(archive_search_jobs.c.id == job_id)
                                  .values(state=str(JobState.KILLED), completed_ms=client.clock.now_ms()))
 
@@ -188,7 +188,7 @@ def test_a_job_ended_elsewhere_keeps_that_state_with_partial_counts(client: tk.C
 def test_a_missing_archive_file_fails_the_job_naming_it(client: tk.Client) -> None:
     good = make_archive(client, "app", [(1000, "hit good")])
     gone = make_archive(client, "app", [(2000, "hit gone")])
-    Path(client.storage.full_path(gone.path)).unlink()
+    Path(client.workspace.storage.full_path(gone.path)).unlink()
     job = client.archives.search("app", "hit")
     assert job.state is JobState.FAILED
     assert job.error is not None and gone.id in job.error and "the archive file is missing" in job.error
@@ -200,7 +200,7 @@ def test_a_missing_archive_file_fails_the_job_naming_it(client: tk.Client) -> No
 def test_a_corrupt_archive_fails_the_job_naming_it(sqlite_client: tk.Client) -> None:
     client = sqlite_client
     bad = make_archive(client, "app", [(2000, "hit")])
-    Path(client.storage.full_path(bad.path)).write_bytes(b"this is not parquet at all")
+    Path(client.workspace.storage.full_path(bad.path)).write_bytes(b"this is not parquet at all")
     job = client.archives.search("app", "hit")
     assert job.state is JobState.FAILED
     assert job.error is not None and job.error.startswith(f"archive {bad.id} (file://")
@@ -233,7 +233,7 @@ def test_paging_walks_the_results_in_order(client: tk.Client) -> None:
 def test_expired_results_are_not_found_saying_when(client: tk.Client) -> None:
     make_archive(client, "app", [(1000, "hit")])
     job = client.archives.search("app", "hit")
-    with client.db.write() as conn:  # what the search-result collector records when it deletes them
+    with client.workspace.db.write() as conn:  # what the search-result collector records when it deletes them
         conn.execute(sa.update(archive_search_jobs).where(archive_search_jobs.c.id == job.id)
                      .values(results_expired_ms=1_700_000_000_000))
     with pytest.raises(NotFound, match=rf"the results of search job {job.id} expired at 2023-11-14T22:13:20.000Z"):
@@ -250,7 +250,7 @@ def test_a_running_job_shows_what_is_written_so_far(sqlite_client: tk.Client) ->
     job = jobs.create("app", "hit", regex=False, ignore_case=False, begin_ts=None, end_ts=None, retention_minutes=None)
     jobs.set_results_path(job.id, f"search-results/{job.id}")
     assert client.archives.results(job.id).total == 0  # nothing written yet: no directory at all
-    task = ArchiveTask(archive.id, archive.path, client.storage.uri_of(""),
+    task = ArchiveTask(archive.id, archive.path, client.workspace.storage.uri_of(""),
                        f"search-results/{job.id}", fsync=True)
     assert search_archive(task, job.id, compile_query("hit"), TimeRange()) == 2
     page = client.archives.results(job.id)
@@ -261,7 +261,7 @@ def test_a_running_job_shows_what_is_written_so_far(sqlite_client: tk.Client) ->
 def test_a_time_range_skips_row_groups_outside_it(sqlite_client: tk.Client) -> None:
     client = sqlite_client
     archive = make_archive(client, "app", [(t * 1000, f"hit {t}") for t in range(10)])
-    full = client.storage.full_path(archive.path)
+    full = client.workspace.storage.full_path(archive.path)
     table = pq.read_table(full)
     pq.write_table(table, full, row_group_size=2, compression="zstd")  # five groups of two
     meta = pq.ParquetFile(full).metadata
@@ -294,7 +294,7 @@ def test_bad_input_creates_no_job(client: tk.Client, dataset: str, query: str, k
         client.archives.search(dataset, query, **kwargs)
     assert message in str(info.value)
     assert client.archives.jobs() == []
-    assert client.storage.list_files("search-results") == []
+    assert client.workspace.storage.list_files("search-results") == []
 
 
 @pytest.mark.parametrize(("interruption", "state"), [(KeyboardInterrupt, JobState.CANCELLED),
@@ -332,4 +332,4 @@ def test_results_of_a_real_search_expire_with_the_collector(retention_client: tk
     assert expired_at == job.completed_ms + 60 * MINUTE + 1
     with pytest.raises(NotFound, match=f"the results of search job {job.id} expired at "):
         client.archives.results(job.id)
-    assert client.storage.list_files(f"search-results/{job.id}") == []
+    assert client.workspace.storage.list_files(f"search-results/{job.id}") == []

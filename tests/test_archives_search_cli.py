@@ -125,7 +125,7 @@ def test_search_results_jobs_job_and_cancel(ws: Workspace) -> None:
 
 def test_errors_are_one_line_and_exit_non_zero(ws: Workspace) -> None:
     gone = make_archive(ws.client, "web", [(1000, "GET /gone")])
-    Path(ws.client.storage.full_path(gone.path)).unlink()
+    Path(ws.client.workspace.storage.full_path(gone.path)).unlink()
 
     code, out, err = ws.run("archives", "search", "web", "GET")
     assert code == 1

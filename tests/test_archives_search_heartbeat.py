@@ -55,13 +55,13 @@ def wait_for(what: str, check: Callable[[], object], deadline_s: float = 180,
 
 
 def archive_state(client: tk.Client) -> tuple[set[str], set[int]]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return (set(conn.execute(sa.select(archives.c.id)).scalars()),
                 set(conn.execute(sa.select(catalog_records.c.id)).scalars()))
 
 
 def has_file(client: tk.Client, archive: Archive) -> bool:
-    return Path(client.storage.full_path(archive.path)).is_file()
+    return Path(client.workspace.storage.full_path(archive.path)).is_file()
 
 
 def test_a_sigkilled_search_is_failed_after_its_missed_heartbeats_and_expiry_resumes(

@@ -19,6 +19,7 @@ import tidekeep as tk
 from strategies import GRID, ScaledStream, valid_cut_frontiers
 from tidekeep.config import CONFIG_FILE_NAME, MAX_EVENT_SIZE
 from tidekeep.streams.model import Segment, SegmentId
+from tidekeep.streams.of_workspace import stream_controller
 
 STREAM, OTHER = "sc/s", "sc/other"
 WRITERS = ("w1", "w2")
@@ -40,7 +41,7 @@ class World:
 
 
 def _write(client: tk.Client, stream: str, count: int, writer_id: str = "w1") -> None:
-    with client.writer(stream, writer_id) as writer:
+    with client.stream(stream).writer(writer_id) as writer:
         for i in range(count):
             writer.write(b"x" * 10, routing_key=f"k{i % 10}")
 
@@ -49,14 +50,14 @@ def _write(client: tk.Client, stream: str, count: int, writer_id: str = "w1") ->
 def world(client: tk.Client) -> World:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     _write(client, STREAM, 20)
-    client.split(STREAM, "0.0", 2)
+    client.stream(STREAM).split("0.0", 2)
     _write(client, STREAM, 20)
     client.create_stream(OTHER, tk.StreamConfig(segments=1))
     _write(client, OTHER, 3)
-    described = client.describe_stream(STREAM)
+    described = client.stream(STREAM).describe()
     tails = {s["segment"]: s["tail"] for s in described["segments"]}
     starts: dict[str, list[int]] = {name: [] for name in tails}
-    for ev in client.read(STREAM):
+    for ev in client.stream(STREAM).read():
         starts[str(ev.segment)].append(ev.offset)
     boundaries = {name: sorted({*starts[name], tails[name]}) for name in tails}
     assert sorted(tails) == ["0.0", "0.1", "1.2", "1.3"]
@@ -78,11 +79,11 @@ def snapshot(client: tk.Client) -> dict[str, Any]:
     return {
         "scopes": client.list_scopes(),
         "streams": [(s.name, s.uid, s.state, s.current_epoch, s.config, s.created_ms) for s in streams],
-        "described": {s.name: client.describe_stream(s.name) for s in streams},
+        "described": {s.name: client.stream(s.name).describe() for s in streams},
         "events": {s.name: [(e.segment, e.offset, e.payload, e.routing_key, e.writer_id)
-                           for e in client.read(s.name)]
+                           for e in client.stream(s.name).read()]
                    for s in streams},
-        "writers": {(s.name, w): client.streams.last_sequence(s.name, w)[1]
+        "writers": {(s.name, w): stream_controller(client.workspace).last_sequence(s.name, w)[1]
                     for s in streams for w in WRITERS},
         "audit": client.audit(limit=10_000),
         "files": stored_files(client),
@@ -134,8 +135,8 @@ def test_invalid_stream_names(world: World) -> None:
     c = world.client
     for name, fragments in BAD_STREAM_NAMES:
         refused(c, tk.InvalidName, lambda name=name: c.create_stream(name), *fragments)
-        refused(c, tk.InvalidName, lambda name=name: c.describe_stream(name), *fragments)
-        refused(c, tk.InvalidName, lambda name=name: c.writer(name, "w1"), *fragments)
+        refused(c, tk.InvalidName, lambda name=name: c.stream(name).describe(), *fragments)
+        refused(c, tk.InvalidName, lambda name=name: c.stream(name).writer("w1"), *fragments)
 
 
 def test_invalid_scope_and_writer_names(world: World) -> None:
@@ -143,19 +144,19 @@ def test_invalid_scope_and_writer_names(world: World) -> None:
     refused(c, tk.InvalidName, lambda: c.create_scope("a/b"), "invalid scope name 'a/b'", "contains '/'")
     refused(c, tk.InvalidName, lambda: c.create_scope(".."), "invalid scope name '..'")
     refused(c, tk.InvalidName, lambda: c.list_streams(scope="a/b"), "invalid scope name 'a/b'")
-    refused(c, tk.InvalidName, lambda: c.writer(STREAM, "w/1"), "invalid writer id 'w/1'")
-    refused(c, tk.InvalidName, lambda: c.writer(STREAM, ""), "invalid writer id ''", "is empty")
+    refused(c, tk.InvalidName, lambda: c.stream(STREAM).writer("w/1"), "invalid writer id 'w/1'")
+    refused(c, tk.InvalidName, lambda: c.stream(STREAM).writer(""), "invalid writer id ''", "is empty")
 
 
 def test_unknown_stream_or_scope(world: World) -> None:
     c = world.client
-    for action in (lambda: c.describe_stream("sc/nope"), lambda: c.writer("sc/nope", "w1"),
-                   lambda: c.read("sc/nope"), lambda: c.truncate("sc/nope", "sc/nope:0.0=0"),
-                   lambda: c.head_cut("sc/nope"), lambda: c.split("sc/nope", "0.0"),
-                   lambda: c.seal_stream("sc/nope")):
+    for action in (lambda: c.stream("sc/nope").describe(), lambda: c.stream("sc/nope").writer("w1"),
+                   lambda: c.stream("sc/nope").read(), lambda: c.stream("sc/nope").truncate("sc/nope:0.0=0"),
+                   lambda: c.stream("sc/nope").head_cut(), lambda: c.stream("sc/nope").split("0.0"),
+                   lambda: c.stream("sc/nope").seal()):
         refused(c, tk.NotFound, action, "stream 'sc/nope' does not exist")
-    for action in (lambda: c.describe_stream("nosc/s"), lambda: c.writer("nosc/s", "w1"),
-                   lambda: c.read("nosc/s"), lambda: c.truncate("nosc/s", "nosc/s:0.0=0"),
+    for action in (lambda: c.stream("nosc/s").describe(), lambda: c.stream("nosc/s").writer("w1"),
+                   lambda: c.stream("nosc/s").read(), lambda: c.stream("nosc/s").truncate("nosc/s:0.0=0"),
                    lambda: c.list_streams(scope="nosc"), lambda: c.delete_scope("nosc")):
         refused(c, tk.NotFound, action, "scope 'nosc' does not exist")
 
@@ -208,18 +209,18 @@ BAD_SCALES: list[tuple[list[str], list[Any], str]] = [
 def test_bad_scale_requests(world: World) -> None:
     c = world.client
     for seal, new_ranges, fragment in BAD_SCALES:
-        refused(c, tk.InvalidInput, lambda seal=seal, new_ranges=new_ranges: c.scale(STREAM, seal, new_ranges),
+        refused(c, tk.InvalidInput, lambda seal=seal, new_ranges=new_ranges: c.stream(STREAM).scale(seal, new_ranges),
                 fragment)
 
 
 def test_bad_split_and_merge(world: World) -> None:
     c = world.client
-    refused(c, tk.InvalidInput, lambda: c.split(STREAM, "9.9"), "segment 9.9 does not exist")
-    refused(c, tk.InvalidInput, lambda: c.split(STREAM, "0.0"), "segment 0.0 is not active")
-    refused(c, tk.InvalidInput, lambda: c.split(STREAM, "0.1", 0), "invalid number of parts 0")
-    refused(c, tk.InvalidInput, lambda: c.merge(STREAM, ["1.2"]), "give at least two adjacent segments")
-    refused(c, tk.InvalidInput, lambda: c.merge(STREAM, ["1.2", "0.1"]), "not adjacent")
-    refused(c, tk.InvalidInput, lambda: c.merge(STREAM, ["1.3", "9.9"]), "segment 9.9 does not exist")
+    refused(c, tk.InvalidInput, lambda: c.stream(STREAM).split("9.9"), "segment 9.9 does not exist")
+    refused(c, tk.InvalidInput, lambda: c.stream(STREAM).split("0.0"), "segment 0.0 is not active")
+    refused(c, tk.InvalidInput, lambda: c.stream(STREAM).split("0.1", 0), "invalid number of parts 0")
+    refused(c, tk.InvalidInput, lambda: c.stream(STREAM).merge(["1.2"]), "give at least two adjacent segments")
+    refused(c, tk.InvalidInput, lambda: c.stream(STREAM).merge(["1.2", "0.1"]), "not adjacent")
+    refused(c, tk.InvalidInput, lambda: c.stream(STREAM).merge(["1.3", "9.9"]), "segment 9.9 does not exist")
 
 
 # ---- stream cuts -----------------------------------------------------------------------------------
@@ -227,39 +228,39 @@ def test_bad_split_and_merge(world: World) -> None:
 
 def test_cuts_from_another_stream(world: World) -> None:
     c = world.client
-    theirs = c.head_cut(OTHER)
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, theirs),
+    theirs = c.stream(OTHER).head_cut()
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).truncate(theirs),
             "stream cut is for 'sc/other', not 'sc/s'")
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, str(c.tail_cut(OTHER))),
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).truncate(str(c.stream(OTHER).tail_cut())),
             "for 'sc/other'")
-    refused(c, tk.InvalidStreamCut, lambda: c.read(STREAM, start=theirs), "for 'sc/other'")
-    refused(c, tk.InvalidStreamCut, lambda: c.resolve_cut(STREAM, theirs.to_json()), "for 'sc/other'")
-    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).size_between(c.head_cut(STREAM), theirs),
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).read(start=theirs), "for 'sc/other'")
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).resolve_cut(theirs.to_json()), "for 'sc/other'")
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).size_between(c.stream(STREAM).head_cut(), theirs),
             "different streams")
 
 
 def test_cut_of_an_earlier_stream_with_the_same_name(world: World) -> None:
     c = world.client
     c.create_stream("sc/again", tk.StreamConfig(segments=2))
-    old = c.head_cut("sc/again")
-    c.seal_stream("sc/again")
-    c.delete_stream("sc/again")
+    old = c.stream("sc/again").head_cut()
+    c.stream("sc/again").seal()
+    c.stream("sc/again").delete()
     c.create_stream("sc/again", tk.StreamConfig(segments=4))
-    new_uid = c.stream_state("sc/again").info.uid
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate("sc/again", old),
+    new_uid = c.stream("sc/again").state().info.uid
+    refused(c, tk.InvalidStreamCut, lambda: c.stream("sc/again").truncate(old),
             f"cut of an earlier incarnation of stream sc/again (uid {old.uid}), the stream now has uid {new_uid}")
     # the same cut as an older client wrote it, without the uid: its key ranges give it away
     without_uid = json.dumps({k: v for k, v in old.to_dict().items() if k != "uid"})
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate("sc/again", without_uid),
+    refused(c, tk.InvalidStreamCut, lambda: c.stream("sc/again").truncate(without_uid),
             "segment 0.0 has another key range")
 
 
 def test_cuts_naming_unknown_segments(world: World) -> None:
     c = world.client
     bad = cut(world, s0_0=0, s0_1=0, s5_9=0)
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, bad), "invalid stream cut for sc/s",
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).truncate(bad), "invalid stream cut for sc/s",
             "segment 5.9 does not exist")
-    refused(c, tk.InvalidStreamCut, lambda: c.read(STREAM, start=bad), "segment 5.9 does not exist")
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).read(start=bad), "segment 5.9 does not exist")
 
 
 def test_cuts_off_an_event_boundary(world: World) -> None:
@@ -267,42 +268,42 @@ def test_cuts_off_an_event_boundary(world: World) -> None:
     inside = world.offset("0.1", 1) + 5
     assert inside not in world.boundaries["0.1"]
     bad = cut(world, s0_0=0, s0_1=inside)
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, bad),
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).truncate(bad),
             f"offset {inside} in segment 0.1 is not at an event boundary")
-    refused(c, tk.InvalidStreamCut, lambda: c.resolve_cut(STREAM, bad), "not at an event boundary")
-    refused(c, tk.InvalidStreamCut, lambda: c.read(STREAM, end=bad), "not at an event boundary")
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).resolve_cut(bad), "not at an event boundary")
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).read(end=bad), "not at an event boundary")
 
 
 def test_cuts_beyond_the_tail(world: World) -> None:
     c = world.client
     tail = world.tails["1.3"]
     bad = cut(world, s1_2=0, s1_3=tail + 18, s0_1=0)
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, bad),
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).truncate(bad),
             f"offset {tail + 18} in segment 1.3 is beyond its tail {tail}")
-    refused(c, tk.InvalidStreamCut, lambda: c.read(STREAM, end=bad), "beyond its tail")
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).read(end=bad), "beyond its tail")
 
 
 def test_cuts_that_do_not_cover_or_overlap(world: World) -> None:
     c = world.client
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, cut(world, s0_1=0)),
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).truncate(cut(world, s0_1=0)),
             "key range [0.0, 0.5) is not covered")
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, cut(world, s0_0=0, s1_2=0, s0_1=0)), "overlap")
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, cut(world, s0_0=0, s1_3=0, s0_1=0)), "overlap")
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).truncate(cut(world, s0_0=0, s1_2=0, s0_1=0)), "overlap")
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).truncate(cut(world, s0_0=0, s1_3=0, s0_1=0)), "overlap")
 
 
 def test_truncation_behind_or_across_the_head(world: World) -> None:
     c = world.client
     first = cut(world, s0_0=world.offset("0.0", 0), s0_1=world.offset("0.1", 2))
-    assert c.truncate(STREAM, first).bytes_freed == world.offset("0.1", 2)
+    assert c.stream(STREAM).truncate(first).bytes_freed == world.offset("0.1", 2)
     behind = cut(world, s0_0=0, s0_1=world.offset("0.1", 1))
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, behind), "cannot truncate sc/s at",
-            "behind the head", c.head_cut(STREAM).display())
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).truncate(behind), "cannot truncate sc/s at",
+            "behind the head", c.stream(STREAM).head_cut().display())
     across = cut(world, s0_0=world.offset("0.0", 1), s0_1=world.offset("0.1", 1))
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, across), "partly behind the head")
-    refused(c, tk.TruncatedData, lambda: c.read(STREAM, start=behind), "has been truncated")
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).truncate(across), "partly behind the head")
+    refused(c, tk.TruncatedData, lambda: c.stream(STREAM).read(start=behind), "has been truncated")
     # truncating at the head itself is allowed and changes nothing
     before = snapshot(c)
-    assert c.truncate(STREAM, c.head_cut(STREAM)).bytes_freed == 0
+    assert c.stream(STREAM).truncate(c.stream(STREAM).head_cut()).bytes_freed == 0
     assert snapshot(c) == before
 
 
@@ -321,21 +322,21 @@ MALFORMED_CUTS = [
 def test_malformed_cut_strings(world: World) -> None:
     c = world.client
     for text, fragment in MALFORMED_CUTS:
-        refused(c, tk.InvalidStreamCut, lambda text=text: c.truncate(STREAM, text), fragment)
-        refused(c, tk.InvalidStreamCut, lambda text=text: c.read(STREAM, start=text), fragment)
-        refused(c, tk.InvalidStreamCut, lambda text=text: c.resolve_cut(STREAM, text), fragment)
+        refused(c, tk.InvalidStreamCut, lambda text=text: c.stream(STREAM).truncate(text), fragment)
+        refused(c, tk.InvalidStreamCut, lambda text=text: c.stream(STREAM).read(start=text), fragment)
+        refused(c, tk.InvalidStreamCut, lambda text=text: c.stream(STREAM).resolve_cut(text), fragment)
 
 
 def test_a_cut_that_is_not_a_cut(world: World) -> None:
     c = world.client
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, 42), "invalid stream cut 42")  # type: ignore[arg-type]
-    refused(c, tk.InvalidStreamCut, lambda: c.truncate(STREAM, None), "invalid stream cut None")  # type: ignore[arg-type]
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).truncate(42), "invalid stream cut 42")  # type: ignore[arg-type]
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).truncate(None), "invalid stream cut None")  # type: ignore[arg-type]
 
 
 def test_read_and_size_with_start_after_end(world: World) -> None:
     c = world.client
-    head, tail = c.head_cut(STREAM), c.tail_cut(STREAM)
-    refused(c, tk.InvalidStreamCut, lambda: c.read(STREAM, start=tail, end=head), "is not at or before end cut")
+    head, tail = c.stream(STREAM).head_cut(), c.stream(STREAM).tail_cut()
+    refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).read(start=tail, end=head), "is not at or before end cut")
     refused(c, tk.InvalidStreamCut, lambda: c.stream(STREAM).size_between(tail, head), "is not at or before")
     assert c.stream(STREAM).size_between(head, tail) == sum(world.tails.values())
 
@@ -345,76 +346,76 @@ def test_read_and_size_with_start_after_end(world: World) -> None:
 
 def test_oversized_events_are_refused_and_the_limit_itself_is_accepted(world: World) -> None:
     c = world.client
-    with c.writer(STREAM, "w2") as writer:
+    with c.stream(STREAM).writer("w2") as writer:
         refused(c, tk.EventTooLarge, lambda: writer.write(b"x" * (MAX_EVENT_SIZE + 1), routing_key="k1"),
                 f"event of {MAX_EVENT_SIZE + 1} bytes is above the {MAX_EVENT_SIZE}-byte limit")
         refused(c, tk.EventTooLarge, lambda: writer.write_batch([(b"y" * (MAX_EVENT_SIZE + 1), None)]),
                 "above the 8388608-byte limit")
         writer.write(b"z" * MAX_EVENT_SIZE, routing_key="k1")
-    big = [e for e in c.read(STREAM) if e.payload[:1] == b"z"]
+    big = [e for e in c.stream(STREAM).read() if e.payload[:1] == b"z"]
     assert len(big) == 1 and len(big[0].payload) == MAX_EVENT_SIZE and big[0].routing_key == "k1"
-    assert len([e for e in c.read(STREAM) if e.writer_id == "w2"]) == 1
+    assert len([e for e in c.stream(STREAM).read() if e.writer_id == "w2"]) == 1
 
 
 def test_non_bytes_payloads(world: World) -> None:
     c = world.client
-    with c.writer(STREAM, "w2") as writer:
+    with c.stream(STREAM).writer("w2") as writer:
         for payload in ("text", 5, None, 1.5, ["b"]):
             name = type(payload).__name__
             refused(c, tk.InvalidInput, lambda p=payload: writer.write(p, routing_key="k"),
                     f"event payload must be bytes, got {name}")
             refused(c, tk.InvalidInput, lambda p=payload: writer.write_batch([(p, "k")]),
                     f"event payload must be bytes, got {name}")
-    assert c.streams.last_sequence(STREAM, "w2")[1] == 0
+    assert stream_controller(c.workspace).last_sequence(STREAM, "w2")[1] == 0
 
 
 def test_non_string_routing_keys(world: World) -> None:
     c = world.client
-    with c.writer(STREAM, "w2") as writer:
+    with c.stream(STREAM).writer("w2") as writer:
         for key in (5, b"k1", 1.5, ["k"]):
             name = type(key).__name__
             refused(c, tk.InvalidInput, lambda k=key: writer.write(b"x", routing_key=k),
                     f"routing key must be a string or None, got {name}")
             refused(c, tk.InvalidInput, lambda k=key: writer.write_batch([(b"x", k)]),
                     f"routing key must be a string or None, got {name}")
-    assert c.streams.last_sequence(STREAM, "w2")[1] == 0
+    assert stream_controller(c.workspace).last_sequence(STREAM, "w2")[1] == 0
 
 
 def test_writing_to_a_sealed_stream(world: World) -> None:
     c = world.client
-    writer = c.writer(STREAM, "w2")
-    assert c.seal_stream(STREAM)
+    writer = c.stream(STREAM).writer("w2")
+    assert c.stream(STREAM).seal()
     writer.write(b"late", routing_key="k1")
     refused(c, tk.StreamSealed, writer.flush, "stream 'sc/s' is sealed")
     assert writer.unflushed() == [(b"late", "k1")]  # never written, never silently dropped
     refused(c, tk.StreamSealed, writer.close, "stream 'sc/s' is sealed")
     assert writer.unflushed() == [(b"late", "k1")]
-    again = c.writer(STREAM, "w1")
+    again = c.stream(STREAM).writer("w1")
     again.write(b"later", routing_key="k2")
     refused(c, tk.StreamSealed, again.flush, "stream 'sc/s' is sealed")
     refused(c, tk.StreamSealed, again.close, "stream 'sc/s' is sealed")
-    refused(c, tk.StreamSealed, lambda: c.split(STREAM, "0.1"), "stream 'sc/s' is sealed")
-    refused(c, tk.StreamSealed, lambda: c.truncate(STREAM, c.tail_cut(STREAM)), "is sealed")
-    assert not [e for e in c.read(STREAM) if e.payload.startswith(b"late")]
+    refused(c, tk.StreamSealed, lambda: c.stream(STREAM).split("0.1"), "stream 'sc/s' is sealed")
+    refused(c, tk.StreamSealed, lambda: c.stream(STREAM).truncate(c.stream(STREAM).tail_cut()), "is sealed")
+    assert not [e for e in c.stream(STREAM).read() if e.payload.startswith(b"late")]
 
 
 def test_writing_to_a_deleted_stream(world: World) -> None:
     c = world.client
-    writer = c.writer(STREAM, "w2")
-    c.seal_stream(STREAM)
-    c.delete_stream(STREAM)
+    writer = c.stream(STREAM).writer("w2")
+    c.stream(STREAM).seal()
+    c.stream(STREAM).delete()
     writer.write(b"ghost", routing_key="k1")
     refused(c, tk.NotFound, writer.flush, "stream 'sc/s' does not exist")
     refused(c, tk.NotFound, writer.close, "stream 'sc/s' does not exist")
     assert writer.unflushed() == [(b"ghost", "k1")]
-    refused(c, tk.NotFound, lambda: c.writer(STREAM, "w2"), "stream 'sc/s' does not exist")
-    refused(c, tk.NotFound, lambda: c.describe_stream(STREAM), "stream 'sc/s' does not exist")
+    refused(c, tk.NotFound, lambda: c.stream(STREAM).writer("w2"), "stream 'sc/s' does not exist")
+    refused(c, tk.NotFound, lambda: c.stream(STREAM).describe(), "stream 'sc/s' does not exist")
     assert not [f for f, _ in stored_files(c) if "/sc/s-" in f]
 
 
 def test_deleting_an_unsealed_stream(world: World) -> None:
     c = world.client
-    refused(c, tk.InvalidInput, lambda: c.delete_stream(STREAM), "stream 'sc/s' is not sealed; seal it first, or "
+    refused(c, tk.InvalidInput, lambda: c.stream(STREAM).delete(), "stream 'sc/s' is not sealed; seal it first, or "
             "delete it with force (CLI: --force), which seals and deletes it in one step")
 
 
@@ -436,7 +437,7 @@ def test_a_broken_config_file_is_refused_by_connect(world: World) -> None:
 
 
 def as_scaled_stream(world: World) -> tuple[ScaledStream, dict[str, int]]:
-    described = world.client.describe_stream(STREAM)
+    described = world.client.stream(STREAM).describe()
     segments, grid, ids = {}, {}, {}
     for s in described["segments"]:
         low, high = s["key_range"]
@@ -467,7 +468,7 @@ def test_resolve_cut_accepts_exactly_the_valid_cuts(world: World, data: st.DataO
     expected = frozenset(ids[n] for n in chosen) in valid and all(
         offset in world.boundaries[name] for name, offset in positions.items())
     try:
-        resolved = c.resolve_cut(STREAM, text)
+        resolved = c.stream(STREAM).resolve_cut(text)
     except tk.InvalidStreamCut as exc:
         event("refused")
         assert not expected, f"{text} refused: {exc}"
@@ -476,5 +477,5 @@ def test_resolve_cut_accepts_exactly_the_valid_cuts(world: World, data: st.DataO
     event("accepted")
     assert expected, f"{text} accepted"
     assert resolved.display() == text and resolved.ranges is not None
-    assert str(resolved) == f"{text}@{c.stream_state(STREAM).info.uid}"
-    assert c.head_cut(STREAM) <= resolved <= c.tail_cut(STREAM)
+    assert str(resolved) == f"{text}@{c.stream(STREAM).state().info.uid}"
+    assert c.stream(STREAM).head_cut() <= resolved <= c.stream(STREAM).tail_cut()

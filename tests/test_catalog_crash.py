@@ -24,13 +24,13 @@ pytestmark = pytest.mark.spark
 
 
 def deleted_ids(client: tk.Client) -> set[int]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return set(conn.execute(sa.select(catalog_records.c.id).where(catalog_records.c.status == "DELETED"))
                    .scalars())
 
 
 def tracker_count(client: tk.Client) -> int:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return int(conn.execute(sa.select(sa.func.count()).select_from(catalog_trackers)).scalar())
 
 
@@ -75,7 +75,7 @@ def test_a_killed_run_resumes_and_never_deletes_what_the_rules_retain(tmp_path: 
         report = client.catalog.run()
         assert deleted_ids(client) == expected
         assert report.rows == len(expected) - len(partial)
-        with client.db.read() as conn:
+        with client.workspace.db.read() as conn:
             states = dict(conn.execute(sa.select(catalog_runs.c.id, catalog_runs.c.state)).all())
         assert sorted(states.values()) == ["INTERRUPTED", "SUCCEEDED"]
     finally:

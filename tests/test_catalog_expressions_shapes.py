@@ -206,15 +206,15 @@ def test_the_purge_and_explain_honour_a_hold_on_a_dictionary_of_70000_words(tmp_
     client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
                         clock=tk.ManualClock(now), create=True)
     try:
-        with client.db.write() as conn:
+        with client.workspace.db.write() as conn:
             ids = [int(conn.execute(sa.insert(catalog_records).values(
                 feed=feed, type="T", create_time=now - 400 * DAY, status="DELETED", status_time=now - 30 * DAY,
                 file_size=1)).inserted_primary_key[0]) for feed in ("W5", "W69999", "OTHER", "X")]
         client.catalog.set_dictionary("big", [f"W{i}" for i in range(70_000)])
-        hold = client.catalog.hold('feed in dictionary big or feed = "X"', "litigation")
+        hold = client.holds.add("records", 'feed in dictionary big or feed = "X"', "litigation")
         report = client.catalog.purge()
         assert report.purged == 1 and report.held == 3
-        with client.db.read() as conn:
+        with client.workspace.db.read() as conn:
             assert set(conn.execute(sa.select(catalog_records.c.id)).scalars()) == {ids[0], ids[1], ids[3]}
         assert [h["id"] for h in client.catalog.explain(ids[1]).holds] == [hold]
     finally:
@@ -242,7 +242,7 @@ def test_the_job_runs_rules_of_hundreds_of_terms_long_lists_and_many_holds(clien
     client.catalog.add([{"feed": feed, "type": "T", "create_time": NOW - 10 * DAY - i, "file_size": i % 700}
                         for i, feed in enumerate(feeds)])
     for size in range(0, 600, 2):  # 300 holds, each its own term in the job's OR of holds
-        client.catalog.hold(f"file_size = {size}", "r")
+        client.holds.add("records", f"file_size = {size}", "r")
     held = {record.id for record in client.catalog.records(limit=1_000) if record.file_size % 2 == 0}
     expected = oracle(client, rules, NOW) - held
     assert len(expected) > 20
@@ -287,7 +287,7 @@ def test_a_hold_that_takes_the_holds_past_the_limit_is_refused(tmp_path: Path) -
     try:
         per_hold = 40
         for start in range(0, MAX_HELD_TERMS - per_hold + 1, per_hold):
-            client.catalog.hold(" or ".join(f"id = {start + i}" for i in range(per_hold)), "r")
+            client.holds.add("records", " or ".join(f"id = {start + i}" for i in range(per_hold)), "r")
         assert len(client.holds.list("records")) == MAX_HELD_TERMS // per_hold
     finally:
         client.close()

@@ -37,17 +37,17 @@ def held_client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
 
 def add(client: tk.Client, feed: str, i: int, **extra: Any) -> int:
     location = f"catalog/{feed}/{i}.dat"
-    path = Path(client.storage.full_path(location))
+    path = Path(client.workspace.storage.full_path(location))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"data")
     values = {"feed": feed, "type": "Raw Events", "create_time": NOW - 100 * DAY, "status": "DELETED",
               "status_time": NOW - 30 * DAY - i * 1000, "file_size": 4, "location": location, **extra}
-    with client.db.write() as conn:
+    with client.workspace.db.write() as conn:
         return int(conn.execute(sa.insert(catalog_records).values(**values)).inserted_primary_key[0])
 
 
 def remaining(client: tk.Client) -> set[int]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return {r.id for r in conn.execute(sa.select(catalog_records.c.id))}
 
 
@@ -57,7 +57,7 @@ def test_a_records_hold_is_stored_in_canonical_text_and_audited(held_client: tk.
     [hold] = client.holds.list("records")
     assert (hold.id, hold.kind, hold.target, hold.reason) == (
         hold_id, "records", 'feed = "X" and type in ("Raw Events", "Events")', "case 7")
-    assert client.catalog.hold('feed = "Y"', "other") == hold_id + 1
+    assert client.holds.add("records", 'feed = "Y"', "other") == hold_id + 1
     [entry] = [a for a in client.audit(limit=10) if a["action"] == "hold_add" and a["target"] == hold.target]
     assert json.loads(entry["details"]) == {"hold": hold_id, "kind": "records"}
     assert [h.id for h in client.holds.list(target='feed = "Y"')] == [hold_id + 1]
@@ -98,7 +98,7 @@ def test_the_purge_leaves_held_records_until_the_hold_goes(held_client: tk.Clien
         report = client.catalog.purge()
         assert remaining(client) == {*held, also_held}
     assert (report.purged, report.held) == (0, 5)
-    files = {f.path for f in client.storage.list_files("catalog")}
+    files = {f.path for f in client.workspace.storage.list_files("catalog")}
     assert files == {f"catalog/LEGAL/{i}.dat" for i in range(4)} | {"catalog/OTHER/99.dat"}
     assert free  # all purged above
     client.holds.remove(hold_a)
@@ -128,7 +128,7 @@ def test_sql_and_python_agree_on_what_is_held(held_client: tk.Client) -> None:
             attributes=json.dumps({"owner": f"o{i % 3}"}))
     client.holds.add("records", "feed in dictionary legal_feeds", "dict")
     client.holds.add("records", 'attr.owner = "o2" and file_size > 100', "owner")
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         holds = record_holds(conn)
         ctx = CompileContext(NOW, {"legal_feeds": ["A", "C"]})
         by_sql = {r.id for r in conn.execute(sa.select(catalog_records.c.id).where(held_predicate(holds, ctx)))}
@@ -141,7 +141,7 @@ def test_sql_and_python_agree_on_what_is_held(held_client: tk.Client) -> None:
     assert {feeds[i] for i in by_sql} == {"A", "C"}  # o2 records: i=2 (C) and no other with size > 100
     assert [h.reason for h in holds_matching(next(r for r in rows if r["feed"] == "C"), holds, ctx)] == \
         ["dict", "owner"]
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(catalog_records)
                             .where(held_predicate([], ctx))).scalar_one() == 0
     assert holds_matching(rows[0], [], ctx) == []
@@ -178,7 +178,7 @@ def test_a_hold_added_between_fetch_and_file_deletion_still_protects(held_client
     client = held_client
     ids = [add(client, feed, i) for i, feed in enumerate(["A", "B", "C"])]
     batch = [_Candidate(i, NOW - 30 * DAY, None, 4) for i in ids]
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         before = load_held_records(conn, NOW)
     assert _without_newly_held(client.workspace, batch, before, NOW) == batch  # no change in the holds: as fetched
     client.holds.add("records", 'feed = "B"', "late")

@@ -32,7 +32,7 @@ def imp(spark, client: tk.Client) -> tk.Client:
 
 
 def table_rows(client: tk.Client) -> list[dict]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return [dict(r._mapping) for r in conn.execute(sa.select(catalog_records).order_by(catalog_records.c.id))]
 
 
@@ -121,7 +121,7 @@ def test_many_rows_several_partitions_and_batches(imp: tk.Client, tmp_path: Path
     lines = ["feed,type,create_time,file_size"] + [f"F{i % 7},T,{T0 + i},{i}" for i in range(12_000)]
     report = imp.catalog.import_path(write(tmp_path / "big.csv", "\n".join(lines) + "\n"))
     assert report.rows == report.inserted == 12_000
-    with imp.db.read() as conn:
+    with imp.workspace.db.read() as conn:
         count, total, distinct = conn.execute(sa.select(
             sa.func.count(), sa.func.sum(catalog_records.c.file_size),
             sa.func.count(sa.distinct(catalog_records.c.create_time)))).one()

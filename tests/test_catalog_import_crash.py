@@ -34,7 +34,7 @@ def import_cli(home: Path, metadata_url: str, path: Path, fault: str | None = No
 
 
 def stored_ids(client: tk.Client) -> list[int]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return list(conn.execute(sa.select(catalog_records.c.id).order_by(catalog_records.c.id)).scalars())
 
 

@@ -28,7 +28,7 @@ def rooted(spark, tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
 
 
 def locations(client: tk.Client) -> list[str | None]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return [r.location for r in conn.execute(sa.select(catalog_records).order_by(catalog_records.c.id))]
 
 
@@ -49,7 +49,7 @@ def test_csv_and_json_rows_under_a_data_root_or_the_storage_root_are_imported(ro
 def test_a_refused_location_fails_the_whole_import_naming_its_line(rooted: tk.Client, tmp_path: Path,
                                                                     kind: str) -> None:
     rooted.catalog.add([{"feed": "EXISTING", "type": "T", "create_time": 1}])
-    storage = rooted.storage.root
+    storage = rooted.workspace.storage.root
     rows = [("A", f"{tmp_path}/feeds/ok.dat"), ("B", "catalog/ok.dat"), ("C", f"{tmp_path}/feedsX/a.dat"),
             ("D", "streams/s/x-1/0.parquet"), ("E", "catalog/../../escape")]
     if kind == "csv":

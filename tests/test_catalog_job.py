@@ -30,7 +30,7 @@ def rule(number: int, expression: str, age: str | None, name: str | None = None,
 
 
 def statuses(client: tk.Client) -> dict[int, tuple[str, int]]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         rows = conn.execute(sa.select(catalog_records.c.id, catalog_records.c.status, catalog_records.c.status_time))
         return {r.id: (r.status, r.status_time) for r in rows}
 
@@ -121,7 +121,7 @@ def test_locked_and_held_records_are_never_deleted(client: tk.Client, spark) -> 
     from tidekeep.catalog.record_store import RecordStore
 
     RecordStore(client.workspace).set_status([ids[0]], "LOCKED")
-    hold = client.catalog.hold('feed = "B"', "litigation 42")
+    hold = client.holds.add("records", 'feed = "B"', "litigation 42")
     report = client.catalog.run(now_ms=NOW)
     after = statuses(client)
     assert after[ids[0]][0] == "LOCKED" and after[ids[1]][0] == "UNLOCKED" and after[ids[2]][0] == "DELETED"
@@ -141,7 +141,7 @@ def test_a_dry_run_changes_nothing_and_counts_what_the_run_deletes(client: tk.Cl
     dry = client.catalog.run(dry_run=True, now_ms=NOW)
     assert statuses(client) == before
     assert len(client.audit(limit=1000)) == audit_before
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(catalog_trackers)).scalar() == 0
     real = client.catalog.run(now_ms=NOW)
     assert dry.rows == real.rows > 0 and dry.by_rule() == real.by_rule()
@@ -160,7 +160,7 @@ def test_trackers_make_a_run_one_day_later_incremental(client: tk.Client, spark)
     report = client.catalog.run(now_ms=later)
     assert all(p.to_ms - p.from_ms <= DAY for p in report.periods)
     assert statuses(client)[crossing][0] == "DELETED"
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         trackers = {r.rule_age: r.last_run_ms for r in conn.execute(sa.select(catalog_trackers))}
     assert trackers == {"10 Years": later, "5 Years": later, "Forever": later}
     # a rules edit invalidates every tracker: the next run covers the whole timeline again
@@ -217,7 +217,7 @@ def test_impact_counts_what_a_trackerless_run_then_deletes(client: tk.Client, sp
 
 def test_impact_of_unsaved_rules_and_held_records(client: tk.Client, spark, tmp_path) -> None:
     add_aged(client, ["A", "B"], [3, 30])
-    client.catalog.hold('feed = "B"', "audit")
+    client.holds.add("records", 'feed = "B"', "audit")
     path = tmp_path / "rules.yaml"
     path.write_text("rules:\n  - number: 1\n    name: short\n    expression: all\n    age: 7 days\n")
     summary = client.catalog.impact(rules=str(path), now_ms=NOW)
@@ -251,5 +251,5 @@ def test_editing_a_dictionary_the_rules_use_makes_the_next_run_a_full_one(client
     assert report.periods[-1].from_ms == 0  # no trackers: the whole timeline again
     assert statuses(client)[b][0] == "DELETED"
     client.catalog.set_dictionary("unused", ["X"])  # not used by the rules: trackers stay
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(catalog_trackers)).scalar() > 0

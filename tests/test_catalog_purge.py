@@ -32,7 +32,7 @@ def purge_client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
 def add_records(client: tk.Client, rows: list[dict[str, Any]], with_files: bool = True) -> list[int]:
     """Insert catalog rows directly; for each row with a location, write its data file."""
     ids = []
-    with client.db.write() as conn:
+    with client.workspace.db.write() as conn:
         for row in rows:
             values = {"feed": "FEED", "type": "Raw Events", "create_time": NOW - 400 * DAY, "status": "DELETED",
                       "status_time": NOW - 30 * DAY, "file_size": 100, **row}
@@ -41,7 +41,7 @@ def add_records(client: tk.Client, rows: list[dict[str, Any]], with_files: bool 
         for row in rows:
             location = row.get("location")
             if location and "://" not in location and not location.startswith("/"):
-                path = Path(client.storage.full_path(location))
+                path = Path(client.workspace.storage.full_path(location))
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(b"x" * int(row.get("file_size", 100)))
     return ids
@@ -54,16 +54,16 @@ def deleted_rows(count: int, *, days_ago: int = 30, prefix: str = "d") -> list[d
 
 
 def remaining_ids(client: tk.Client) -> set[int]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return {r.id for r in conn.execute(sa.select(catalog_records.c.id))}
 
 
 def data_files(client: tk.Client) -> set[str]:
-    return {f.path for f in client.storage.list_files("catalog")}
+    return {f.path for f in client.workspace.storage.list_files("catalog")}
 
 
 def purge_audit(client: tk.Client) -> list[dict[str, Any]]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         rows = conn.execute(sa.select(audit_table).where(audit_table.c.action == "catalog_purge")
                             .order_by(audit_table.c.id))
         return [dict(r._mapping) for r in rows]
@@ -161,7 +161,7 @@ def test_absolute_locations_are_deleted_where_they_point_under_a_data_root(tmp_p
 
 def test_failures_keep_their_rows_are_excluded_and_reported(purge_client: tk.Client, tmp_path: Path) -> None:
     client = purge_client
-    (Path(client.storage.full_path("catalog/adir"))).mkdir(parents=True)
+    (Path(client.workspace.storage.full_path("catalog/adir"))).mkdir(parents=True)
     bad = add_records(client, [
         {"location": "nosuchscheme://bucket/x.dat", "status_time": NOW - 20 * DAY},
         {"location": "../escape.dat", "status_time": NOW - 20 * DAY - 1},
@@ -174,7 +174,7 @@ def test_failures_keep_their_rows_are_excluded_and_reported(purge_client: tk.Cli
     assert sorted(f["id"] for f in report.failed) == sorted(bad)
     assert remaining_ids(client) == set(bad) and set(good).isdisjoint(remaining_ids(client))
     assert (tmp_path / "escape.dat").read_bytes() == b"keep me"
-    assert Path(client.storage.full_path("catalog/adir")).is_dir()
+    assert Path(client.workspace.storage.full_path("catalog/adir")).is_dir()
     errors = {f["location"]: f["error"] for f in report.failed}
     assert errors["../escape.dat"] == "location '../escape.dat' is outside the storage root"
     assert errors["catalog/adir"] == "'catalog/adir' is not a file"
@@ -194,7 +194,7 @@ def test_the_purge_stops_once_failures_exceed_the_threshold(tmp_path: Path, meta
         # batch 1: 2 failures (not above 2, go on); batch 2: 4 failures, stop before the good ones
         assert (report.aborted, report.failures, report.batches, report.purged) == (True, 4, 2, 0)
         assert set(good) <= remaining_ids(client)
-        with client.db.read() as conn:
+        with client.workspace.db.read() as conn:
             run = conn.execute(sa.select(catalog_runs).where(catalog_runs.c.id == report.run_id)).one()
         assert (run.kind, run.state, run.dry_run) == ("purge", "FAILED", False)
         assert json.loads(run.report)["aborted"] is True
@@ -210,7 +210,7 @@ def test_dry_run_counts_and_changes_nothing(purge_client: tk.Client) -> None:
     assert (report.dry_run, report.purged, report.batches) == (True, 12, 3)
     assert report.bytes == sum(10 + i for i in range(12))
     assert (remaining_ids(client), data_files(client)) == before and purge_audit(client) == []
-    with purge_client.db.read() as conn:
+    with purge_client.workspace.db.read() as conn:
         run = conn.execute(sa.select(catalog_runs)).one()
     assert (run.kind, run.state, run.dry_run, run.now_ms) == ("purge", "SUCCEEDED", True, NOW)
 
@@ -218,7 +218,7 @@ def test_dry_run_counts_and_changes_nothing(purge_client: tk.Client) -> None:
 def test_runs_are_recorded_with_their_report(purge_client: tk.Client) -> None:
     add_records(purge_client, deleted_rows(3))
     report = purge_client.catalog.purge(now_ms=NOW + DAY)
-    with purge_client.db.read() as conn:
+    with purge_client.workspace.db.read() as conn:
         run = conn.execute(sa.select(catalog_runs).where(catalog_runs.c.id == report.run_id)).one()
     assert (run.kind, run.state, run.now_ms, run.finished_ms is not None) == ("purge", "SUCCEEDED", NOW + DAY, True)
     assert json.loads(run.report) == report.to_dict()

@@ -34,14 +34,14 @@ def test_catalog_purge_cli(tmp_path: Path, metadata_url: str) -> None:
     client = tk.connect(home=home, metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
     try:
         now = int(time.time() * 1000)
-        with client.db.write() as conn:
+        with client.workspace.db.write() as conn:
             for i in range(5):
                 feed = "KEEP" if i == 0 else "F"
                 conn.execute(sa.insert(catalog_records).values(
                     feed=feed, type="Raw", create_time=now - 90 * DAY, status="DELETED",
                     status_time=now - 10 * DAY - i, file_size=1000, location=f"catalog/{i}.dat"))
-                Path(client.storage.full_path(f"catalog/{i}.dat")).parent.mkdir(parents=True, exist_ok=True)
-                Path(client.storage.full_path(f"catalog/{i}.dat")).write_bytes(b"x")
+                Path(client.workspace.storage.full_path(f"catalog/{i}.dat")).parent.mkdir(parents=True, exist_ok=True)
+                Path(client.workspace.storage.full_path(f"catalog/{i}.dat")).write_bytes(b"x")
         assert cli("hold", "add", "records", 'feed = "KEEP"', "--reason", "keep").returncode == 0
 
         dry = cli("catalog", "purge", "--dry-run")
@@ -56,10 +56,10 @@ def test_catalog_purge_cli(tmp_path: Path, metadata_url: str) -> None:
         report = json.loads(done.stdout)
         assert (report["purged"], report["bytes"], report["held"], report["dry_run"], report["aborted"]) == \
             (4, 4000, 1, False, False)
-        with client.db.read() as conn:
+        with client.workspace.db.read() as conn:
             assert [r.feed for r in conn.execute(sa.select(catalog_records))] == ["KEEP"]
 
-        with client.db.write() as conn:
+        with client.workspace.db.write() as conn:
             for i in range(3):
                 conn.execute(sa.insert(catalog_records).values(
                     feed="BAD", type="Raw", create_time=now - 90 * DAY, status="DELETED",

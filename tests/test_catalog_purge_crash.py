@@ -27,12 +27,12 @@ def run_purge(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 def rows(client: tk.Client) -> dict[int, str]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return {r.id: r.location for r in conn.execute(sa.select(catalog_records.c.id, catalog_records.c.location))}
 
 
 def files(client: tk.Client) -> set[str]:
-    return {f.path for f in client.storage.list_files("catalog")}
+    return {f.path for f in client.workspace.storage.list_files("catalog")}
 
 
 @pytest.mark.parametrize("fault", ["purge.after_files", "purge.after_rows"])
@@ -43,7 +43,7 @@ def test_a_crash_leaves_no_orphan_data_and_the_rerun_finishes(fault: str, metada
     try:
         now = int(time.time() * 1000)
         young_ids = []
-        with client.db.write() as conn:
+        with client.workspace.db.write() as conn:
             for i in range(14):
                 old = i < 12
                 values = {"feed": "F", "type": "Raw", "create_time": now - 400 * DAY, "status": "DELETED",
@@ -53,7 +53,7 @@ def test_a_crash_leaves_no_orphan_data_and_the_rerun_finishes(fault: str, metada
                 if not old:
                     young_ids.append(int(record_id))
         for i in range(14):
-            path = Path(client.storage.full_path(f"catalog/r{i}.dat"))
+            path = Path(client.workspace.storage.full_path(f"catalog/r{i}.dat"))
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(b"1234567")
 
@@ -72,7 +72,7 @@ def test_a_crash_leaves_no_orphan_data_and_the_rerun_finishes(fault: str, metada
         assert files(client) == {"catalog/r12.dat", "catalog/r13.dat"}
         expected = "purged 12 records" if fault == "purge.after_files" else "purged 7 records"
         assert rerun.stdout.startswith(expected), rerun.stdout
-        with client.db.read() as conn:
+        with client.workspace.db.read() as conn:
             states = [r.state for r in conn.execute(sa.select(catalog_runs).order_by(catalog_runs.c.id))]
         assert states == ["INTERRUPTED", "SUCCEEDED"]  # the killed run never finished; the rerun did its work
         assert run_purge(env).stdout.startswith("purged 0 records")

@@ -38,23 +38,23 @@ def client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
 def write_stream(client: tk.Client, count: int = 50) -> list[str]:
     """A real stream written by a real writer; returns its chunk files (relative to the storage root)."""
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         for i in range(count):
             writer.write(f"ev{i}".encode(), routing_key=f"k{i % 5}")
-    files = sorted(f.path for f in client.storage.list_files("streams"))
+    files = sorted(f.path for f in client.workspace.storage.list_files("streams"))
     assert files and all(f.startswith("streams/") for f in files)
     return files
 
 
 def payloads(client: tk.Client) -> list[bytes]:
-    return sorted(e.payload for e in client.read(STREAM))
+    return sorted(e.payload for e in client.stream(STREAM).read())
 
 
 def insert_deleted(client: tk.Client, locations: list[str]) -> list[int]:
     """DELETED records old enough to purge, inserted straight into the table (as an edit by hand, or
     a row written before the rules existed, would be): the purge must check them itself."""
     ids = []
-    with client.db.write() as conn:
+    with client.workspace.db.write() as conn:
         for i, location in enumerate(locations):
             ids.append(int(conn.execute(sa.insert(catalog_records).values(
                 feed="FEED", type="Raw Events", create_time=NOW - 400 * DAY, status="DELETED",
@@ -63,12 +63,12 @@ def insert_deleted(client: tk.Client, locations: list[str]) -> list[int]:
 
 
 def remaining_ids(client: tk.Client) -> set[int]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return {r.id for r in conn.execute(sa.select(catalog_records.c.id))}
 
 
 def purge_audit(client: tk.Client) -> list[dict[str, Any]]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         rows = conn.execute(sa.select(audit_table).where(audit_table.c.action == "catalog_purge")
                             .order_by(audit_table.c.id))
         return [dict(r._mapping) for r in rows]
@@ -78,7 +78,7 @@ def test_purge_of_a_record_pointing_into_stream_data_is_refused(client: tk.Clien
     chunks = write_stream(client)
     before = payloads(client)
     assert len(before) == 50
-    root = client.storage.root
+    root = client.workspace.storage.root
     chunk = chunks[0]
     stream_dir = chunk.split("/txn/")[0].rsplit("/", 1)[0]
     pointing_in = [
@@ -100,7 +100,7 @@ def test_purge_of_a_record_pointing_into_stream_data_is_refused(client: tk.Clien
     assert sorted(f["id"] for f in report.failed) == sorted(ids)
     errors = {f["location"]: f["error"] for f in report.failed}
     assert errors[chunk] == (f"location {chunk!r} lies inside tidekeep's stream data ({root}/streams)")
-    assert sorted(f.path for f in client.storage.list_files("streams")) == chunks  # no chunk removed
+    assert sorted(f.path for f in client.workspace.storage.list_files("streams")) == chunks  # no chunk removed
     assert payloads(client) == before  # and the stream reads in full
     if metadata_url.startswith("sqlite"):
         assert Path(metadata_url.removeprefix("sqlite:///")).stat().st_size > 0
@@ -113,21 +113,21 @@ def test_adding_a_record_pointing_into_stream_data_is_refused(client: tk.Client)
         client.catalog.add([{"feed": "F", "type": "Raw", "create_time": NOW, "location": "catalog/x.dat"},
                             {"feed": "F", "type": "Raw", "create_time": NOW, "location": chunks[0]}])
     assert str(caught.value) == (f"record 2: location {chunks[0]!r} lies inside tidekeep's stream data "
-                                 f"({client.storage.root}/streams)")
+                                 f"({client.workspace.storage.root}/streams)")
     assert remaining_ids(client) == set()  # nothing added, not even the good first record
 
 
 def test_purge_audit_names_the_files_and_bytes_it_removed(client: tk.Client) -> None:
     ids = insert_deleted(client, ["catalog/a.dat", "catalog/b.dat", "catalog/never-written.dat"])
     for name, size in (("a", 3), ("b", 5)):
-        path = Path(client.storage.full_path(f"catalog/{name}.dat"))
+        path = Path(client.workspace.storage.full_path(f"catalog/{name}.dat"))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"x" * size)
     report = client.catalog.purge()
     assert report.purged == 3
     [entry] = purge_audit(client)
     details = json.loads(entry["details"])
-    root = client.storage.root
+    root = client.workspace.storage.root
     assert details["files"] == [{"id": ids[0], "path": f"{root}/catalog/a.dat", "bytes": 3},
                                 {"id": ids[1], "path": f"{root}/catalog/b.dat", "bytes": 5}]
     assert (details["files_removed"], details["files_omitted"], entry["bytes_freed"]) == (2, 0, 8)
@@ -198,7 +198,7 @@ def test_data_roots_decide_absolute_locations_at_add(tmp_path: Path, metadata_ur
     try:
         root.mkdir()
         (root / "a.dat").write_bytes(b"a")
-        with plain.db.write() as conn:
+        with plain.workspace.db.write() as conn:
             conn.execute(sa.update(catalog_records).values(status="DELETED", status_time=NOW - 30 * DAY))
         report = plain.catalog.purge()
         assert report.failures == 3 and report.purged == 1  # catalog/d.dat: relative, never written
@@ -214,7 +214,7 @@ def test_a_symlink_inside_a_data_root_does_not_lead_the_purge_into_stream_data(c
     before = payloads(client)
     root = tmp_path / "feeds"
     root.mkdir()
-    (root / "streams-link").symlink_to(Path(client.storage.root) / "streams", target_is_directory=True)
+    (root / "streams-link").symlink_to(Path(client.workspace.storage.root) / "streams", target_is_directory=True)
     (root / "etc-link").symlink_to(tmp_path / "secret", target_is_directory=True)
     (tmp_path / "secret").mkdir()
     (tmp_path / "secret" / "key").write_bytes(b"k")
@@ -225,14 +225,14 @@ def test_a_symlink_inside_a_data_root_does_not_lead_the_purge_into_stream_data(c
         ids = rooted.catalog.add([  # lexically inside the data root: accepted at add time
             {"feed": "F", "type": "Raw", "create_time": NOW, "location": loc}
             for loc in (via_link, f"{root}/etc-link/key", f"{root}/real.dat")])
-        with rooted.db.write() as conn:
+        with rooted.workspace.db.write() as conn:
             conn.execute(sa.update(catalog_records).values(status="DELETED", status_time=NOW - 30 * DAY))
         report = rooted.catalog.purge()
     assert (report.purged, report.failures) == (1, 2) and remaining_ids(client) == set(ids[:2])
     errors = {f["location"]: f["error"] for f in report.failed}
-    real_chunk = f"{client.storage.root}/{chunks[0]}"
+    real_chunk = f"{client.workspace.storage.root}/{chunks[0]}"
     assert errors[via_link] == (f"location {via_link!r} resolves through a symlink to {real_chunk}, which lies "
-                                f"inside tidekeep's stream data ({client.storage.root}/streams)")
+                                f"inside tidekeep's stream data ({client.workspace.storage.root}/streams)")
     assert "outside the storage root and every catalog.data_roots entry" in errors[f"{root}/etc-link/key"]
     assert (tmp_path / "secret" / "key").read_bytes() == b"k" and not (root / "real.dat").exists()
     assert payloads(client) == before
@@ -242,7 +242,7 @@ def test_generate_refuses_feeds_whose_locations_reach_tidekeeps_areas(client: tk
     for feed in ("../streams", "a/../../archives/x", "../../escape"):
         with pytest.raises(tk.InvalidInput, match=rf"^generate: feed {re.escape(repr(feed))} would put records at "):
             client.catalog.generate(10, feeds=[feed], with_files=True)
-    assert remaining_ids(client) == set() and client.storage.list_files("streams") == []
+    assert remaining_ids(client) == set() and client.workspace.storage.list_files("streams") == []
     assert client.catalog.generate(5, feeds=["OK", "a/b"]).rows == 5
 
 
@@ -260,7 +260,7 @@ def test_the_audit_names_at_most_a_hundred_files_and_counts_them_all(tmp_path: P
         [entry] = purge_audit(client)
         details = json.loads(entry["details"])
         assert (details["files_removed"], details["files_omitted"], len(details["files"])) == (count, 3, 100)
-        assert details["files"][0] == {"id": ids[0], "path": f"{client.storage.root}/catalog/f0.dat",
+        assert details["files"][0] == {"id": ids[0], "path": f"{client.workspace.storage.root}/catalog/f0.dat",
                                        "bytes": 1}
         assert entry["bytes_freed"] == sum(range(1, count + 1))  # measured, all files
         assert details["record_bytes"] == 7 * count  # what the rows said (file_size)

@@ -123,7 +123,7 @@ def test_iso_text_matches_epoch_ms(moment: datetime) -> None:
 
 
 def rows(client: tk.Client) -> list[tuple]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return [tuple(r) for r in conn.execute(sa.select(catalog_records).order_by(catalog_records.c.id))]
 
 

@@ -17,14 +17,14 @@ from tidekeep.store.schema_catalog import catalog_dictionaries, catalog_rules
 
 def save_rules_document(client: tk.Client, document: object) -> None:
     """The saved rule set as the rules part stores it: row "default", a JSON list of rules."""
-    with client.db.write() as conn:
+    with client.workspace.db.write() as conn:
         conn.execute(sa.delete(catalog_rules))
         conn.execute(sa.insert(catalog_rules).values(name="default", version="00000000-0000-0000-0000-000000000001",
                                                      document=json.dumps(document), updated_ms=0, updated_by="test"))
 
 
 def stored(client: tk.Client) -> list[tuple]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return [tuple(r) for r in conn.execute(sa.select(catalog_dictionaries).order_by(catalog_dictionaries.c.name))]
 
 

@@ -20,7 +20,7 @@ DAY = 86_400_000
 
 
 def all_rows(client: tk.Client) -> list[dict]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return [dict(r._mapping) for r in conn.execute(sa.select(catalog_records).order_by(catalog_records.c.id))]
 
 
@@ -106,7 +106,7 @@ def test_generate_after_existing_records_and_then_add(client: tk.Client) -> None
 def test_generate_with_files(sqlite_client: tk.Client) -> None:
     sqlite_client.catalog.generate(50, seed=2, start_ms=NOW, with_files=True)
     for record in sqlite_client.catalog.records():
-        path = Path(sqlite_client.storage.full_path(record.location))
+        path = Path(sqlite_client.workspace.storage.full_path(record.location))
         assert path.read_text() == f"generated record {record.id}\n"
 
 

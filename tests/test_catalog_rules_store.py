@@ -17,6 +17,7 @@ from tidekeep.catalog.expressions import Condition, Operator, Term, parse
 from tidekeep.catalog.rules import RetentionRule, RuleSet
 from tidekeep.catalog.rules_store import RulesStore
 from tidekeep.errors import InvalidInput, NotFound
+from tidekeep.streams.of_workspace import stream_controller
 
 YAML = """\
 rules:
@@ -65,7 +66,7 @@ def test_save_from_file_list_and_ruleset(client: tk.Client, tmp_path: Path) -> N
 
     saved = RulesStore(client.workspace).saved()
     assert saved.updated_ms is not None and saved.updated_ms <= client.clock.now_ms()
-    assert saved.updated_by == client.streams.actor
+    assert saved.updated_by == stream_controller(client.workspace).actor
     entries = rules_audit(client)
     assert len(entries) == 3
     details = json.loads(entries[0]["details"])  # newest first

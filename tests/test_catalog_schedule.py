@@ -144,7 +144,7 @@ def two_clients(tmp_path: Path, metadata_url: str) -> Iterator[tuple[tk.Client, 
 
 
 def service(client: tk.Client, owner: str, task: CronTask) -> RetentionService:
-    return RetentionService(LeaseStore(client.db, client.clock), client.clock, owner, streams=lambda: [],
+    return RetentionService(LeaseStore(client.workspace.db, client.clock), client.clock, owner, streams=lambda: [],
                             cycle=lambda s: None, frequency_ms=60_000, ttl_ms=30_000, tasks=[task])
 
 
@@ -176,7 +176,7 @@ def test_two_services_run_the_job_and_the_purge_once_per_fire_time(
     assert [c[1] for c in calls] == ["job", "purge"] * 12  # the purge after each job, by the same owner
     assert all(calls[i][0] == calls[i + 1][0] for i in range(0, len(calls), 2))
     assert {c[0] for c in calls} == {"A", "B"}  # whichever looked first when it was due
-    lease = LeaseStore(a.db, clock).get(CATALOG_RESOURCE)
+    lease = LeaseStore(a.workspace.db, clock).get(CATALOG_RESOURCE)
     assert lease is not None and lease.owner is None and lease.work_done_ms == jobs[-1][2]
 
 
@@ -220,7 +220,7 @@ def test_a_failing_job_is_retried_with_backoff_and_never_stops_the_service(
     assert attempts == [ms(2024, 4, 1), ms(2024, 4, 1, 0, 1), ms(2024, 4, 1, 0, 3)]
     assert purges == [ms(2024, 4, 1, 0, 3)]  # no purge after a failed job
     assert (task.failures, task.retry_at_ms) == (0, None)
-    lease = LeaseStore(a.db, clock).get(CATALOG_RESOURCE)
+    lease = LeaseStore(a.workspace.db, clock).get(CATALOG_RESOURCE)
     assert lease is not None and lease.work_done_ms == ms(2024, 4, 1, 0, 3) and lease.owner is None
 
 
@@ -241,7 +241,7 @@ def test_a_failing_purge_fails_the_run_and_both_are_retried(
     clock.advance(19 * MINUTE)
     s.run_pass()
     assert calls == ["job", "purge"] and task.failures == 1
-    lease = LeaseStore(a.db, clock).get(CATALOG_RESOURCE)
+    lease = LeaseStore(a.workspace.db, clock).get(CATALOG_RESOURCE)
     assert lease is not None and lease.work_done_ms is None  # not recorded as run
     clock.advance(MINUTE)
     s.run_pass()
@@ -255,7 +255,7 @@ def test_a_held_catalog_lease_keeps_other_services_out(
     s = service(b, "B", catalog_task("0 0 * * *", run_job=lambda: calls.append("job"),
                                      purge=lambda: None))
     s.run_pass()
-    assert LeaseStore(a.db, clock).acquire(CATALOG_RESOURCE, "A-running-long", 3_600_000).granted
+    assert LeaseStore(a.workspace.db, clock).acquire(CATALOG_RESOURCE, "A-running-long", 3_600_000).granted
     clock.advance(19 * MINUTE)
     s.run_pass()
     assert calls == []  # A holds the lease (a long run): B does not start a second one

@@ -41,22 +41,22 @@ def test_two_services_run_the_real_job_then_the_purge_once_per_midnight(tmp_path
         young, old = a.catalog.add([{"feed": "F", "type": "Raw", "create_time": START - 1 * DAY},
                                     {"feed": "F", "type": "Raw", "create_time": START - 5 * DAY,
                                      "location": "catalog/old.dat", "file_size": 3}])
-        Path(a.storage.full_path("catalog/old.dat")).parent.mkdir(parents=True)
-        Path(a.storage.full_path("catalog/old.dat")).write_bytes(b"old")
-        services = [RetentionService(LeaseStore(c.db, clock), clock, f"owner-{i}", streams=lambda: [],
+        Path(a.workspace.storage.full_path("catalog/old.dat")).parent.mkdir(parents=True)
+        Path(a.workspace.storage.full_path("catalog/old.dat")).write_bytes(b"old")
+        services = [RetentionService(LeaseStore(c.workspace.db, clock), clock, f"owner-{i}", streams=lambda: [],
                                      cycle=lambda s: None, frequency_ms=60_000, ttl_ms=60_000,
                                      tasks=[catalog_task("0 0 * * *", run_job=c.catalog.run,
                                                          purge=c.catalog.purge)])
                     for i, c in enumerate(clients)]
 
         def status(record_id: int) -> tuple[str, int] | None:
-            with a.db.read() as conn:
+            with a.workspace.db.read() as conn:
                 row = conn.execute(sa.select(catalog_records.c.status, catalog_records.c.status_time)
                                    .where(catalog_records.c.id == record_id)).one_or_none()
             return None if row is None else (row.status, row.status_time)
 
         def runs() -> list[tuple[str, str, int]]:
-            with a.db.read() as conn:
+            with a.workspace.db.read() as conn:
                 return [(r.kind, r.state, r.now_ms) for r in conn.execute(
                     sa.select(catalog_runs).order_by(catalog_runs.c.id))]
 
@@ -75,7 +75,7 @@ def test_two_services_run_the_real_job_then_the_purge_once_per_midnight(tmp_path
         look(3)  # the next midnight: the old record has been DELETED for a day, so the purge takes it
         assert [r[:2] for r in runs()] == [("retention", "SUCCEEDED"), ("purge", "SUCCEEDED")] * 2
         assert runs()[2][2] == MIDNIGHT_2
-        assert status(old) is None and not Path(a.storage.full_path("catalog/old.dat")).exists()
+        assert status(old) is None and not Path(a.workspace.storage.full_path("catalog/old.dat")).exists()
         assert status(young)[0] == "UNLOCKED"  # type: ignore[index]  # 2 days old at MIDNIGHT_2: kept
     finally:
         for c in clients:
@@ -96,9 +96,9 @@ def test_serve_once_runs_the_due_catalog_job_and_purge_and_no_catalog_skips_them
         client.catalog.add([{"feed": "F", "type": "Raw", "create_time": now - 90 * DAY,
                                         "status": "DELETED", "status_time": now - 30 * DAY,
                                         "location": "catalog/r.dat", "file_size": 1}])
-        Path(client.storage.full_path("catalog/r.dat")).parent.mkdir(parents=True)
-        Path(client.storage.full_path("catalog/r.dat")).write_bytes(b"r")
-        leases = LeaseStore(client.db, client.clock)
+        Path(client.workspace.storage.full_path("catalog/r.dat")).parent.mkdir(parents=True)
+        Path(client.workspace.storage.full_path("catalog/r.dat")).write_bytes(b"r")
+        leases = LeaseStore(client.workspace.db, client.clock)
 
         def last_run(at_ms: int) -> None:  # as if a service ran the catalog two days ago
             version = leases.acquire("catalog", "setup", 60_000).lease.version
@@ -119,7 +119,7 @@ def test_serve_once_runs_the_due_catalog_job_and_purge_and_no_catalog_skips_them
         assert len([line for line in lines if "catalog job: run " in line]) == 1, done.stderr
         [purged] = [line for line in lines if "catalog purge: " in line]
         assert "catalog purge: purged 1 records (1 bytes) in 1 batches; 0 failures; 0 held" in purged
-        assert client.catalog.count() == 0 and not Path(client.storage.full_path("catalog/r.dat")).exists()
+        assert client.catalog.count() == 0 and not Path(client.workspace.storage.full_path("catalog/r.dat")).exists()
         lease = leases.get("catalog")
         assert lease is not None and lease.owner is None and lease.work_done_ms is not None
         assert lease.work_done_ms > now  # the run began after this test started

@@ -25,7 +25,7 @@ def verdicts(rows: list[tuple[int, int, int | None, bool]]) -> pa.RecordBatch:
 
 
 def status_of(client: tk.Client) -> dict[int, str]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return dict(conn.execute(sa.select(catalog_records.c.id, catalog_records.c.status)).all())
 
 
@@ -83,7 +83,7 @@ def test_sqlite_deletes_a_slice_by_rowid_not_by_walking_the_status_index(sqlite_
     sqlite_client.catalog.add([{"feed": "F", "type": "T", "create_time": i} for i in range(50)])
     spec = DeleteSpec(sqlite_client.settings.metadata_url, NOW, 10)
     [statement] = by_ids(list(range(1, 30)), spec, sa.false(), postgres=False)
-    with sqlite_client.db.engine.connect() as conn:
+    with sqlite_client.workspace.db.engine.connect() as conn:
         sql = str(statement.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
         plan = " ".join(str(row[3]) for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
     assert "PRIMARY KEY" in plan and "status" not in plan, plan

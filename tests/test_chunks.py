@@ -21,14 +21,14 @@ STREAM = "s/chunks"
 def _fill(client: tk.Client, events: int = 60, segments: int = 2) -> list[bytes]:
     client.create_stream(STREAM, tk.StreamConfig(segments=segments))
     payloads = [f"event-{i:03d}".encode() for i in range(events)]
-    with client.writer(STREAM, "w1", batch_size="256B") as writer:
+    with client.stream(STREAM).writer("w1", batch_size="256B") as writer:
         for i, payload in enumerate(payloads):
             writer.write(payload, routing_key=f"k{i % 7}")
     return payloads
 
 
 def _full_path(client: tk.Client, rel: str) -> Path:
-    return Path(client.storage.full_path(rel))
+    return Path(client.workspace.storage.full_path(rel))
 
 
 def test_every_committed_chunk_is_a_zstd_parquet_file(client: tk.Client) -> None:
@@ -45,7 +45,7 @@ def test_every_committed_chunk_is_a_zstd_parquet_file(client: tk.Client) -> None
             columns = parquet.metadata.row_group(group)
             assert {columns.column(i).compression for i in range(columns.num_columns)} == {"ZSTD"}
     assert total == len(payloads)
-    assert sorted(e.payload for e in client.read(STREAM)) == sorted(payloads)
+    assert sorted(e.payload for e in client.stream(STREAM).read()) == sorted(payloads)
 
 
 def _victim(client: tk.Client) -> tuple[str, Path]:
@@ -59,11 +59,11 @@ def test_missing_chunk_is_reported_by_name(client: tk.Client) -> None:
     rel, full = _victim(client)
     full.unlink()
     with pytest.raises(tk.ChunkMissing, match=r"chunk file .* is missing") as info:
-        list(client.read(STREAM))
+        list(client.stream(STREAM).read())
     assert info.value.path == rel
     assert rel in str(info.value)
     with pytest.raises(tk.ChunkMissing):  # the columnar read path too
-        list(client.read_batches(STREAM))
+        list(client.stream(STREAM).read_batches())
 
 
 def _garbage(full: Path) -> None:
@@ -96,12 +96,12 @@ def test_corrupt_chunk_is_reported_by_name(client: tk.Client, damage) -> None:  
     rel, full = _victim(client)
     damage(full)
     with pytest.raises(tk.CorruptChunk, match=r"chunk file .* is corrupt") as info:
-        list(client.read(STREAM))
+        list(client.stream(STREAM).read())
     assert info.value.path == rel
     assert rel in str(info.value)
     assert "\n" not in str(info.value)
     with pytest.raises(tk.CorruptChunk):
-        list(client.read_batches(STREAM))
+        list(client.stream(STREAM).read_batches())
 
 
 def test_undamaged_chunks_still_read_before_the_damaged_one(client: tk.Client) -> None:
@@ -111,7 +111,7 @@ def test_undamaged_chunks_still_read_before_the_damaged_one(client: tk.Client) -
     _garbage(_full_path(client, rows[-1].path))
     got: list[bytes] = []
     with pytest.raises(tk.CorruptChunk):
-        for event in client.read(STREAM):
+        for event in client.stream(STREAM).read():
             got.append(event.payload)
     assert got == payloads[: len(got)]
     assert len(got) == sum(r.event_count for r in rows[:-1])
@@ -128,7 +128,7 @@ def test_chunk_file_is_written_before_its_metadata_commit(client: tk.Client, met
     assert files  # the chunk files are on storage ...
     assert all(f.endswith(".parquet") and "/w1-1-" in f for f in files)
     assert referenced_paths(client) == set()  # ... and no chunk row references them
-    assert list(client.read(STREAM)) == []  # readers see nothing
-    assert all(offset == 0 for offset in client.tail_cut(STREAM).positions.values())
-    with client.writer(STREAM, "w1") as writer:
+    assert list(client.stream(STREAM).read()) == []  # readers see nothing
+    assert all(offset == 0 for offset in client.stream(STREAM).tail_cut().positions.values())
+    with client.stream(STREAM).writer("w1") as writer:
         assert writer.last_sequence == 0

@@ -345,7 +345,7 @@ def test_sweep_deletes_only_old_orphans(in_process: InProcess) -> None:
     tk.init_workspace(home)
     with tk.connect(home, settings={"writer.linger": 0}, create=True) as client:
         client.create_stream("s/w")
-        with client.writer("s/w", "w1") as writer:
+        with client.stream("s/w").writer("w1") as writer:
             writer.write(b"kept")
     orphan = home / "data" / "streams" / "s" / "orphan.parquet"
     orphan.write_bytes(b"not committed")
@@ -379,13 +379,13 @@ def bad_input_workspace(tmp_path: Path) -> dict[str, str]:
     tk.init_workspace(home)
     with tk.connect(home, settings={"writer.linger": 0}, create=True) as client:
         client.create_stream("b/s", tk.StreamConfig(segments=2))
-        with client.writer("b/s", "w1") as writer:
+        with client.stream("b/s").writer("w1") as writer:
             for i in range(100):
                 writer.write(f"k{i % 16},{i}".encode(), routing_key=f"k{i % 16}")
-        events = list(client.read("b/s"))
+        events = list(client.stream("b/s").read())
         in_0 = [e.offset for e in events if e.segment == 0]
         in_1 = [e.offset for e in events if e.segment == 1]
-        client.truncate("b/s", f"b/s:0.0={in_0[5]},0.1={in_1[5]}")
+        client.stream("b/s").truncate(f"b/s:0.0={in_0[5]},0.1={in_1[5]}")
         client.create_stream("b/other")
     return {"original_head": "b/s:0.0=0,0.1=0", "off_boundary": f"b/s:0.0={in_0[8] + 1},0.1={in_1[8]}"}
 

@@ -177,10 +177,10 @@ def test_the_library_refuses_ids_beyond_64_bits(tmp_path: Path) -> None:
         for call in (lambda: client.catalog.get(INT64_MAX + 1), lambda: client.catalog.explain(INT64_MAX + 1),
                      lambda: client.catalog.records(after_id=INT64_MAX + 1), lambda: client.archives.job(INT64_MAX + 1),
                      lambda: client.archives.cancel(INT64_MAX + 1), lambda: client.holds.remove(INT64_MAX + 1),
-                     lambda: client.split("sc/s", "0.0", 10_001)):
+                     lambda: client.stream("sc/s").split("0.0", 10_001)):
             with pytest.raises(InvalidInput):
                 call()
-        assert [s["segment"] for s in client.describe_stream("sc/s")["segments"]] == ["0.0"]  # not split
+        assert [s["segment"] for s in client.stream("sc/s").describe()["segments"]] == ["0.0"]  # not split
 
 
 # ---- paths under a file -------------------------------------------------------------------------
@@ -405,7 +405,7 @@ def fuzz_world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     home = root / "ws"
     with tk.connect(home, create=True) as client:
         client.create_stream("sc/s", tk.StreamConfig(segments=2))
-        with client.writer("sc/s", "w1") as writer:
+        with client.stream("sc/s").writer("w1") as writer:
             writer.write(b"event", routing_key="k")
         client.holds.add("stream", "sc/s", "fuzz")
         client.catalog.add([{"feed": "F", "type": "T", "create_time": 1000}])

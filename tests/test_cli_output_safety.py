@@ -53,7 +53,7 @@ def assert_escaped(line: str) -> None:
 def test_a_forged_truncation_reason_stays_on_its_audit_line(run: Any, home: Path) -> None:
     ok(run("init"))
     ok(run("stream", "create", "t/s"))
-    with tk.connect(home) as client, client.writer("t/s", "w") as writer:
+    with tk.connect(home) as client, client.stream("t/s").writer("w") as writer:
         for i in range(3):
             writer.write(f"event {i}".encode(), "k")
     tail = ok(run("stream", "tail", "t/s")).stdout.strip()
@@ -129,7 +129,7 @@ def test_event_payloads_print_one_line_per_event(run: Any, home: Path) -> None:
     ok(run("init"))
     ok(run("stream", "create", "t/s"))
     payloads = [FORGED.encode(), b"plain", b"tab\there", b"bad utf-8 \xff\x1b[2J"]
-    with tk.connect(home) as client, client.writer("t/s", "w") as writer:
+    with tk.connect(home) as client, client.stream("t/s").writer("w") as writer:
         for payload in payloads:
             writer.write(payload, "k")
     text = ok(run("stream", "read", "t/s")).stdout

@@ -34,7 +34,7 @@ def test_a_decimal_policy_prints_in_decimal_units_and_exactly(tmp_path: Path) ->
 
     # the retention decision compares amounts in the same exact form as its policy
     ok(home, "stream", "policy", "u/s", "--size", "1KB:2KB")
-    with tk.connect(home) as client, client.writer("u/s", "w") as writer:
+    with tk.connect(home) as client, client.stream("u/s").writer("w") as writer:
         for _ in range(30):
             writer.write(b"x" * 92, "k")  # 30 events of 8 + 92 logical bytes: 3000 B
     preview = ok(home, "retention", "preview", "u/s")
@@ -54,7 +54,7 @@ def test_byte_counts_in_tables_are_human_readable_and_exact_in_json(tmp_path: Pa
     assert json.loads(ok(home, "catalog", "list", "--json"))[0]["file_size"] == 123_456_789
 
     ok(home, "stream", "create", "u/s")
-    with tk.connect(home) as client, client.writer("u/s", "w") as writer:
+    with tk.connect(home) as client, client.stream("u/s").writer("w") as writer:
         for _ in range(40):
             writer.write(b"y" * 92, "k")  # 4000 logical bytes
     tail = ok(home, "stream", "tail", "u/s").strip()

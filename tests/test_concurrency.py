@@ -98,14 +98,14 @@ def test_two_writers_a_reader_and_scaling(client: tk.Client, metadata_url: str, 
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     with workload(metadata_url, tmp_path) as work:
         work.wait_for(lambda: event_count(client) >= 500, "500 events")
-        client.split(STREAM, "0.0", 2)  # -> 1.2 and 1.3
+        client.stream(STREAM).split("0.0", 2)  # -> 1.2 and 1.3
         work.wait_for(lambda: event_count(client) >= 1000, "1000 events")
-        client.merge(STREAM, ["1.3", "0.1"])  # -> 2.4
+        client.stream(STREAM).merge(["1.3", "0.1"])  # -> 2.4
         work.wait_for(lambda: event_count(client) >= 1500, "1500 events")
         work.stop()
 
     expected = work.committed()
-    events = list(client.read(STREAM))
+    events = list(client.stream(STREAM).read())
     assert Counter(e.payload for e in events) == expected  # nothing lost, nothing duplicated
     runs = check_per_key_runs(events)  # per-key order within each writer
     assert sum(end for _, end in runs.values()) == sum(expected.values())
@@ -130,17 +130,17 @@ def test_two_writers_a_reader_and_truncation(client: tk.Client, metadata_url: st
         for round_number, threshold in enumerate((300, 600, 900, 1200)):
             work.wait_for(lambda threshold=threshold: event_count(client) >= threshold, f"{threshold} events")
             if round_number == 2:
-                client.split(STREAM, "0.1", 2)  # truncations before and after a scale
-            tail = client.tail_cut(STREAM)
-            freed = list(client.read(STREAM, start=client.head_cut(STREAM), end=tail))
-            result = client.truncate(STREAM, tail, reason=f"round {round_number}")
+                client.stream(STREAM).split("0.1", 2)  # truncations before and after a scale
+            tail = client.stream(STREAM).tail_cut()
+            freed = list(client.stream(STREAM).read(start=client.stream(STREAM).head_cut(), end=tail))
+            result = client.stream(STREAM).truncate(tail, reason=f"round {round_number}")
             assert result.bytes_freed == sum(EVENT_HEADER_BYTES + len(e.payload) for e in freed)
             truncated.update(e.payload for e in freed)
         work.wait_for(lambda: event_count(client) >= 1500, "1500 events")
         work.stop()
 
     expected = work.committed()
-    events = list(client.read(STREAM))
+    events = list(client.stream(STREAM).read())
     remaining = Counter(e.payload for e in events)
     assert not remaining & truncated
     assert remaining + truncated == expected  # every event either truncated or still there, once

@@ -83,7 +83,7 @@ def setup(tmp_path: Path, metadata_url: str) -> Iterator[tuple[tk.Client, Reader
     url = metadata_url  # SQLite and PostgreSQL
     client = tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"),
                         settings={"writer.linger": 0, "retention.frequency": "1ms"}, create=True)
-    client.db.ensure_schema()
+    client.workspace.db.ensure_schema()
     readers = Readers(worker_env(url, tmp_path / "data", tmp_path / "ws"), tmp_path)
     yield client, readers
     readers.kill_all()
@@ -93,19 +93,19 @@ def setup(tmp_path: Path, metadata_url: str) -> Iterator[tuple[tk.Client, Reader
 def effective_cuts(client: tk.Client) -> dict[str, dict[int, int]]:
     """Each subscriber's cut as retention sees it: acknowledged, or the group's start cut."""
     return {s.reader_group: dict(s.positions if s.positions is not None else s.start_positions)
-            for s in client.subscribers(STREAM)}
+            for s in client.stream(STREAM).subscribers()}
 
 
 def at_or_before(client: tk.Client, a: dict[int, int], b: dict[int, int]) -> bool:
-    return compare_cuts(a, b, client.stream_state(STREAM).ranges()) in (CutOrder.BEFORE, CutOrder.EQUAL)
+    return compare_cuts(a, b, client.stream(STREAM).state().ranges()) in (CutOrder.BEFORE, CutOrder.EQUAL)
 
 
 def same(client: tk.Client, a: dict[int, int] | None, b: dict[int, int]) -> bool:
-    return a is not None and compare_cuts(a, b, client.stream_state(STREAM).ranges()) is CutOrder.EQUAL
+    return a is not None and compare_cuts(a, b, client.stream(STREAM).state().ranges()) is CutOrder.EQUAL
 
 
 def size_now(client: tk.Client) -> int:
-    return client.describe_stream(STREAM)["size_bytes"]
+    return client.stream(STREAM).describe()["size_bytes"]
 
 
 class Cycles:
@@ -113,7 +113,7 @@ class Cycles:
 
     def __init__(self, client: tk.Client, readers: Readers) -> None:
         self.client, self.readers = client, readers
-        self.writer = client.writer(STREAM, "w")
+        self.writer = client.stream(STREAM).writer("w")
         self.decisions: list[RetentionDecision] = []
         self.written = 0
 
@@ -128,7 +128,7 @@ class Cycles:
         self.readers.check_alive()
         decision = self.client.retention.run(STREAM)
         self.decisions.append(decision)
-        head = self.client.head_cut(STREAM).positions
+        head = self.client.stream(STREAM).head_cut().positions
         # acknowledgements only move forward, so checking against the cuts read now is safe
         cuts = effective_cuts(self.client)
         if decision.case in FORCED:
@@ -154,7 +154,7 @@ class Cycles:
 
 def caught_up(client: tk.Client, *groups: str) -> Callable[[], bool]:
     def check() -> bool:
-        state, cuts = client.stream_state(STREAM), effective_cuts(client)
+        state, cuts = client.stream(STREAM).state(), effective_cuts(client)
         return all(size_between(cuts[g], state.tail(), state.segments) == 0 for g in groups)
 
     return check
@@ -168,14 +168,14 @@ def test_two_subscribers_at_different_speeds_release_and_stop_acknowledging(
         client.create_reader_group(group, tk.ReaderGroupConfig(
             streams=[STREAM], retention_type=tk.RetentionType.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT,
             automatic_checkpoint_interval=150, skip_truncated=True))
-    initial_head = client.head_cut(STREAM).positions
+    initial_head = client.stream(STREAM).head_cut().positions
     readers.start("fast", pace=0.0)
     readers.start("slow", pace=0.01)
     cycles = Cycles(client, readers)
 
     # phase 1: both subscribers read; retention follows the slower one, across a split in the middle
     cycles.rounds(6, pause_s=0.25)
-    client.split(STREAM, segment_id(0, 0))
+    client.stream(STREAM).split(segment_id(0, 0))
     cycles.rounds(6, pause_s=0.25)
     cycles.write_round()
     wait_for(caught_up(client, "slow", "fast"), "both groups to acknowledge the tail", readers)
@@ -183,15 +183,15 @@ def test_two_subscribers_at_different_speeds_release_and_stop_acknowledging(
     assert final.case == "i" and same(client, final.cut, effective_cuts(client)["slow"])
     phase1 = cycles.decisions
     assert sum(d.cut is not None and d.case == "i" for d in phase1) >= 3, [(d.case, d.rule) for d in phase1]
-    ranges = client.stream_state(STREAM).ranges()
+    ranges = client.stream(STREAM).state().ranges()
     behind = [d for d in phase1 if d.cut is not None and len(d.subscribers) == 2 and compare_cuts(
         *(v.positions for v in sorted(d.subscribers, key=lambda v: v.reader_group != "slow")), ranges)
         is CutOrder.BEFORE]
     # the slow group lagged behind the fast one, and those cycles truncated exactly at its cut
     assert behind and all(same(client, d.cut, next(v.positions for v in d.subscribers if v.reader_group == "slow"))
                           for d in behind), [(d.case, d.reason) for d in phase1]
-    assert compare_cuts(initial_head, client.head_cut(STREAM).positions,
-                        client.stream_state(STREAM).ranges()) is CutOrder.BEFORE
+    assert compare_cuts(initial_head, client.stream(STREAM).head_cut().positions,
+                        client.stream(STREAM).state().ranges()) is CutOrder.BEFORE
 
     # phase 2: the slow group stops; what it has not read stays, then resetting it to NONE releases it
     readers.stop("slow")
@@ -201,13 +201,13 @@ def test_two_subscribers_at_different_speeds_release_and_stop_acknowledging(
     held = cycles.cycle()
     assert held.cut is None and held.case is not None
     # held at the slow group's acknowledgement
-    assert same(client, client.head_cut(STREAM).positions, slow_cut)
+    assert same(client, client.stream(STREAM).head_cut().positions, slow_cut)
     client.reader_group("slow").reset(tk.ReaderGroupConfig(streams=[STREAM], retention_type=tk.RetentionType.NONE))
     released = cycles.cycle()
     assert [v.reader_group for v in released.subscribers] == ["fast"]
     assert released.case == "i" and same(client, released.cut, effective_cuts(client)["fast"])
-    assert compare_cuts(slow_cut, client.head_cut(STREAM).positions,
-                        client.stream_state(STREAM).ranges()) is CutOrder.BEFORE
+    assert compare_cuts(slow_cut, client.stream(STREAM).head_cut().positions,
+                        client.stream(STREAM).state().ranges()) is CutOrder.BEFORE
     assert size_now(client) == 0  # a message queue: min 0 and everything consumed
 
     # phase 3: the fast group stops acknowledging; it holds data only up to the maximum
@@ -223,7 +223,7 @@ def test_two_subscribers_at_different_speeds_release_and_stop_acknowledging(
             assert decision.cut is None, decision.reason  # LB is the head: only the maximum truncates
     assert forced, [(d.case, d.rule) for d in cycles.decisions[-14:]]
     assert size_now(client) <= MAX_BYTES
-    assert not at_or_before(client, client.head_cut(STREAM).positions, fast_cut)  # the max overrode it
+    assert not at_or_before(client, client.stream(STREAM).head_cut().positions, fast_cut)  # the max overrode it
 
     # consumption truncations are audited with the subscribers that allowed them
     history = client.retention.history(STREAM, limit=200)

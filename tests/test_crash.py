@@ -30,7 +30,7 @@ def env_for(metadata_url: str, tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def _commit_batches(client: tk.Client, first: int, last: int) -> list[tuple[bytes, str | None]]:
     committed: list[tuple[bytes, str | None]] = []
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         for sequence in range(first, last + 1):
             events = batch_events("w1", sequence, PER_BATCH)
             assert writer.write_batch(events, sequence=sequence)
@@ -39,7 +39,7 @@ def _commit_batches(client: tk.Client, first: int, last: int) -> list[tuple[byte
 
 
 def _assert_reads_exactly(client: tk.Client, committed: list[tuple[bytes, str | None]]) -> None:
-    events = list(client.read(STREAM))
+    events = list(client.stream(STREAM).read())
     assert Counter((e.payload, e.routing_key) for e in events) == Counter(committed)
     per_key: dict[str | None, list[bytes]] = defaultdict(list)
     for event in events:
@@ -72,14 +72,14 @@ def test_crash_before_commit_loses_nothing_and_the_replay_commits_once(client: t
     assert referenced_paths(client) <= stored_files(client)
 
     replayed = batch_events("w1", 4, PER_BATCH)
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         assert writer.last_sequence == 3
-        client.split(STREAM, "0.1", 2)  # the replay is routed to a sealed segment first: it must re-route
+        client.stream(STREAM).split("0.1", 2)  # the replay is routed to a sealed segment first: it must re-route
         assert writer.write_batch(replayed, sequence=4) is True
         assert writer.write_batch(replayed, sequence=4) is False
     _assert_reads_exactly(client, committed + replayed)
     sealed = segment_id(0, 1)
-    assert not [e for e in client.read(STREAM) if e.segment == sealed and e.payload.startswith(b"w1:4:")]
+    assert not [e for e in client.stream(STREAM).read() if e.segment == sealed and e.payload.startswith(b"w1:4:")]
     _sweep_leaves_exactly_the_referenced_files(client, leftovers)
     _assert_reads_exactly(client, committed + replayed)
 
@@ -94,7 +94,7 @@ def test_crash_after_commit_keeps_the_batch_and_the_replay_is_a_duplicate(client
     _assert_reads_exactly(client, committed + batch3)  # committed before the crash: kept
     assert stored_files(client) == referenced_paths(client)
 
-    client.merge(STREAM, ["0.0", "0.1"])
+    client.stream(STREAM).merge(["0.0", "0.1"])
     # the restarted writer does not know whether batch 3 landed and replays it, in a new process
     replay = run_worker(["write-batches", "--stream", STREAM, "--writer", "w1", "--first-seq", "3",
                          "--batches", "2", "--per-batch", str(PER_BATCH)], env_for(None))
@@ -107,7 +107,7 @@ def test_crash_after_commit_keeps_the_batch_and_the_replay_is_a_duplicate(client
 
 
 def _cut_in_the_middle(client: tk.Client) -> str:
-    events = list(client.read(STREAM))
+    events = list(client.stream(STREAM).read())
     positions = []
     for seg in sorted({e.segment for e in events}):
         offsets = sorted(e.offset for e in events if e.segment == seg)
@@ -117,16 +117,16 @@ def _cut_in_the_middle(client: tk.Client) -> str:
 
 def test_crash_after_truncate_commit_leaves_only_unreferenced_files(client: tk.Client, env_for) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    with client.writer(STREAM, "w1", batch_size="512B") as writer:
+    with client.stream(STREAM).writer("w1", batch_size="512B") as writer:
         for i in range(200):
             writer.write(f"event-{i:04d}".encode(), routing_key=f"k{i % 6}")
-    before = list(client.read(STREAM))
-    cut = client.resolve_cut(STREAM, _cut_in_the_middle(client))
+    before = list(client.stream(STREAM).read())
+    cut = client.stream(STREAM).resolve_cut(_cut_in_the_middle(client))
     files_before = stored_files(client)
 
     _crash(["truncate", "--stream", STREAM, "--cut", str(cut)], env_for("truncate.after_commit"))
 
-    assert client.head_cut(STREAM) == cut  # the head moved: it was committed
+    assert client.stream(STREAM).head_cut() == cut  # the head moved: it was committed
     expected = [(e.payload, e.routing_key) for e in before if e.offset >= cut.positions[e.segment]]
     _assert_reads_exactly(client, expected)
     leftovers = stored_files(client) - referenced_paths(client)
@@ -143,15 +143,15 @@ def test_crash_after_delete_commit_leaves_files_the_sweep_removes(client: tk.Cli
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     old = _commit_batches(client, 1, 3)
     client.create_stream("s/bystander", tk.StreamConfig(segments=1))
-    with client.writer("s/bystander", "w9") as writer:
+    with client.stream("s/bystander").writer("w9") as writer:
         writer.write(b"keep me", routing_key="k")
     bystander_files = {p for p in referenced_paths(client) if "/bystander-" in p}
-    client.seal_stream(STREAM)
+    client.stream(STREAM).seal()
 
     _crash(["delete", "--stream", STREAM], env_for("delete.after_commit"))
 
     with pytest.raises(tk.NotFound, match=f"stream '{STREAM}' does not exist"):
-        client.stream_state(STREAM)
+        client.stream(STREAM).state()
     assert [s.name for s in client.list_streams()] == ["s/bystander"]
     leftovers = stored_files(client) - referenced_paths(client)
     assert leftovers and not leftovers & bystander_files
@@ -159,13 +159,13 @@ def test_crash_after_delete_commit_leaves_files_the_sweep_removes(client: tk.Cli
     assert client.audit(STREAM)[0]["action"] == "delete_stream"
     _sweep_leaves_exactly_the_referenced_files(client, leftovers)
     assert stored_files(client) == bystander_files
-    assert [e.payload for e in client.read("s/bystander")] == [b"keep me"]
+    assert [e.payload for e in client.stream("s/bystander").read()] == [b"keep me"]
 
     # a stream with the same name starts empty and never sees the old data
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    assert list(client.read(STREAM)) == []
-    assert set(client.tail_cut(STREAM).positions.values()) == {0}
-    with client.writer(STREAM, "w1") as writer:
+    assert list(client.stream(STREAM).read()) == []
+    assert set(client.stream(STREAM).tail_cut().positions.values()) == {0}
+    with client.stream(STREAM).writer("w1") as writer:
         assert writer.last_sequence == 0  # the old writer's sequence went with the old stream
         assert writer.write_batch(batch_events("w1", 1, PER_BATCH), sequence=1) is True
     new = batch_events("w1", 1, PER_BATCH)

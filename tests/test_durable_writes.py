@@ -34,7 +34,7 @@ def _events(count: int) -> tuple[list[bytes], list[str]]:
 
 
 def _ready(client: tk.Client) -> tk.Client:
-    client.db.ensure_schema()  # the commit recorder queries tables that must exist
+    client.workspace.db.ensure_schema()  # the commit recorder queries tables that must exist
     return client
 
 
@@ -55,16 +55,16 @@ def test_writer_chunks_are_on_disk_before_the_commit_that_shows_them(
     client.create_stream(STREAM, tk.StreamConfig(segments=3))
     recorder = DurabilityRecorder(monkeypatch)
     payloads, keys = _events(300)
-    with recorder.commits_of(client.db.engine, CHUNK_PATHS), \
-            client.writer(STREAM, "w1", batch_size="2KiB") as writer:
+    with recorder.commits_of(client.workspace.db.engine, CHUNK_PATHS), \
+            client.stream(STREAM).writer("w1", batch_size="2KiB") as writer:
         writer.write_many(payloads, keys)
         writer.flush()
     rows = chunk_rows(client, STREAM)
     assert len(rows) > 3  # several flushes, into every segment
     for row in rows:
-        full = client.storage.full_path(row.path)
-        assert_on_disk(recorder.first_commit_showing(row.path).synced_before, full, full, client.storage.root)
-    assert sorted(e.payload for e in client.read(STREAM)) == sorted(payloads)
+        full = client.workspace.storage.full_path(row.path)
+        assert_on_disk(recorder.first_commit_showing(row.path).synced_before, full, full, client.workspace.storage.root)
+    assert sorted(e.payload for e in client.stream(STREAM).read()) == sorted(payloads)
 
 
 def test_staged_transaction_chunks_are_on_disk_before_the_staging_commit(
@@ -73,19 +73,19 @@ def test_staged_transaction_chunks_are_on_disk_before_the_staging_commit(
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     recorder = DurabilityRecorder(monkeypatch)
     payloads, keys = _events(120)
-    with recorder.commits_of(client.db.engine, STAGED_PATHS):
-        txn = client.transactional_writer(STREAM, "tw").begin()
+    with recorder.commits_of(client.workspace.db.engine, STAGED_PATHS):
+        txn = client.stream(STREAM).transactional_writer("tw").begin()
         for payload, key in zip(payloads, keys, strict=True):
             txn.write(payload, key)
         txn.flush()
-        assert list(client.read(STREAM)) == []  # staged: invisible until the commit
+        assert list(client.stream(STREAM).read()) == []  # staged: invisible until the commit
         txn.commit()
     rows = chunk_rows(client, STREAM)
     assert rows and all(f"/txn/{txn.id}/" in row.path for row in rows)
     for row in rows:  # the first commit naming the file is the staging one; the append reuses the file
-        full = client.storage.full_path(row.path)
-        assert_on_disk(recorder.first_commit_showing(row.path).synced_before, full, full, client.storage.root)
-    assert sorted(e.payload for e in client.read(STREAM)) == sorted(payloads)
+        full = client.workspace.storage.full_path(row.path)
+        assert_on_disk(recorder.first_commit_showing(row.path).synced_before, full, full, client.workspace.storage.root)
+    assert sorted(e.payload for e in client.stream(STREAM).read()) == sorted(payloads)
 
 
 def test_with_fsync_off_writers_and_transactions_sync_nothing(
@@ -94,27 +94,27 @@ def test_with_fsync_off_writers_and_transactions_sync_nothing(
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     recorder = DurabilityRecorder(monkeypatch)
     payloads, keys = _events(100)
-    with client.writer(STREAM, "w1", batch_size="1KiB") as writer:
+    with client.stream(STREAM).writer("w1", batch_size="1KiB") as writer:
         writer.write_many(payloads, keys)
-    txn = client.transactional_writer(STREAM, "tw").begin()
+    txn = client.stream(STREAM).transactional_writer("tw").begin()
     txn.write(b"in a transaction", "k")
     txn.commit()
-    assert len(list(client.read(STREAM))) == len(payloads) + 1
+    assert len(list(client.stream(STREAM).read())) == len(payloads) + 1
     assert recorder.synced == []
 
 
 def test_sqlite_commits_with_synchronous_full(sqlite_client: tk.Client) -> None:
     # PRAGMA synchronous: 1 = NORMAL (the WAL is synced at checkpoints), 2 = FULL (at every commit)
-    with sqlite_client.db.write() as conn:
+    with sqlite_client.workspace.db.write() as conn:
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar_one() == 2
-    with sqlite_client.db.read() as conn:
+    with sqlite_client.workspace.db.read() as conn:
         assert conn.exec_driver_sql("PRAGMA synchronous").scalar_one() == 2
 
 
 def test_sqlite_without_fsync_commits_with_synchronous_normal(tmp_path: Path) -> None:
     client = tk.connect(home=tmp_path / "ws", settings={"storage.fsync": False}, create=True)
     try:
-        with client.db.write() as conn:
+        with client.workspace.db.write() as conn:
             assert conn.exec_driver_sql("PRAGMA synchronous").scalar_one() == 1
     finally:
         client.close()
@@ -139,19 +139,19 @@ def test_ingested_archives_are_on_disk_before_they_are_registered(
     client = _ready(sqlite_client)
     recorder = DurabilityRecorder(monkeypatch, executor_log=tmp_path / "executor-fsyncs.jsonl")
     with executor_fsyncs_recorded(spark, recorder.executor_log), \
-            recorder.commits_of(client.db.engine, ARCHIVE_PATHS):
+            recorder.commits_of(client.workspace.db.engine, ARCHIVE_PATHS):
         report = client.archives.ingest("web", _log_files(tmp_path))
     assert (report.messages, len(report.archives)) == (5, 2)  # timestamped messages, and those without
-    root = client.storage.root
+    root = client.workspace.storage.root
     for archive in report.archives:
-        final = client.storage.full_path(archive.path)
+        final = client.workspace.storage.full_path(archive.path)
         # written by an executor in the ingest's staging directory, then moved by the driver
-        written = client.storage.full_path(f"archives/web/_ingest-{report.ingest_id}/{archive.id}.parquet")
+        written = client.workspace.storage.full_path(f"archives/web/_ingest-{report.ingest_id}/{archive.id}.parquet")
         synced = recorder.first_commit_showing(archive.path).synced_before
         assert_on_disk(synced, written, final, root)
         assert any(s.path == written and s.pid != os.getpid() for s in synced)  # synced on the executor
     # the driver's sync
-    assert any(s.path == client.storage.full_path("archives/web") for s in recorder.synced)
+    assert any(s.path == client.workspace.storage.full_path("archives/web") for s in recorder.synced)
 
 
 @pytest.mark.spark
@@ -191,9 +191,9 @@ def test_sink_chunks_are_on_disk_before_the_driver_commits_them(
         assert recorder.all_synced() == []
         return
     for row in rows:
-        full = client.storage.full_path(row.path)
+        full = client.workspace.storage.full_path(row.path)
         synced = recorder.first_commit_showing(row.path, in_executors=True).synced_before
-        assert_on_disk(synced, full, full, client.storage.root)
+        assert_on_disk(synced, full, full, client.workspace.storage.root)
         assert any(s.path == full and s.pid != os.getpid() for s in synced)  # synced on the executor
 
 
@@ -204,14 +204,14 @@ def test_search_results_are_on_disk_before_the_job_succeeds(
     archives = [make_archive(client, "app", [(1_000 + i, f"hit {i}"), (2_000 + i, "miss")]) for i in range(2)]
     recorder = DurabilityRecorder(monkeypatch, executor_log=tmp_path / "executor-fsyncs.jsonl")
     with executor_fsyncs_recorded(spark, recorder.executor_log), \
-            recorder.commits_of(client.db.engine, SUCCEEDED_JOBS):
+            recorder.commits_of(client.workspace.db.engine, SUCCEEDED_JOBS):
         job = client.archives.search("app", "hit")
     assert job.results_count == 2
     synced = recorder.first_commit_showing(job.id).synced_before
     for archive in archives:
-        final = client.storage.full_path(f"{job.results_path}/{archive.id}.parquet")
-        written = client.storage.full_path(f"{job.results_path}/.{archive.id}.parquet.partial")
-        assert_on_disk(synced, written, final, client.storage.root)
+        final = client.workspace.storage.full_path(f"{job.results_path}/{archive.id}.parquet")
+        written = client.workspace.storage.full_path(f"{job.results_path}/.{archive.id}.parquet.partial")
+        assert_on_disk(synced, written, final, client.workspace.storage.root)
 
 
 # ---- the setting reaches Spark's side through the options -------------------------------------------

@@ -38,6 +38,7 @@ from tidekeep.store.leases import LeaseAction, LeaseStore
 from tidekeep.store.schema_archives import archive_gc_journal, archive_search_jobs, archives
 from tidekeep.store.schema_catalog import catalog_records, catalog_runs
 from tidekeep.store.schema_leases import leases as leases_table
+from tidekeep.streams.of_workspace import stream_controller
 from tidekeep.streams.retention_store import fenced
 
 TTL = 30_000
@@ -66,7 +67,7 @@ def clock_of(client: tk.Client) -> tk.ManualClock:
 
 def take(client: tk.Client, resource: str, owner: str) -> LeaseFence:
     """`owner` takes `resource` now; its fence."""
-    decision = LeaseStore(client.db, client.clock).acquire(resource, owner, TTL)
+    decision = LeaseStore(client.workspace.db, client.clock).acquire(resource, owner, TTL)
     assert decision.action is LeaseAction.ACQUIRE, decision
     return LeaseFence(resource, owner, decision.lease.version)
 
@@ -96,21 +97,21 @@ def audit_actions(client: tk.Client) -> list[str]:
 def test_the_fence_passes_for_its_holder_only(fclient: tk.Client) -> None:
     resource = "retention:s/x"
     ghost = LeaseFence(resource, "A", 1)
-    with fclient.db.write() as conn, pytest.raises(LeaseLost) as no_row:
+    with fclient.workspace.db.write() as conn, pytest.raises(LeaseLost) as no_row:
         check_fence(conn, ghost)
     assert str(no_row.value) == (f"{resource} was held by A at version 1 and no longer exists; the work decided "
                                  "under version 1 is not applied")
     assert (no_row.value.holder, no_row.value.current_version) == (None, None)
     a = take(fclient, resource, "A")
-    with fclient.db.write() as conn:
+    with fclient.workspace.db.write() as conn:
         check_fence(conn, a)
         check_fence(conn, None)  # a manual run holds no lease: nothing to check
     # ran out but nobody took it: still A's at the same version (the lease rule renews it), so still valid
     clock_of(fclient).advance(TTL + 1)
-    with fclient.db.write() as conn:
+    with fclient.workspace.db.write() as conn:
         check_fence(conn, a)
     b = take(fclient, resource, "B")
-    with fclient.db.write() as conn, pytest.raises(LeaseLost) as taken:
+    with fclient.workspace.db.write() as conn, pytest.raises(LeaseLost) as taken:
         check_fence(conn, a)
     assert str(taken.value) == lost_message(a, b)
     error = taken.value
@@ -118,10 +119,10 @@ def test_the_fence_passes_for_its_holder_only(fclient: tk.Client) -> None:
     assert isinstance(error, tk.errors.ConflictError) and error.exit_code == 7
     copy = pickle.loads(pickle.dumps(error))  # a Spark task raises it on an executor
     assert str(copy) == str(error) and (copy.resource, copy.holder, copy.current_version) == (resource, "B", 2)
-    with fclient.db.write() as conn:
+    with fclient.workspace.db.write() as conn:
         check_fence(conn, b)
-    assert LeaseStore(fclient.db, fclient.clock).release(resource, "B")
-    with fclient.db.write() as conn, pytest.raises(LeaseLost, match=r"B at version 2 and has been released "
+    assert LeaseStore(fclient.workspace.db, fclient.clock).release(resource, "B")
+    with fclient.workspace.db.write() as conn, pytest.raises(LeaseLost, match=r"B at version 2 and has been released "
                                                                      r"\(version 2\); the work decided"):
         check_fence(conn, b)
 
@@ -132,10 +133,10 @@ def test_the_lease_row_stays_locked_until_the_fenced_transaction_ends(fclient: t
     resource = "catalog"
     a = take(fclient, resource, "A")
     clock_of(fclient).advance(TTL)
-    with fclient.db.write() as conn:
+    with fclient.workspace.db.write() as conn:
         check_fence(conn, a)
-        with fclient.db.engine.connect() as other:
-            if fclient.db.is_sqlite:
+        with fclient.workspace.db.engine.connect() as other:
+            if fclient.workspace.db.is_sqlite:
                 other.exec_driver_sql("PRAGMA busy_timeout=0")
                 with pytest.raises(sa.exc.OperationalError, match="database is locked"):
                     other.exec_driver_sql("BEGIN IMMEDIATE")
@@ -151,7 +152,7 @@ def test_the_lease_row_stays_locked_until_the_fenced_transaction_ends(fclient: t
 
 # ---- retention ----------------------------------------------------------------------------------
 def write_batch(client: tk.Client, batch: int, events: int = 20) -> None:
-    with client.writer(STREAM, f"w{batch}") as writer:
+    with client.stream(STREAM).writer(f"w{batch}") as writer:
         writer.write_many([f"{batch}:{i}".encode() * 8 for i in range(events)], [f"k{i % 3}" for i in range(events)])
 
 
@@ -164,14 +165,14 @@ def prepare_stream(client: tk.Client) -> dict[int, int]:
         write_batch(client, batch)
         client.retention.run(STREAM, now=base + batch * HOUR)
     first, second = client.retention.records(STREAM)
-    client.update_stream(STREAM, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(
+    client.stream(STREAM).update(tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(
         (second.recording_size - first.recording_size) * 3 // 2)))
     write_batch(client, 2)
     return first.positions
 
 
 def stream_snapshot(client: tk.Client) -> tuple[Any, ...]:
-    return (dict(client.stream_state(STREAM).head), [tuple(r) for r in chunk_rows(client, STREAM)],
+    return (dict(client.stream(STREAM).state().head), [tuple(r) for r in chunk_rows(client, STREAM)],
             stored_files(client), [r.recording_time_ms for r in client.retention.records(STREAM)],
             audit_actions(client))
 
@@ -185,7 +186,7 @@ def test_a_stale_lease_truncation_is_refused_and_changes_nothing(fclient: tk.Cli
     before = stream_snapshot(fclient)
     # the truncation itself: its guard checks the lease under the stream lock, in the truncating transaction
     with pytest.raises(LeaseLost) as refused:
-        fclient.streams.truncate(STREAM, fclient.stream_state(STREAM).cut(expected),
+        stream_controller(fclient.workspace).truncate(STREAM, fclient.stream(STREAM).state().cut(expected),
                                  reason="retention", guard=fenced(a, lambda conn, state: None))
     assert str(refused.value) == lost_message(a, b)
     assert stream_snapshot(fclient) == before
@@ -195,7 +196,7 @@ def test_a_stale_lease_truncation_is_refused_and_changes_nothing(fclient: tk.Cli
     assert stream_snapshot(fclient) == before
     # the new holder decides again and truncates where the policy says; a manual run needs no lease
     decided = fclient.retention.run(STREAM, fence=b)
-    assert decided.cut == expected and dict(fclient.stream_state(STREAM).head) == expected
+    assert decided.cut == expected and dict(fclient.stream(STREAM).state().head) == expected
     assert audit_actions(fclient).count("truncate") == 1
     clock_of(fclient).advance(MIN)
     assert fclient.retention.run(STREAM).cut is None
@@ -203,7 +204,7 @@ def test_a_stale_lease_truncation_is_refused_and_changes_nothing(fclient: tk.Cli
 
 # ---- the catalog --------------------------------------------------------------------------------
 def catalog_state(client: tk.Client) -> tuple[Any, ...]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         records = sorted((r.id, r.status, r.status_time) for r in conn.execute(sa.select(catalog_records)))
         runs = [(r.kind, r.state) for r in conn.execute(sa.select(catalog_runs).order_by(catalog_runs.c.id))]
     return records, runs, audit_actions(client)
@@ -249,20 +250,20 @@ def add_deleted_records(client: tk.Client, count: int) -> list[int]:
     """Records DELETED 30 days ago, each with a data file."""
     now = client.clock.now_ms()
     ids = []
-    with client.db.write() as conn:
+    with client.workspace.db.write() as conn:
         for i in range(count):
             location = f"catalog/d{i}.dat"
             ids.append(int(conn.execute(sa.insert(catalog_records).values(
                 feed="F", type="Raw", create_time=now - 400 * DAY, status="DELETED",
                 status_time=now - 30 * DAY - i * MIN, file_size=4, location=location)).inserted_primary_key[0]))
-            path = Path(client.storage.full_path(location))
+            path = Path(client.workspace.storage.full_path(location))
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(b"data")
     return ids
 
 
 def data_files(client: tk.Client) -> set[str]:
-    return {f.path for f in client.storage.list_files("catalog")}
+    return {f.path for f in client.workspace.storage.list_files("catalog")}
 
 
 def test_a_purge_whose_lease_was_taken_over_deletes_no_file_and_no_row(fclient: tk.Client) -> None:
@@ -291,11 +292,11 @@ def test_a_purge_whose_lease_was_taken_over_deletes_no_file_and_no_row(fclient: 
 
 # ---- the archive and search-result collectors ------------------------------------------------------
 def archive_state(client: tk.Client) -> tuple[Any, ...]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         ids = sorted(conn.execute(sa.select(archives.c.id)).scalars())
         journal = sorted(conn.execute(sa.select(archive_gc_journal.c.archive_id)).scalars())
         records = sorted(conn.execute(sa.select(catalog_records.c.id)).scalars())
-    files = {f.path for f in client.storage.list_files("archives")}
+    files = {f.path for f in client.workspace.storage.list_files("archives")}
     return ids, journal, records, files, audit_actions(client)
 
 
@@ -332,7 +333,7 @@ def test_a_search_result_sweep_whose_lease_was_taken_over_expires_nothing(fclien
     make_archive(fclient, "web", [(None, "x")])
     jobs = SearchJobStore(fclient.workspace)
     job = jobs.create("web", "q", regex=False, ignore_case=False, begin_ts=None, end_ts=None, retention_minutes=None)
-    directory = Path(fclient.storage.full_path(results_dir(job.id)))
+    directory = Path(fclient.workspace.storage.full_path(results_dir(job.id)))
     directory.mkdir(parents=True)
     (directory / ("a" * 32 + ".parquet")).write_bytes(b"results")
     jobs.finish(job.id, JobState.SUCCEEDED, archives_searched=1, results_count=1)
@@ -342,7 +343,7 @@ def test_a_search_result_sweep_whose_lease_was_taken_over_expires_nothing(fclien
     with pytest.raises(LeaseLost) as refused:
         collect_search_results(fclient.workspace, fence=a)
     assert str(refused.value) == lost_message(a, b)
-    with fclient.db.read() as conn:
+    with fclient.workspace.db.read() as conn:
         assert conn.execute(sa.select(archive_search_jobs.c.results_expired_ms)).scalar_one() is None
     assert directory.exists() and "search_results_expire" not in audit_actions(fclient)
     assert len(collect_search_results(fclient.workspace, fence=b).expired) == 1 and not directory.exists()
@@ -351,22 +352,22 @@ def test_a_search_result_sweep_whose_lease_was_taken_over_expires_nothing(fclien
 # ---- the housekeeping under the sweep lease ---------------------------------------------------------
 def test_housekeeping_whose_lease_was_taken_over_changes_nothing(fclient: tk.Client) -> None:
     fclient.create_stream(STREAM, tk.StreamConfig(segments=1))
-    txn = fclient.transactional_writer(STREAM, "tw", lease="1s").begin()
+    txn = fclient.stream(STREAM).transactional_writer("tw", lease="1s").begin()
     txn.write(b"never committed", routing_key="k")
     txn.flush()
-    orphan = Path(fclient.storage.full_path(f"streams/{STREAM}-orphan.parquet"))
+    orphan = Path(fclient.workspace.storage.full_path(f"streams/{STREAM}-orphan.parquet"))
     orphan.write_bytes(b"left by a crashed writer")
     old = (fclient.clock.now_ms() - 2 * HOUR) / 1000
     os.utime(orphan, (old, old))
     a = take(fclient, SWEEP_RESOURCE, "A")
     b = take_over(fclient, SWEEP_RESOURCE, a)  # the transaction's 1 s lease has run out by now too
-    for stale_work in (lambda: fclient.expire_transactions(a), lambda: fclient.watermarks.prune(STREAM, a),
+    for stale_work in (lambda: fclient.transactions.expire(a), lambda: fclient.watermarks.prune(STREAM, a),
                        lambda: fclient.sweep(fence=a)):
         with pytest.raises(LeaseLost) as refused:
             stale_work()
         assert str(refused.value) == lost_message(a, b)
     assert txn.status() is tk.TxnState.OPEN and orphan.exists()
-    assert fclient.expire_transactions(b) == [txn.id] and txn.status() is tk.TxnState.ABORTED
+    assert fclient.transactions.expire(b) == [txn.id] and txn.status() is tk.TxnState.ABORTED
     assert fclient.sweep(fence=b).files_deleted == 1 and not orphan.exists()
 
 
@@ -408,7 +409,7 @@ def test_the_service_drops_a_lease_lost_mid_work_and_decides_again_later(
     catalog.work = stalled(CATALOG_RESOURCE, catalog.work)
     collector.work = stalled(ARCHIVE_GC_RESOURCE, collector.work)
     before = stream_snapshot(fclient), archive_state(fclient)
-    store = LeaseStore(fclient.db, fclient.clock)
+    store = LeaseStore(fclient.workspace.db, fclient.clock)
     with caplog.at_level(logging.INFO, logger="tidekeep"):
         report = service.run_pass()  # the catalog task only notes when it first looked
     assert report.lost == [STREAM] and report.ran == report.failed == [] and not report.swept
@@ -429,7 +430,7 @@ def test_the_service_drops_a_lease_lost_mid_work_and_decides_again_later(
     assert not service.holds(CATALOG_RESOURCE)
     # the leases B took in the first pass ran out and A took them again: it decided afresh and did the work
     assert report.ran == [STREAM] and report.swept
-    assert dict(fclient.stream_state(STREAM).head) == expected
+    assert dict(fclient.stream(STREAM).state().head) == expected
     assert archive_state(fclient)[0] == []
     for resource in (f"retention:{STREAM}", SWEEP_RESOURCE, ARCHIVE_GC_RESOURCE):
         row = store.get(resource)

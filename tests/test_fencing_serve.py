@@ -40,11 +40,11 @@ def test_a_stale_lease_truncation_is_refused_and_changes_nothing(tmp_path: Path,
     try:
         # A's cycle records the tail in its first transaction, under its lease; its decision follows at once
         wait_for(lambda: len(client.retention.records(STREAM)) > recorded, 60, "A to start its cycle", [log])
-        held = LeaseStore(client.db, client.clock).get(RESOURCE)
+        held = LeaseStore(client.workspace.db, client.clock).get(RESOURCE)
         assert held is not None and f":{a.pid}:" in str(held.owner)
         # B's clock is a day ahead: A's lease (renewed every 10 s by the wall clock) has run out for B
         later = tk.ManualClock(client.clock.now_ms() + DAY)
-        taken = LeaseStore(client.db, later).acquire(RESOURCE, "B", 60_000)
+        taken = LeaseStore(client.workspace.db, later).acquire(RESOURCE, "B", 60_000)
         assert taken.action is LeaseAction.ACQUIRE and taken.lease.version == held.version + 1
         gate.unlink()  # the takeover is done: A goes on to apply its stale decision
         assert a.wait(timeout=120) == 0, log.read_text()

@@ -69,19 +69,19 @@ def rclient(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterato
 
 def write_batches(client: tk.Client, batches: int, events: int = 10, stream: str = STREAM) -> None:
     """`batches` chunk files per segment the keys reach: each write_many is one batch."""
-    with client.writer(stream, "w") as writer:
+    with client.stream(stream).writer("w") as writer:
         for b in range(batches):
             writer.write_many([b"x" * 92] * events, [f"key{(b * events + i) % 7}" for i in range(events)])
             writer.flush()
 
 
 def segment_dirs(client: tk.Client, stream: str = STREAM) -> list[Path]:
-    root = Path(client.storage.full_path(client.stream_state(stream).storage_dir()))
+    root = Path(client.workspace.storage.full_path(client.stream(stream).state().storage_dir()))
     return sorted(p for p in root.iterdir() if p.is_dir() and p.name != "txn")
 
 
 def exists(client: tk.Client, rel: str) -> bool:
-    return Path(client.storage.full_path(rel)).exists()
+    return Path(client.workspace.storage.full_path(rel)).exists()
 
 
 def audit_actions(client: tk.Client, target: str) -> list[str]:
@@ -173,19 +173,19 @@ def test_truncation_on_a_read_only_data_directory(rclient: tk.Client, clock: tk.
     rows = chunk_rows(client, STREAM)
     assert len(rows) == 4
     before = stored_files(client)
-    cut = client.resolve_cut(STREAM, f"{STREAM}:0.0={rows[2].base_offset}")
+    cut = client.stream(STREAM).resolve_cut(f"{STREAM}:0.0={rows[2].base_offset}")
     caplog.set_level(logging.WARNING, logger="tidekeep")
 
     with read_only(*segment_dirs(client)):
-        result = client.truncate(STREAM, cut, reason="read-only test")
+        result = client.stream(STREAM).truncate(cut, reason="read-only test")
 
-        assert client.head_cut(STREAM) == cut == result.new_head  # the truncation happened
+        assert client.stream(STREAM).head_cut() == cut == result.new_head  # the truncation happened
         assert result.bytes_freed == rows[2].base_offset and result.chunks_deleted == 2
         assert [f.path for f in result.files_left] == [rows[0].path, rows[1].path]
         assert_permission_reasons(result.files_left)
         assert all(exists(client, r.path) for r in rows)  # nothing could be deleted
         assert audit_actions(client, STREAM) == ["truncate"]
-        offsets = [e.offset for e in client.read(STREAM)]  # reads start at the head
+        offsets = [e.offset for e in client.stream(STREAM).read()]  # reads start at the head
         assert min(offsets) == rows[2].base_offset and len(offsets) == 20
         warnings = files_left_warnings(caplog)
         assert len(warnings) == 1  # one warning for the operation, naming the files
@@ -237,13 +237,13 @@ def test_truncation_on_a_read_only_data_directory_through_the_cli(
         stdout, warning = cli_warns(home, url, "stream", "truncate", STREAM, f"{STREAM}:0.0={rows[3].base_offset}",
                                     "--json")
         document = json.loads(stdout)
-        uid = client.stream_state(STREAM).info.uid  # cuts name their stream instance (docs/streams.md)
+        uid = client.stream(STREAM).state().info.uid  # cuts name their stream instance (docs/streams.md)
         assert document["new_head"] == f"{STREAM}:0.0={rows[3].base_offset}@{uid}" and document["chunks_deleted"] == 1
         assert [f["path"] for f in document["files_left"]] == [rows[2].path]
         assert document["files_left"][0]["reason"] == REASON
         assert warning.startswith(f"{WARNING_PREFIX}1 file(s) could not be deleted")
-        expected = client.resolve_cut(STREAM, f"{STREAM}:0.0={rows[3].base_offset}")
-        assert client.head_cut(STREAM) == expected
+        expected = client.stream(STREAM).resolve_cut(f"{STREAM}:0.0={rows[3].base_offset}")
+        assert client.stream(STREAM).head_cut() == expected
         assert audit_actions(client, STREAM) == ["truncate", "truncate"]
         # the sweep cannot delete them either while the directory is read-only: it says so, exit 0
         stdout, warning = cli_warns(home, url, "sweep", "--grace", "0s", "--json")
@@ -273,7 +273,7 @@ def test_retention_run_on_a_read_only_data_directory(rclient: tk.Client, clock: 
         decision = client.retention.run(STREAM)
 
         assert decision.cut == {0: 2_000} and decision.freed_bytes == 2_000
-        assert client.head_cut(STREAM).positions == {0: 2_000}
+        assert client.stream(STREAM).head_cut().positions == {0: 2_000}
         assert [f.path for f in decision.files_left] == [rows[0].path, rows[1].path]
         assert_permission_reasons(decision.files_left)
         assert [f["path"] for f in decision.to_dict()["files_left"]] == [rows[0].path, rows[1].path]
@@ -302,7 +302,7 @@ def test_retention_run_on_a_read_only_data_directory_through_the_cli(
     assert [f["path"] for f in document["files_left"]] == [rows[0].path, rows[1].path]
     assert warning == (f"{WARNING_PREFIX}2 file(s) could not be deleted and are left for the sweep: "
                        f"{rows[0].path}, {rows[1].path} ({REASON})")
-    assert client.head_cut(STREAM).positions == {0: 2_000}
+    assert client.stream(STREAM).head_cut().positions == {0: 2_000}
     assert json.loads(cli_ok(home, url, "sweep", "--grace", "0s", "--json"))["files_deleted"] == 2
     assert stored_files(client) == referenced_paths(client)
 
@@ -317,18 +317,18 @@ def test_stream_delete_on_a_read_only_stream_directory(rclient: tk.Client, clock
         write_batches(client, 3, stream=name)
     doomed = {r.path for r in chunk_rows(client, STREAM)}
     kept = {r.path for r in chunk_rows(client, other)}
-    size = client.describe_stream(STREAM)["size_bytes"]
-    client.seal_stream(STREAM)
+    size = client.stream(STREAM).describe()["size_bytes"]
+    client.stream(STREAM).seal()
     caplog.set_level(logging.WARNING, logger="tidekeep")
 
     with read_only(*segment_dirs(client)):
-        freed = client.delete_stream(STREAM)
+        freed = client.stream(STREAM).delete()
 
         assert freed.bytes_freed == size and not freed.sealed_first
         assert {f.path for f in freed.files_left} == doomed
         assert_permission_reasons(freed.files_left)
         with pytest.raises(tk.NotFound):
-            client.stream_state(STREAM)
+            client.stream(STREAM).state()
         assert audit_actions(client, STREAM) == ["delete_stream"]
         assert stored_files(client) == doomed | kept
         assert len(files_left_warnings(caplog)) == 1
@@ -336,7 +336,7 @@ def test_stream_delete_on_a_read_only_stream_directory(rclient: tk.Client, clock
     clock.set(now_ms())
     swept = client.sweep(grace=0)
     assert swept.files_deleted == len(doomed) and stored_files(client) == kept == referenced_paths(client)
-    assert len(list(client.read(other))) == 30
+    assert len(list(client.stream(other).read())) == 30
 
 
 def test_stream_delete_on_a_read_only_stream_directory_through_the_cli(
@@ -359,19 +359,19 @@ def test_stream_delete_on_a_read_only_stream_directory_through_the_cli(
 
 # ---- transactions -------------------------------------------------------------------------------------
 def staged_paths(client: tk.Client, txn: tk.Transaction) -> list[str]:
-    directory = f"{client.stream_state(STREAM).storage_dir()}/txn/{txn.id}"
-    return sorted(f.path for f in client.storage.list_files(directory))
+    directory = f"{client.stream(STREAM).state().storage_dir()}/txn/{txn.id}"
+    return sorted(f.path for f in client.workspace.storage.list_files(directory))
 
 
 def staging_dir(client: tk.Client, txn: tk.Transaction) -> Path:
-    return Path(client.storage.full_path(f"{client.stream_state(STREAM).storage_dir()}/txn/{txn.id}"))
+    return Path(client.workspace.storage.full_path(f"{client.stream(STREAM).state().storage_dir()}/txn/{txn.id}"))
 
 
 def test_transaction_abort_and_expiry_on_a_read_only_staging_directory(
         rclient: tk.Client, clock: tk.ManualClock, metadata_url: str, caplog: pytest.LogCaptureFixture) -> None:
     client = rclient
     client.create_stream(STREAM)
-    writer = client.transactional_writer(STREAM, "tw", lease="10m", batch_size=300)
+    writer = client.stream(STREAM).transactional_writer("tw", lease="10m", batch_size=300)
     by_api, by_cli, by_lease = writer.begin(), writer.begin(), writer.begin()
     for txn in (by_api, by_cli, by_lease):
         for i in range(10):
@@ -382,15 +382,15 @@ def test_transaction_abort_and_expiry_on_a_read_only_staging_directory(
     caplog.set_level(logging.WARNING, logger="tidekeep")
 
     with read_only(*(staging_dir(client, txn) for txn in (by_api, by_cli, by_lease))):
-        result = client.abort_transaction(by_api.id)
+        result = client.transactions.abort(by_api.id)
         assert result and result.aborted and sorted(f.path for f in result.files_left) == staged[by_api.id]
         assert_permission_reasons(result.files_left)
         assert by_api.status() == tk.TxnState.ABORTED
-        assert not client.abort_transaction(by_api.id)  # already aborted: nothing left to report
+        assert not client.transactions.abort(by_api.id)  # already aborted: nothing left to report
         assert len(files_left_warnings(caplog)) == 1
 
         done = run_cli(Path(client.settings.home), "--metadata-url", metadata_url,
-                       "--storage", client.storage.root, "txn", "abort", by_cli.id, "--json")
+                       "--storage", client.workspace.storage.root, "txn", "abort", by_cli.id, "--json")
         assert done.returncode == 0, done.stderr
         assert sorted(f["path"] for f in json.loads(done.stdout)["files_left"]) == staged[by_cli.id]
         assert json.loads(done.stdout)["aborted"] is True
@@ -398,7 +398,7 @@ def test_transaction_abort_and_expiry_on_a_read_only_staging_directory(
         assert by_cli.status() == tk.TxnState.ABORTED
 
         clock.advance(11 * MIN)
-        assert client.expire_transactions() == [by_lease.id]  # the ids, as ever; the files go to the log
+        assert client.transactions.expire() == [by_lease.id]  # the ids, as ever; the files go to the log
         assert by_lease.status() == tk.TxnState.ABORTED
         assert len(files_left_warnings(caplog)) == 2
         assert all(exists(client, p) for paths in staged.values() for p in paths)
@@ -411,7 +411,7 @@ def test_transaction_abort_and_expiry_on_a_read_only_staging_directory(
 
 # ---- the archive collectors ---------------------------------------------------------------------------
 def journal(client: tk.Client) -> list[str]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return list(conn.execute(sa.select(archive_gc_journal.c.archive_id)).scalars())
 
 
@@ -428,12 +428,12 @@ def test_archive_collectors_on_a_read_only_archive_directory(tmp_path: Path, met
         jobs = SearchJobStore(client.workspace)
         job = jobs.create("web", "q", regex=False, ignore_case=False, begin_ts=None, end_ts=None,
                           retention_minutes=None)
-        results = Path(client.storage.full_path(results_dir(job.id)))
+        results = Path(client.workspace.storage.full_path(results_dir(job.id)))
         results.mkdir(parents=True)
         (results / ("a" * 32 + ".parquet")).write_bytes(b"results")
         jobs.set_results_path(job.id, results_dir(job.id))
         jobs.finish(job.id, JobState.SUCCEEDED, archives_searched=1, results_count=1)
-        archive_dir = Path(client.storage.full_path(old.path)).parent
+        archive_dir = Path(client.workspace.storage.full_path(old.path)).parent
         flags = ["--metadata-url", metadata_url]
         for key, value in settings.items():
             flags += ["--set", f"{key}={value}"]
@@ -458,8 +458,8 @@ def test_archive_collectors_on_a_read_only_archive_directory(tmp_path: Path, met
         again = collect_all(client.workspace)
         assert again.archives.replayed == 1 and again.archives.files_left == []
         assert again.results.finished == 1 and again.results.files_left == []
-        assert journal(client) == [] and not Path(client.storage.full_path(old.path)).exists()
-        assert not results.exists() and Path(client.storage.full_path(fresh.path)).exists()
+        assert journal(client) == [] and not Path(client.workspace.storage.full_path(old.path)).exists()
+        assert not results.exists() and Path(client.workspace.storage.full_path(fresh.path)).exists()
     finally:
         client.close()
 
@@ -469,12 +469,12 @@ def test_catalog_purge_on_a_read_only_data_directory_warns_and_keeps_the_rows(
         workspace: tuple[Path, str, tk.Client]) -> None:
     home, url, client = workspace
     now = now_ms()
-    with client.db.write() as conn:
+    with client.workspace.db.write() as conn:
         for i in range(3):
             conn.execute(sa.insert(catalog_records).values(
                 feed="F", type="Raw", create_time=now - 90 * DAY, status="DELETED", status_time=now - 10 * DAY - i,
                 file_size=10, location=f"catalog/{i}.dat"))
-    data = Path(client.storage.full_path("catalog"))
+    data = Path(client.workspace.storage.full_path("catalog"))
     data.mkdir(parents=True)
     for i in range(3):
         (data / f"{i}.dat").write_bytes(b"x" * 10)
@@ -491,7 +491,7 @@ def test_catalog_purge_on_a_read_only_data_directory_warns_and_keeps_the_rows(
 
 
 def record_ids(client: tk.Client) -> list[int]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return list(conn.execute(sa.select(catalog_records.c.id)).scalars())
 
 

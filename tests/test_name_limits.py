@@ -50,18 +50,18 @@ def state_of(client: tk.Client, root: Path) -> tuple[Any, ...]:
 def test_the_longest_names_write_read_truncate_and_delete(client: tk.Client, tmp_path: Path) -> None:
     data = tmp_path / "data"
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    with client.writer(STREAM, WRITER) as writer:
+    with client.stream(STREAM).writer(WRITER) as writer:
         writer.write(b"first", routing_key="a")
         writer.flush()
         # the largest sequence gives the longest chunk file name there is
         assert writer.write_batch([(b"second", "b"), (b"third", "a")], sequence=MAX_SEQUENCE)
     assert longest_component(data) == NAME_MAX
-    txn_writer = client.transactional_writer(STREAM, WRITER)
+    txn_writer = client.stream(STREAM).transactional_writer(WRITER)
     txn = txn_writer.begin()
     txn.write(b"fourth", routing_key="b")
     txn.commit()
     client.watermarks.note(STREAM, WRITER, 1_000)
-    assert sorted(e.payload for e in client.read(STREAM)) == [b"first", b"fourth", b"second", b"third"]
+    assert sorted(e.payload for e in client.stream(STREAM).read()) == [b"first", b"fourth", b"second", b"third"]
 
     group = client.create_reader_group(GROUP, tk.ReaderGroupConfig([STREAM]))
     with group.reader("r" * NAME_MAX) as reader:
@@ -71,10 +71,10 @@ def test_the_longest_names_write_read_truncate_and_delete(client: tk.Client, tmp
     assert sorted(seen) == [b"first", b"fourth", b"second", b"third"]
     client.delete_reader_group(GROUP)
 
-    result = client.truncate(STREAM, client.tail_cut(STREAM), reason="longest names")
+    result = client.stream(STREAM).truncate(client.stream(STREAM).tail_cut(), reason="longest names")
     assert result.bytes_freed > 0 and result.files_left == ()
-    assert list(client.read(STREAM)) == []
-    deleted = client.delete_stream(STREAM, force=True)
+    assert list(client.stream(STREAM).read()) == []
+    deleted = client.stream(STREAM).delete(force=True)
     assert deleted.files_left == ()
     assert [f for f in stored_files(data) if f[0].startswith("streams/")] == []
     client.delete_scope(SCOPE)
@@ -90,9 +90,9 @@ def test_one_character_more_is_refused_and_changes_nothing(client: tk.Client, tm
         (lambda: client.create_scope(SCOPE + "s"), "invalid scope name", "is 256 characters long (at most 255)"),
         (lambda: client.create_stream(f"sc/{'t' * (STREAM_NAME_MAX + 1)}"), "invalid stream name",
          "is 223 characters long (at most 222)"),
-        (lambda: client.writer("sc/s", WRITER + "w"), "invalid writer id",
+        (lambda: client.stream("sc/s").writer(WRITER + "w"), "invalid writer id",
          "is 215 characters long (at most 214)"),
-        (lambda: client.transactional_writer("sc/s", WRITER + "w"), "invalid writer id",
+        (lambda: client.stream("sc/s").transactional_writer(WRITER + "w"), "invalid writer id",
          "is 215 characters long (at most 214)"),
         (lambda: client.watermarks.note("sc/s", WRITER + "w", 1_000), "invalid writer id",
          "is 215 characters long (at most 214)"),
@@ -105,7 +105,7 @@ def test_one_character_more_is_refused_and_changes_nothing(client: tk.Client, tm
         message = str(refused.value)
         assert message.startswith(start) and reason in message and "\n" not in message
         assert state_of(client, data) == before
-    with client.writer("sc/s", "w") as writer, pytest.raises(tk.InvalidInput, match="invalid batch sequence"):
+    with client.stream("sc/s").writer("w") as writer, pytest.raises(tk.InvalidInput, match="invalid batch sequence"):
         writer.write_batch([(b"x", None)], sequence=MAX_SEQUENCE + 1)
     assert state_of(client, data) == before
 

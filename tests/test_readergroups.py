@@ -31,7 +31,7 @@ DEADLINE_S = 120
 def _connect(tmp_path: Path, metadata_url: str, clock: tk.Clock | None = None) -> tk.Client:
     client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
                         settings={"writer.linger": 0}, clock=clock, create=True)
-    client.db.ensure_schema()
+    client.workspace.db.ensure_schema()
     return client
 
 
@@ -46,7 +46,7 @@ class KeyedWriter:
     """Writes `key:n` payloads, n counting per key from 0, so order and completeness are checkable."""
 
     def __init__(self, client: tk.Client, stream: str, keys: int, batch_size: str = "16KiB") -> None:
-        self.writer = client.writer(stream, "kw", batch_size=batch_size)
+        self.writer = client.stream(stream).writer("kw", batch_size=batch_size)
         self.keys = keys
         self.next_number: dict[str, int] = defaultdict(int)
         self.cursor = 0
@@ -67,7 +67,7 @@ class KeyedWriter:
 
 
 def all_events(client: tk.Client, stream: str = STREAM) -> set[tuple[int, int]]:
-    return {(e.segment, e.offset) for e in client.read(stream)}
+    return {(e.segment, e.offset) for e in client.stream(stream).read()}
 
 
 def drain(readers: list[Any], rounds: int = 10_000) -> list[tuple[str, tk.EventRead]]:
@@ -175,11 +175,11 @@ def test_three_reader_processes_read_every_event_exactly_once_while_the_stream_s
     procs = ReaderProcesses(tmp_path, metadata_url, "three", ["ra", "rb", "rc"], pace=0.0005)
     try:
         writer.write(3000)
-        client.split(STREAM, "0.0", 2)  # -> 1.2, 1.3
+        client.stream(STREAM).split("0.0", 2)  # -> 1.2, 1.3
         writer.write(3000)
-        client.split(STREAM, "0.1", 3)  # -> 2.4, 2.5, 2.6
+        client.stream(STREAM).split("0.1", 3)  # -> 2.4, 2.5, 2.6
         writer.write(3000)
-        client.merge(STREAM, ["1.3", "2.4"])  # adjacent: [0.25, 0.5) + [0.5, 0.667) -> 3.7
+        client.stream(STREAM).merge(["1.3", "2.4"])  # adjacent: [0.25, 0.5) + [0.5, 0.667) -> 3.7
         writer.write(3000)
         writer.close()
         group = client.reader_group("three")
@@ -360,17 +360,17 @@ def test_end_cut_is_honoured_and_describe_shows_lag(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     writer = KeyedWriter(client, STREAM, keys=10)
     writer.write(100)
-    middle = client.tail_cut(STREAM)
+    middle = client.stream(STREAM).tail_cut()
     before_middle = all_events(client)
-    client.split(STREAM, "0.1", 2)
+    client.stream(STREAM).split("0.1", 2)
     writer.write(100)
     writer.close()
     bounded = client.create_reader_group("bounded", tk.ReaderGroupConfig(streams={STREAM: (None, middle)}))
     unbounded = client.create_reader_group("all", tk.ReaderGroupConfig(streams=[STREAM]))
-    total = client.stream(STREAM).size_between(client.head_cut(STREAM), client.tail_cut(STREAM))
+    total = client.stream(STREAM).size_between(client.stream(STREAM).head_cut(), client.stream(STREAM).tail_cut())
     assert unbounded.describe()["streams"][STREAM]["unread_bytes"] == total
     assert bounded.describe()["streams"][STREAM]["unread_bytes"] == client.stream(STREAM).size_between(
-        client.head_cut(STREAM), middle)
+        client.stream(STREAM).head_cut(), middle)
     r = bounded.reader("r")
     got = {(e.position.segment, e.position.offset) for _, e in drain([r]) if e.is_event}
     assert got == before_middle
@@ -413,11 +413,11 @@ def test_truncated_position_raises_once_then_reads_from_the_head(client: tk.Clie
     writer.write(100)
     group = client.create_reader_group("late", tk.ReaderGroupConfig(streams=[STREAM]))
     skipping = client.create_reader_group("skip", tk.ReaderGroupConfig(streams=[STREAM], skip_truncated=True))
-    middle = client.tail_cut(STREAM)
+    middle = client.stream(STREAM).tail_cut()
     writer.write(50)
     writer.close()
-    after_middle = all_events(client) - {(e.segment, e.offset) for e in client.read(STREAM, end=middle)}
-    client.truncate(STREAM, middle)
+    after_middle = all_events(client) - {(e.segment, e.offset) for e in client.stream(STREAM).read(end=middle)}
+    client.stream(STREAM).truncate(middle)
     r = group.reader("r")
     with pytest.raises(tk.TruncatedData, match="has been truncated"):
         r.read_next_event(0)
@@ -428,7 +428,7 @@ def test_truncated_position_raises_once_then_reads_from_the_head(client: tk.Clie
     assert got == after_middle
     entries = [a for a in client.audit(STREAM) if a["action"] == "rg_skip_truncated"]
     assert len(entries) == 1 and entries[0]["bytes_freed"] == client.stream(STREAM).size_between(
-        client.stream_state(STREAM).cut({segment_id(0, 0): 0}), middle)
+        client.stream(STREAM).state().cut({segment_id(0, 0): 0}), middle)
     # the non-skipping group can also be reset to the head and reads the same
     group.reset(tk.ReaderGroupConfig(streams=[STREAM]))
     assert {(e.position.segment, e.position.offset) for _, e in drain([r]) if e.is_event} == after_middle
@@ -449,7 +449,7 @@ def test_bad_input_is_a_typed_one_line_error_and_changes_nothing(client: tk.Clie
     writer = KeyedWriter(client, STREAM, keys=10)
     writer.write(40)
     writer.close()
-    head, tail = client.head_cut(STREAM), client.tail_cut(STREAM)
+    head, tail = client.stream(STREAM).head_cut(), client.stream(STREAM).tail_cut()
     with pytest.raises(tk.NotFound) as exc:
         client.reader_group("nope")
     assert _one_line(exc) == "reader group 'nope' does not exist"
@@ -458,7 +458,7 @@ def test_bad_input_is_a_typed_one_line_error_and_changes_nothing(client: tk.Clie
     cases: list[tuple[Any, type[Exception], str]] = [
         (tk.ReaderGroupConfig(streams=["rg/missing"]), tk.NotFound, "stream 'rg/missing' does not exist"),
         (tk.ReaderGroupConfig(streams={STREAM: (tail, head)}), tk.InvalidStreamCut, "is not at or before end cut"),
-        (tk.ReaderGroupConfig(streams={STREAM: (client.head_cut("rg/other"), None)}), tk.InvalidStreamCut,
+        (tk.ReaderGroupConfig(streams={STREAM: (client.stream("rg/other").head_cut(), None)}), tk.InvalidStreamCut,
          "stream cut is for 'rg/other', not 'rg/events'"),
         (tk.ReaderGroupConfig(streams=[]), tk.InvalidInput, "no streams given"),
         (tk.ReaderGroupConfig(streams=[STREAM], retention_type="KEEP"), tk.InvalidInput, "invalid retention_type"),
@@ -510,7 +510,7 @@ def test_cli_create_list_read_checkpoint_describe_delete(tmp_path: Path) -> None
         writer = KeyedWriter(client, STREAM, keys=7)
         writer.write(30)
         writer.close()
-        expected = {(e.segment, e.offset) for e in client.read(STREAM)}
+        expected = {(e.segment, e.offset) for e in client.stream(STREAM).read()}
     done = _cli(home, "rg", "create", "g", "--stream", STREAM,
                 "--retention-type", "automatic_release_at_last_checkpoint")
     assert done.returncode == 0 and done.stdout.strip() == f"created reader group g on {STREAM}", done.stderr
@@ -529,7 +529,7 @@ def test_cli_create_list_read_checkpoint_describe_delete(tmp_path: Path) -> None
     with tk.connect(home, create=True) as client:
         checkpoint = client.reader_group("g").last_checkpoint()
         assert checkpoint is not None and str(checkpoint.cuts[STREAM]) == cut
-        assert client.stream(STREAM).size_between(client.head_cut(STREAM), cut) == sum(
+        assert client.stream(STREAM).size_between(client.stream(STREAM).head_cut(), cut) == sum(
             len(f"{e['payload']}") + 8 for e in events)
     described = json.loads(_cli(home, "rg", "describe", "g", "--json").stdout)
     assert described["streams"][STREAM]["unread_bytes"] == 0
@@ -565,7 +565,7 @@ def test_one_group_over_two_streams_reads_both_once_and_checkpoints_both(client:
     checkpoint = handle.wait(5)
     assert set(checkpoint.cuts) == {STREAM, other}
     for name in (STREAM, other):
-        assert checkpoint.cuts[name] == client.tail_cut(name)
+        assert checkpoint.cuts[name] == client.stream(name).tail_cut()
 
 
 def test_reader_offline_resumes_after_the_last_processed_event_reads(client: tk.Client) -> None:

@@ -35,18 +35,18 @@ def key_in(low: float, high: float) -> str:
 
 
 def write(client: tk.Client, count: int, payload_size: int, writer: str = "w") -> None:
-    w = client.writer(STREAM, writer)
+    w = client.stream(STREAM).writer(writer)
     w.write_many([b"x" * payload_size] * count, [f"key{i % 7}" for i in range(count)])
     w.close()
 
 
 def size_now(client: tk.Client) -> int:
-    return client.describe_stream(STREAM)["size_bytes"]
+    return client.stream(STREAM).describe()["size_bytes"]
 
 
 def set_allows(client: tk.Client, decision: RetentionDecision, head_before: tk.StreamCut, low: int, high: int) -> bool:
     """Some recorded cut ahead of the head keeps an amount within [min, max]."""
-    ranges = client.stream_state(STREAM).ranges()
+    ranges = client.stream(STREAM).state().ranges()
     return any(low <= r.retained <= high
                and compare_cuts(r.record.positions, head_before.positions, ranges) is CutOrder.AFTER
                for r in decision.records)
@@ -60,7 +60,7 @@ def test_size_policy_keeps_the_stream_within_limits_over_simulated_hours(rclient
     for cycle in range(24):  # four simulated hours, a cycle every 11 minutes
         write(rclient, 10 + (cycle * 7) % 25, 92)  # 100-byte events, an uneven rate
         clock.advance(11 * MINUTE)
-        before, head_before = size_now(rclient), rclient.head_cut(STREAM)
+        before, head_before = size_now(rclient), rclient.stream(STREAM).head_cut()
         decision = rclient.retention.run(STREAM)
         after = size_now(rclient)
         assert decision.recorded is not None  # 11 min > 10 min frequency: the tail is recorded every cycle
@@ -89,17 +89,17 @@ def test_time_policy_never_deletes_data_younger_than_min(rclient: tk.Client, clo
         clock.advance(11 * MINUTE)
         write(rclient, 5, 50)
         written.append(clock.now_ms())
-        head_before = rclient.head_cut(STREAM)
+        head_before = rclient.stream(STREAM).head_cut()
         decision = rclient.retention.run(STREAM)
         for r in decision.records:
             recorded_at[tuple(r.record.positions.items())] = r.record.recording_time_ms
         now = clock.now_ms()
-        remaining = {e.commit_time_ms for e in rclient.read(STREAM)}
+        remaining = {e.commit_time_ms for e in rclient.stream(STREAM).read()}
         # data-level check, independent of the decision: every batch younger than min is still there
         assert {t for t in written if now - t < low} <= remaining
         if decision.cut is not None:
             truncations += 1
-            head = tuple(rclient.head_cut(STREAM).positions.items())
+            head = tuple(rclient.stream(STREAM).head_cut().positions.items())
             retained = now - recorded_at[head]
             assert retained == decision.retained and retained >= low
             if set_allows(rclient, decision, head_before, low, high):
@@ -114,13 +114,13 @@ def test_retention_set_sizes_count_sealed_segments_across_a_scale(rclient: tk.Cl
     # reference A3: segments 0 and 1 sealed at 70 bytes each, then the cut {2:29, 3:30} has size 199
     rclient.create_stream(STREAM, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(1_000)))
     low_key, high_key = key_in(0.0, 0.5), key_in(0.5, 1.0)
-    w = rclient.writer(STREAM, "w")
+    w = rclient.stream(STREAM).writer("w")
     for _ in range(2):  # 2 events of 8 + 27 bytes = 70 bytes per segment
         w.write(b"a" * 27, low_key)
         w.write(b"b" * 27, high_key)
     w.close()
-    rclient.scale(STREAM, ["0.0", "0.1"], [(0.0, 0.5), (0.5, 1.0)])
-    w = rclient.writer(STREAM, "w2")
+    rclient.stream(STREAM).scale(["0.0", "0.1"], [(0.0, 0.5), (0.5, 1.0)])
+    w = rclient.stream(STREAM).writer("w2")
     w.write(b"c" * 21, low_key)  # 29 bytes in segment 1.2
     w.write(b"d" * 22, high_key)  # 30 bytes in segment 1.3
     w.close()
@@ -145,7 +145,7 @@ def test_sizes_stay_absolute_after_truncation_and_pruning(rclient: tk.Client, cl
     # the last cycle truncated at the size-200 cut (Cmin: retains 200 >= 150) and pruned it and older
     assert sizes[-1].cut is not None and sizes[-1].retained == 200
     assert [r.recording_size for r in rclient.retention.records(STREAM)] == [300, 400]
-    assert rclient.describe_stream(STREAM)["truncated_bytes"] == 200
+    assert rclient.stream(STREAM).describe()["truncated_bytes"] == 200
 
 
 def test_cadence_records_only_after_the_frequency(rclient: tk.Client, clock: tk.ManualClock) -> None:
@@ -169,14 +169,14 @@ def test_preview_changes_nothing_and_matches_the_following_run(rclient: tk.Clien
         rclient.retention.run(STREAM)
     write(rclient, 10, 2)
     clock.advance(11 * MINUTE)
-    records_before, head_before = rclient.retention.records(STREAM), rclient.head_cut(STREAM)
+    records_before, head_before = rclient.retention.records(STREAM), rclient.stream(STREAM).head_cut()
     preview = rclient.retention.preview(STREAM)
     assert preview.recorded is not None and preview.cut is not None  # would record the tail, then truncate
-    assert rclient.retention.records(STREAM) == records_before and rclient.head_cut(STREAM) == head_before
+    assert rclient.retention.records(STREAM) == records_before and rclient.stream(STREAM).head_cut() == head_before
     run = rclient.retention.run(STREAM)
     assert (run.rule, run.cut, run.freed_bytes, run.retained) == (
         preview.rule, preview.cut, preview.freed_bytes, preview.retained)
-    assert rclient.head_cut(STREAM).positions == run.cut
+    assert rclient.stream(STREAM).head_cut().positions == run.cut
 
 
 def test_preview_at_a_later_time(rclient: tk.Client, clock: tk.ManualClock) -> None:
@@ -188,7 +188,7 @@ def test_preview_at_a_later_time(rclient: tk.Client, clock: tk.ManualClock) -> N
     assert rclient.retention.preview(STREAM).cut is None  # too young
     later = rclient.retention.preview(STREAM, now=clock.now_ms() + 2 * 60 * MINUTE)
     assert later.cut is not None and later.freed_bytes == 30 and later.recorded is not None
-    assert rclient.head_cut(STREAM).positions == {segment_id(0, 0): 0}
+    assert rclient.stream(STREAM).head_cut().positions == {segment_id(0, 0): 0}
 
 
 def test_a_manual_truncation_ahead_of_the_chosen_cut_wins(rclient: tk.Client, clock: tk.ManualClock) -> None:
@@ -202,10 +202,10 @@ def test_a_manual_truncation_ahead_of_the_chosen_cut_wins(rclient: tk.Client, cl
     seg = segment_id(0, 0)
     preview = rclient.retention.preview(STREAM)  # would record 500 and truncate at the size-300 cut
     assert preview.cut == {seg: 300}
-    rclient.truncate(STREAM, tk.StreamCut(STREAM, {seg: 330}, {seg: (0.0, 1.0)}))  # ahead of it, 170 B left
+    rclient.stream(STREAM).truncate(tk.StreamCut(STREAM, {seg: 330}, {seg: (0.0, 1.0)}))  # ahead of it, 170 B left
     decision = rclient.retention.run(STREAM)
     assert decision.rule == BEHIND_HEAD and decision.cut is None and decision.freed_bytes == 0
-    assert rclient.head_cut(STREAM).positions == {seg: 330}  # the manual truncation stands
+    assert rclient.stream(STREAM).head_cut().positions == {seg: 330}  # the manual truncation stands
     assert rclient.retention.history(STREAM)[0]["reason"] == "manual truncation"
     # the discarded cut (and anything older) can never be chosen again: pruned
     assert [r.recording_size for r in rclient.retention.records(STREAM)] == [500]
@@ -213,17 +213,17 @@ def test_a_manual_truncation_ahead_of_the_chosen_cut_wins(rclient: tk.Client, cl
 
 def test_removing_the_policy_stops_retention(rclient: tk.Client, clock: tk.ManualClock) -> None:
     rclient.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(10)))
-    assert rclient.describe_stream(STREAM)["retention"] == "by size: keep at least 10 B (no maximum)"
+    assert rclient.stream(STREAM).describe()["retention"] == "by size: keep at least 10 B (no maximum)"
     assert rclient.retention.streams_with_policy() == [STREAM]
     assert rclient.retention.run(STREAM).rule == BELOW_MIN  # the first cycle records the (empty) tail
-    rclient.update_stream(STREAM, tk.StreamConfig())
+    rclient.stream(STREAM).update(tk.StreamConfig())
     write(rclient, 10, 2)
     clock.advance(11 * MINUTE)
     decision = rclient.retention.run(STREAM)
     assert decision.rule == NO_POLICY and decision.cut is None and decision.recorded is None
     assert rclient.retention.streams_with_policy() == []
-    assert rclient.describe_stream(STREAM)["retention"] is None
-    assert rclient.head_cut(STREAM).positions == {segment_id(0, 0): 0}
+    assert rclient.stream(STREAM).describe()["retention"] is None
+    assert rclient.stream(STREAM).head_cut().positions == {segment_id(0, 0): 0}
 
 
 def test_bad_input_is_a_typed_error_and_changes_nothing(rclient: tk.Client) -> None:
@@ -237,7 +237,7 @@ def test_bad_input_is_a_typed_error_and_changes_nothing(rclient: tk.Client) -> N
     with pytest.raises(tk.InvalidInput, match="unit"):
         tk.RetentionPolicy.by_size("10 parsecs")
     with pytest.raises(tk.NotFound, match="does not exist"):
-        rclient.update_stream("ret/nope", tk.StreamConfig(retention=tk.RetentionPolicy.by_size(10)))
+        rclient.stream("ret/nope").update(tk.StreamConfig(retention=tk.RetentionPolicy.by_size(10)))
     with pytest.raises(tk.NotFound):
         rclient.retention.run("ret/nope")
     with pytest.raises(tk.InvalidInput, match="invalid time"):
@@ -245,7 +245,7 @@ def test_bad_input_is_a_typed_error_and_changes_nothing(rclient: tk.Client) -> N
     with pytest.raises(tk.InvalidInput, match="invalid limit"):
         rclient.retention.history(STREAM, limit=0)
     assert rclient.retention.records(STREAM) == []
-    assert rclient.describe_stream(STREAM)["retention"] == "by size: keep at least 10 B (no maximum)"
+    assert rclient.stream(STREAM).describe()["retention"] == "by size: keep at least 10 B (no maximum)"
 
 
 def test_a_crash_between_truncation_and_pruning_neither_repeats_nor_loses_work(
@@ -267,7 +267,7 @@ def test_a_crash_between_truncation_and_pruning_neither_repeats_nor_loses_work(
     seg = segment_id(0, 0)
     with tk.connect(home=home, metadata_url=metadata_url, storage=str(storage), settings=settings,
         create=True) as client:
-        assert client.head_cut(STREAM).positions == {seg: 100}  # the truncation landed...
+        assert client.stream(STREAM).head_cut().positions == {seg: 100}  # the truncation landed...
         assert [r.recording_size for r in client.retention.records(STREAM)] == [100, 200]  # ...the pruning did not
         again = client.retention.run(STREAM)
         assert again.rule == BEHIND_HEAD and again.cut is None  # the same cut is not truncated twice
@@ -283,15 +283,15 @@ def test_cycles_across_a_scale_truncate_whole_sealed_segments(rclient: tk.Client
     decisions = []
     for cycle in range(12):
         if cycle == 4:
-            rclient.split(STREAM, "0.0", 2)
+            rclient.stream(STREAM).split("0.0", 2)
         if cycle == 8:
-            rclient.merge(STREAM, ["1.2", "1.3"])
+            rclient.stream(STREAM).merge(["1.2", "1.3"])
         write(rclient, 20, 2)  # 200 bytes per cycle
         clock.advance(11 * MINUTE)
         before = size_now(rclient)
         decision = rclient.retention.run(STREAM)
         decisions.append(decision)
-        described = rclient.describe_stream(STREAM)
+        described = rclient.stream(STREAM).describe()
         assert decision.recorded is not None
         assert decision.recorded.recording_size == 200 * (cycle + 1) == described["written_bytes"]
         if decision.cut is not None:
@@ -300,10 +300,10 @@ def test_cycles_across_a_scale_truncate_whole_sealed_segments(rclient: tk.Client
             assert described["truncated_bytes"] == described["written_bytes"] - described["size_bytes"]
     assert sum(d.cut is not None for d in decisions) >= 5
     # data from before the first scale is gone, whole sealed segments with it
-    state = rclient.stream_state(STREAM)
+    state = rclient.stream(STREAM).state()
     sealed = [s for s in state.segments.values() if s.sealed]
     assert sealed and all(s.head == s.tail for s in sealed)
-    assert sum(1 for _ in rclient.read(STREAM)) * 10 == size_now(rclient)
+    assert sum(1 for _ in rclient.stream(STREAM).read()) * 10 == size_now(rclient)
 
 
 def test_concurrent_cycles_never_report_or_audit_one_truncation_twice(
@@ -326,4 +326,4 @@ def test_concurrent_cycles_never_report_or_audit_one_truncation_twice(
             reported += sum(d.cut is not None for d in decisions)
         history = a.retention.history(STREAM)
         assert len(history) == reported >= 10
-        assert sum(h["bytes_freed"] for h in history) == a.describe_stream(STREAM)["truncated_bytes"]
+        assert sum(h["bytes_freed"] for h in history) == a.stream(STREAM).describe()["truncated_bytes"]

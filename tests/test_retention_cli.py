@@ -20,7 +20,7 @@ FAST = ("--set", "retention.frequency=1ms")  # every cycle records the tail
 
 def write(home: Path, count: int) -> None:
     with tk.connect(home, create=True) as client:
-        w = client.writer(STREAM, "w")
+        w = client.stream(STREAM).writer("w")
         w.write_many([b"x" * 2] * count)  # 10-byte events
         w.close()
 
@@ -45,7 +45,7 @@ def test_policy_preview_run_history(home: Path) -> None:
     assert preview["freed_bytes"] == 300 and preview["retained"] == 300
     assert [r["retained"] for r in preview["records"]] == [300, 0]  # the recorded cut and the would-be tail
     with tk.connect(home, create=True) as client:
-        assert client.head_cut(STREAM).positions == {segment_id(0, 0): 0}  # the preview changed nothing
+        assert client.stream(STREAM).head_cut().positions == {segment_id(0, 0): 0}  # the preview changed nothing
         assert len(client.retention.records(STREAM)) == 1
     run = ok_json(home, *FAST, "retention", "run", STREAM)
     assert (run["dry_run"], run["rule"], run["cut"], run["freed_bytes"]) == (False, "above-max", {"0.0": 300}, 300)

@@ -24,6 +24,7 @@ import tidekeep as tk
 from helpers.cli import run_cli as cli
 from helpers.procs import worker_env
 from tidekeep.errors import HoldActive
+from tidekeep.streams.of_workspace import stream_controller
 from tidekeep.streams.retention_store import SubscribersChanged, subscribers_unchanged
 
 STREAM = "cbr/s"
@@ -44,7 +45,7 @@ CASES = {
 def cclient(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tk.Client]:
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
                    settings={"writer.linger": 0, "retention.frequency": "10m"}, create=True)
-    c.db.ensure_schema()
+    c.workspace.db.ensure_schema()
     yield c
     c.close()
 
@@ -57,19 +58,19 @@ def build(client: tk.Client, clock: tk.ManualClock, kind: str, subscriber: bool 
     if subscriber:
         group = client.create_reader_group("billing", tk.ReaderGroupConfig(
             streams=[STREAM], retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
-    w = client.writer(STREAM, "w")
+    w = client.stream(STREAM).writer("w")
     for _ in range(9):
         w.write_many([b"e" * 92] * 10)
         w.flush()
         clock.advance(11 * MINUTE)
         assert client.retention.run(STREAM).cut is None
     w.close()
-    client.update_stream(STREAM, tk.StreamConfig(segments=1, retention=POLICIES[kind]))
+    client.stream(STREAM).update(tk.StreamConfig(segments=1, retention=POLICIES[kind]))
     return group
 
 
 def head_offset(client: tk.Client) -> int:
-    return dict(client.head_cut(STREAM).positions)[0]
+    return dict(client.stream(STREAM).head_cut().positions)[0]
 
 
 def acknowledge(group: tk.ReaderGroup, offset: int) -> None:
@@ -122,7 +123,7 @@ def test_without_subscribers_retention_is_unchanged(cclient: tk.Client, clock: t
 def test_a_subscriber_that_acknowledged_nothing_holds_the_stream_at_its_start_cut(
         cclient: tk.Client, clock: tk.ManualClock) -> None:
     build(cclient, clock, "size")
-    cclient.update_stream(STREAM, tk.StreamConfig(segments=1, retention=tk.RetentionPolicy.by_size(0, 20_000)))
+    cclient.stream(STREAM).update(tk.StreamConfig(segments=1, retention=tk.RetentionPolicy.by_size(0, 20_000)))
     preview = cclient.retention.preview(STREAM)
     view = preview.subscribers[0]
     assert (view.acknowledged, view.positions, view.unconsumed_bytes) == (False, {0: 0}, 9_000)
@@ -184,9 +185,9 @@ def test_a_reader_group_releasing_a_held_stream_frees_nothing(cclient: tk.Client
             cclient.retention.run(STREAM)
         assert caught.value.hold_id == hold_id and "litigation 9" in str(caught.value)
         assert len(cclient.retention.records(STREAM)) == recorded + cycle
-    state = cclient.stream_state(STREAM)
+    state = cclient.stream(STREAM).state()
     assert head_offset(cclient) == 0 and state.truncated_bytes == 0
-    assert len(list(cclient.read(STREAM))) == 90 and cclient.retention.history(STREAM) == []
+    assert len(list(cclient.stream(STREAM).read())) == 90 and cclient.retention.history(STREAM) == []
     cclient.holds.remove(hold_id)
     assert cclient.retention.run(STREAM).cut is not None and head_offset(cclient) > 0
 
@@ -244,12 +245,12 @@ def test_a_truncation_is_refused_when_a_subscriber_appears_after_the_decision(
     cclient.create_reader_group("newcomer", tk.ReaderGroupConfig(
         streams=[STREAM], retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
     with pytest.raises(SubscribersChanged, match="subscriber newcomer changed since the decision"):
-        cclient.streams.truncate(STREAM, f"{STREAM}:{SEG}=5000", reason="retention", guard=guard)
+        stream_controller(cclient.workspace).truncate(STREAM, f"{STREAM}:{SEG}=5000", reason="retention", guard=guard)
     assert head_offset(cclient) == 0 and cclient.retention.history(STREAM) == []
     # an acknowledgement that moved forward is no change that matters
     cclient.delete_reader_group("newcomer")
     acknowledge(group, 6_000)
-    cclient.streams.truncate(STREAM, f"{STREAM}:{SEG}=5000", reason="retention", guard=guard)
+    stream_controller(cclient.workspace).truncate(STREAM, f"{STREAM}:{SEG}=5000", reason="retention", guard=guard)
     assert head_offset(cclient) == 5_000
     # and a cycle now decides with the newcomer: it holds the stream at its start cut
     cclient.create_reader_group("newcomer", tk.ReaderGroupConfig(
@@ -262,7 +263,7 @@ def test_a_cycle_decides_again_when_a_subscriber_appears_before_its_truncation(
         cclient: tk.Client, clock: tk.ManualClock, tmp_path: Path, metadata_url: str) -> None:
     group = build(cclient, clock, "size")
     assert group is not None
-    cclient.update_stream(STREAM, tk.StreamConfig(segments=1, retention=tk.RetentionPolicy.by_size(0, 100_000)))
+    cclient.stream(STREAM).update(tk.StreamConfig(segments=1, retention=tk.RetentionPolicy.by_size(0, 100_000)))
     acknowledge(group, 5_000)
     assert cclient.retention.preview(STREAM).cut == {0: 5_000}
     recorded = len(cclient.retention.records(STREAM))
@@ -297,7 +298,7 @@ def test_after_the_maximum_overrode_a_stopped_subscriber_cycles_keep_the_maximum
     cclient.create_stream(STREAM, tk.StreamConfig(segments=1, retention=tk.RetentionPolicy.by_size(0, 6_000)))
     group = cclient.create_reader_group("stopped", tk.ReaderGroupConfig(
         streams=[STREAM], retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
-    w = cclient.writer(STREAM, "w")
+    w = cclient.stream(STREAM).writer("w")
     for round_ in range(9):
         w.write_many([b"e" * 92] * 10)
         w.flush()
@@ -306,12 +307,12 @@ def test_after_the_maximum_overrode_a_stopped_subscriber_cycles_keep_the_maximum
         clock.advance(11 * MINUTE)
         cclient.retention.run(STREAM)
     w.close()
-    assert head_offset(cclient) == 3_000 and cclient.describe_stream(STREAM)["size_bytes"] == 6_000  # max forced
+    assert head_offset(cclient) == 3_000 and cclient.stream(STREAM).describe()["size_bytes"] == 6_000  # max forced
     for _ in range(3):
         clock.advance(11 * MINUTE)
         quiet = cclient.retention.run(STREAM)
         assert quiet.cut is None and quiet.lower_bound == {0: 3_000}, quiet.reason
-    assert head_offset(cclient) == 3_000 and cclient.describe_stream(STREAM)["size_bytes"] == 6_000
+    assert head_offset(cclient) == 3_000 and cclient.stream(STREAM).describe()["size_bytes"] == 6_000
 
 
 def test_a_truncation_at_the_lower_bound_prunes_the_records_it_passed(cclient: tk.Client,

@@ -20,7 +20,7 @@ STREAM = "rg/reset"
 
 
 def write(client: tk.Client, first: int, count: int) -> None:
-    with client.writer(STREAM, f"w{first}") as writer:  # one key: one segment's order is the write order
+    with client.stream(STREAM).writer(f"w{first}") as writer:  # one key: one segment's order is the write order
         writer.write_many([f"e{i}".encode() for i in range(first, first + count)], ["k"] * count)
 
 
@@ -64,9 +64,9 @@ def test_reset_to_head_tail_cut_and_checkpoint_moves_what_the_group_reads(client
     assert read_all(group) == names(10, 13)  # only what is written after
 
     # a cut between events: the one after e5, taken from the events' own offsets
-    events = list(client.read(STREAM))
+    events = list(client.stream(STREAM).read())
     sixth = events[6]
-    cut = client.head_cut(STREAM)
+    cut = client.stream(STREAM).head_cut()
     positions = dict(cut.positions)
     positions[sixth.segment] = sixth.offset
     target = tk.StreamCut(STREAM, positions, uid=cut.uid)
@@ -126,9 +126,9 @@ def test_a_target_truncated_away_is_refused_naming_the_head(client: tk.Client) -
         pass
     reader.close()
     assert group.checkpoint("early").cuts[STREAM].positions[0] < 40  # before e4, where the truncation goes
-    old_head = client.head_cut(STREAM)
-    events = list(client.read(STREAM))
-    client.truncate(STREAM, tk.StreamCut(STREAM, {events[4].segment: events[4].offset}, uid=old_head.uid))
+    old_head = client.stream(STREAM).head_cut()
+    events = list(client.stream(STREAM).read())
+    client.stream(STREAM).truncate(tk.StreamCut(STREAM, {events[4].segment: events[4].offset}, uid=old_head.uid))
     before = group.row()
     for target in (ResetTarget.to_cuts([old_head]), ResetTarget.to_checkpoint("early")):
         with pytest.raises(TruncatedData, match=r"is before the head .* \(truncated away\); reset to the head instead"):
@@ -144,7 +144,7 @@ def test_bad_targets_are_typed_errors_and_change_nothing(client: tk.Client) -> N
     client.create_stream("rg/other", tk.StreamConfig(segments=1))
     write(client, 0, 4)
     group = client.create_reader_group("two", tk.ReaderGroupConfig(streams=[STREAM, "rg/other"]))
-    head, other_head = client.head_cut(STREAM), client.head_cut("rg/other")
+    head, other_head = client.stream(STREAM).head_cut(), client.stream("rg/other").head_cut()
     checks: list[tuple[ResetTarget, type[Exception], str]] = [
         (ResetTarget.to_cuts([head]), InvalidInput, "no cut given for stream rg/other"),
         (ResetTarget.to_cuts([head, head, other_head]), InvalidInput, "two cuts given for stream rg/reset"),
@@ -169,10 +169,10 @@ def test_cli_reset_dry_run_json_force_and_errors(tmp_path: Path) -> None:
         write(client, 0, 5)
         group = client.create_reader_group("cli", tk.ReaderGroupConfig(streams=[STREAM]))
         assert read_all(group, limit=2) == names(0, 2)
-        tail = str(client.tail_cut(STREAM))
-        after_two = list(client.read(STREAM))[2]
+        tail = str(client.stream(STREAM).tail_cut())
+        after_two = list(client.stream(STREAM).read())[2]
         current = str(tk.StreamCut(STREAM, {after_two.segment: after_two.offset},
-                                   uid=client.head_cut(STREAM).uid))
+                                   uid=client.stream(STREAM).head_cut().uid))
     dry = run_cli(home, "rg", "reset", "cli", "--to", "tail", "--dry-run", "--json")
     assert dry.returncode == 0 and dry.stderr == "", dry.stderr
     plan = json.loads(dry.stdout)

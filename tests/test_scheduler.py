@@ -147,13 +147,13 @@ def service(c: tk.Client, owner: str, streams: list[str], cycle: Recorder, sweep
     args: dict[str, object] = dict(frequency_ms=FREQ, ttl_ms=TTL, retry_base_ms=1_000)
     args.update(kw)
     sweep = sweep_task(lambda: (sweeps if sweeps is not None else []).append(owner), sweep_every_ms)
-    return RetentionService(LeaseStore(c.db, c.clock), c.clock, owner, streams=lambda: list(streams), cycle=cycle,
-                            tasks=[sweep], skip_errors=(NotFound,), **args)  # type: ignore[arg-type]
+    return RetentionService(LeaseStore(c.workspace.db, c.clock), c.clock, owner, streams=lambda: list(streams),
+                            cycle=cycle, tasks=[sweep], skip_errors=(NotFound,), **args)  # type: ignore[arg-type]
 
 
 def owned_by(c: tk.Client, owner: str) -> set[str]:
     now = c.clock.now_ms()
-    return {lease.resource for lease in LeaseStore(c.db, c.clock).list("retention:")
+    return {lease.resource for lease in LeaseStore(c.workspace.db, c.clock).list("retention:")
             if lease.owner == owner and lease.held_at(now)}
 
 
@@ -185,7 +185,7 @@ def test_two_services_divide_streams_and_one_takes_over_when_the_other_dies(
     clock.advance(TTL + 1)
     b.renew()
     b.run_pass()  # A's membership, expired for over a TTL, is purged
-    assert [lease.resource for lease in LeaseStore(c.db, clock).list("member:")] == ["member:B"]
+    assert [lease.resource for lease in LeaseStore(c.workspace.db, clock).list("member:")] == ["member:B"]
 
 
 def test_a_stream_runs_again_a_frequency_after_its_last_run_ended(env: tuple[tk.Client, tk.ManualClock]) -> None:
@@ -251,9 +251,9 @@ def test_the_sweep_runs_once_per_interval_under_its_lease(env: tuple[tk.Client, 
     b.renew()
     assert not a.run_pass().swept and not b.run_pass().swept
     clock.advance(1)
-    LeaseStore(c.db, clock).acquire(SWEEP_RESOURCE, "C", TTL)  # a third process is sweeping right now
+    LeaseStore(c.workspace.db, clock).acquire(SWEEP_RESOURCE, "C", TTL)  # a third process is sweeping right now
     assert not a.run_pass().swept and not b.run_pass().swept
-    LeaseStore(c.db, clock).release(SWEEP_RESOURCE, "C")
+    LeaseStore(c.workspace.db, clock).release(SWEEP_RESOURCE, "C")
     assert b.run_pass().swept and not a.run_pass().swept
     assert sweeps == ["A", "B"]
-    assert LeaseStore(c.db, clock).get(SWEEP_RESOURCE).owner is None  # released after each sweep
+    assert LeaseStore(c.workspace.db, clock).get(SWEEP_RESOURCE).owner is None  # released after each sweep

@@ -75,11 +75,11 @@ def test_segment_references_are_accepted_exactly_when_they_name_a_segment(ref: A
 def scaled_stream(client: tk.Client) -> None:
     """sc/s: 2 segments with events, 0.0 split into 1.2 and 1.3, more events."""
     client.create_stream("sc/s", tk.StreamConfig(segments=2))
-    with client.writer("sc/s", "w1") as writer:
+    with client.stream("sc/s").writer("w1") as writer:
         for i in range(20):
             writer.write(b"a%d" % i, routing_key=f"k{i}")
-    client.split("sc/s", "0.0", 2)
-    with client.writer("sc/s", "w1") as writer:
+    client.stream("sc/s").split("0.0", 2)
+    with client.stream("sc/s").writer("w1") as writer:
         for i in range(20):
             writer.write(b"b%d" % i, routing_key=f"k{i}")
 
@@ -87,7 +87,7 @@ def scaled_stream(client: tk.Client) -> None:
 def test_events_and_positions_carry_segment_ids(sqlite_client: tk.Client) -> None:
     client = sqlite_client
     scaled_stream(client)
-    events = list(client.read("sc/s"))
+    events = list(client.stream("sc/s").read())
     names = {str(e.segment) for e in events}
     assert names == {"0.0", "0.1", "1.2", "1.3"}
     for event in events:
@@ -108,16 +108,16 @@ def test_events_and_positions_carry_segment_ids(sqlite_client: tk.Client) -> Non
 def test_a_cut_map_takes_segments_in_either_form(sqlite_client: tk.Client) -> None:
     client = sqlite_client
     scaled_stream(client)
-    tail = client.tail_cut("sc/s")
+    tail = client.stream("sc/s").tail_cut()
     by_name = {str(SegmentId(seg)): off for seg, off in tail.positions.items()}
     by_event = {SegmentId(seg): off for seg, off in tail.positions.items()}
     by_id = {int(seg): off for seg, off in tail.positions.items()}
     for form in (by_name, by_event, by_id):
-        assert client.resolve_cut("sc/s", form) == tail  # type: ignore[arg-type]
+        assert client.stream("sc/s").resolve_cut(form) == tail  # type: ignore[arg-type]
     for bad, fragment in [({"0.x": 0}, "invalid segment '0.x'"), ({"0.1": "7"}, "invalid offset '7'"),
                           ({"0.1": -1}, "invalid offset -1")]:
         with pytest.raises(InvalidInput) as refused:
-            client.resolve_cut("sc/s", bad)  # type: ignore[arg-type]
+            client.stream("sc/s").resolve_cut(bad)  # type: ignore[arg-type]
         assert fragment in str(refused.value)
 
 
@@ -231,10 +231,10 @@ def test_positions_keyed_by_segment_ids_are_stored_and_read_back(client: tk.Clie
     hands out are stored as the integer id: the store reads them back (a stored "E.N" key broke every
     later read of the stream or group)."""
     scaled_stream(client)
-    events = list(client.read("sc/s"))
+    events = list(client.stream("sc/s").read())
     fifth = events[4]
     assert isinstance(fifth.segment, SegmentId)
-    head = client.head_cut("sc/s")
+    head = client.stream("sc/s").head_cut()
     start = tk.StreamCut("sc/s", {SegmentId(seg): off for seg, off in head.positions.items()}, uid=head.uid)
     manual = tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT
     group = client.create_reader_group("g", tk.ReaderGroupConfig({"sc/s": (start, None)}, retention_type=manual))
@@ -243,14 +243,14 @@ def test_positions_keyed_by_segment_ids_are_stored_and_read_back(client: tk.Clie
     assert first.position is not None and first.next_offset is not None
     group.reader_offline("r1", {"sc/s": {first.position.segment: first.next_offset}})
 
-    tail_before = client.tail_cut("sc/s")
+    tail_before = client.stream("sc/s").tail_cut()
     cut = {**{SegmentId(seg): off for seg, off in head.positions.items()}, fifth.segment: fifth.offset}
-    client.truncate("sc/s", tk.StreamCut("sc/s", cut, uid=head.uid))
-    new_head = client.head_cut("sc/s")
+    client.stream("sc/s").truncate(tk.StreamCut("sc/s", cut, uid=head.uid))
+    new_head = client.stream("sc/s").head_cut()
     assert new_head.positions[int(fifth.segment)] == fifth.offset
-    assert client.tail_cut("sc/s") == tail_before
-    assert client.describe_stream("sc/s")["name"] == "sc/s"
-    group.update_retention_stream_cut({"sc/s": client.tail_cut("sc/s")})
+    assert client.stream("sc/s").tail_cut() == tail_before
+    assert client.stream("sc/s").describe()["name"] == "sc/s"
+    group.update_retention_stream_cut({"sc/s": client.stream("sc/s").tail_cut()})
     assert "sc/s" in group.describe()["streams"]
     with group.reader("r2") as again:
         with pytest.raises(TruncatedData):  # r1's stored position is before the new head

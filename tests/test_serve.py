@@ -25,7 +25,7 @@ HOUR = 3_600_000
 
 
 def write_batch(client: tk.Client, stream: str, batch: int, events: int = 20) -> None:
-    with client.writer(stream, f"w{batch}") as writer:
+    with client.stream(stream).writer(f"w{batch}") as writer:
         writer.write_many([f"{stream}:{batch}:{i}".encode() * 4 for i in range(events)],
                           [f"k{i % 3}" for i in range(events)])
 
@@ -44,25 +44,25 @@ def prepare(client: tk.Client, streams: list[str]) -> dict[str, dict[int, int]]:
         first, second = client.retention.records(stream)
         batch_bytes = second.recording_size - first.recording_size
         assert batch_bytes > 0
-        client.update_stream(stream, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(
+        client.stream(stream).update(tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(
             batch_bytes * 3 // 2)))
         expected[stream] = first.positions
     return expected
 
 
 def heads(client: tk.Client, streams: list[str]) -> dict[str, dict[int, int]]:
-    return {s: dict(client.stream_state(s).head) for s in streams}
+    return {s: dict(client.stream(s).state().head) for s in streams}
 
 
 def truncations(client: tk.Client) -> list[tuple[str, str]]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return [(r.target, r.new_head) for r in conn.execute(
             sa.select(t.audit.c.target, t.audit.c.new_head).where(t.audit.c.action == "truncate"))]
 
 
 def held_leases(client: tk.Client) -> dict[str, str]:
     now = client.clock.now_ms()
-    return {lease.resource: lease.owner for lease in LeaseStore(client.db, client.clock).list()
+    return {lease.resource: lease.owner for lease in LeaseStore(client.workspace.db, client.clock).list()
             if lease.held_at(now)}
 
 
@@ -99,7 +99,7 @@ def test_serve_once_truncates_as_the_policy_says_and_logs_why(tmp_path: Path, me
     write_batch(client, "s/due", 2)  # s/due and s/held have reached their policy's min beyond a record
     write_batch(client, "s/held", 2)
     hold_id = client.holds.add("stream", "s/held", "litigation 42")
-    abandoned = client.transactional_writer("s/kept", "tw", lease="1s").begin()
+    abandoned = client.stream("s/kept").transactional_writer("tw", lease="1s").begin()
     abandoned.write(b"never committed", routing_key="k")
     abandoned.flush()
     time.sleep(1.2)  # the serve process runs on the wall clock: let the lease run out
@@ -248,7 +248,7 @@ def test_the_heartbeat_keeps_leases_through_a_cycle_longer_than_the_ttl(tmp_path
 
     client = open_client(tmp_path, f"sqlite:///{tmp_path / 'meta.db'}")
     ttl_ms = 600
-    other = LeaseStore(client.db, client.clock)
+    other = LeaseStore(client.workspace.db, client.clock)
     denials: list[bool] = []
 
     def slow_cycle(stream: str) -> str:
@@ -258,8 +258,8 @@ def test_the_heartbeat_keeps_leases_through_a_cycle_longer_than_the_ttl(tmp_path
             time.sleep(ttl_ms / 1000 / 4)
         return "done"
 
-    service = RetentionService(LeaseStore(client.db, client.clock), client.clock, "me", streams=lambda: ["s/slow"],
-                               cycle=slow_cycle, frequency_ms=60_000, ttl_ms=ttl_ms)
+    service = RetentionService(LeaseStore(client.workspace.db, client.clock), client.clock, "me",
+                               streams=lambda: ["s/slow"], cycle=slow_cycle, frequency_ms=60_000, ttl_ms=ttl_ms)
     done = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(service, done, ttl_ms / 3000))
     beat.start()

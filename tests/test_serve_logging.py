@@ -38,7 +38,7 @@ def logs() -> Iterator[Collect]:
 
 
 def write_batch(client: tk.Client, stream: str, batch: int) -> None:
-    with client.writer(stream, f"w{batch}") as writer:
+    with client.stream(stream).writer(f"w{batch}") as writer:
         writer.write_many([f"{batch}:{i}".encode() * 4 for i in range(20)], [f"k{i % 3}" for i in range(20)])
 
 
@@ -54,7 +54,7 @@ def test_serve_logs_each_truncation_once_over_many_ticks(tmp_path: Path, metadat
             client.retention.run(stream)
             clock.advance(HOUR)
         first, second = client.retention.records(stream)
-        client.update_stream(stream, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(
+        client.stream(stream).update(tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(
             (second.recording_size - first.recording_size) * 3 // 2)))
         write_batch(client, stream, 2)  # now the first record keeps more than min: one truncation is due
         service = build_service(client, ServeOptions(frequency_ms=SECOND, lease_ttl_ms=30 * SECOND,

@@ -60,7 +60,7 @@ def env(tmp_path: Path, metadata_url: str) -> Iterator[tuple[RetentionService, L
     clock = tk.ManualClock(T0)
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
                    create=True)
-    leases = LeaseStore(c.db, clock)
+    leases = LeaseStore(c.workspace.db, clock)
     yield RetentionService(leases, clock, "A", streams=lambda: [], cycle=lambda s: None, frequency_ms=60_000,
                            ttl_ms=TTL), leases, clock
     c.close()

@@ -237,7 +237,7 @@ def test_the_source_and_sink_helpers_refuse_local_storage_on_a_cluster_master(
     monkeypatch.setenv(env_name("spark.master"), CLUSTER)
     refused(lambda: load_stream(spark, STREAM, **client.spark_options()), "storage.uri")
     refused(lambda: save_to_stream(df, STREAM, **client.spark_options()), "storage.uri")
-    assert list(client.read(STREAM)) == []
+    assert list(client.stream(STREAM).read()) == []
     shared = {**client.spark_options(), "shared_filesystem": "true"}
     save_to_stream(df, STREAM, **shared)
     assert load_stream(spark, STREAM, **shared).count() == 1
@@ -263,6 +263,6 @@ def test_registration_tells_the_planning_workers_the_sessions_master(spark, sqli
     finally:
         environment[env_name("spark.master")] = spark.sparkContext.master
         spark.dataSource.register(TidekeepDataSource)
-    assert list(client.read(STREAM)) == []
+    assert list(client.stream(STREAM).read()) == []
     df.write.format("tidekeep").mode("append").option("stream", STREAM).options(**client.spark_options()).save()
-    assert [e.payload for e in client.read(STREAM)] == [b"a"]
+    assert [e.payload for e in client.stream(STREAM).read()] == [b"a"]

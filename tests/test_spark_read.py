@@ -24,6 +24,7 @@ from tidekeep.spark.datasource import (
 )
 from tidekeep.store.chunks import ChunkRef
 from tidekeep.streams.controller import ReadTask
+from tidekeep.streams.of_workspace import stream_controller
 
 Row = tuple[int, int, str | None, bytes, int, str]
 
@@ -31,14 +32,14 @@ Row = tuple[int, int, str | None, bytes, int, str]
 def write_events(client: tk.Client, stream: str, first: int, last: int, writer_id: str = "w1",
                  keys: int = 7) -> None:
     """Events "ev<i>" with routing key k<i % keys>; small batches so each segment gets many chunks."""
-    with client.writer(stream, writer_id, batch_size=600) as writer:
+    with client.stream(stream).writer(writer_id, batch_size=600) as writer:
         for i in range(first, last):
             writer.write(f"ev{i}".encode(), routing_key=f"k{i % keys}")
 
 
 def client_rows(client: tk.Client, stream: str, start: object = None, end: object = None) -> list[Row]:
     return [(e.segment, e.offset, e.routing_key, e.payload, e.commit_time_ms, e.writer_id)
-            for e in client.read(stream, start=start, end=end)]  # type: ignore[arg-type]
+            for e in client.stream(stream).read(start=start, end=end)]  # type: ignore[arg-type]
 
 
 def spark_rows(spark, client: tk.Client, stream: str, **options: str) -> list[Row]:  # type: ignore[no-untyped-def]
@@ -78,9 +79,9 @@ def test_cuts_in_the_middle(spark, sqlite_client: tk.Client) -> None:
     client = sqlite_client
     client.create_stream("iot/sensors", tk.StreamConfig(segments=2))
     write_events(client, "iot/sensors", 0, 150)
-    first = client.tail_cut("iot/sensors")
+    first = client.stream("iot/sensors").tail_cut()
     write_events(client, "iot/sensors", 150, 300)
-    second = client.tail_cut("iot/sensors")
+    second = client.stream("iot/sensors").tail_cut()
     write_events(client, "iot/sensors", 300, 450)
 
     middle = spark_rows(spark, client, "iot/sensors", start=str(first), end=second.to_json())
@@ -105,7 +106,7 @@ def test_empty_reads(spark, sqlite_client: tk.Client) -> None:
     client.create_stream("iot/empty", tk.StreamConfig(segments=2))
     assert spark_rows(spark, client, "iot/empty") == []
     write_events(client, "iot/empty", 0, 50)
-    tail = str(client.tail_cut("iot/empty"))
+    tail = str(client.stream("iot/empty").tail_cut())
     assert spark_rows(spark, client, "iot/empty", start=tail, end=tail) == []
     assert spark_rows(spark, client, "iot/empty", start="tail") == []
     assert spark_rows(spark, client, "iot/empty", end="head") == []
@@ -115,10 +116,10 @@ def test_across_split_and_merge_keeps_per_key_order(spark, client: tk.Client) ->
     """On SQLite and on PostgreSQL: rows sorted by segment then offset give per-key write order."""
     client.create_stream("iot/scaled", tk.StreamConfig(segments=2))
     write_events(client, "iot/scaled", 0, 200, keys=23)
-    client.split("iot/scaled", "0.0", 2)  # -> 1.2 [0, .25), 1.3 [.25, .5)
+    client.stream("iot/scaled").split("0.0", 2)  # -> 1.2 [0, .25), 1.3 [.25, .5)
     write_events(client, "iot/scaled", 200, 400, keys=23)
-    mid = client.tail_cut("iot/scaled")
-    client.merge("iot/scaled", ["1.3", "0.1"])  # -> 2.4 [.25, 1)
+    mid = client.stream("iot/scaled").tail_cut()
+    client.stream("iot/scaled").merge(["1.3", "0.1"])  # -> 2.4 [.25, 1)
     write_events(client, "iot/scaled", 400, 600, keys=23)
 
     rows = spark_rows(spark, client, "iot/scaled")
@@ -138,11 +139,11 @@ def test_across_split_and_merge_keeps_per_key_order(spark, client: tk.Client) ->
 def test_after_truncation(spark, sqlite_client: tk.Client) -> None:
     client = sqlite_client
     client.create_stream("iot/trunc", tk.StreamConfig(segments=2))
-    original_head = str(client.head_cut("iot/trunc"))
+    original_head = str(client.stream("iot/trunc").head_cut())
     write_events(client, "iot/trunc", 0, 200)
-    cut = client.tail_cut("iot/trunc")
+    cut = client.stream("iot/trunc").tail_cut()
     write_events(client, "iot/trunc", 200, 300)
-    client.truncate("iot/trunc", cut)
+    client.stream("iot/trunc").truncate(cut)
 
     rows = spark_rows(spark, client, "iot/trunc")
     assert rows == client_rows(client, "iot/trunc")
@@ -242,7 +243,7 @@ def test_build_partitions_groups_consecutive_chunks_per_segment(chunks: list[tup
 
 
 def _chunk_paths(client: tk.Client, stream: str) -> list[str]:
-    plan = client.streams.plan_read(stream)
+    plan = stream_controller(client.workspace).plan_read(stream)
     return [task.chunk.path for task in plan.tasks]
 
 
@@ -251,7 +252,7 @@ def test_corrupt_chunk_fails_the_read_naming_the_file(spark, sqlite_client: tk.C
     client.create_stream("iot/bad", tk.StreamConfig(segments=2))
     write_events(client, "iot/bad", 0, 200)
     victim = _chunk_paths(client, "iot/bad")[3]
-    Path(client.storage.full_path(victim)).write_bytes(b"this is not parquet" * 20)
+    Path(client.workspace.storage.full_path(victim)).write_bytes(b"this is not parquet" * 20)
     with pytest.raises(PythonException, match=rf"CorruptChunk: chunk file {re.escape(victim)} is corrupt"):
         spark_rows(spark, client, "iot/bad")
 
@@ -261,7 +262,7 @@ def test_missing_chunk_fails_the_read_naming_the_file(spark, sqlite_client: tk.C
     client.create_stream("iot/gone", tk.StreamConfig(segments=2))
     write_events(client, "iot/gone", 0, 200)
     victim = _chunk_paths(client, "iot/gone")[-1]
-    Path(client.storage.full_path(victim)).unlink()
+    Path(client.workspace.storage.full_path(victim)).unlink()
     with pytest.raises(PythonException, match=rf"ChunkMissing: chunk file {re.escape(victim)} is missing"):
         spark_rows(spark, client, "iot/gone")
 
@@ -296,7 +297,7 @@ def test_bad_options_fail_at_load_with_tidekeep_errors(spark, sqlite_client: tk.
     client = sqlite_client
     client.create_stream("iot/opts", tk.StreamConfig(segments=2))
     write_events(client, "iot/opts", 0, 40)
-    before = (client.describe_stream("iot/opts"), client_rows(client, "iot/opts"), client.list_streams())
+    before = (client.stream("iot/opts").describe(), client_rows(client, "iot/opts"), client.list_streams())
 
     reader = spark.read.format("tidekeep").options(**client.spark_options()).options(**options)
     with pytest.raises(AnalysisException) as caught:
@@ -310,14 +311,14 @@ def test_bad_options_fail_at_load_with_tidekeep_errors(spark, sqlite_client: tk.
             load_stream(spark, stream, **client.spark_options(), **extra)  # type: ignore[arg-type]
         assert message in str(typed.value)
         assert "\n" not in str(typed.value)
-    assert (client.describe_stream("iot/opts"), client_rows(client, "iot/opts"), client.list_streams()) == before
+    assert (client.stream("iot/opts").describe(), client_rows(client, "iot/opts"), client.list_streams()) == before
 
 
 def test_load_stream_accepts_cut_objects(spark, sqlite_client: tk.Client) -> None:
     client = sqlite_client
     client.create_stream("iot/objs", tk.StreamConfig(segments=2))
     write_events(client, "iot/objs", 0, 60)
-    cut = client.tail_cut("iot/objs")
+    cut = client.stream("iot/objs").tail_cut()
     write_events(client, "iot/objs", 60, 100)
     df = load_stream(spark, "iot/objs", start=cut, **client.spark_options())
     assert rows_of(df, "iot/objs") == client_rows(client, "iot/objs", start=cut)

@@ -45,6 +45,7 @@ from tidekeep.spark.sink import (
 from tidekeep.spark.staged import StagedFile, first_mismatch
 from tidekeep.store.chunks import ChunkRef, ChunkStorage
 from tidekeep.streams.model import Router, Segment
+from tidekeep.streams.of_workspace import stream_controller
 
 OUT = "iot/out"
 SCHEMA = StructType([
@@ -68,7 +69,7 @@ def sink_options(client: tk.Client, **extra: str) -> dict[str, str]:
 
 
 def read_back(client: tk.Client) -> list[tuple[str | None, str]]:
-    return [(e.routing_key, e.payload.decode()) for e in client.read(OUT)]
+    return [(e.routing_key, e.payload.decode()) for e in client.stream(OUT).read()]
 
 
 def per_key(events: list[tuple[str | None, str]]) -> dict[str | None, list[str]]:
@@ -87,7 +88,7 @@ def mark_time(client: tk.Client, writer_id: str) -> int | None:
 
 
 def committed(client: tk.Client) -> list[tk.TransactionInfo]:
-    return [t for t in client.list_transactions(OUT) if t.state == tk.TxnState.COMMITTED]
+    return [t for t in client.transactions.list(OUT) if t.state == tk.TxnState.COMMITTED]
 
 
 @pytest.fixture
@@ -108,10 +109,10 @@ def test_batch_write_reads_back_in_per_key_order(spark, client: tk.Client, out: 
     assert sorted(p for _, p in events) == sorted(r[0] for r in data)
     assert per_key(events) == per_key([(r[1], r[0]) for r in data])
     # one transaction, with many chunks (1 KiB per task flush), noted at the maximum event time
-    [txn] = client.list_transactions(OUT)
+    [txn] = client.transactions.list(OUT)
     assert (txn.state, txn.writer_id, txn.events, txn.commit_timestamp) == (tk.TxnState.COMMITTED, "spark-batch",
                                                                            300, 1_299)
-    assert len(client.streams.plan_read(OUT).tasks) > 3
+    assert len(stream_controller(client.workspace).plan_read(OUT).tasks) > 3
     assert mark_time(client, "spark-batch") == 1_299
     assert stored_files(client) == referenced_paths(client)  # nothing staged is left behind
 
@@ -123,7 +124,7 @@ def test_batch_write_binary_payload_long_event_time_and_no_key(spark, sqlite_cli
     data = [(bytes([i % 256]) * (i % 9), 5_000 - i) for i in range(120)]
     save_to_stream(spark.createDataFrame(data, schema).repartition(3), OUT, event_time_column="ms",
                    writer_id="loader", **client.spark_options())
-    events = list(client.read(OUT))
+    events = list(client.stream(OUT).read())
     assert sorted(e.payload for e in events) == sorted(d[0] for d in data)
     assert {e.routing_key for e in events} == {None} and {e.writer_id for e in events} == {"loader"}
     assert mark_time(client, "loader") == 5_000
@@ -134,7 +135,7 @@ def test_note_time_none_and_processing_time(spark, sqlite_client: tk.Client) -> 
     client.create_stream(OUT, tk.StreamConfig(segments=1))
     df = spark.createDataFrame(rows(0, 10), SCHEMA)
     df.write.format("tidekeep").mode("append").options(**sink_options(client, note_time="none", writer_id="a")).save()
-    assert mark_time(client, "a") is None and client.list_transactions(OUT)[0].commit_timestamp is None
+    assert mark_time(client, "a") is None and client.transactions.list(OUT)[0].commit_timestamp is None
     before = int(time.time() * 1000)
     df.write.format("tidekeep").mode("append").options(
         **sink_options(client, note_time="processing_time", writer_id="b")).save()
@@ -146,7 +147,7 @@ def test_empty_batch_write_commits_nothing(spark, sqlite_client: tk.Client) -> N
     client = sqlite_client
     client.create_stream(OUT, tk.StreamConfig(segments=2))
     spark.createDataFrame([], SCHEMA).write.format("tidekeep").mode("append").options(**sink_options(client)).save()
-    assert client.list_transactions(OUT) == [] and read_back(client) == [] and stored_files(client) == set()
+    assert client.transactions.list(OUT) == [] and read_back(client) == [] and stored_files(client) == set()
 
 
 # ---- atomicity ----------------------------------------------------------------------------------------
@@ -177,7 +178,7 @@ def test_failed_task_leaves_nothing_and_rerun_writes_once(spark, sqlite_client: 
     writer = df.write.format("tidekeep").mode("append").options(**sink_options(client, chunk_size="512B"))
     with pytest.raises(Exception, match="poisoned row ev37"):
         writer.save()
-    assert read_back(client) == [] and client.list_transactions(OUT) == []
+    assert read_back(client) == [] and client.transactions.list(OUT) == []
     # the failing task deleted its files and Spark's abort those of finished tasks; a task Spark was
     # still cancelling may leave some, unreferenced: orphans for the sweep, never visible
     assert referenced_paths(client) == set()
@@ -224,7 +225,7 @@ def test_stream_writes_every_row_once_one_transaction_per_batch(spark, client: t
     txns = committed(client)
     assert [t.writer_id for t in txns] == [writer_id] * 3
     assert [t.commit_timestamp for t in txns] == [1_149, 1_149, 1_199]
-    assert client.streams.last_sequence(OUT, writer_id)[1] == 3  # batch ids 0..2 -> sequences 1..3
+    assert stream_controller(client.workspace).last_sequence(OUT, writer_id)[1] == 3  # batch ids 0..2 -> sequences 1..3
     assert mark_time(client, writer_id) == 1_199
     assert stored_files(client) == referenced_paths(client)
 
@@ -248,7 +249,7 @@ def test_restart_with_a_lost_commit_log_entry_writes_the_batch_once(spark, clien
     _run(second)
     assert second.id == first.id and second.lastProgress is not None
     assert sorted(p for _, p in read_back(client)) == sorted(f"ev{i}" for i in range(80))
-    txns = client.list_transactions(OUT)
+    txns = client.transactions.list(OUT)
     assert [(t.state, t.end_reason) for t in txns] == [(tk.TxnState.COMMITTED, "committed")] * 2 + [
         (tk.TxnState.ABORTED, "duplicate batch")]
     assert stored_files(client) == referenced_paths(client)  # the replay's files were deleted
@@ -308,7 +309,7 @@ def test_commit_twice_with_the_same_batch_id_writes_once(client: tk.Client, out:
     assert commit_messages(plan, [write_task(plan.target, iter(_task_batches(rows(0, 5))))], 3).duplicate
     nxt = commit_messages(plan, [write_task(plan.target, iter(_task_batches(rows(100, 110))))], 9)
     assert (nxt.rows, nxt.duplicate) == (10, False)
-    assert client.streams.last_sequence(OUT, "q1")[1] == 9 and len(read_back(client)) == 110
+    assert stream_controller(client.workspace).last_sequence(OUT, "q1")[1] == 9 and len(read_back(client)) == 110
 
 
 def test_scale_between_task_writes_and_commit_reroutes_every_row(client: tk.Client, out: str) -> None:
@@ -317,11 +318,11 @@ def test_scale_between_task_writes_and_commit_reroutes_every_row(client: tk.Clie
     data = rows(0, 150)
     messages = [write_task(plan.target, iter(_task_batches(data)))]
     staged_in = {c.segment for m in messages for c in m.chunks}
-    client.split(OUT, 0, 2)
-    client.merge(OUT, [1, 2])
+    client.stream(OUT).split(0, 2)
+    client.stream(OUT).merge([1, 2])
     result = commit_messages(plan, messages, sequence=1)
 
-    state = client.stream_state(OUT)
+    state = client.stream(OUT).state()
     active = {s.id for s in state.active_segments()}
     assert staged_in.isdisjoint(active)  # every staged chunk had to move
     assert set(result.positions) <= active
@@ -344,7 +345,7 @@ def test_mark_never_goes_back_below_the_previous_note(client: tk.Client, out: st
 
 
 def test_transaction_sequence_commits_once(client: tk.Client, out: str) -> None:
-    tw = client.transactional_writer(OUT, "seq-writer")
+    tw = client.stream(OUT).transactional_writer("seq-writer")
     first = tw.begin()
     first.write(b"a", routing_key="k")
     assert not first.commit(sequence=1).duplicate
@@ -361,22 +362,22 @@ def test_transaction_sequence_commits_once(client: tk.Client, out: str) -> None:
     third = tw.begin()
     third.write(b"c", routing_key="k")
     assert not third.commit(timestamp=7, sequence=2).duplicate
-    assert [e.payload for e in client.read(OUT)] == [b"a", b"c"]
-    assert client.streams.last_sequence(OUT, "seq-writer")[1] == 2
+    assert [e.payload for e in client.stream(OUT).read()] == [b"a", b"c"]
+    assert stream_controller(client.workspace).last_sequence(OUT, "seq-writer")[1] == 2
 
 
 @pytest.mark.parametrize("sequence", [0, -1, True, "1", 2**63])
 def test_transaction_bad_sequence_is_refused_and_changes_nothing(sqlite_client: tk.Client, sequence: object) -> None:
     client = sqlite_client
     client.create_stream(OUT, tk.StreamConfig(segments=1))
-    txn = client.transactional_writer(OUT, "w").begin()
+    txn = client.stream(OUT).transactional_writer("w").begin()
     txn.write(b"x")
     txn.flush()
     with pytest.raises(tk.errors.InvalidInput, match=r"invalid batch sequence .*: expected an integer greater"):
         txn.commit(sequence=sequence)  # type: ignore[arg-type]
-    assert txn.status() == tk.TxnState.OPEN and list(client.read(OUT)) == []
+    assert txn.status() == tk.TxnState.OPEN and list(client.stream(OUT).read()) == []
     txn.commit(sequence=1)
-    assert [e.payload for e in client.read(OUT)] == [b"x"]
+    assert [e.payload for e in client.stream(OUT).read()] == [b"x"]
 
 
 # ---- the note time decision (pure) -----------------------------------------------------------------
@@ -434,7 +435,7 @@ def test_bad_input_fails_before_writing_with_a_typed_error(spark, sqlite_client:
     data = [tuple(1 if f.dataType == LongType() else r[SCHEMA.names.index(f.name)] for f in schema.fields)
             for r in rows(0, 5)]
     df = spark.createDataFrame(data, schema)
-    before = (client.describe_stream(OUT), client.list_streams(), stored_files(client))
+    before = (client.stream(OUT).describe(), client.list_streams(), stored_files(client))
 
     with pytest.raises(AnalysisException) as caught:
         df.write.format("tidekeep").mode("append").options(**options).save()
@@ -444,8 +445,8 @@ def test_bad_input_fails_before_writing_with_a_typed_error(spark, sqlite_client:
         save_to_stream(df, stream, **options)
     assert message in str(typed.value) and "\n" not in str(typed.value)
 
-    assert (client.describe_stream(OUT), client.list_streams(), stored_files(client)) == before
-    assert client.list_transactions() == []
+    assert (client.stream(OUT).describe(), client.list_streams(), stored_files(client)) == before
+    assert client.transactions.list() == []
 
 
 def test_bad_input_in_a_streaming_query_fails_at_start(spark, sqlite_client: tk.Client, tmp_path: Path) -> None:
@@ -468,7 +469,7 @@ def test_bad_input_in_a_streaming_query_fails_at_start(spark, sqlite_client: tk.
         plan_sink(sink_options(client), SCHEMA, overwrite=False, streaming=True)
     with pytest.raises(tk.errors.InvalidInput, match="cannot derive a writer id from checkpoint"):
         plan_sink(sink_options(client, checkpointLocation=str(tmp_path / "empty")), SCHEMA, False, True)
-    assert read_back(client) == [] and client.list_transactions() == [] and stored_files(client) == set()
+    assert read_back(client) == [] and client.transactions.list() == [] and stored_files(client) == set()
 
 
 def test_executor_refuses_null_payloads_and_negative_times(sqlite_client: tk.Client) -> None:
@@ -495,7 +496,7 @@ def test_concurrent_commits_of_one_sequence_append_once(client: tk.Client, out: 
     gate.touch()
     monkeypatch.setenv("TIDEKEEP_PAUSE", f"txn.sequence_checked=@{gate}")
     caplog.set_level("INFO", logger="tidekeep.txn")
-    tw = client.transactional_writer(OUT, "racer")
+    tw = client.stream(OUT).transactional_writer("racer")
     txns = []
     for payload in (b"one", b"two"):
         txn = tw.begin()
@@ -527,7 +528,7 @@ def test_concurrent_commits_of_one_sequence_append_once(client: tk.Client, out: 
         thread.join(120)
     assert all(isinstance(r, tk.TxnCommitResult) for r in results), results
     assert sorted(r.duplicate for r in results) == [False, True]  # type: ignore[union-attr]
-    assert len(list(client.read(OUT))) == 1
+    assert len(list(client.stream(OUT).read())) == 1
     if client.settings.metadata_url.startswith("postgresql"):  # SQLite serialises the two write transactions
         assert any("writer racer committed concurrently" in r.getMessage() for r in caplog.records)
     assert stored_files(client) == referenced_paths(client)
@@ -543,14 +544,14 @@ def test_each_micro_batch_routes_with_the_segments_current_at_its_planning(spark
              .options(**sink_options(client)).option("checkpointLocation", str(tmp_path / "ckpt")).start())
     try:
         query.processAllAvailable()
-        client.split(OUT, 0, 2)
-        client.split(OUT, 1, 2)
+        client.stream(OUT).split(0, 2)
+        client.stream(OUT).split(1, 2)
         spark.createDataFrame(rows(40, 80), SCHEMA).coalesce(1).write.mode("append").parquet(str(source))
         query.processAllAvailable()
     finally:
         query.stop()
     second = committed(client)[1]
-    state = client.stream_state(OUT)
+    state = client.stream(OUT).state()
     assert set(second.positions) <= {s.id for s in state.active_segments()}
     # routed by the tasks, not re-routed by the commit: the chunks stayed in the tasks' directories
     assert all("/txn/spark-" in path for path in referenced_paths(client))
@@ -603,8 +604,8 @@ def test_query_dying_between_tidekeep_commit_and_spark_log_restarts_exactly_once
     _run(start())
     assert sorted(p for _, p in read_back(client)) == sorted(f"ev{i}" for i in range(100))
     assert len(committed(client)) == 5
-    assert [t.end_reason for t in client.list_transactions(OUT)].count("duplicate batch") == 1
-    assert client.streams.last_sequence(OUT, committed(client)[0].writer_id)[1] == 5
+    assert [t.end_reason for t in client.transactions.list(OUT)].count("duplicate batch") == 1
+    assert stream_controller(client.workspace).last_sequence(OUT, committed(client)[0].writer_id)[1] == 5
     # Spark aborted the batch whose commit "failed": the files tidekeep had committed were kept
     assert stored_files(client) == referenced_paths(client)
 
@@ -626,8 +627,8 @@ def test_a_batch_commit_whose_answer_is_lost_is_resolved_not_replayed(
     assert sorted(p for _, p in read_back(client)) == sorted(f"ev{i}" for i in range(60))
     batches = committed(client)
     assert len(batches) == 3
-    assert [t.end_reason for t in client.list_transactions(OUT)].count("duplicate batch") == 0
-    assert client.streams.last_sequence(OUT, batches[0].writer_id)[1] == 3
+    assert [t.end_reason for t in client.transactions.list(OUT)].count("duplicate batch") == 0
+    assert stream_controller(client.workspace).last_sequence(OUT, batches[0].writer_id)[1] == 3
     assert stored_files(client) == referenced_paths(client)
 
 
@@ -669,7 +670,7 @@ def test_a_task_writing_to_a_private_directory_fails_the_batch_and_commits_nothi
         client.create_stream(name, tk.StreamConfig(segments=3))
     source = tmp_path / "source"
     spark.createDataFrame(rows(0, 90), SCHEMA).repartition(3).write.parquet(str(source))
-    tails = {name: client.tail_cut(name) for name in streams.values()}
+    tails = {name: client.stream(name).tail_cut() for name in streams.values()}
     options = {which: sink_options(client, stream=name) for which, name in streams.items()}
     checkpoint = tmp_path / "ckpt"
     private = tmp_path / "private"  # the executors' temporary directory: where their "own disks" are
@@ -684,7 +685,7 @@ def test_a_task_writing_to_a_private_directory_fails_the_batch_and_commits_nothi
     lines = [line for line in run.stdout.splitlines() if line.startswith("OUTCOME ")]
     assert run.returncode == 0 and lines, run.stdout[-2000:] + run.stderr[-3000:]
     outcome = json.loads(lines[0].removeprefix("OUTCOME "))
-    root = client.storage.root
+    root = client.workspace.storage.root
     for which in streams:
         error = outcome[which]
         assert error is not None, f"the {which} write committed files the driver cannot see"
@@ -692,10 +693,10 @@ def test_a_task_writing_to_a_private_directory_fails_the_batch_and_commits_nothi
         assert f"is missing from storage {root}" in error and "written by partition " in error
 
     for name in streams.values():  # nothing committed, nothing visible, nothing left in the storage
-        assert client.tail_cut(name) == tails[name]
+        assert client.stream(name).tail_cut() == tails[name]
         assert chunk_rows(client, name) == []
-        assert [t for t in client.list_transactions(name) if t.state == tk.TxnState.COMMITTED] == []
-        assert list(client.read(name)) == []
+        assert [t for t in client.transactions.list(name) if t.state == tk.TxnState.COMMITTED] == []
+        assert list(client.stream(name).read()) == []
     assert stored_files(client) == set()
     assert list(private.rglob("*.parquet"))  # the tasks did write: on their private disks
 
@@ -707,8 +708,8 @@ def test_a_task_writing_to_a_private_directory_fails_the_batch_and_commits_nothi
              .trigger(availableNow=True).start())
     _run(query)
     for name in streams.values():
-        assert sorted(e.payload.decode() for e in client.read(name)) == sorted(f"ev{i}" for i in range(90))
-        assert len([t for t in client.list_transactions(name) if t.state == tk.TxnState.COMMITTED]) == 1
+        assert sorted(e.payload.decode() for e in client.stream(name).read()) == sorted(f"ev{i}" for i in range(90))
+        assert len([t for t in client.transactions.list(name) if t.state == tk.TxnState.COMMITTED]) == 1
     assert stored_files(client) == referenced_paths(client)
 
 
@@ -723,24 +724,24 @@ def test_a_staged_file_missing_or_of_another_size_fails_the_commit_and_commits_n
     messages = [write_task(plan.target, iter(_task_batches(rows(0, 60)))),
                 write_task(plan.target, iter(_task_batches(rows(60, 100))))]
     victim = messages[1].chunks[-1].path
-    full = Path(client.storage.full_path(victim))
+    full = Path(client.workspace.storage.full_path(victim))
     if damage == "deleted":
         full.unlink()
     else:
         data = full.read_bytes()
         full.write_bytes(data[:-7] if damage == "shorter" else data + b"garbage")
     found = f"has {full.stat().st_size} bytes" if full.exists() else "is missing"
-    tail = client.tail_cut(OUT)
+    tail = client.stream(OUT).tail_cut()
 
     with pytest.raises(tk.StagedFileMissing) as failure:
         commit_messages(plan, messages, sequence=1)
     assert failure.value.path == victim
     message = str(failure.value)
-    assert f"staged file {victim} " in message and f"storage {client.storage.root}" in message
+    assert f"staged file {victim} " in message and f"storage {client.workspace.storage.root}" in message
     assert found in message
-    assert client.tail_cut(OUT) == tail and chunk_rows(client, OUT) == []
-    assert client.list_transactions(OUT) == []
-    assert client.streams.last_sequence(OUT, "q3")[1] == 0
+    assert client.stream(OUT).tail_cut() == tail and chunk_rows(client, OUT) == []
+    assert client.transactions.list(OUT) == []
+    assert stream_controller(client.workspace).last_sequence(OUT, "q3")[1] == 0
     assert stored_files(client) == set()  # the files that were there are deleted, as an abort does
 
     again = [write_task(plan.target, iter(_task_batches(rows(0, 100))))]

@@ -17,7 +17,7 @@ Row = tuple[int, int, int, str | None, str]  # batch id, segment, offset, routin
 
 
 def write_events(client: tk.Client, stream: str, first: int, last: int, keys: int = 7, writer_id: str = "w1") -> None:
-    with client.writer(stream, writer_id, batch_size=300) as writer:
+    with client.stream(stream).writer(writer_id, batch_size=300) as writer:
         for i in range(first, last):
             writer.write(f"ev{i}".encode(), routing_key=f"k{i % keys}")
 
@@ -71,10 +71,10 @@ def test_across_split_and_merge_per_key_order(spark, client: tk.Client, tmp_path
     rows come in a later batch than its predecessors'."""
     client.create_stream("iot/scaled", tk.StreamConfig(segments=2))
     write_events(client, "iot/scaled", 0, 150, keys=23)
-    client.split("iot/scaled", "0.0", 2)
+    client.stream("iot/scaled").split("0.0", 2)
     write_events(client, "iot/scaled", 150, 300, keys=23)
-    active = sorted(client.stream_state("iot/scaled").active_segments(), key=lambda s: s.key_low)
-    client.merge("iot/scaled", [active[1].id, active[2].id])  # 1.3 [.25, .5) and 0.1 [.5, 1)
+    active = sorted(client.stream("iot/scaled").state().active_segments(), key=lambda s: s.key_low)
+    client.stream("iot/scaled").merge([active[1].id, active[2].id])  # 1.3 [.25, .5) and 0.1 [.5, 1)
     write_events(client, "iot/scaled", 300, 450, keys=23)
 
     rows = run(spark, client, "iot/scaled", tmp_path / "ck")  # no byte limit: only the scaling splits batches
@@ -84,7 +84,7 @@ def test_across_split_and_merge_per_key_order(spark, client: tk.Client, tmp_path
         per_key.setdefault(str(r[3]), []).append(int(r[4][2:]))
     for key, seq in per_key.items():
         assert seq == sorted(seq), key
-    segments = client.stream_state("iot/scaled").segments
+    segments = client.stream("iot/scaled").state().segments
     batches_of: dict[int, set[int]] = {}
     for r in rows:
         batches_of.setdefault(r[1], set()).add(r[0])
@@ -103,10 +103,10 @@ def test_watermark_column_equals_the_oracle(spark, client: tk.Client, tmp_path: 
         client.watermarks.note("iot/wm", "w1", 1_000 * (step + 1))
         assert client.watermarks.compute("iot/wm") is not None
         if step == 1:
-            client.split("iot/wm", "0.1", 2)
+            client.stream("iot/wm").split("0.1", 2)
     marks = client.watermarks.list("iot/wm")
     assert len(marks) == 4
-    segments = client.stream_state("iot/wm").segments
+    segments = client.stream("iot/wm").state().segments
     df = spark.read.format("tidekeep").option("stream", "iot/wm").options(**client.spark_options()).load()
     rows = df.selectExpr("segment", "offset", "unix_millis(watermark) as wm").collect()
     assert len(rows) == 160
@@ -138,29 +138,29 @@ def test_commit_acknowledges_and_retention_follows(spark, client: tk.Client, tmp
     write_events(client, "iot/ret", 0, 200)
     rows = run(spark, client, "iot/ret", tmp_path / "ck", reader_group="query", max_bytes_per_trigger="1KB")
     assert numbers(rows) == list(range(200))
-    (sub,) = client.subscribers("iot/ret")
+    (sub,) = client.stream("iot/ret").subscribers()
     assert sub.reader_group == "query" and sub.retention_type == "MANUAL_RELEASE_AT_USER_STREAMCUT"
     assert sub.start_positions == {0: 0, 1: 0}  # created at the query's initial offset, the head
-    acknowledged = client.tail_cut("iot/ret")
+    acknowledged = client.stream("iot/ret").tail_cut()
     assert sub.positions == acknowledged.positions  # every batch the run read
     write_events(client, "iot/ret", 200, 260)  # not read yet
     client.retention.run("iot/ret")
-    assert client.head_cut("iot/ret") == acknowledged  # up to the committed cut, not the tail
-    assert client.stream("iot/ret").size_between(acknowledged, client.tail_cut("iot/ret")) > 0
+    assert client.stream("iot/ret").head_cut() == acknowledged  # up to the committed cut, not the tail
+    assert client.stream("iot/ret").size_between(acknowledged, client.stream("iot/ret").tail_cut()) > 0
 
     # the next run reads and acknowledges the rest; an older copy of the checkpoint, restarted,
     # re-reads what came after it, and its ends behind the acknowledgement are skipped (no error)
     shutil.copytree(tmp_path / "ck", tmp_path / "old")
     rows = run(spark, client, "iot/ret", tmp_path / "ck", reader_group="query", max_bytes_per_trigger="1KB")
     assert numbers(rows) == list(range(200, 260))
-    (later,) = client.subscribers("iot/ret")
-    assert later.positions == client.tail_cut("iot/ret").positions
+    (later,) = client.stream("iot/ret").subscribers()
+    assert later.positions == client.stream("iot/ret").tail_cut().positions
     replayed = run(spark, client, "iot/ret", tmp_path / "old", reader_group="query", max_bytes_per_trigger="1KB")
     assert numbers(replayed) == list(range(200, 260))
-    (kept,) = client.subscribers("iot/ret")
+    (kept,) = client.stream("iot/ret").subscribers()
     assert kept.positions == later.positions
     client.retention.run("iot/ret")
-    assert client.head_cut("iot/ret") == client.tail_cut("iot/ret")
+    assert client.stream("iot/ret").head_cut() == client.stream("iot/ret").tail_cut()
 
 
 def test_initial_offset_from_the_groups_acknowledgement(spark, sqlite_client: tk.Client, tmp_path: Path) -> None:
@@ -170,7 +170,7 @@ def test_initial_offset_from_the_groups_acknowledgement(spark, sqlite_client: tk
     client.create_reader_group("svc", tk.ReaderGroupConfig(
         ["iot/init"], retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
     write_events(client, "iot/init", 0, 40)
-    client.reader_group("svc").update_retention_stream_cut({"iot/init": client.tail_cut("iot/init")})
+    client.reader_group("svc").update_retention_stream_cut({"iot/init": client.stream("iot/init").tail_cut()})
     write_events(client, "iot/init", 40, 70)
     assert numbers(run(spark, client, "iot/init", tmp_path / "a", reader_group="svc")) == list(range(40, 70))
     assert numbers(run(spark, client, "iot/init", tmp_path / "b", reader_group="svc", start="head")) == \
@@ -185,8 +185,8 @@ def test_truncated_checkpoint_fails_or_skips(spark, sqlite_client: tk.Client, tm
     assert numbers(run(spark, client, "iot/tr", tmp_path / "ck")) == list(range(50))
     write_events(client, "iot/tr", 50, 100)
     # everything the checkpoint has not read yet and some more is truncated away
-    middle = next(e for e in client.read("iot/tr") if e.payload == b"ev80")
-    client.truncate("iot/tr", f"iot/tr:0.0={middle.offset}")
+    middle = next(e for e in client.stream("iot/tr").read() if e.payload == b"ev80")
+    client.stream("iot/tr").truncate(f"iot/tr:0.0={middle.offset}")
     with pytest.raises(StreamingQueryException, match=r"TruncatedData.*iot/tr.*before the head"):
         run(spark, client, "iot/tr", tmp_path / "ck")
     rows = run(spark, client, "iot/tr", tmp_path / "ck", on_truncated="skip")
@@ -201,12 +201,12 @@ def test_a_checkpoint_of_a_deleted_stream_is_refused_by_the_recreated_one(spark,
     client = sqlite_client
     client.create_stream("iot/again", tk.StreamConfig(segments=2))
     write_events(client, "iot/again", 0, 40)
-    old_uid = client.stream_state("iot/again").info.uid
+    old_uid = client.stream("iot/again").state().info.uid
     assert numbers(run(spark, client, "iot/again", tmp_path / "ck")) == list(range(40))
-    client.delete_stream("iot/again", force=True)
+    client.stream("iot/again").delete(force=True)
     client.create_stream("iot/again", tk.StreamConfig(segments=2))
     write_events(client, "iot/again", 0, 60)
-    new_uid = client.stream_state("iot/again").info.uid
+    new_uid = client.stream("iot/again").state().info.uid
     refusal = (rf"InvalidStreamCut.*cut of an earlier incarnation of stream iot/again \(uid {old_uid}\), the "
                rf"stream now has uid {new_uid}")
     with pytest.raises(StreamingQueryException, match=refusal):

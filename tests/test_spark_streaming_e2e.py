@@ -43,7 +43,7 @@ def event_time(i: int) -> int:
 def write_input(client: tk.Client, first: int, last: int) -> None:
     """Event i: key k<i % KEYS>, payload "ev<i>@<event time>"; 200-byte writer batches make ~10-event
     chunks, so a 600-byte trigger limit gives many micro-batches."""
-    with client.writer(INPUT, "gateway", batch_size=200) as writer:
+    with client.stream(INPUT).writer("gateway", batch_size=200) as writer:
         for i in range(first, last):
             writer.write(f"ev{i}@{event_time(i)}".encode(), routing_key=f"k{i % KEYS}")
 
@@ -53,7 +53,7 @@ def expected(first: int, last: int) -> list[tuple[str, str]]:
 
 
 def output(client: tk.Client) -> list[tuple[str | None, str]]:
-    return [(e.routing_key, e.payload.decode()) for e in client.read(OUTPUT)]
+    return [(e.routing_key, e.payload.decode()) for e in client.stream(OUTPUT).read()]
 
 
 def start_query(env: dict[str, str], checkpoint: Path, mode: str, log: Path) -> subprocess.Popen[bytes]:
@@ -135,16 +135,16 @@ def test_query_killed_mid_run_and_restarted_writes_every_input_once(spark, pg_cl
     # the sink's writer mark: the largest event time written (one writer, kept across the restart)
     (mark,) = client.watermarks.marks(OUTPUT)
     assert mark.time_ms == event_time(259)
-    assert {t.writer_id for t in client.list_transactions(OUTPUT)} == {mark.writer_id}
+    assert {t.writer_id for t in client.transactions.list(OUTPUT)} == {mark.writer_id}
 
     # the query acknowledged everything it read; retention (min 0) truncates exactly that far
-    (sub,) = client.subscribers(INPUT)
-    acknowledged = client.tail_cut(INPUT)
+    (sub,) = client.stream(INPUT).subscribers()
+    acknowledged = client.stream(INPUT).tail_cut()
     assert (sub.reader_group, sub.positions) == (GROUP, acknowledged.positions)
     write_input(client, 260, 280)  # not read by the query
     client.retention.run(INPUT)
-    assert client.head_cut(INPUT) == acknowledged
-    assert sorted(e.payload.decode() for e in client.read(INPUT)) == sorted(
+    assert client.stream(INPUT).head_cut() == acknowledged
+    assert sorted(e.payload.decode() for e in client.stream(INPUT).read()) == sorted(
         f"ev{i}@{event_time(i)}" for i in range(260, 280))
 
 
@@ -158,7 +158,7 @@ def test_query_dying_after_a_sink_commit_replays_that_batch_once(spark, sqlite_c
     client.create_stream(INPUT, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(0, "1GB")))
     client.create_stream(OUTPUT, tk.StreamConfig(segments=3))
     write_input(client, 0, 120)
-    head = client.head_cut(INPUT)
+    head = client.stream(INPUT).head_cut()
     env = worker_env(client.settings.metadata_url, client.settings.storage_uri, tmp_path / "ws",
                      fault="txn.after_commit")
     checkpoint, log = tmp_path / "ckpt", tmp_path / "query.log"
@@ -172,16 +172,16 @@ def test_query_dying_after_a_sink_commit_replays_that_batch_once(spark, sqlite_c
     assert 0 < first < 120  # tidekeep committed batch 0 ...
     assert not (checkpoint / "commits" / "0").exists()  # ... Spark never logged it
     client.retention.run(INPUT)
-    assert client.head_cut(INPUT) == head  # nothing acknowledged past the uncommitted batch's start
+    assert client.stream(INPUT).head_cut() == head  # nothing acknowledged past the uncommitted batch's start
 
     restart_to_the_end(spark, client, checkpoint)
     assert Counter(output(client)) == Counter(expected(0, 120))
-    assert [t.end_reason for t in client.list_transactions(OUTPUT)].count("duplicate batch") == 1
-    (sub,) = client.subscribers(INPUT)
-    assert sub.positions == client.tail_cut(INPUT).positions
+    assert [t.end_reason for t in client.transactions.list(OUTPUT)].count("duplicate batch") == 1
+    (sub,) = client.stream(INPUT).subscribers()
+    assert sub.positions == client.stream(INPUT).tail_cut().positions
     client.retention.run(INPUT)
-    assert client.head_cut(INPUT) == client.tail_cut(INPUT)
-    assert list(client.read(INPUT)) == []
+    assert client.stream(INPUT).head_cut() == client.stream(INPUT).tail_cut()
+    assert list(client.stream(INPUT).read()) == []
     assert stored_files(client) == referenced_paths(client)  # no staged or replayed file left behind
 
 
@@ -214,11 +214,11 @@ def test_example_runs_and_retention_follows_the_query(tmp_path: Path) -> None:
 
     client = tk.connect(home=home, create=True)
     try:
-        (sub,) = client.subscribers("demo/sensor-events")
-        tail = client.tail_cut("demo/sensor-events")
-        assert sub.positions == tail.positions and client.head_cut("demo/sensor-events") == tail
+        (sub,) = client.stream("demo/sensor-events").subscribers()
+        tail = client.stream("demo/sensor-events").tail_cut()
+        assert sub.positions == tail.positions and client.stream("demo/sensor-events").head_cut() == tail
         assert f"acknowledged {tail}" in queried[-1]
-        rows = [e.payload for e in client.read("demo/sensor-minutes")]
+        rows = [e.payload for e in client.stream("demo/sensor-minutes").read()]
         assert len(rows) == len(set(rows)) == 30  # 6 sensors x minutes 12:00-12:04, each window once
     finally:
         client.close()

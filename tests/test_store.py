@@ -30,7 +30,7 @@ def _connect(tmp_path: Path, metadata_url: str, **settings: object) -> tk.Client
 
 
 def _version_rows(client: tk.Client) -> list[str]:
-    with client.db.engine.connect() as conn:
+    with client.workspace.db.engine.connect() as conn:
         return list(conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalars())
 
 
@@ -50,7 +50,7 @@ def test_opening_a_workspace_at_the_current_schema_never_imports_alembic(tmp_pat
 
 def test_init_applies_the_migrations_and_reconnect_is_a_noop(tmp_path: Path, metadata_url: str) -> None:
     first = _connect(tmp_path, metadata_url)  # create=True: what `tidekeep init` does
-    assert first.db.current_revision() == head_revision()
+    assert first.workspace.db.current_revision() == head_revision()
     first.create_stream("s/a", tk.StreamConfig(segments=2))
     assert _version_rows(first) == [head_revision()]
     first.close()
@@ -73,11 +73,11 @@ def test_init_applies_the_migrations_and_reconnect_is_a_noop(tmp_path: Path, met
 
 
 def test_migrated_schema_matches_the_declared_metadata_exactly(client: tk.Client) -> None:
-    client.db.ensure_schema()
-    with client.db.engine.connect() as conn:
+    client.workspace.db.ensure_schema()
+    with client.workspace.db.engine.connect() as conn:
         differences = compare_metadata(MigrationContext.configure(conn), t.metadata)
     assert differences == []
-    with client.db.engine.connect() as conn:
+    with client.workspace.db.engine.connect() as conn:
         tables = set(sa.inspect(conn).get_table_names())
     assert tables == set(t.metadata.tables) | {"alembic_version"}
 
@@ -116,17 +116,17 @@ def test_concurrent_first_use_migrates_once(tmp_path: Path, metadata_url: str) -
 def test_sqlite_runs_with_wal_busy_timeout_and_foreign_keys(tmp_path: Path) -> None:
     client = _connect(tmp_path, f"sqlite:///{tmp_path / 'meta.db'}", **{"metadata.busy_timeout": "7s"})
     client.create_stream("s/a", tk.StreamConfig(segments=1))
-    with client.db.engine.connect() as conn:
+    with client.workspace.db.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 7000
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     # foreign keys are enforced, not just switched on: a chunk of a segment that does not exist is refused
-    stream_id = client.stream_state("s/a").stream_id
-    with pytest.raises(sa.exc.IntegrityError), client.db.write() as conn:
+    stream_id = client.stream("s/a").state().stream_id
+    with pytest.raises(sa.exc.IntegrityError), client.workspace.db.write() as conn:
         conn.execute(sa.insert(t.chunks).values(
             stream_id=stream_id, segment_id=999, base_offset=0, length=8, event_count=1, path="x.parquet",
             writer_id="w", sequence=1, committed_ms=0))
-    assert client.db.is_sqlite
+    assert client.workspace.db.is_sqlite
     client.close()
 
 
@@ -150,7 +150,7 @@ def test_sqlite_waits_for_a_busy_database_before_switching_to_wal(tmp_path: Path
         release.join()
         holder.close()
     assert waited >= 0.3  # it really was blocked, and waited instead of failing
-    with client.db.engine.connect() as conn:
+    with client.workspace.db.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     assert [s.name for s in client.list_streams()] == ["s/a"]
     client.close()
@@ -158,19 +158,19 @@ def test_sqlite_waits_for_a_busy_database_before_switching_to_wal(tmp_path: Path
 
 def test_foreign_keys_cascade_on_postgres_too(client: tk.Client) -> None:
     client.create_stream("s/a", tk.StreamConfig(segments=2))
-    stream_id = client.stream_state("s/a").stream_id
-    with pytest.raises(sa.exc.IntegrityError), client.db.write() as conn:
+    stream_id = client.stream("s/a").state().stream_id
+    with pytest.raises(sa.exc.IntegrityError), client.workspace.db.write() as conn:
         conn.execute(sa.insert(t.chunks).values(
             stream_id=stream_id, segment_id=999, base_offset=0, length=8, event_count=1, path="x.parquet",
             writer_id="w", sequence=1, committed_ms=0))
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(t.chunks)).scalar_one() == 0
 
 
 def test_database_at_an_unknown_newer_revision_is_refused(tmp_path: Path, metadata_url: str) -> None:
     first = _connect(tmp_path, metadata_url)
     first.create_stream("s/a", tk.StreamConfig(segments=1))
-    with first.db.engine.begin() as conn:
+    with first.workspace.db.engine.begin() as conn:
         conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999_from_the_future'"))
     first.close()
 
@@ -198,7 +198,7 @@ def test_init_workspace_is_idempotent(tmp_path: Path) -> None:
     assert (home / "metadata.db").is_file()
     assert (home / "data").is_dir()
     with tk.connect(home, create=True) as client:
-        assert client.db.current_revision() == head_revision()
+        assert client.workspace.db.current_revision() == head_revision()
         client.create_stream("s/a")
 
     config_file.write_text(config_file.read_text() + "# edited by hand\n")

@@ -43,7 +43,7 @@ def home(tmp_path: Path) -> Path:
 
 
 def write(home: Path, payloads: list[str]) -> None:
-    with tk.connect(home) as client, client.writer(STREAM, "w", linger=0) as writer:
+    with tk.connect(home) as client, client.stream(STREAM).writer("w", linger=0) as writer:
         writer.write_many([p.encode() for p in payloads], ["one-key"] * len(payloads))
 
 
@@ -95,7 +95,7 @@ def test_a_follow_ends_when_the_stream_is_sealed_and_read_to_its_end(home: Path)
         assert lines.take(1) == ["before"]
         write(home, ["last"])
         with tk.connect(home) as client:
-            client.seal_stream(STREAM)
+            client.stream(STREAM).seal()
         assert process.wait(timeout=60) == 0
         assert lines.take(1) == ["last"]
     finally:
@@ -127,19 +127,19 @@ def test_follow_reads_every_event_once_across_rounds_and_scaling(tmp_path: Path)
 
         def write_round(tag: str) -> None:
             payloads = [f"{tag}-{k}-{i}".encode() for i in range(3) for k in keys]
-            with client.writer(STREAM, f"w-{tag}") as writer:
+            with client.stream(STREAM).writer(f"w-{tag}") as writer:
                 writer.write_many(payloads, [p.decode().split("-")[1] for p in payloads])
             written.extend(payloads)
 
         steps = iter([lambda: write_round("r1"),
-                      lambda: (client.split(STREAM, "0.0", 3), write_round("r2")),  # successors from here on
+                      lambda: (client.stream(STREAM).split("0.0", 3), write_round("r2")),  # successors from here on
                       lambda: None,  # an empty poll
                       lambda: write_round("r3")])
         sleeps: list[float] = []
 
         def on_sleep(seconds: float) -> None:
             sleeps.append(seconds)
-            next(steps, lambda: client.seal_stream(STREAM))()
+            next(steps, lambda: client.stream(STREAM).seal())()
 
         write_round("r0")
         rounds: list[int] = []

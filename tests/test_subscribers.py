@@ -24,6 +24,7 @@ from tidekeep.store.database import _alembic_config
 from tidekeep.store.schema_subscribers import stream_subscribers
 from tidekeep.streams.cuts import size_between
 from tidekeep.streams.model import segment_id
+from tidekeep.streams.of_workspace import stream_controller
 from tidekeep.streams.subscriber_store import Subscriber, SubscriberStore, unconsumed_bytes
 
 STREAM, OTHER = "cbr/events", "cbr/other"
@@ -45,7 +46,7 @@ def client(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator
 
 
 def write(client: tk.Client, stream: str, count: int, size: int = 20, prefix: str = "e") -> None:
-    with client.writer(stream, f"w-{prefix}") as w:
+    with client.stream(stream).writer(f"w-{prefix}") as w:
         for i in range(count):
             w.write(f"{prefix}{i:04d}".encode().ljust(size, b"."), routing_key=f"k{i % 7}")
         w.flush()
@@ -53,13 +54,13 @@ def write(client: tk.Client, stream: str, count: int, size: int = 20, prefix: st
 
 def rows(client: tk.Client) -> list[tuple[str, int, str | None]]:
     """(reader group, generation, positions JSON) of every subscriber row, straight from the table."""
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return [(r.reader_group, r.generation, r.positions) for r in conn.execute(
             sa.select(stream_subscribers).order_by(stream_subscribers.c.reader_group, stream_subscribers.c.stream_id))]
 
 
 def one(client: tk.Client, stream: str, group: str) -> Subscriber:
-    found = [s for s in client.subscribers(stream) if s.reader_group == group]
+    found = [s for s in client.stream(stream).subscribers() if s.reader_group == group]
     assert len(found) == 1
     return found[0]
 
@@ -71,7 +72,7 @@ def two_streams(client: tk.Client) -> tuple[tk.StreamCut, tk.StreamCut]:
     client.create_stream(OTHER, tk.StreamConfig(segments=1))
     write(client, STREAM, 40)
     write(client, OTHER, 10)
-    first = client.tail_cut(STREAM), client.tail_cut(OTHER)
+    first = client.stream(STREAM).tail_cut(), client.stream(OTHER).tail_cut()
     write(client, STREAM, 40, prefix="f")
     write(client, OTHER, 10, prefix="f")
     return first
@@ -83,20 +84,20 @@ def two_streams(client: tk.Client) -> tuple[tk.StreamCut, tk.StreamCut]:
 def test_a_subscribing_group_is_registered_on_each_stream_at_its_start_cut(client: tk.Client, two_streams) -> None:
     client.create_reader_group("plain", tk.ReaderGroupConfig(streams=[STREAM]))
     client.create_reader_group("manual", tk.ReaderGroupConfig(streams=[STREAM, OTHER], retention_type=MANUAL))
-    start = client.tail_cut(STREAM)
+    start = client.stream(STREAM).tail_cut()
     client.create_reader_group("auto", tk.ReaderGroupConfig(streams={STREAM: (start, None)}, retention_type=AUTOMATIC))
-    subs = client.subscribers(STREAM)
+    subs = client.stream(STREAM).subscribers()
     assert [(s.reader_group, s.retention_type, s.generation) for s in subs] == [
         ("auto", AUTOMATIC.value, 0), ("manual", MANUAL.value, 0)]
     manual, auto = one(client, STREAM, "manual"), one(client, STREAM, "auto")
     assert manual.positions is None and manual.updated_ms is None and not manual.acknowledged
-    assert manual.start_positions == dict(client.head_cut(STREAM).positions)
+    assert manual.start_positions == dict(client.stream(STREAM).head_cut().positions)
     assert manual.effective == manual.start_positions
     assert auto.start_positions == dict(start.positions)
-    state = client.stream_state(STREAM)
+    state = client.stream(STREAM).state()
     assert manual.unconsumed_bytes == size_between(state.head, state.tail(), state.segments) == 80 * 28
     assert auto.unconsumed_bytes == 0
-    assert [s.reader_group for s in client.subscribers(OTHER)] == ["manual"]
+    assert [s.reader_group for s in client.stream(OTHER).subscribers()] == ["manual"]
     assert manual.to_dict()["acknowledged"] is None and manual.to_dict()["start"].startswith(STREAM + ":")
 
 
@@ -109,12 +110,12 @@ def test_reset_follows_the_type_and_streams_and_keeps_an_acknowledgement_only_at
     group.reset(tk.ReaderGroupConfig(streams={STREAM: (first, None)}, retention_type=AUTOMATIC))
     sub = one(client, STREAM, "g")
     assert (sub.generation, sub.retention_type, sub.positions) == (1, AUTOMATIC.value, dict(first.positions))
-    assert client.subscribers(OTHER) == []  # OTHER left the config: no longer held
+    assert client.stream(OTHER).subscribers() == []  # OTHER left the config: no longer held
     # back to the head: the group re-reads data behind its acknowledgement, which is dropped
     group.reset(tk.ReaderGroupConfig(streams=[STREAM], retention_type=MANUAL))
     sub = one(client, STREAM, "g")
     assert (sub.generation, sub.positions, sub.updated_ms) == (2, None, None)
-    assert sub.start_positions == dict(client.head_cut(STREAM).positions)
+    assert sub.start_positions == dict(client.stream(STREAM).head_cut().positions)
     # subscriber -> non-subscriber -> subscriber
     group.reset(tk.ReaderGroupConfig(streams=[STREAM, OTHER]))
     assert rows(client) == []
@@ -128,10 +129,10 @@ def test_deleting_the_group_or_the_stream_removes_its_subscriptions(client: tk.C
     assert len(rows(client)) == 4
     client.delete_reader_group("a")
     assert [g for g, _, _ in rows(client)] == ["b", "b"]
-    client.seal_stream(OTHER)
-    client.delete_stream(OTHER)
+    client.stream(OTHER).seal()
+    client.stream(OTHER).delete()
     assert [g for g, _, _ in rows(client)] == ["b"]
-    assert [s.reader_group for s in client.subscribers(STREAM)] == ["b"]
+    assert [s.reader_group for s in client.stream(STREAM).subscribers()] == ["b"]
 
 
 def test_a_recreated_group_is_a_new_subscriber_and_an_old_handle_is_stale(client: tk.Client, two_streams) -> None:
@@ -150,17 +151,17 @@ def test_upgrading_registers_subscribing_groups_created_before_subscribers_exist
     client.create_reader_group("old", tk.ReaderGroupConfig(streams=[STREAM, OTHER], retention_type=MANUAL))
     client.reader_group("old").reset(tk.ReaderGroupConfig(streams=[STREAM, OTHER], retention_type=MANUAL))
     client.create_reader_group("plain", tk.ReaderGroupConfig(streams=[STREAM]))
-    with client.db.engine.connect() as conn:  # back to the schema before subscribers
+    with client.workspace.db.engine.connect() as conn:  # back to the schema before subscribers
         config = _alembic_config()
         config.attributes["connection"] = conn
         command.downgrade(config, "0008")
         conn.commit()
         assert "stream_subscribers" not in sa.inspect(conn).get_table_names()
-    client.db.upgrade()
-    subs = client.subscribers(STREAM)
+    client.workspace.db.upgrade()
+    subs = client.stream(STREAM).subscribers()
     assert [(s.reader_group, s.generation, s.positions) for s in subs] == [("old", 1, None)]
-    assert subs[0].start_positions == dict(client.head_cut(STREAM).positions)
-    assert [s.reader_group for s in client.subscribers(OTHER)] == ["old"]
+    assert subs[0].start_positions == dict(client.stream(STREAM).head_cut().positions)
+    assert [s.reader_group for s in client.stream(OTHER).subscribers()] == ["old"]
     client.reader_group("old").update_retention_stream_cut({STREAM: first})
     assert one(client, STREAM, "old").positions == dict(first.positions)
 
@@ -177,12 +178,12 @@ def test_manual_acknowledgement_is_stored_with_its_time_and_may_repeat_or_advanc
     assert result == {STREAM: first, OTHER: other_first}
     sub = one(client, STREAM, "g")
     assert sub.positions == dict(first.positions) and sub.updated_ms == clock.now_ms() and sub.acknowledged
-    state = client.stream_state(STREAM)
+    state = client.stream(STREAM).state()
     assert sub.unconsumed_bytes == size_between(first.positions, state.tail(), state.segments) == 40 * 28
     clock.advance(500)
     group.update_retention_stream_cut({STREAM: first})  # the same cut again: allowed, newer time
     assert one(client, STREAM, "g").updated_ms == clock.now_ms()
-    tail = client.tail_cut(STREAM)
+    tail = client.stream(STREAM).tail_cut()
     group.update_retention_stream_cut({STREAM: tail})
     assert one(client, STREAM, "g").positions == dict(tail.positions)
     assert one(client, OTHER, "g").positions == dict(other_first.positions)  # untouched by the last call
@@ -197,7 +198,7 @@ def test_bad_manual_acknowledgements_are_typed_one_line_errors_and_change_nothin
     group.update_retention_stream_cut({STREAM: first, OTHER: other_first})
     stored = rows(client)
     s0, s1 = segment_id(0, 0), segment_id(0, 1)
-    head, tail = client.head_cut(STREAM), client.tail_cut(STREAM)
+    head, tail = client.stream(STREAM).head_cut(), client.stream(STREAM).tail_cut()
     cases: list[tuple[object, type[Exception], str]] = [
         (lambda: group.update_retention_stream_cut({STREAM: head}), InvalidStreamCut,
          r"moves backwards: it is before its previous acknowledgement"),
@@ -218,7 +219,7 @@ def test_bad_manual_acknowledgements_are_typed_one_line_errors_and_change_nothin
          "has retention type NONE"),
         (lambda: group.update_retention_stream_cut({}), InvalidInput, "non-empty"),
         # all or nothing: OTHER's cut is fine and moves forward, STREAM's moves backwards
-        (lambda: group.update_retention_stream_cut({OTHER: client.tail_cut(OTHER), STREAM: head}),
+        (lambda: group.update_retention_stream_cut({OTHER: client.stream(OTHER).tail_cut(), STREAM: head}),
          InvalidStreamCut, "moves backwards"),
     ]
     for call, error, message in cases:
@@ -230,7 +231,7 @@ def test_bad_manual_acknowledgements_are_typed_one_line_errors_and_change_nothin
     # a group not subscribed to the stream it names
     client.create_stream("cbr/third", tk.StreamConfig(segments=1))
     with pytest.raises(NotFound, match="reader group 'g' is not a subscriber of stream 'cbr/third'"):
-        group.update_retention_stream_cut({"cbr/third": client.tail_cut("cbr/third")})
+        group.update_retention_stream_cut({"cbr/third": client.stream("cbr/third").tail_cut()})
     assert rows(client) == stored
 
 
@@ -359,23 +360,23 @@ def test_a_manual_group_publishes_nothing_automatically(client: tk.Client) -> No
 def test_views_across_a_split_and_a_truncation_past_the_cut(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=1))
     write(client, STREAM, 20)  # 20 events x 28 bytes in 0.0
-    early = client.tail_cut(STREAM)
+    early = client.stream(STREAM).tail_cut()
     write(client, STREAM, 10, prefix="f")
-    before_split = client.tail_cut(STREAM)
-    client.split(STREAM, segment_id(0, 0), 2)
+    before_split = client.stream(STREAM).tail_cut()
+    client.stream(STREAM).split(segment_id(0, 0), 2)
     write(client, STREAM, 30, prefix="g")
     slow = client.create_reader_group("slow", tk.ReaderGroupConfig(streams=[STREAM], retention_type=MANUAL))
     client.create_reader_group("fast", tk.ReaderGroupConfig(streams=[STREAM], retention_type=MANUAL))
     client.create_reader_group("idle", tk.ReaderGroupConfig(streams=[STREAM], retention_type=AUTOMATIC))
     slow.update_retention_stream_cut({STREAM: early})
-    after_split = client.tail_cut(STREAM)
+    after_split = client.stream(STREAM).tail_cut()
     assert set(after_split.positions) == {segment_id(1, 1), segment_id(1, 2)}
     client.reader_group("fast").update_retention_stream_cut({STREAM: after_split})
 
     def views() -> dict[str, Any]:
-        with client.db.read() as conn:
-            state = client.streams._state(conn, STREAM)
-            return {v.reader_group: v for v in SubscriberStore(client.streams).views(conn, state)}
+        with client.workspace.db.read() as conn:
+            state = stream_controller(client.workspace)._state(conn, STREAM)
+            return {v.reader_group: v for v in SubscriberStore(stream_controller(client.workspace)).views(conn, state)}
 
     v = views()
     assert list(v) == ["fast", "idle", "slow"]
@@ -383,10 +384,10 @@ def test_views_across_a_split_and_a_truncation_past_the_cut(client: tk.Client) -
     assert v["slow"].unconsumed_bytes == 40 * 28  # 10 before the split, 30 after it in the two new segments
     assert v["fast"].positions == dict(after_split.positions) and v["fast"].unconsumed_bytes == 0
     assert not v["idle"].acknowledged and v["idle"].updated_ms is None
-    assert v["idle"].positions == dict(client.head_cut(STREAM).positions)
+    assert v["idle"].positions == dict(client.stream(STREAM).head_cut().positions)
     assert v["idle"].unconsumed_bytes == 60 * 28
     # retention (here by hand) passes the slow subscriber: only what is left counts as unconsumed
-    client.truncate(STREAM, before_split)
+    client.stream(STREAM).truncate(before_split)
     v = views()
     assert v["slow"].positions == dict(early.positions)  # its acknowledgement is what it is
     assert v["slow"].unconsumed_bytes == v["idle"].unconsumed_bytes == 30 * 28

@@ -26,10 +26,10 @@ def fails(home: Path, code: int, message: str, *args: str) -> None:
 def write(home: Path, count: int) -> str:
     """Write `count` 10-byte events; returns the tail cut after them, compact form."""
     with tk.connect(home, create=True) as client:
-        w = client.writer(STREAM, "w")
+        w = client.stream(STREAM).writer("w")
         w.write_many([b"x" * 2] * count)
         w.close()
-        return str(client.tail_cut(STREAM))
+        return str(client.stream(STREAM).tail_cut())
 
 
 @pytest.fixture

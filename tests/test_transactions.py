@@ -34,15 +34,15 @@ TXN_WORKERS = Path(__file__).parent / "helpers" / "txn_workers.py"
 
 
 def _payloads(client: tk.Client, stream: str = STREAM) -> list[bytes]:
-    return [e.payload for e in client.read(stream)]
+    return [e.payload for e in client.stream(stream).read()]
 
 
 def _tails(client: tk.Client, stream: str = STREAM) -> dict[int, int]:
-    return client.stream_state(stream).tail()
+    return client.stream(stream).state().tail()
 
 
 def _staged_rows(client: tk.Client) -> int:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return int(conn.execute(sa.select(sa.func.count()).select_from(tx.transaction_chunks)).scalar_one())
 
 
@@ -71,9 +71,9 @@ def clocked(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterato
 
 # ---- visibility and what is stored ----------------------------------------------------------------
 def test_events_are_invisible_until_commit_then_all_visible(client: tk.Client, stream: str) -> None:
-    with client.writer(stream, "plain") as writer:
+    with client.stream(stream).writer("plain") as writer:
         writer.write(b"before", "k0")
-    txn = client.transactional_writer(stream, "tw1").begin()
+    txn = client.stream(stream).transactional_writer("tw1").begin()
     events = [(f"e{i}".encode(), f"k{i % 4}") for i in range(50)]
     for payload, key in events:
         txn.write(payload, key)
@@ -88,7 +88,7 @@ def test_events_are_invisible_until_commit_then_all_visible(client: tk.Client, s
     assert client.sweep(grace=0).files_deleted == 0  # staged files are referenced: the sweep keeps them
 
     result = txn.commit(timestamp=1_234_567)
-    read = list(client.read(stream))
+    read = list(client.stream(stream).read())
     assert sorted(e.payload for e in read) == sorted([b"before"] + [p for p, _ in events])
     expected: dict[str | None, list[bytes]] = defaultdict(list, {"k0": [b"before"]})
     for payload, key in events:
@@ -105,7 +105,7 @@ def test_events_are_invisible_until_commit_then_all_visible(client: tk.Client, s
 
 
 def test_commit_without_timestamp_stores_none_and_writes_flush_at_batch_size(client: tk.Client, stream: str) -> None:
-    txn = client.transactional_writer(stream, "tw1", batch_size=100).begin()
+    txn = client.stream(stream).transactional_writer("tw1", batch_size=100).begin()
     for i in range(30):
         txn.write(b"x" * 20, f"k{i}")  # 28 bytes each: several automatic stagings
     assert txn.info().staged_chunks >= 3
@@ -117,7 +117,7 @@ def test_commit_without_timestamp_stores_none_and_writes_flush_at_batch_size(cli
 
 def test_an_empty_transaction_commits_and_changes_no_segment(client: tk.Client, stream: str) -> None:
     tails = _tails(client)
-    result = client.transactional_writer(stream, "tw1").begin().commit(timestamp=5)
+    result = client.stream(stream).transactional_writer("tw1").begin().commit(timestamp=5)
     assert result.positions == {} and result.events == 0
     assert _tails(client) == tails
 
@@ -131,7 +131,7 @@ def test_concurrent_reader_never_sees_part_of_a_transaction(client: tk.Client, s
     def reader() -> None:
         while not done.is_set():
             seen: dict[str, int] = defaultdict(int)
-            for event in client.read(stream):
+            for event in client.stream(stream).read():
                 seen[event.payload.split(b":")[0].decode()] += 1
             partial = {t: n for t, n in seen.items() if n != per_txn}
             if partial:
@@ -141,14 +141,14 @@ def test_concurrent_reader_never_sees_part_of_a_transaction(client: tk.Client, s
     thread = threading.Thread(target=reader)
     thread.start()
     try:
-        tw = client.transactional_writer(stream, "tw1", batch_size=400)  # several staged chunks per txn
+        tw = client.stream(stream).transactional_writer("tw1", batch_size=400)  # several staged chunks per txn
         for n in range(txns):
             txn = tw.begin()
             for i in range(per_txn):
                 txn.write(f"t{n}:{i}".encode(), f"k{i % 7}")
             if n == txns // 2:
                 txn.flush()
-                client.split(stream, client.stream_state(stream).active_segments()[0].id)  # commit re-routes
+                client.stream(stream).split(client.stream(stream).state().active_segments()[0].id)  # commit re-routes
             txn.commit(timestamp=n)
     finally:
         done.set()
@@ -170,7 +170,7 @@ def test_reader_never_sees_part_of_a_transaction_committed_by_another_process(
         while True:
             finished = worker.poll() is not None
             seen: dict[str, int] = defaultdict(int)
-            for event in client.read(stream):
+            for event in client.stream(stream).read():
                 seen[event.payload.split(b":")[0].decode()] += 1
             assert all(n == per_txn for n in seen.values()), f"a read saw part of a transaction: {dict(seen)}"
             sizes.append(len(seen))
@@ -186,7 +186,7 @@ def test_reader_never_sees_part_of_a_transaction_committed_by_another_process(
 
 def test_a_sweep_running_during_commits_never_takes_a_staged_or_committed_file(client: tk.Client,
                                                                                 stream: str) -> None:
-    tw = client.transactional_writer(stream, "tw1", batch_size=200)
+    tw = client.stream(stream).transactional_writer("tw1", batch_size=200)
     txns = []
     for n in range(20):  # staged before the sweeper starts: a file between its write and its row is
         txn = tw.begin()  # protected by the grace period only, and this sweep has none
@@ -216,7 +216,7 @@ def test_a_sweep_running_during_commits_never_takes_a_staged_or_committed_file(c
 def test_commit_after_scale_lands_everything_in_current_segments_in_key_order(client: tk.Client,
                                                                                stream: str) -> None:
     keys = [f"key-{i}" for i in range(40)]
-    txn = client.transactional_writer(stream, "tw1").begin()
+    txn = client.stream(stream).transactional_writer("tw1").begin()
     written: dict[str, list[bytes]] = defaultdict(list)
 
     def write_round(r: int) -> None:
@@ -227,24 +227,24 @@ def test_commit_after_scale_lands_everything_in_current_segments_in_key_order(cl
         txn.flush()
 
     write_round(0)
-    client.split(stream, 0, 3)  # round 0 is staged in a segment that is now sealed
+    client.stream(stream).split(0, 3)  # round 0 is staged in a segment that is now sealed
     write_round(1)
-    state = client.stream_state(stream)
+    state = client.stream(stream).state()
     by_range = sorted(state.active_segments(), key=lambda s: s.key_low)
-    client.merge(stream, [s.id for s in by_range][:2])  # round 1 is partly staged in sealed segments too
+    client.stream(stream).merge([s.id for s in by_range][:2])  # round 1 is partly staged in sealed segments too
     write_round(2)
     txn.write(b"no key")
     result = txn.commit(timestamp=99)
 
-    state = client.stream_state(stream)
+    state = client.stream(stream).state()
     active = {s.id for s in state.active_segments()}
     assert set(result.positions) <= active
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         from tidekeep.store import schema as t
 
         rows = conn.execute(sa.select(t.chunks.c.segment_id).where(t.chunks.c.writer_id == "tw1")).scalars().all()
     assert set(rows) <= active
-    events = list(client.read(stream))
+    events = list(client.stream(stream).read())
     assert {k: v for k, v in _per_key(events).items() if k is not None} == written
     assert _per_key(events)[None] == [b"no key"]
     assert {e.segment for e in events} <= active
@@ -253,7 +253,7 @@ def test_commit_after_scale_lands_everything_in_current_segments_in_key_order(cl
 
 # ---- idempotence and crashes ---------------------------------------------------------------------
 def test_commit_is_idempotent(client: tk.Client, stream: str) -> None:
-    tw = client.transactional_writer(stream, "tw1")
+    tw = client.stream(stream).transactional_writer("tw1")
     txn = tw.begin()
     for payload, key in txn_events(20):
         txn.write(payload, key)
@@ -280,10 +280,10 @@ def test_crash_after_commit_then_commit_again_by_id(client: tk.Client, stream: s
     done = _run_txn_worker(args, env)
     assert done.returncode == FAULT_EXIT_CODE, done.stderr
     txn_id = id_file.read_text()
-    info = client.transactional_writer(stream, "tw1").transaction(txn_id).info()
+    info = client.stream(stream).transactional_writer("tw1").transaction(txn_id).info()
     assert info.state == tk.TxnState.COMMITTED and info.commit_timestamp == 555
     tails = _tails(client)
-    result = client.transactional_writer(stream, "tw1").transaction(txn_id).commit()
+    result = client.stream(stream).transactional_writer("tw1").transaction(txn_id).commit()
     assert result.positions == info.positions and _tails(client) == tails
     assert sorted(_payloads(client)) == sorted(p for p, _ in txn_events(40))
     # a crash right after the commit may leave the re-routed originals: unreferenced, swept
@@ -299,12 +299,12 @@ def test_crash_before_commit_leaves_it_open_and_a_later_commit_lands_it_once(
     args = ["commit", "--stream", stream, "--writer", "tw1", "--events", "40", "--id-file", str(id_file)]
     done = _run_txn_worker(args + (["--split-before-commit"] if split else []), env)
     assert done.returncode == FAULT_EXIT_CODE, done.stderr
-    handle = client.transactional_writer(stream, "tw1").transaction(id_file.read_text())
+    handle = client.stream(stream).transactional_writer("tw1").transaction(id_file.read_text())
     assert handle.status() == tk.TxnState.OPEN
     assert _payloads(client) == []
     handle.commit(timestamp=1)
     handle.commit(timestamp=1)
-    events = list(client.read(stream))
+    events = list(client.stream(stream).read())
     assert sorted(e.payload for e in events) == sorted(p for p, _ in txn_events(40))
     expected: dict[str | None, list[bytes]] = defaultdict(list)
     for payload, key in txn_events(40):
@@ -316,7 +316,7 @@ def test_crash_before_commit_leaves_it_open_and_a_later_commit_lands_it_once(
 
 def test_crash_between_abort_and_file_deletion_leaves_only_orphans_for_the_sweep(
         client: tk.Client, stream: str, metadata_url: str, tmp_path: Path) -> None:
-    txn = client.transactional_writer(stream, "tw1").begin()
+    txn = client.stream(stream).transactional_writer("tw1").begin()
     for payload, key in txn_events(30):
         txn.write(payload, key)
     txn.flush()
@@ -333,10 +333,10 @@ def test_crash_between_abort_and_file_deletion_leaves_only_orphans_for_the_sweep
 
 # ---- abort and leases ----------------------------------------------------------------------------
 def test_abort_leaves_no_data_and_no_files(client: tk.Client, stream: str) -> None:
-    with client.writer(stream, "plain") as writer:
+    with client.stream(stream).writer("plain") as writer:
         writer.write(b"kept", "k")
     tails = _tails(client)
-    txn = client.transactional_writer(stream, "tw1", batch_size=64).begin()
+    txn = client.stream(stream).transactional_writer("tw1", batch_size=64).begin()
     for payload, key in txn_events(30):
         txn.write(payload, key)
     txn.flush()
@@ -350,7 +350,7 @@ def test_abort_leaves_no_data_and_no_files(client: tk.Client, stream: str) -> No
 
 
 def test_lease_expiry_aborts_and_deletes_staged_data(clocked: tk.Client, clock: tk.ManualClock) -> None:
-    tw = clocked.transactional_writer(STREAM, "tw1", lease="10s")
+    tw = clocked.stream(STREAM).transactional_writer("tw1", lease="10s")
     abandoned, pinged = tw.begin(), tw.begin()
     for txn in (abandoned, pinged):
         for payload, key in txn_events(10):
@@ -359,13 +359,13 @@ def test_lease_expiry_aborts_and_deletes_staged_data(clocked: tk.Client, clock: 
     clock.advance(6_000)
     assert pinged.ping() == clock.now_ms() + 10_000
     clock.advance(4_000)
-    assert clocked.expire_transactions() == []  # exactly at the expiry the lease still holds
+    assert clocked.transactions.expire() == []  # exactly at the expiry the lease still holds
     clock.advance(1)
     staged_before = stored_files(clocked)
     with pytest.raises(tk.TransactionExpired, match="lease expired"):
         abandoned.commit()
     assert abandoned.status() == tk.TxnState.OPEN and stored_files(clocked) == staged_before  # nothing changed
-    assert clocked.expire_transactions() == [abandoned.id]
+    assert clocked.transactions.expire() == [abandoned.id]
     info = abandoned.info()
     assert (info.state, info.end_reason) == (tk.TxnState.ABORTED, "lease expired")
     with pytest.raises(tk.TransactionExpired, match=f"cannot commit transaction {abandoned.id}: its lease expired"):
@@ -378,7 +378,7 @@ def test_lease_expiry_aborts_and_deletes_staged_data(clocked: tk.Client, clock: 
 
 
 def test_writing_to_an_expired_transaction_stages_nothing(clocked: tk.Client, clock: tk.ManualClock) -> None:
-    txn = clocked.transactional_writer(STREAM, "tw1", lease=1000).begin()
+    txn = clocked.stream(STREAM).transactional_writer("tw1", lease=1000).begin()
     txn.write(b"late", "k")
     clock.advance(1001)
     with pytest.raises(tk.TransactionExpired, match="cannot write to"):
@@ -387,15 +387,15 @@ def test_writing_to_an_expired_transaction_stages_nothing(clocked: tk.Client, cl
 
 
 def test_deleting_the_stream_removes_its_transactions_and_staged_files(client: tk.Client, stream: str) -> None:
-    tw = client.transactional_writer(stream, "tw1")
+    tw = client.stream(stream).transactional_writer("tw1")
     committed, staged = tw.begin(), tw.begin()
     committed.write(b"a", "k")
     committed.commit()
     staged.write(b"b", "k")
     staged.flush()
-    client.seal_stream(stream)
-    client.delete_stream(stream)
-    assert client.list_transactions() == [] and _staged_rows(client) == 0
+    client.stream(stream).seal()
+    client.stream(stream).delete()
+    assert client.transactions.list() == [] and _staged_rows(client) == 0
     assert stored_files(client) == set()
     with pytest.raises(tk.NotFound, match=f"transaction {staged.id} does not exist"):
         staged.commit()
@@ -403,7 +403,7 @@ def test_deleting_the_stream_removes_its_transactions_and_staged_files(client: t
 
 # ---- bad input -----------------------------------------------------------------------------------
 def test_committing_an_aborted_transaction_fails_and_changes_nothing(client: tk.Client, stream: str) -> None:
-    tw = client.transactional_writer(stream, "tw1")
+    tw = client.stream(stream).transactional_writer("tw1")
     txn = tw.begin()
     txn.write(b"a", "k")
     txn.abort()
@@ -415,7 +415,7 @@ def test_committing_an_aborted_transaction_fails_and_changes_nothing(client: tk.
 
 
 def test_writing_after_commit_or_abort_fails(client: tk.Client, stream: str) -> None:
-    tw = client.transactional_writer(stream, "tw1")
+    tw = client.stream(stream).transactional_writer("tw1")
     committed = tw.begin()
     committed.write(b"a", "k")
     committed.commit()
@@ -436,7 +436,7 @@ def test_writing_after_commit_or_abort_fails(client: tk.Client, stream: str) -> 
 
 
 def test_bad_input_is_refused_with_typed_errors(client: tk.Client, stream: str) -> None:
-    tw = client.transactional_writer(stream, "tw1")
+    tw = client.stream(stream).transactional_writer("tw1")
     txn = tw.begin()
     with pytest.raises(tk.InvalidInput, match="event payload must be bytes, got str"):
         txn.write("text")  # type: ignore[arg-type]
@@ -457,29 +457,29 @@ def test_bad_input_is_refused_with_typed_errors(client: tk.Client, stream: str) 
     with pytest.raises(tk.NotFound, match=f"^transaction {unknown} does not exist$"):
         tw.transaction(unknown)
     with pytest.raises(tk.NotFound, match="does not exist"):
-        client.abort_transaction(unknown)
+        client.transactions.abort(unknown)
     with pytest.raises(tk.InvalidInput, match="invalid transaction id 'nope'"):
         tw.transaction("nope")
     with pytest.raises(tk.NotFound, match="stream 's/missing' does not exist"):
-        client.transactional_writer("s/missing", "tw1")
+        client.stream("s/missing").transactional_writer("tw1")
     with pytest.raises(tk.InvalidName):
-        client.transactional_writer(stream, "bad id!")
+        client.stream(stream).transactional_writer("bad id!")
     with pytest.raises(tk.InvalidInput, match="invalid lease 0 ms"):
-        client.transactional_writer(stream, "tw1", lease=0)
+        client.stream(stream).transactional_writer("tw1", lease=0)
     client.create_stream("s/other")
     with pytest.raises(tk.InvalidInput, match="belongs to stream 's/txn', not 's/other'"):
-        client.transactional_writer("s/other", "tw1").transaction(txn.id)
-    client.seal_stream("s/other")
+        client.stream("s/other").transactional_writer("tw1").transaction(txn.id)
+    client.stream("s/other").seal()
     with pytest.raises(tk.StreamSealed):
-        client.transactional_writer("s/other", "tw1").begin()
-    assert [i.id for i in client.list_transactions(stream)] == [txn.id]
+        client.stream("s/other").transactional_writer("tw1").begin()
+    assert [i.id for i in client.transactions.list(stream)] == [txn.id]
 
 
 def test_a_transaction_on_a_stream_sealed_meanwhile_cannot_commit(client: tk.Client, stream: str) -> None:
-    txn = client.transactional_writer(stream, "tw1").begin()
+    txn = client.stream(stream).transactional_writer("tw1").begin()
     txn.write(b"a", "k")
     txn.flush()
-    client.seal_stream(stream)
+    client.stream(stream).seal()
     with pytest.raises(tk.StreamSealed, match="is sealed"):
         txn.commit()
     assert txn.status() == tk.TxnState.OPEN and _payloads(client) == []
@@ -523,7 +523,7 @@ def _cli(tmp_path: Path, metadata_url: str, *args: str,
 
 def test_cli_lists_and_aborts_transactions(client: tk.Client, stream: str, metadata_url: str, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    tw = client.transactional_writer(stream, "tw1")
+    tw = client.stream(stream).transactional_writer("tw1")
     done = tw.begin()
     done.write(b"a", "k")
     done.commit(timestamp=42)

@@ -16,6 +16,7 @@ import tidekeep as tk
 from helpers.storage import chunk_rows, referenced_paths, stored_files
 from tidekeep.store.chunks import build_chunk_table
 from tidekeep.streams.model import segment_id
+from tidekeep.streams.of_workspace import stream_controller
 
 STREAM = "s/t"
 S00, S01, S12, S13 = segment_id(0, 0), segment_id(0, 1), segment_id(1, 2), segment_id(1, 3)
@@ -36,13 +37,13 @@ def tclient(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterato
 
 
 def _write(client: tk.Client, first: int, last: int, writer_id: str = "w1") -> None:
-    with client.writer(STREAM, writer_id, batch_size="300B") as writer:
+    with client.stream(STREAM).writer(writer_id, batch_size="300B") as writer:
         for i in range(first, last):
             writer.write(f"event-{i:04d}".encode(), routing_key=f"key-{i % 9}")
 
 
 def _exists(client: tk.Client, rel: str) -> bool:
-    return Path(client.storage.full_path(rel)).exists()
+    return Path(client.workspace.storage.full_path(rel)).exists()
 
 
 def _positions(events: list[tk.Event]) -> set[tuple[int, int, bytes]]:
@@ -53,7 +54,7 @@ def test_head_moves_chunks_below_are_deleted_and_the_straddler_is_kept(tclient: 
     client = tclient
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     _write(client, 0, 120)
-    before = list(client.read(STREAM))
+    before = list(client.stream(STREAM).read())
     rows = {seg: [r for r in chunk_rows(client, STREAM) if r.segment_id == seg] for seg in (S00, S01)}
     assert len(rows[S00]) >= 3 and len(rows[S01]) >= 3
     # segment 0.0: an offset strictly inside its third chunk; segment 0.1: exactly a chunk boundary
@@ -61,12 +62,12 @@ def test_head_moves_chunks_below_are_deleted_and_the_straddler_is_kept(tclient: 
     inside = sorted(e.offset for e in before if e.segment == S00
                     and straddler.base_offset < e.offset < straddler.base_offset + straddler.length)[0]
     boundary = rows[S01][1].base_offset
-    cut = client.resolve_cut(STREAM, f"{STREAM}:0.0={inside},0.1={boundary}")
+    cut = client.stream(STREAM).resolve_cut(f"{STREAM}:0.0={inside},0.1={boundary}")
 
-    result = client.truncate(STREAM, cut)
+    result = client.stream(STREAM).truncate(cut)
 
-    assert client.head_cut(STREAM) == cut
-    assert result.new_head == cut and result.old_head == client.resolve_cut(STREAM, f"{STREAM}:0.0=0,0.1=0")
+    assert client.stream(STREAM).head_cut() == cut
+    assert result.new_head == cut and result.old_head == client.stream(STREAM).resolve_cut(f"{STREAM}:0.0=0,0.1=0")
     assert result.bytes_freed == inside + boundary
     assert result.chunks_deleted == 3  # two whole chunks of 0.0, one of 0.1
     for gone in (rows[S00][0], rows[S00][1], rows[S01][0]):
@@ -75,12 +76,12 @@ def test_head_moves_chunks_below_are_deleted_and_the_straddler_is_kept(tclient: 
     assert _exists(client, rows[S01][1].path)
     assert referenced_paths(client) == stored_files(client)
 
-    after = list(client.read(STREAM))
+    after = list(client.stream(STREAM).read())
     expected = [e for e in before if e.offset >= (inside if e.segment == S00 else boundary)]
     assert _positions(after) == _positions(expected)
     assert min(e.offset for e in after if e.segment == S00) == inside
     assert min(e.offset for e in after if e.segment == S01) == boundary
-    described = client.describe_stream(STREAM)
+    described = client.stream(STREAM).describe()
     assert described["truncated_bytes"] == result.bytes_freed
     assert described["size_bytes"] == described["written_bytes"] - result.bytes_freed
 
@@ -89,37 +90,37 @@ def test_reading_before_the_head_raises_truncated_data(tclient: tk.Client) -> No
     client = tclient
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     _write(client, 0, 60)
-    old_head = client.head_cut(STREAM)
-    middle = [e for e in client.read(STREAM) if e.segment == S01][5].offset
-    client.truncate(STREAM, f"{STREAM}:0.0=0,0.1={middle}")
+    old_head = client.stream(STREAM).head_cut()
+    middle = [e for e in client.stream(STREAM).read() if e.segment == S01][5].offset
+    client.stream(STREAM).truncate(f"{STREAM}:0.0=0,0.1={middle}")
     with pytest.raises(tk.TruncatedData, match=rf"cannot read {STREAM} from .*has been truncated"):
-        list(client.read(STREAM, start=old_head))
-    from_head = list(client.read(STREAM, start=client.head_cut(STREAM)))
-    assert len(from_head) == len(list(client.read(STREAM)))
+        list(client.stream(STREAM).read(start=old_head))
+    from_head = list(client.stream(STREAM).read(start=client.stream(STREAM).head_cut()))
+    assert len(from_head) == len(list(client.stream(STREAM).read()))
 
 
 def test_truncating_at_the_current_head_is_a_noop(tclient: tk.Client) -> None:
     client = tclient
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     _write(client, 0, 60)
-    initial = client.head_cut(STREAM)
+    initial = client.stream(STREAM).head_cut()
     files = stored_files(client)
-    result = client.truncate(STREAM, initial)
+    result = client.stream(STREAM).truncate(initial)
     assert (result.bytes_freed, result.chunks_deleted) == (0, 0)
     assert result.new_head == result.old_head == initial
     assert stored_files(client) == files
     assert client.audit(STREAM) == []
 
-    offset = [e for e in client.read(STREAM) if e.segment == S00][3].offset
-    moved = client.truncate(STREAM, f"{STREAM}:0.0={offset},0.1=0")
+    offset = [e for e in client.stream(STREAM).read() if e.segment == S00][3].offset
+    moved = client.stream(STREAM).truncate(f"{STREAM}:0.0={offset},0.1=0")
     assert moved.bytes_freed == offset
-    again = client.truncate(STREAM, moved.new_head)
+    again = client.stream(STREAM).truncate(moved.new_head)
     assert again.bytes_freed == 0 and again.new_head == moved.new_head
     assert len(client.audit(STREAM)) == 1
     # and a cut behind the head is refused without changing anything
     with pytest.raises(tk.InvalidStreamCut, match="behind the head"):
-        client.truncate(STREAM, initial)
-    assert client.head_cut(STREAM) == moved.new_head
+        client.stream(STREAM).truncate(initial)
+    assert client.stream(STREAM).head_cut() == moved.new_head
     assert len(client.audit(STREAM)) == 1
 
 
@@ -127,13 +128,13 @@ def test_every_truncation_is_audited(tclient: tk.Client, clock: tk.ManualClock) 
     client = tclient
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     _write(client, 0, 60)
-    events = list(client.read(STREAM))
+    events = list(client.stream(STREAM).read())
     first = next(e.offset for e in events if e.segment == S00 and e.offset > 0)
     second = next(e.offset for e in events if e.segment == S01 and e.offset > 0)
     clock.advance(5_000)
-    r1 = client.truncate(STREAM, f"{STREAM}:0.0={first},0.1=0", reason="make room")
+    r1 = client.stream(STREAM).truncate(f"{STREAM}:0.0={first},0.1=0", reason="make room")
     clock.advance(7_000)
-    r2 = client.truncate(STREAM, f"{STREAM}:0.0={first},0.1={second}")
+    r2 = client.stream(STREAM).truncate(f"{STREAM}:0.0={first},0.1={second}")
     newest, oldest = client.audit(STREAM)
     assert oldest["action"] == newest["action"] == "truncate"
     assert oldest["target"] == newest["target"] == STREAM
@@ -143,7 +144,7 @@ def test_every_truncation_is_audited(tclient: tk.Client, clock: tk.ManualClock) 
     assert json.loads(newest["new_head"]) == {str(S00): first, str(S01): second}
     assert (oldest["bytes_freed"], newest["bytes_freed"]) == (r1.bytes_freed, r2.bytes_freed) == (first, second)
     assert (oldest["reason"], newest["reason"]) == ("make room", "manual truncation")
-    assert oldest["actor"] == client.streams.actor and ":" in oldest["actor"]
+    assert oldest["actor"] == stream_controller(client.workspace).actor and ":" in oldest["actor"]
     assert newest["time_ms"] - oldest["time_ms"] == 7_000
     assert newest["time_ms"] == clock.now_ms()
     assert client.audit() == [newest, oldest]  # the whole trail, newest first
@@ -154,29 +155,29 @@ def test_truncation_across_a_scale_frees_whole_predecessors(tclient: tk.Client) 
     client = tclient
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     _write(client, 0, 90)
-    client.split(STREAM, "0.0", 2)
+    client.stream(STREAM).split("0.0", 2)
     _write(client, 90, 240)
-    before = list(client.read(STREAM))
-    predecessor = client.stream_state(STREAM).segments[S00]
+    before = list(client.stream(STREAM).read())
+    predecessor = client.stream(STREAM).state().segments[S00]
     predecessor_files = [r.path for r in chunk_rows(client, STREAM) if r.segment_id == S00]
     assert predecessor.sealed and predecessor_files
     in_12 = sorted(e.offset for e in before if e.segment == S12)[4]
     in_01 = sorted(e.offset for e in before if e.segment == S01)[7]
-    cut = client.resolve_cut(STREAM, f"{STREAM}:1.2={in_12},1.3=0,0.1={in_01}")
+    cut = client.stream(STREAM).resolve_cut(f"{STREAM}:1.2={in_12},1.3=0,0.1={in_01}")
 
-    result = client.truncate(STREAM, cut)
+    result = client.stream(STREAM).truncate(cut)
 
     assert result.bytes_freed == predecessor.tail + in_12 + in_01
-    assert client.head_cut(STREAM) == cut
-    assert S00 not in client.head_cut(STREAM).positions
+    assert client.stream(STREAM).head_cut() == cut
+    assert S00 not in client.stream(STREAM).head_cut().positions
     assert not any(_exists(client, path) for path in predecessor_files)
     assert not [r for r in chunk_rows(client, STREAM) if r.segment_id == S00]
     assert referenced_paths(client) == stored_files(client)
     offsets = {S00: predecessor.tail, S12: in_12, S13: 0, S01: in_01}
     expected = [e for e in before if e.offset >= offsets[e.segment]]
-    assert _positions(client.read(STREAM)) == _positions(expected)
+    assert _positions(client.stream(STREAM).read()) == _positions(expected)
     with pytest.raises(tk.TruncatedData):
-        list(client.read(STREAM, start=f"{STREAM}:0.0={predecessor.tail},0.1=0"))
+        list(client.stream(STREAM).read(start=f"{STREAM}:0.0={predecessor.tail},0.1=0"))
 
 
 def test_sweep_deletes_only_old_unreferenced_files(tclient: tk.Client, clock: tk.ManualClock) -> None:
@@ -184,10 +185,10 @@ def test_sweep_deletes_only_old_unreferenced_files(tclient: tk.Client, clock: tk
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     _write(client, 0, 40)
     referenced = referenced_paths(client)
-    directory = client.stream_state(STREAM).storage_dir()
+    directory = client.stream(STREAM).state().storage_dir()
     table, _ = build_chunk_table([b"orphan"], ["k"])
-    client.storage.write_chunk(f"{directory}/0.0/crashed-1-aaaa.parquet", table)
-    client.storage.write_chunk(f"{directory}/0.1/crashed-2-bbbb.parquet", table)
+    client.workspace.storage.write_chunk(f"{directory}/0.0/crashed-1-aaaa.parquet", table)
+    client.workspace.storage.write_chunk(f"{directory}/0.1/crashed-2-bbbb.parquet", table)
     assert stored_files(client) == referenced | {f"{directory}/0.0/crashed-1-aaaa.parquet",
                                                  f"{directory}/0.1/crashed-2-bbbb.parquet"}
 
@@ -197,10 +198,10 @@ def test_sweep_deletes_only_old_unreferenced_files(tclient: tk.Client, clock: tk
 
     # one orphan from two hours ago, one just written: only the old one goes
     two_hours_ago = (clock.now_ms() - 2 * 3_600_000) / 1000
-    os.utime(client.storage.full_path(f"{directory}/0.0/crashed-1-aaaa.parquet"),
+    os.utime(client.workspace.storage.full_path(f"{directory}/0.0/crashed-1-aaaa.parquet"),
              (two_hours_ago, two_hours_ago))
     for path in referenced:  # old referenced files stay, however old
-        os.utime(client.storage.full_path(path), (two_hours_ago, two_hours_ago))
+        os.utime(client.workspace.storage.full_path(path), (two_hours_ago, two_hours_ago))
     assert client.sweep(grace="1h").files_deleted == 1
     assert stored_files(client) == referenced | {f"{directory}/0.1/crashed-2-bbbb.parquet"}
 
@@ -209,7 +210,7 @@ def test_sweep_deletes_only_old_unreferenced_files(tclient: tk.Client, clock: tk
     clock.advance(31 * 60_000)  # now the second orphan is older than the grace period too
     assert client.sweep(grace="1h").files_deleted == 1
     assert stored_files(client) == referenced
-    assert sorted(e.payload for e in client.read(STREAM)) == sorted(
+    assert sorted(e.payload for e in client.stream(STREAM).read()) == sorted(
         f"event-{i:04d}".encode() for i in range(40))
     assert client.sweep(grace=0).files_deleted == 0
 
@@ -220,32 +221,32 @@ def test_a_cut_from_a_deleted_stream_is_refused_by_the_recreated_stream(tclient:
     client = tclient
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     _write(client, 0, 60)
-    old_uid = client.stream_state(STREAM).info.uid
-    old_tail = client.tail_cut(STREAM)
+    old_uid = client.stream(STREAM).state().info.uid
+    old_tail = client.stream(STREAM).tail_cut()
     forms = [old_tail, old_tail.to_json(), str(old_tail)]
-    client.seal_stream(STREAM)
-    client.delete_stream(STREAM)
+    client.stream(STREAM).seal()
+    client.stream(STREAM).delete()
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     _write(client, 0, 60)
-    new = client.stream_state(STREAM)
-    assert new.info.uid != old_uid and client.tail_cut(STREAM).positions == old_tail.positions
+    new = client.stream(STREAM).state()
+    assert new.info.uid != old_uid and client.stream(STREAM).tail_cut().positions == old_tail.positions
     message = (f"cut of an earlier incarnation of stream {STREAM} (uid {old_uid}), the stream now has uid "
                f"{new.info.uid}")
     for form in forms:
-        for use in (lambda c: client.truncate(STREAM, c),
-                    lambda c: client.resolve_cut(STREAM, c),
-                    lambda c: list(client.read(STREAM, start=c)),
-                    lambda c: list(client.read(STREAM, end=c)),
-                    lambda c: client.stream(STREAM).size_between(c, client.tail_cut(STREAM)),
+        for use in (lambda c: client.stream(STREAM).truncate(c),
+                    lambda c: client.stream(STREAM).resolve_cut(c),
+                    lambda c: list(client.stream(STREAM).read(start=c)),
+                    lambda c: list(client.stream(STREAM).read(end=c)),
+                    lambda c: client.stream(STREAM).size_between(c, client.stream(STREAM).tail_cut()),
                     lambda c: client.create_reader_group("g", tk.ReaderGroupConfig({STREAM: (c, None)})),
                     lambda c: client.watermarks.note(STREAM, "w", 1_000, position=c)):
             with pytest.raises(tk.InvalidStreamCut) as caught:
                 use(form)
             assert str(caught.value) == message
-    after = client.stream_state(STREAM)
-    assert after.head == new.head and after.truncated_bytes == 0 and len(list(client.read(STREAM))) == 60
+    after = client.stream(STREAM).state()
+    assert after.head == new.head and after.truncated_bytes == 0 and len(list(client.stream(STREAM).read())) == 60
     assert client.list_reader_groups() == [] and client.watermarks.writers(STREAM) == []
     # without its uid the compact form is checked against the stream's segments only
     # (docs/streams.md): here they cannot tell the incarnations apart, so it is accepted
-    assert client.resolve_cut(STREAM, old_tail.display()) == client.tail_cut(STREAM)
-    assert client.truncate(STREAM, client.tail_cut(STREAM)).bytes_freed > 0
+    assert client.stream(STREAM).resolve_cut(old_tail.display()) == client.stream(STREAM).tail_cut()
+    assert client.stream(STREAM).truncate(client.stream(STREAM).tail_cut()).bytes_freed > 0

@@ -44,11 +44,11 @@ def stream(client: tk.Client, clock: tk.ManualClock) -> str:
     changed any of it would show."""
     for name in (STREAM, OTHER):
         client.create_stream(name, tk.StreamConfig(segments=2))
-        with client.writer(name, "loader") as loader:
+        with client.stream(name).writer("loader") as loader:
             for key in (key_in(0.0, 0.5), key_in(0.5, 1.0)):
                 for _ in range(EVENTS_PER_SEGMENT):
                     loader.write(PAYLOAD, key)
-    assert client.stream_state(STREAM).tail() == {S0: TAIL, S1: TAIL}
+    assert client.stream(STREAM).state().tail() == {S0: TAIL, S1: TAIL}
     client.watermarks.note(STREAM, "w", 1_000, position={S0: 20})
     assert client.watermarks.compute(STREAM) is not None
     clock.advance(5)
@@ -58,8 +58,8 @@ def stream(client: tk.Client, clock: tk.ManualClock) -> str:
 def snapshot(client: tk.Client, stream: str = STREAM) -> tuple[Any, ...]:
     marks = client.watermarks
     return (marks.marks(stream), [(s.source, s.active) for s in marks.writers(stream)], marks.list(stream),
-            client.stream_state(stream).tail(),
-            [(e.segment, e.offset, e.payload) for e in client.read(stream)])
+            client.stream(stream).state().tail(),
+            [(e.segment, e.offset, e.payload) for e in client.stream(stream).read()])
 
 
 def refused(client: tk.Client, error: type[TidekeepError], match: str, call: Callable[[], object],
@@ -82,7 +82,7 @@ def refused(client: tk.Client, error: type[TidekeepError], match: str, call: Cal
 def test_a_time_going_backwards_is_refused(client: tk.Client, stream: str) -> None:
     refused(client, InvalidInput, r"writer w: time went backwards from 1000 to 999 ms",
             lambda: client.watermarks.note(stream, "w", 999))
-    writer = client.writer(stream, "w")
+    writer = client.stream(stream).writer("w")
     refused(client, InvalidInput, r"time went backwards from 1000 to 0 ms", lambda: writer.note_time(0))
     writer.note_time(1_000)  # equal is allowed, and the writer is still usable
     assert [m.time_ms for m in client.watermarks.marks(stream)] == [1_000]
@@ -91,7 +91,7 @@ def test_a_time_going_backwards_is_refused(client: tk.Client, stream: str) -> No
 
 def test_a_transaction_committing_a_time_below_its_writers_mark_is_refused_and_stays_open(
         client: tk.Client, stream: str) -> None:
-    txn = client.transactional_writer(stream, "w").begin()
+    txn = client.stream(stream).transactional_writer("w").begin()
     txn.write(b"in-txn", key_in(0.0, 0.5))
     txn.flush()
     error = refused(client, InvalidInput, r"cannot commit transaction .* with timestamp 999: .*went backwards",
@@ -99,7 +99,7 @@ def test_a_transaction_committing_a_time_below_its_writers_mark_is_refused_and_s
     assert txn.id in str(error)
     assert txn.status() == tk.TxnState.OPEN
     txn.commit(timestamp=1_001)
-    assert b"in-txn" in [e.payload for e in client.read(stream)]
+    assert b"in-txn" in [e.payload for e in client.stream(stream).read()]
 
 
 def test_a_position_offset_going_backwards_is_refused(client: tk.Client, stream: str) -> None:
@@ -114,7 +114,7 @@ def test_a_position_offset_going_backwards_is_refused(client: tk.Client, stream:
 
 
 def test_positions_of_another_stream_or_outside_this_one_are_refused(client: tk.Client, stream: str) -> None:
-    other_tail = client.tail_cut(OTHER)
+    other_tail = client.stream(OTHER).tail_cut()
     note = client.watermarks.note
     refused(client, InvalidStreamCut, rf"position is for stream '{OTHER}', not '{stream}'",
             lambda: note(stream, "w", 2_000, position=other_tail))
@@ -144,7 +144,7 @@ def test_positions_of_another_stream_or_outside_this_one_are_refused(client: tk.
 
 
 def test_noting_on_a_closed_writer_is_refused(client: tk.Client, stream: str) -> None:
-    writer = client.writer(stream, "closing")
+    writer = client.stream(stream).writer("closing")
     writer.note_time(5_000)
     writer.close()
     refused(client, InvalidInput, r"writer closing is closed", lambda: writer.note_time(6_000))
@@ -153,7 +153,7 @@ def test_noting_on_a_closed_writer_is_refused(client: tk.Client, stream: str) ->
 
 def test_note_time_on_an_automatically_noting_writer_is_refused(client: tk.Client, stream: str) -> None:
     # an interval of an hour: the background note never fires during the test
-    writer = client.writer(stream, "auto", config=tk.WriterConfig(automatically_note_time=True,
+    writer = client.stream(stream).writer("auto", config=tk.WriterConfig(automatically_note_time=True,
                                                                    note_time_interval="1h"))
     try:
         refused(client, InvalidInput, r"writer auto notes time automatically: note_time is not allowed",
@@ -170,11 +170,11 @@ def test_times_that_are_not_64_bit_integers_are_refused(client: tk.Client, strea
     expected = (r"invalid time .*(must be an integer number of milliseconds|outside the 64-bit range"
                 r"|must not be negative)")
     refused(client, InvalidInput, expected, lambda: client.watermarks.note(stream, "w", value))  # type: ignore[arg-type]
-    writer = client.writer(stream, "w")
+    writer = client.stream(stream).writer("w")
     refused(client, InvalidInput, expected, lambda: writer.note_time(value))  # type: ignore[arg-type]
     writer.close()
     if value is not None:  # a commit without a timestamp is allowed
-        txn = client.transactional_writer(stream, "t").begin()
+        txn = client.stream(stream).transactional_writer("t").begin()
         txn.write(b"held", key_in(0.0, 0.5))
         txn.flush()
         refused(client, InvalidInput, r"invalid commit timestamp",
@@ -184,7 +184,7 @@ def test_times_that_are_not_64_bit_integers_are_refused(client: tk.Client, strea
 
 
 def test_a_negative_commit_timestamp_is_refused(client: tk.Client, stream: str) -> None:
-    txn = client.transactional_writer(stream, "t").begin()
+    txn = client.stream(stream).transactional_writer("t").begin()
     txn.write(b"held", key_in(0.0, 0.5))
     refused(client, InvalidInput, r"invalid commit timestamp -1: expected milliseconds since the epoch, >= 0",
             lambda: txn.commit(timestamp=-1))
@@ -229,7 +229,7 @@ def test_bad_writer_configs_are_refused(kwargs: dict[str, object], match: str) -
 
 def test_a_writer_config_of_the_wrong_type_is_refused(client: tk.Client, stream: str) -> None:
     refused(client, InvalidInput, r"invalid writer config .*: use WriterConfig",
-            lambda: client.writer(stream, "w", config={"automatically_note_time": True}))  # type: ignore[arg-type]
+            lambda: client.stream(stream).writer("w", config={"automatically_note_time": True}))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("value", ["yes", 1, None], ids=repr)

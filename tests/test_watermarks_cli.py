@@ -57,7 +57,7 @@ def make(home: Path, stream: str, segments: int = 2) -> str:
 
 def write(client: tk.Client, stream: str, writer_id: str, count: int) -> tk.Writer:
     """A writer that has committed `count` events spread over both segments of `stream`."""
-    writer = client.writer(stream, writer_id)
+    writer = client.stream(stream).writer(writer_id)
     writer.write_many([f"{writer_id}-{i}".encode() for i in range(count)], [f"key-{i}" for i in range(count)])
     return writer
 
@@ -74,7 +74,7 @@ def test_compute_emits_or_explains_and_writers_show_their_state(home: Path) -> N
         slow, fast = write(client, stream, "slow", 20), write(client, stream, "fast", 10)
         slow.note_time(1_000)
         fast.note_time(1_500)
-        end = dict(client.tail_cut(stream).positions)
+        end = dict(client.stream(stream).tail_cut().positions)
         first = ok_json(home, "watermark", "compute", stream)
         assert first == {"emitted": True, "writers": [], "watermark": {
             "revision": 0, "lower_time_ms": 1_000, "upper_time_ms": 1_500, "cut": {"0.0": end[S0], "0.1": end[S1]}}}
@@ -129,8 +129,8 @@ def test_compute_emits_or_explains_and_writers_show_their_state(home: Path) -> N
 
 def stored_owners(client: tk.Client, stream: str) -> list[Any]:
     """The owner column of the stream's watermark rows (the CLI appends as "cli")."""
-    state = client.stream_state(stream)
-    with client.db.read() as conn:
+    state = client.stream(stream).state()
+    with client.workspace.db.read() as conn:
         return list(conn.execute(sa.select(wm_table.c.owner).where(wm_table.c.stream_id == state.stream_id)))
 
 
@@ -141,7 +141,7 @@ def test_list_text_json_limit_all(home: Path) -> None:
     assert empty_text.returncode == 0 and empty_text.stdout.strip() == (
         f"{stream} has no watermarks yet (no writer has noted time, or `tidekeep serve` has not run)")
     with tk.connect(home, create=True) as client:
-        writer = client.writer(stream, "w")
+        writer = client.stream(stream).writer("w")
         for i in range(23):  # more than list's default of 20
             writer.write(f"event {i}".encode(), routing_key=f"k{i}")
             writer.note_time(100 * (i + 1))
@@ -174,7 +174,7 @@ def test_note_with_positions_and_bad_notes(home: Path) -> None:
     stream, other = make(home, "wm/note"), make(home, "wm/note-other", segments=1)
     with tk.connect(home, create=True) as client:
         write(client, stream, "w", 12).close()
-        end = dict(client.tail_cut(stream).positions)
+        end = dict(client.stream(stream).tail_cut().positions)
         assert end[S0] > 0 and end[S1] > 0
         position = f"{stream}:0.0={end[S0]},0.1=0"
         noted, text = run_all(home, ["watermark", "note", stream, "100", "--writer", "ext", "--position", position,
@@ -256,13 +256,13 @@ def test_unknown_stream_help_and_stream_create_timeout(home: Path) -> None:
             raise AssertionError(f"tidekeep {' '.join(args)}: {exc}") from exc
 
     with tk.connect(home, create=True) as client:
-        timeouts = {name: client.stream_state(name).info.config.timestamp_aggregation_timeout_ms
+        timeouts = {name: client.stream(name).state().info.config.timestamp_aggregation_timeout_ms
                     for name in ("wm/five", "wm/default", "wm/zero")}
         assert timeouts == {"wm/five": 5_000, "wm/default": 60_000, "wm/zero": 0}
         with pytest.raises(NotFound):
-            client.stream_state("wm/bad")
+            client.stream("wm/bad").state()
         # with a zero timeout, a writer that has not noted past the watermark is out at once
-        writer = client.writer("wm/zero", "w")
+        writer = client.stream("wm/zero").writer("w")
         writer.note_time(10)
         assert client.watermarks.compute("wm/zero") is not None
         listed, text = run_all(home, ["watermark", "writers", "wm/zero", "--json"], ["watermark", "compute", "wm/zero"])

@@ -98,7 +98,7 @@ def _check_stored_watermarks(client: tk.Client, stream: str) -> list[Watermark]:
     """Consecutive revisions from 0, strictly increasing lower times, non-decreasing upper times,
     every cut a valid complete cut of the stream at or after the previous one."""
     marks = client.watermarks.list(stream)
-    state = client.stream_state(stream)
+    state = client.stream(stream).state()
     ranges = state.ranges()
     assert [m.revision for m in marks] == list(range(len(marks)))
     for before, after in itertools.pairwise(marks):
@@ -160,10 +160,10 @@ def test_concurrent_writers_controller_and_readers(mclient: tk.Client, clock: tk
                 errors.append(exc)
         return run
 
-    auto = client.writer(STREAM, "auto", config=tk.WriterConfig(automatically_note_time=True,
+    auto = client.stream(STREAM).writer("auto", config=tk.WriterConfig(automatically_note_time=True,
                                                                  note_time_interval="50ms"))
-    explicit = client.writer(STREAM, "explicit")
-    txn_writer = client.transactional_writer(STREAM, "txn")
+    explicit = client.stream(STREAM).writer("explicit")
+    txn_writer = client.stream(STREAM).transactional_writer("txn")
 
     def auto_mark() -> int | None:
         return next((m.time_ms for m in client.watermarks.marks(STREAM) if m.writer_id == "auto"), None)
@@ -305,7 +305,7 @@ def _read_to_end(group: tk.ReaderGroup, reader_id: str, stream: str, total: int)
 
 def test_scale_in_the_middle_of_writing(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2, timestamp_aggregation_timeout="2s"))
-    writers = {name: client.writer(STREAM, name) for name in ("a", "b")}
+    writers = {name: client.stream(STREAM).writer(name) for name in ("a", "b")}
     t = 1_000
     for writer in writers.values():
         writer.note_time(t)  # before any event: every event has a time noted before it
@@ -315,9 +315,9 @@ def test_scale_in_the_middle_of_writing(client: tk.Client) -> None:
     emitted: list[Watermark] = []
     for round_ in range(9):
         if round_ == 3:
-            client.split(STREAM, "0.0")  # 0.0 -> 1.2, 1.3 while the writers are mid-stream
+            client.stream(STREAM).split("0.0")  # 0.0 -> 1.2, 1.3 while the writers are mid-stream
         if round_ == 6:
-            client.scale(STREAM, ["1.3", "0.1"], [(0.25, 0.75), (0.75, 1.0)])  # a many-to-many scale
+            client.stream(STREAM).scale(["1.3", "0.1"], [(0.25, 0.75), (0.75, 1.0)])  # a many-to-many scale
         for name, writer in writers.items():
             for key in keys[round_ % 3::3]:
                 writer.write(_payload(name, counts[name], noted[name]), routing_key=key)
@@ -333,7 +333,7 @@ def test_scale_in_the_middle_of_writing(client: tk.Client) -> None:
 
     stored = _check_stored_watermarks(client, STREAM)  # valid, complete cuts of the scaled stream
     assert stored == emitted and len(stored) >= 10
-    state = client.stream_state(STREAM)
+    state = client.stream(STREAM).state()
     active = {s.id for s in state.active_segments()}
     # the last watermarks were computed after the second scale: their cuts are on its segments
     assert set(stored[-1].cut) == active
@@ -369,7 +369,7 @@ def test_reader_window_basics(client: tk.Client) -> None:
     # nothing written, no watermark: nothing known at either end
     assert reader.time_window(STREAM) == TimeWindow(None, None)
 
-    writer = client.writer(STREAM, "w")
+    writer = client.stream(STREAM).writer("w")
     first = _write_and_note(client, writer, 0, 5, 100)
     second = _write_and_note(client, writer, 5, 5, 200)
     assert (first.lower_time_ms, second.lower_time_ms) == (100, 200)
@@ -418,12 +418,12 @@ def test_reader_window_basics(client: tk.Client) -> None:
 
 def test_unwritten_segment_does_not_hide_the_lower_bound(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=3))
-    state = client.stream_state(STREAM)
+    state = client.stream(STREAM).state()
     untouched = max(state.active_segments(), key=lambda s: s.key_low)  # [2/3, 1)
     # routing keys that only ever hit the two lower segments
     keys = [k for k in (f"key-{i}" for i in range(200)) if routing_key_position(k) < untouched.key_low][:8]
     assert len(keys) == 8
-    writers = [client.writer(STREAM, "w1"), client.writer(STREAM, "w2")]
+    writers = [client.stream(STREAM).writer("w1"), client.stream(STREAM).writer("w2")]
     noted: dict[str, int | None] = {"w1": None, "w2": None}
     count = 0
     last: Watermark | None = None
@@ -437,7 +437,7 @@ def test_unwritten_segment_does_not_hide_the_lower_bound(client: tk.Client) -> N
             noted[name] = t + n
         last = client.watermarks.compute(STREAM) or last
     assert last is not None and last.lower_time_ms == 300
-    assert client.stream_state(STREAM).segments[untouched.id].tail == 0  # really never written
+    assert client.stream(STREAM).state().segments[untouched.id].tail == 0  # really never written
     assert last.cut[untouched.id] == 0  # filled at its start, not at "beyond everything"
 
     group = client.create_reader_group("g", tk.ReaderGroupConfig(streams=[STREAM]))

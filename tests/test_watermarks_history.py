@@ -37,12 +37,12 @@ def read_all(reader: tk.streams.readergroup.Reader) -> list[tk.EventRead]:
 
 def test_prune_keeps_the_newest_watermark_at_or_before_the_head(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    writer = client.writer(STREAM, "w")
+    writer = client.stream(STREAM).writer("w")
     write_and_note(client, writer, 6)
     marks = client.watermarks.list(STREAM)
     assert [m.revision for m in marks] == list(range(6))
     assert client.watermarks.prune(STREAM) == 0  # the head is at the start: every watermark may be needed
-    client.truncate(STREAM, client.resolve_cut(STREAM, tk.StreamCut(STREAM, marks[3].cut)))
+    client.stream(STREAM).truncate(client.stream(STREAM).resolve_cut(tk.StreamCut(STREAM, marks[3].cut)))
     assert client.watermarks.prune(STREAM) == 3
     assert [m.revision for m in client.watermarks.list(STREAM)] == [3, 4, 5]
     assert client.watermarks.prune(STREAM) == 0  # idempotent
@@ -52,7 +52,7 @@ def test_prune_keeps_the_newest_watermark_at_or_before_the_head(client: tk.Clien
     read_all(reader)
     assert reader.time_window(STREAM) == tk.TimeWindow(marks[5].lower_time_ms, None)
     # pruning everything the head has passed works through prune_all (the service's sweep)
-    client.truncate(STREAM, client.tail_cut(STREAM))
+    client.stream(STREAM).truncate(client.stream(STREAM).tail_cut())
     assert client.watermarks.prune_all() == 2
     assert [m.revision for m in client.watermarks.list(STREAM)] == [5]
 
@@ -63,12 +63,12 @@ def test_a_reader_after_a_long_history_sees_the_full_scan_window(
     the whole history, and its first call does not read the history from revision 0."""
     monkeypatch.setattr(reader_window, "PAGE", 4)
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    writer = client.writer(STREAM, "w")
+    writer = client.stream(STREAM).writer("w")
     write_and_note(client, writer, 30)
-    segments = client.stream_state(STREAM).segments
+    segments = client.stream(STREAM).state().segments
     history = client.watermarks.list(STREAM)
     # a group starting at watermark 20's cut
-    middle = client.resolve_cut(STREAM, tk.StreamCut(STREAM, history[20].cut))
+    middle = client.stream(STREAM).resolve_cut(tk.StreamCut(STREAM, history[20].cut))
     group = client.create_reader_group("g", tk.ReaderGroupConfig(streams={STREAM: (middle, None)}))
 
     fetched: list[int | None] = []  # after_revision of every page the reader fetched
@@ -114,7 +114,7 @@ def test_rg_read_shows_the_time_window(tmp_path: Path) -> None:
     client = tk.connect(home=home, settings={"writer.linger": 0}, create=True)
     try:
         client.create_stream(STREAM, tk.StreamConfig(segments=1))
-        with client.writer(STREAM, "w") as writer:
+        with client.stream(STREAM).writer("w") as writer:
             for rnd in range(3):
                 writer.write(b"x")
                 writer.note_time(100 * (rnd + 1))
@@ -136,7 +136,7 @@ def test_a_writer_closed_before_a_watermark_covered_its_last_events_still_bounds
     watermark covered e1; w2 notes 200. The next watermark's lower time is 200 (w1 no longer counts),
     so its cut must lie after e1, or a reader would pass it and read e1 (noted at 100) with lower 200."""
     client.create_stream(STREAM, tk.StreamConfig(segments=1))
-    w1, w2 = client.writer(STREAM, "w1"), client.writer(STREAM, "w2")
+    w1, w2 = client.stream(STREAM).writer("w1"), client.stream(STREAM).writer("w2")
     w1.note_time(100)
     w2.note_time(100)
     assert client.watermarks.compute(STREAM) is not None
@@ -146,7 +146,7 @@ def test_a_writer_closed_before_a_watermark_covered_its_last_events_still_bounds
     w2.note_time(200)
     w1.close()
     [closed] = [m for m in client.watermarks.marks(STREAM) if m.writer_id == "w1"]
-    assert closed.closed and closed.positions == {0: client.stream_state(STREAM).tail()[0]}  # after e2
+    assert closed.closed and closed.positions == {0: client.stream(STREAM).state().tail()[0]}  # after e2
     assert [(s.mark.writer_id, s.active) for s in client.watermarks.writers(STREAM)] == [("w1", False), ("w2", True)]
     watermark = client.watermarks.compute(STREAM)
     assert watermark is not None and watermark.lower_time_ms == 200
@@ -165,7 +165,7 @@ def test_a_note_after_transaction_commits_keeps_where_they_landed(client: tk.Cli
     transaction commits do not update the writer's committed positions, so the note must keep the
     landings its mark already has, or the next cut could lie before the transaction's events."""
     client.create_stream(STREAM, tk.StreamConfig(segments=1))
-    txn = client.transactional_writer(STREAM, "batch").begin()
+    txn = client.stream(STREAM).transactional_writer("batch").begin()
     txn.write(b"in the transaction, noted at 100")
     landed = txn.commit(timestamp=100).positions
     client.watermarks.note(STREAM, "other", 100)

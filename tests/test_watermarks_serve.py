@@ -34,7 +34,7 @@ class Noter:
     time about every 50 ms (writer j notes base + 10·i + j at round i), like an application would."""
 
     def __init__(self, client: tk.Client, stream: str, writer_ids: list[str], base: int = 1_000) -> None:
-        self.writers = [client.writer(stream, w) for w in writer_ids]
+        self.writers = [client.stream(stream).writer(w) for w in writer_ids]
         self.base = base
         self.rounds = 0
         self.error: BaseException | None = None
@@ -70,8 +70,8 @@ class Noter:
 
 def stored(client: tk.Client, stream: str) -> list[Any]:
     """The stream's watermark rows (with the appending owner), by revision."""
-    state = client.stream_state(stream)
-    with client.db.read() as conn:
+    state = client.stream(stream).state()
+    with client.workspace.db.read() as conn:
         return list(conn.execute(sa.select(wm_table).where(wm_table.c.stream_id == state.stream_id)
                                  .order_by(wm_table.c.revision)).all())
 
@@ -87,7 +87,7 @@ def check_sequence(client: tk.Client, stream: str, rows: list[Any]) -> None:
     uppers = [r.upper_time_ms for r in rows]
     assert all(a <= b for a, b in itertools.pairwise(uppers)), uppers
     assert all(r.lower_time_ms <= r.upper_time_ms for r in rows)
-    segments = client.stream_state(stream).segments
+    segments = client.stream(stream).state().segments
     cuts = [{int(s): o for s, o in json.loads(r.cut).items()} for r in rows]
     for before, after in itertools.pairwise(cuts):
         assert compare(after, before, segments) == 1, (before, after)
@@ -174,10 +174,10 @@ def test_serve_once_computes_a_watermark_and_no_watermarks_computes_none(tmp_pat
     client, env, _ = sqlite_setup(tmp_path)
     stream = "wm/once"
     client.create_stream(stream, tk.StreamConfig(segments=2))
-    writer = client.writer(stream, "w")
+    writer = client.stream(stream).writer("w")
     writer.write_many([b"e" * 10] * 12, [f"k{i}" for i in range(12)])
     writer.note_time(5_000)
-    leases = LeaseStore(client.db, client.clock)
+    leases = LeaseStore(client.workspace.db, client.clock)
 
     off = subprocess.run([*SERVE, "--once", "--no-watermarks", *QUIET], env=env, capture_output=True, text=True,
                          timeout=120, check=False)
@@ -188,7 +188,7 @@ def test_serve_once_computes_a_watermark_and_no_watermarks_computes_none(tmp_pat
     on = subprocess.run([*SERVE, "--once", *QUIET], env=env, capture_output=True, text=True, timeout=120,
                         check=False)
     assert on.returncode == 0, on.stderr
-    tail = dict(client.tail_cut(stream).positions)
+    tail = dict(client.stream(stream).tail_cut().positions)
     assert client.watermarks.list(stream) == [Watermark(0, 5_000, 5_000, tail)]
     assert [r.owner for r in stored(client, stream)] == [owner_in(on.stderr)]
     assert f"watermark {stream} revision 0: lower=5000 upper=5000" in on.stderr
@@ -205,10 +205,10 @@ def test_serve_live_and_stale_streams_then_sigterm(tmp_path: Path) -> None:
     live, stale = "wm/live", "wm/stale"
     client.create_stream(live, tk.StreamConfig(segments=2))
     client.create_stream(stale, tk.StreamConfig(segments=1, timestamp_aggregation_timeout="1s"))
-    idle = client.writer(stale, "idle")
+    idle = client.stream(stale).writer("idle")
     idle.write(b"one event", routing_key="k")
     idle.note_time(100)
-    leases = LeaseStore(client.db, client.clock)
+    leases = LeaseStore(client.workspace.db, client.clock)
     log = tmp_path / "serve.log"
     proc = start_serve(["--lease-ttl", "3s", "--watermark-frequency", "100ms", *QUIET], env, log)
     try:

@@ -51,7 +51,7 @@ def key_in(low: float, high: float) -> str:
 def writer_ends(client: tk.Client, stream: str, writer_id: str) -> dict[int, int]:
     """Per segment, the offset after the writer's last event, as the events read back say."""
     ends: dict[int, int] = {}
-    for event in client.read(stream):
+    for event in client.stream(stream).read():
         if event.writer_id == writer_id:
             end = event.offset + EVENT_HEADER_BYTES + len(event.payload)
             ends[event.segment] = max(end, ends.get(event.segment, 0))
@@ -74,7 +74,7 @@ def test_note_time_records_the_offsets_after_the_writers_own_last_committed_even
         client: tk.Client, clock: tk.ManualClock) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     k0, k1 = key_in(0.0, 0.5), key_in(0.5, 1.0)
-    a, b = client.writer(STREAM, "a"), client.writer(STREAM, "b")
+    a, b = client.stream(STREAM).writer("a"), client.stream(STREAM).writer("b")
     a.write(b"a-first", k0)
     a.write(b"a-second-longer", k1)
     a.write(b"a-third", k0)
@@ -87,7 +87,7 @@ def test_note_time_records_the_offsets_after_the_writers_own_last_committed_even
     a.note_time(1_000)
     ends = writer_ends(client, STREAM, "a")
     assert set(ends) == {S0, S1}
-    tail = client.stream_state(STREAM).tail()
+    tail = client.stream(STREAM).state().tail()
     assert all(ends[s] < tail[s] for s in ends)
     assert client.watermarks.marks(STREAM) == [WriterMark("a", 1_000, ends, clock.now_ms())]
     [status] = client.watermarks.writers(STREAM)
@@ -100,15 +100,15 @@ def test_a_note_flushes_pending_events_first_and_an_idle_writer_notes_an_empty_p
         client: tk.Client, clock: tk.ManualClock) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     k0, k1 = key_in(0.0, 0.5), key_in(0.5, 1.0)
-    writer = client.writer(STREAM, "w")  # 4 MiB batches, no linger: these stay pending until a flush
+    writer = client.stream(STREAM).writer("w")  # 4 MiB batches, no linger: these stay pending until a flush
     writer.write(b"pending-0", k0)
     writer.write(b"pending-1", k1)
-    assert list(client.read(STREAM)) == []
+    assert list(client.stream(STREAM).read()) == []
     writer.note_time(50)
-    assert sorted(e.payload for e in client.read(STREAM)) == [b"pending-0", b"pending-1"]
+    assert sorted(e.payload for e in client.stream(STREAM).read()) == [b"pending-0", b"pending-1"]
     ends = writer_ends(client, STREAM, "w")
     assert ends == {S0: EVENT_HEADER_BYTES + 9, S1: EVENT_HEADER_BYTES + 9}
-    idle = client.writer(STREAM, "idle")
+    idle = client.stream(STREAM).writer("idle")
     clock.advance(3)
     idle.note_time(40)
     assert client.watermarks.marks(STREAM) == [
@@ -123,11 +123,11 @@ def test_a_note_flushes_pending_events_first_and_an_idle_writer_notes_an_empty_p
 def test_after_a_scale_the_stored_position_drops_the_predecessors_the_writer_left(
         client: tk.Client, clock: tk.ManualClock) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    writer = client.writer(STREAM, "w")
+    writer = client.stream(STREAM).writer("w")
     writer.write(b"before-0", key_in(0.0, 0.5))
     writer.write(b"before-1", key_in(0.5, 1.0))
     writer.flush()
-    low, high = client.split(STREAM, "0.0")  # 0.0 -> 1.2 [0, .25) and 1.3 [.25, .5)
+    low, high = client.stream(STREAM).split("0.0")  # 0.0 -> 1.2 [0, .25) and 1.3 [.25, .5)
     writer.write(b"after", key_in(0.0, 0.25))  # re-routed to 1.2 after the writer finds 0.0 sealed
     writer.note_time(10)
     ends = writer_ends(client, STREAM, "w")
@@ -147,7 +147,7 @@ def test_after_a_scale_the_stored_position_drops_the_predecessors_the_writer_lef
 def test_a_lagging_writer_holds_watermarks_back_until_its_timeout_then_rejoins_and_closing_releases_it(
         client: tk.Client, clock: tk.ManualClock) -> None:
     client.create_stream(STREAM, tk.StreamConfig(timestamp_aggregation_timeout="10s"))
-    a, b = client.writer(STREAM, "a"), client.writer(STREAM, "b")
+    a, b = client.stream(STREAM).writer("a"), client.stream(STREAM).writer("b")
     marks = client.watermarks
     a.note_time(1_000)
     b.note_time(1_000)
@@ -205,7 +205,7 @@ def test_a_lagging_writer_holds_watermarks_back_until_its_timeout_then_rejoins_a
 
 def test_the_default_timeout_is_sixty_seconds(client: tk.Client, clock: tk.ManualClock) -> None:
     client.create_stream(STREAM)
-    assert client.stream_state(STREAM).info.config.timestamp_aggregation_timeout_ms == 60_000
+    assert client.stream(STREAM).state().info.config.timestamp_aggregation_timeout_ms == 60_000
     client.watermarks.note(STREAM, "a", 10)
     client.watermarks.note(STREAM, "b", 10)
     assert summary(client.watermarks.compute(STREAM)) == (0, 10, 10)
@@ -234,7 +234,7 @@ def test_a_transaction_commit_records_its_writers_mark_where_it_landed(
         client: tk.Client, clock: tk.ManualClock) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     k0, k1 = key_in(0.0, 0.5), key_in(0.5, 1.0)
-    tw = client.transactional_writer(STREAM, "t")
+    tw = client.stream(STREAM).transactional_writer("t")
     first = tw.begin()
     first.write(b"first", k0)
     r1 = first.commit(timestamp=1_000)
@@ -244,14 +244,14 @@ def test_a_transaction_commit_records_its_writers_mark_where_it_landed(
     assert status.mark == WriterMark("t", 1_000, r1.positions, clock.now_ms())
 
     # someone else's events land first, so the second transaction lands further on
-    with client.writer(STREAM, "other") as other:
+    with client.stream(STREAM).writer("other") as other:
         other.write(b"xx", k0)
         other.write(b"yy", k1)
     clock.advance(10)
     second = tw.begin()
     second.write(b"second", k1)
     r2 = second.commit(timestamp=2_000)
-    assert r2.positions == {S1: client.stream_state(STREAM).tail()[S1]}
+    assert r2.positions == {S1: client.stream(STREAM).state().tail()[S1]}
     # the mark merges: the first transaction's offset in 0.0 stays, the second's in 0.1 joins
     merged = {S0: r1.positions[S0], S1: r2.positions[S1]}
     assert client.watermarks.marks(STREAM) == [WriterMark("t", 2_000, merged, clock.now_ms())]
@@ -259,21 +259,21 @@ def test_a_transaction_commit_records_its_writers_mark_where_it_landed(
     # a timestamp below the writer's last mark refuses the commit and changes nothing
     third = tw.begin()
     third.write(b"third", k0)
-    tail, marks = client.tail_cut(STREAM), client.watermarks.marks(STREAM)
-    events = list(client.read(STREAM))
+    tail, marks = client.stream(STREAM).tail_cut(), client.watermarks.marks(STREAM)
+    events = list(client.stream(STREAM).read())
     clock.advance(10)
     with pytest.raises(InvalidInput, match=r"time went backwards from 2000 to 1999") as err:
         third.commit(timestamp=1_999)
     assert "\n" not in err.value.args[0]
     assert third.status() == tk.TxnState.OPEN
-    assert client.tail_cut(STREAM) == tail
+    assert client.stream(STREAM).tail_cut() == tail
     assert client.watermarks.marks(STREAM) == marks
-    assert list(client.read(STREAM)) == events
+    assert list(client.stream(STREAM).read()) == events
     # ... and it commits with a proper timestamp (equal to the last one is allowed)
     r3 = third.commit(timestamp=2_000)
     assert third.status() == tk.TxnState.COMMITTED
-    assert b"third" in [e.payload for e in client.read(STREAM)]
-    assert r3.positions == {S0: client.stream_state(STREAM).tail()[S0]} and r3.positions[S0] > r1.positions[S0]
+    assert b"third" in [e.payload for e in client.stream(STREAM).read()]
+    assert r3.positions == {S0: client.stream(STREAM).state().tail()[S0]} and r3.positions[S0] > r1.positions[S0]
     after_third = [WriterMark("t", 2_000, {S0: r3.positions[S0], S1: r2.positions[S1]}, clock.now_ms())]
     assert client.watermarks.marks(STREAM) == after_third
 
@@ -282,7 +282,7 @@ def test_a_transaction_commit_records_its_writers_mark_where_it_landed(
     fourth = tw.begin()
     fourth.write(b"fourth", k1)
     assert fourth.commit().commit_timestamp is None
-    quiet = client.transactional_writer(STREAM, "quiet").begin()
+    quiet = client.stream(STREAM).transactional_writer("quiet").begin()
     quiet.write(b"quiet", k0)
     quiet.commit()
     assert client.watermarks.marks(STREAM) == after_third
@@ -292,7 +292,7 @@ def test_a_transaction_commit_records_its_writers_mark_where_it_landed(
 
 
 def _owners(client: tk.Client) -> list[tuple[int, str | None]]:
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         return [(r.revision, r.owner) for r in conn.execute(
             sa.select(wm_table.c.revision, wm_table.c.owner).order_by(wm_table.c.revision))]
 
@@ -420,15 +420,15 @@ def test_reference_d4_worked_example_through_the_store(client: tk.Client) -> Non
     {0:200, 1:300, 2:300} give {3:100, 4:0} with lower 300 and upper 302. Events of 50 bytes make
     every one of those offsets an event boundary."""
     client.create_stream(STREAM, tk.StreamConfig(segments=3))
-    state = client.stream_state(STREAM)
+    state = client.stream(STREAM).state()
     s0, s1, s2 = (segment_id(0, n) for n in range(3))
     payload = b"p" * (50 - EVENT_HEADER_BYTES)
-    with client.writer(STREAM, "loader") as loader:
+    with client.stream(STREAM).writer("loader") as loader:
         for seg in (s0, s1, s2):
             key = key_in(state.segments[seg].key_low, state.segments[seg].key_high)
             for _ in range(8):
                 loader.write(payload, key)
-    assert client.stream_state(STREAM).tail() == {s0: 400, s1: 400, s2: 400}
+    assert client.stream(STREAM).state().tail() == {s0: 400, s1: 400, s2: 400}
     marks = client.watermarks
     # the previous watermark, from marks at the old segments (w3 has written nothing yet)
     marks.note(STREAM, "w1", 250, position={s0: 200, s1: 300})
@@ -436,13 +436,13 @@ def test_reference_d4_worked_example_through_the_store(client: tk.Client) -> Non
     marks.note(STREAM, "w3", 220)
     assert marks.compute(STREAM) == Watermark(0, 200, 250, {s0: 200, s1: 300, s2: 300})
 
-    s3, s4 = (s.id for s in client.scale(STREAM, ["0.0", "0.1", "0.2"], [(0.0, 0.5), (0.5, 1.0)]))
+    s3, s4 = (s.id for s in client.stream(STREAM).scale(["0.0", "0.1", "0.2"], [(0.0, 0.5), (0.5, 1.0)]))
     assert (s3, s4) == (segment_id(1, 3), segment_id(1, 4))
-    with client.writer(STREAM, "loader") as loader:
+    with client.stream(STREAM).writer("loader") as loader:
         for _ in range(2):
             loader.write(payload, key_in(0.0, 0.5))
         loader.write(payload, key_in(0.5, 1.0))  # 1.4 has data, but no writer reported it: filled at 0
-    assert client.stream_state(STREAM).tail() == {s3: 100, s4: 50}
+    assert client.stream(STREAM).state().tail() == {s3: 100, s4: 50}
     marks.note(STREAM, "w1", 302, position={s0: 300, s1: 400})
     marks.note(STREAM, "w2", 301, position={s1: 100, s2: 400})
     marks.note(STREAM, "w3", 300, position={s3: 100})
@@ -460,10 +460,10 @@ def test_reference_d4_worked_example_through_the_store(client: tk.Client) -> Non
 def test_a_database_upgraded_from_0009_keeps_working(client: tk.Client, clock: tk.ManualClock) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     k0, k1 = key_in(0.0, 0.5), key_in(0.5, 1.0)
-    with client.writer(STREAM, "w") as writer:
+    with client.stream(STREAM).writer("w") as writer:
         writer.write(b"old-0", k0)
         writer.write(b"old-1", k1)
-    with client.db.engine.connect() as conn:  # back to the schema before watermarks
+    with client.workspace.db.engine.connect() as conn:  # back to the schema before watermarks
         config = _alembic_config()
         config.attributes["connection"] = conn
         command.downgrade(config, "0009")
@@ -471,10 +471,10 @@ def test_a_database_upgraded_from_0009_keeps_working(client: tk.Client, clock: t
         tables = sa.inspect(conn).get_table_names()
         assert "writer_marks" not in tables and "watermarks" not in tables
         assert "positions" not in {c["name"] for c in sa.inspect(conn).get_columns("writers")}
-    client.db.upgrade()
-    with client.db.read() as conn:
+    client.workspace.db.upgrade()
+    with client.workspace.db.read() as conn:
         assert conn.execute(sa.select(t.writers.c.writer_id, t.writers.c.positions)).all() == [("w", None)]
-    writer = client.writer(STREAM, "w")
+    writer = client.stream(STREAM).writer("w")
     assert writer.last_sequence == 1  # the writer's row survived
     # its committed positions are unknown until its next batch: the note bounds the time only
     writer.note_time(100)

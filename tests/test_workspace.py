@@ -77,7 +77,7 @@ def make_workspace(tmp_path: Path, metadata_url: str, name: str = "ws") -> tuple
     client = tk.connect(home=tmp_path / name, metadata_url=metadata_url, storage=str(storage),
                         settings={"writer.linger": 0}, create=True)
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    with client.writer(STREAM, "w") as writer:
+    with client.stream(STREAM).writer("w") as writer:
         for i in range(20):
             writer.write(b"event-%d" % i, routing_key=f"k{i % 3}")
     return client, storage
@@ -115,7 +115,7 @@ def test_sweep_and_serve_against_a_mistyped_metadata_url_delete_nothing(
     assert not typo.exists()  # nothing conjured
     assert chunk_files(storage) == files
     with tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(storage)) as again:
-        assert len(list(again.read(STREAM))) == 20
+        assert len(list(again.stream(STREAM).read())) == 20
 
 
 @pytest.mark.parametrize("command", [("sweep", "--grace", "0s"), ("serve", "--once"),
@@ -133,7 +133,7 @@ def test_another_workspaces_store_cannot_touch_this_storage_root(
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert f"(workspace {b.workspace_id})" in done.stderr and f"(workspace {a.workspace_id})" in done.stderr
     assert chunk_files(a_storage) == files
-    assert len(list(a.read(STREAM))) == 20
+    assert len(list(a.stream(STREAM).read())) == 20
     a.close()
     b.close()
 
@@ -212,28 +212,28 @@ def test_sweeps_are_audited(tmp_path: Path, metadata_url: str) -> None:
 def test_a_workspace_from_before_the_ids_deletes_nothing_until_init_stamps_it(
         tmp_path: Path, metadata_url: str) -> None:
     client, storage = make_workspace(tmp_path, metadata_url)
-    with client.db.write() as conn:  # as a store upgraded from before the ids: the table, no row
+    with client.workspace.db.write() as conn:  # as a store upgraded from before the ids: the table, no row
         conn.execute(sa.text("DELETE FROM workspace"))
     (storage / MARKER_FILE).unlink()
     client.close()
     legacy = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(storage),
                         settings={"writer.linger": 0})
     assert legacy.workspace_id is None
-    assert len(list(legacy.read(STREAM))) == 20  # reads and writes work as before
-    with legacy.writer(STREAM, "w2") as writer:
+    assert len(list(legacy.stream(STREAM).read())) == 20  # reads and writes work as before
+    with legacy.stream(STREAM).writer("w2") as writer:
         writer.write(b"more")
-    for delete in (lambda: legacy.truncate(STREAM, legacy.tail_cut(STREAM)),
+    for delete in (lambda: legacy.stream(STREAM).truncate(legacy.stream(STREAM).tail_cut()),
                    lambda: legacy.sweep(grace=0),
-                   lambda: legacy.catalog.purge(), lambda: legacy.expire_transactions()):
+                   lambda: legacy.catalog.purge(), lambda: legacy.transactions.expire()):
         with pytest.raises(tk.WorkspaceMismatch, match="run 'tidekeep init' to stamp the workspace"):
             delete()
-    assert len(list(legacy.read(STREAM))) == 21
+    assert len(list(legacy.stream(STREAM).read())) == 21
     legacy.close()
     done = run_cli(tmp_path / "ws", "--metadata-url", metadata_url, "--storage", str(storage), "init", "--json")
     assert done.returncode == 0, done.stderr
     stamped = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(storage))
     assert stamped.workspace_id is not None
-    assert stamped.truncate(STREAM, stamped.tail_cut(STREAM)).bytes_freed > 0
+    assert stamped.stream(STREAM).truncate(stamped.stream(STREAM).tail_cut()).bytes_freed > 0
     stamped.close()
 
 

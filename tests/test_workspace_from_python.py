@@ -19,7 +19,7 @@ STREAM = "py/made"
 
 def write_events(client: tk.Client, count: int) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    with client.writer(STREAM, "w") as writer:
+    with client.stream(STREAM).writer("w") as writer:
         for i in range(count):
             writer.write(b"event-%d" % i, routing_key=f"k{i % 3}")
 

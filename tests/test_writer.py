@@ -21,7 +21,7 @@ EVENT = 100  # payload bytes; 108 logical bytes with the header
 
 
 def _payloads(client: tk.Client) -> list[bytes]:
-    return [e.payload for e in client.read(STREAM)]
+    return [e.payload for e in client.stream(STREAM).read()]
 
 
 def _by_key(events: list[tk.Event]) -> dict[str | None, list[bytes]]:
@@ -43,7 +43,7 @@ def _wait_until(condition: Callable[[], bool], seconds: float) -> bool:
 def test_batches_by_size(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=1))
     payloads = [bytes([i]) * EVENT for i in range(53)]
-    with client.writer(STREAM, "w1", batch_size="1KiB") as writer:
+    with client.stream(STREAM).writer("w1", batch_size="1KiB") as writer:
         for payload in payloads:
             writer.write(payload)
     rows = chunk_rows(client, STREAM)
@@ -57,7 +57,7 @@ def test_batches_by_size(client: tk.Client) -> None:
 
 def test_nothing_is_visible_before_flush_and_everything_after(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    writer = client.writer(STREAM, "w1")  # linger 0 and a 4 MiB batch: only flush commits
+    writer = client.stream(STREAM).writer("w1")  # linger 0 and a 4 MiB batch: only flush commits
     for i in range(20):
         writer.write(b"e%d" % i, routing_key=f"k{i % 3}")
     assert _payloads(client) == []
@@ -71,7 +71,7 @@ def test_nothing_is_visible_before_flush_and_everything_after(client: tk.Client)
 
 def test_linger_commits_pending_events_without_a_flush(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    writer = client.writer(STREAM, "w1", linger="50ms")
+    writer = client.stream(STREAM).writer("w1", linger="50ms")
     try:
         for i in range(5):
             writer.write(b"lingering-%d" % i, routing_key="k")
@@ -85,7 +85,7 @@ def test_linger_commits_pending_events_without_a_flush(client: tk.Client) -> Non
 
 def test_context_manager_flushes_and_closes(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         writer.write(b"one", routing_key="a")
         writer.write(b"two", routing_key="b")
     assert sorted(_payloads(client)) == [b"one", b"two"]
@@ -106,18 +106,18 @@ def test_same_key_order_holds_across_a_scale_with_pending_events(client: tk.Clie
                 writer.write(payload, routing_key=key)
                 written[key].append(payload)
 
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         write_round(writer, "a")
         writer.flush()
         write_round(writer, "b")  # pending, routed to epoch-0 segments
-        client.split(STREAM, "0.0", 2)  # the writer still routes to the sealed 0.0
+        client.stream(STREAM).split("0.0", 2)  # the writer still routes to the sealed 0.0
         write_round(writer, "c")
         writer.flush()  # must re-route the pending events, not fail
-        client.merge(STREAM, ["1.2", "1.3"])
+        client.stream(STREAM).merge(["1.2", "1.3"])
         write_round(writer, "d")
-    state = client.stream_state(STREAM)
+    state = client.stream(STREAM).state()
     assert state.info.current_epoch == 2
-    events = list(client.read(STREAM))
+    events = list(client.stream(STREAM).read())
     assert _by_key(events) == written
     sealed_first = state.segments[segment_id(0, 0)]
     assert sealed_first.sealed
@@ -132,10 +132,10 @@ def test_same_key_order_holds_across_a_scale_with_pending_events(client: tk.Clie
 
 def test_events_without_a_routing_key_spread_over_segments(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=4))
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         for i in range(400):
             writer.write(b"free-%d" % i)
-    events = list(client.read(STREAM))
+    events = list(client.stream(STREAM).read())
     assert sorted(e.payload for e in events) == sorted(b"free-%d" % i for i in range(400))
     per_segment = defaultdict(int)
     for event in events:
@@ -148,7 +148,7 @@ def test_events_without_a_routing_key_spread_over_segments(client: tk.Client) ->
 def test_retried_batch_with_the_same_sequence_is_not_duplicated(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     first = batch_events("w1", 1, 10)
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         assert writer.write_batch(first, sequence=1) is True
         assert writer.write_batch(first, sequence=1) is False
         assert writer.last_sequence == 1
@@ -156,9 +156,9 @@ def test_retried_batch_with_the_same_sequence_is_not_duplicated(client: tk.Clien
 
     # a writer object opened before a newer one with the same id is fenced: its commit is refused,
     # nothing of it lands, and its chunk files are removed again
-    stale = client.writer(STREAM, "w1")
+    stale = client.stream(STREAM).writer("w1")
     fresh_files_before = stored_files(client)
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         assert writer.epoch == stale.epoch + 1
         assert writer.write_batch(batch_events("w1", 2, 10), sequence=2) is True
     assert stale.last_sequence == 1
@@ -180,7 +180,7 @@ def test_lost_commit_acknowledgement_is_retried_without_duplicates_or_lost_files
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     events = batch_events("w1", 1, 50)
     monkeypatch.setenv("TIDEKEEP_FAULT_RAISE", "commit.lost_ack")
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         assert writer.write_batch(events, sequence=1) is True  # appended: the retry saw its own landed commit
         assert writer.last_sequence == 1
     monkeypatch.delenv("TIDEKEEP_FAULT_RAISE")
@@ -190,15 +190,15 @@ def test_lost_commit_acknowledgement_is_retried_without_duplicates_or_lost_files
 
 def test_reopened_writer_continues_from_its_last_sequence(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         assert writer.last_sequence == 0
         writer.write(b"a", routing_key="k")
         writer.flush()
         writer.write_batch([(b"b", "k")], sequence=5)
         assert writer.last_sequence == 5
-    with client.writer(STREAM, "w2") as other:
+    with client.stream(STREAM).writer("w2") as other:
         assert other.last_sequence == 0  # sequences are per writer id
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         assert writer.last_sequence == 5
         assert writer.write_batch([(b"b", "k")], sequence=5) is False  # the replay after a restart
         assert writer.write_batch([(b"b-older", "k")], sequence=3) is False
@@ -211,7 +211,7 @@ def test_reopened_writer_continues_from_its_last_sequence(client: tk.Client) -> 
 
 def test_events_above_8_mib_are_refused_and_change_nothing(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=1))
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         writer.write(b"small", routing_key="k")
         with pytest.raises(tk.EventTooLarge, match=rf"event of {MAX_EVENT_SIZE + 1} bytes is above the "
                                                    rf"{MAX_EVENT_SIZE}-byte limit"):
@@ -226,7 +226,7 @@ def test_events_above_8_mib_are_refused_and_change_nothing(client: tk.Client) ->
 
 def test_non_bytes_payloads_are_refused(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=1))
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         for bad in ("text", 42, None):
             with pytest.raises(tk.InvalidInput, match="event payload must be bytes"):
                 writer.write(bad)  # type: ignore[arg-type]
@@ -236,20 +236,20 @@ def test_non_bytes_payloads_are_refused(client: tk.Client) -> None:
 
 def test_writing_to_a_sealed_or_deleted_stream_fails_with_a_typed_error(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=1))
-    writer = client.writer(STREAM, "w1")
+    writer = client.stream(STREAM).writer("w1")
     writer.write(b"before", routing_key="k")
     writer.flush()
-    client.seal_stream(STREAM)
+    client.stream(STREAM).seal()
     writer.write(b"after", routing_key="k")
     with pytest.raises(tk.StreamSealed, match=f"stream '{STREAM}' is sealed"):
         writer.flush()
     assert _payloads(client) == [b"before"]
     assert stored_files(client) == referenced_paths(client)  # the refused batch's file is gone
     with pytest.raises(tk.StreamSealed):
-        client.writer(STREAM, "w2").write_batch([(b"x", None)])
-    client.delete_stream(STREAM)
+        client.stream(STREAM).writer("w2").write_batch([(b"x", None)])
+    client.stream(STREAM).delete()
     with pytest.raises(tk.NotFound, match=f"stream '{STREAM}' does not exist"):
-        client.writer(STREAM, "w3")
+        client.stream(STREAM).writer("w3")
 
 
 # ---- write_many: the column-wise bulk path --------------------------------------------------------
@@ -261,11 +261,11 @@ def test_write_many_matches_write_per_event(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=4))
     first = [(f"early-{i}".encode(), f"k{i % 7}") for i in range(20)]
     bulk = [(f"bulk-{i}".encode(), None if i % 10 == 0 else f"k{i % 7}") for i in range(2000)]
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         for payload, key in first:
             writer.write(payload, key)
         assert writer.write_many([p for p, _ in bulk], [k for _, k in bulk]) == len(bulk)
-    events = list(client.read(STREAM))
+    events = list(client.stream(STREAM).read())
     assert sorted(e.payload for e in events) == sorted(p for p, _ in first + bulk)
     expected = _by_key([tk.Event(p, k, 0, 0, 0, "w1") for p, k in first + bulk])
     got = _by_key(events)
@@ -274,7 +274,7 @@ def test_write_many_matches_write_per_event(client: tk.Client) -> None:
             assert sorted(got[None]) == sorted(expected[None])
         else:
             assert got[key] == expected[key]  # same key: write order
-    with client.writer(STREAM, "probe") as probe:  # keyed events sit in the segment write() would use
+    with client.stream(STREAM).writer("probe") as probe:  # keyed events sit in the segment write() would use
         for event in events:
             if event.routing_key is not None:
                 assert probe._segment_for(event.routing_key) == event.segment
@@ -284,7 +284,7 @@ def test_write_many_matches_write_per_event(client: tk.Client) -> None:
 def test_write_many_commits_batches_of_the_batch_size(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=1))
     payloads = [bytes([i]) * EVENT for i in range(53)]
-    with client.writer(STREAM, "w1", batch_size="1KiB") as writer:
+    with client.stream(STREAM).writer("w1", batch_size="1KiB") as writer:
         writer.write_many(payloads)
         assert writer.last_sequence == 6
     rows = chunk_rows(client, STREAM)
@@ -295,13 +295,13 @@ def test_write_many_commits_batches_of_the_batch_size(client: tk.Client) -> None
 
 def test_write_many_reroutes_after_a_scale_it_did_not_see(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    writer = client.writer(STREAM, "w1")  # its router knows only epoch 0
-    client.split(STREAM, "0.0", 2)
+    writer = client.stream(STREAM).writer("w1")  # its router knows only epoch 0
+    client.stream(STREAM).split("0.0", 2)
     payloads = [f"e{i}".encode() for i in range(300)]
     keys = [f"k{i % 11}" for i in range(300)]
     writer.write_many(payloads, keys)
     writer.close()
-    events = list(client.read(STREAM))
+    events = list(client.stream(STREAM).read())
     assert {e.segment for e in events} <= {segment_id(0, 1), segment_id(1, 2), segment_id(1, 3)}
     assert segment_id(0, 0) not in {e.segment for e in events}
     for key, got in _by_key(events).items():
@@ -321,7 +321,7 @@ def test_write_many_reroutes_after_a_scale_it_did_not_see(client: tk.Client) -> 
 def test_write_many_refuses_bad_input_and_writes_nothing(client: tk.Client, payloads: object, keys: object,
                                                          error: type[Exception], fragment: str) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    with client.writer(STREAM, "w1") as writer:
+    with client.stream(STREAM).writer("w1") as writer:
         with pytest.raises(error) as exc:
             writer.write_many(payloads, keys)  # type: ignore[arg-type]
         assert fragment in str(exc.value) and "\n" not in str(exc.value)
@@ -333,12 +333,12 @@ def test_write_many_refuses_bad_input_and_writes_nothing(client: tk.Client, payl
 def test_a_writer_past_the_last_sequence_is_refused_and_keeps_its_events(client: tk.Client) -> None:
     client.create_stream("s/last")
     last = 2**63 - 1  # the largest sequence the store keeps
-    writer = client.writer("s/last", "w1")
+    writer = client.stream("s/last").writer("w1")
     assert writer.write_batch([(b"at-the-end", None)], sequence=last)
     files_before = stored_files(client)
     writer.write(b"one-too-many")
     with pytest.raises(InvalidInput, match="has used every batch sequence"):
         writer.flush()
-    assert [e.payload for e in client.read("s/last")] == [b"at-the-end"]
+    assert [e.payload for e in client.stream("s/last").read()] == [b"at-the-end"]
     assert stored_files(client) == files_before  # no chunk file written for the refused batch
     assert [payload for payload, _ in writer.unflushed()] == [b"one-too-many"]

@@ -23,12 +23,13 @@ import tidekeep as tk
 from helpers.pgproxy import CommitDroppingProxy
 from helpers.procs import start_worker, worker_env
 from helpers.storage import referenced_paths, stored_files
+from tidekeep.streams.of_workspace import stream_controller
 
 STREAM = "s/w"
 
 
 def payload_counts(client: tk.Client) -> Counter[bytes]:
-    return Counter(e.payload for e in client.read(STREAM))
+    return Counter(e.payload for e in client.stream(STREAM).read())
 
 
 def events(tag: str, count: int) -> list[tuple[bytes, str]]:
@@ -43,8 +44,8 @@ def write_all(writer: tk.Writer, items: list[tuple[bytes, str]]) -> None:
 # ---- one writer id, one live writer ---------------------------------------------------------------
 def test_a_newer_writer_with_the_same_id_fences_the_older_one(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    older = client.writer(STREAM, "shared")
-    newer = client.writer(STREAM, "shared")
+    older = client.stream(STREAM).writer("shared")
+    newer = client.stream(STREAM).writer("shared")
     assert newer.epoch == older.epoch + 1
     write_all(older, events("old", 5))
     write_all(newer, events("new", 5))
@@ -63,11 +64,11 @@ def test_a_newer_writer_with_the_same_id_fences_the_older_one(client: tk.Client)
 
 def test_the_older_writer_hands_its_events_to_a_new_writer(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    first = client.writer(STREAM, "w")
+    first = client.stream(STREAM).writer("w")
     write_all(first, events("a", 3))
     first.flush()
     write_all(first, events("b", 4))
-    second = client.writer(STREAM, "w")
+    second = client.stream(STREAM).writer("w")
     with pytest.raises(tk.WriterFenced):
         first.flush()
     write_all(second, first.unflushed())
@@ -78,8 +79,8 @@ def test_the_older_writer_hands_its_events_to_a_new_writer(client: tk.Client) ->
 
 def test_a_fenced_writer_cannot_move_or_close_the_newer_writers_time_mark(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=1))
-    older = client.writer(STREAM, "w")
-    newer = client.writer(STREAM, "w")
+    older = client.stream(STREAM).writer("w")
+    newer = client.stream(STREAM).writer("w")
     newer.note_time(2_000)
     with pytest.raises(tk.WriterFenced, match="its time mark is not recorded"):
         older.note_time(5_000)
@@ -129,7 +130,7 @@ def test_a_flush_that_meets_a_busy_store_keeps_its_events_and_the_next_writes_th
     client = tk.connect(home=tmp_path / "ws", metadata_url=f"sqlite:///{database}", storage=str(tmp_path / "data"),
                         settings={"writer.linger": 0, "metadata.busy_timeout": "50ms"}, create=True)
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    writer = client.writer(STREAM, "w")
+    writer = client.stream(STREAM).writer("w")
     write_all(writer, events("a", 6))
     blocker = sqlite3.connect(database, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")  # another process holds SQLite's write lock
@@ -154,7 +155,7 @@ def test_write_many_keeps_the_failed_batch_and_the_rest(tmp_path: Path) -> None:
     client = tk.connect(home=tmp_path / "ws", metadata_url=f"sqlite:///{database}", storage=str(tmp_path / "data"),
                         settings={"writer.linger": 0, "metadata.busy_timeout": "50ms"}, create=True)
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    writer = client.writer(STREAM, "w", batch_size=64)
+    writer = client.stream(STREAM).writer("w", batch_size=64)
     items = events("m", 20)
     blocker = sqlite3.connect(database, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
@@ -184,7 +185,7 @@ def stream_writer(tmp_path: Path, url: str) -> Iterator[tuple[tk.Client, tk.Writ
     with tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"),
                     settings={"writer.linger": 0}, create=True) as client:
         client.create_stream(STREAM, tk.StreamConfig(segments=2))
-        writer = client.writer(STREAM, "w")
+        writer = client.stream(STREAM).writer("w")
         write_all(writer, events("a", 5))
         yield client, writer
 
@@ -205,7 +206,7 @@ class BackendKiller:
         self.remaining = times
         self.armed = armed
         self.killed: list[int] = []
-        event.listen(client.db.engine, "commit", self._kill)
+        event.listen(client.workspace.db.engine, "commit", self._kill)
 
     def _kill(self, conn: sa.Connection) -> None:
         if self.remaining > 0 and self.armed():
@@ -293,7 +294,7 @@ def test_an_unknown_outcome_the_writer_could_not_resolve_is_resolved_by_the_next
 def test_a_lost_acknowledgement_never_makes_the_next_batch_a_duplicate(
         client: tk.Client, monkeypatch: pytest.MonkeyPatch) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    writer = client.writer(STREAM, "w")
+    writer = client.stream(STREAM).writer("w")
     write_all(writer, events("a", 4))
     monkeypatch.setenv("TIDEKEEP_FAULT_RAISE", "commit.lost_ack")
     writer.flush()  # landed, answer lost, retried: recognised by its files
@@ -308,7 +309,7 @@ def test_a_lost_acknowledgement_never_makes_the_next_batch_a_duplicate(
 
 # ---- transactions ----------------------------------------------------------------------------------
 def stage_and_commit(client: tk.Client, items: list[tuple[bytes, str]]) -> tk.TxnCommitResult:
-    txn = client.transactional_writer(STREAM, "t").begin()
+    txn = client.stream(STREAM).transactional_writer("t").begin()
     write_all(txn, items)  # type: ignore[arg-type]
     txn.flush()
     return txn.commit()
@@ -321,7 +322,7 @@ def test_transaction_staging_and_commit_whose_answers_are_lost_land_once(
     proxy, url = proxied
     with tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"), create=True) as client:
         client.create_stream(STREAM, tk.StreamConfig(segments=2))
-        txn = client.transactional_writer(STREAM, "t").begin()
+        txn = client.stream(STREAM).transactional_writer("t").begin()
         write_all(txn, events("t", 6))  # type: ignore[arg-type]
         proxy.arm(1)
         txn.flush()  # staging's COMMIT answer is lost
@@ -352,7 +353,7 @@ def test_a_sequenced_transaction_commit_with_a_lost_answer_is_not_a_duplicate(
     """The Spark sink commits each micro-batch with its batch sequence: a lost answer must not turn the
     landed batch into a "duplicate" (aborted) nor let the next sequence be skipped."""
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    tw = client.transactional_writer(STREAM, "sink")
+    tw = client.stream(STREAM).transactional_writer("sink")
     monkeypatch.setenv("TIDEKEEP_FAULT_RAISE", "txn.commit.lost_ack")
     first = tw.begin()
     write_all(first, events("one", 3))  # type: ignore[arg-type]
@@ -364,5 +365,5 @@ def test_a_sequenced_transaction_commit_with_a_lost_answer_is_not_a_duplicate(
     replay = tw.begin()
     write_all(replay, events("two", 3))  # type: ignore[arg-type]
     assert replay.commit(sequence=2).duplicate
-    assert client.streams.last_sequence(STREAM, "sink")[1] == 2
+    assert stream_controller(client.workspace).last_sequence(STREAM, "sink")[1] == 2
     assert payload_counts(client) == Counter(p for p, _ in events("one", 3) + events("two", 3))

@@ -17,7 +17,7 @@ from .holds import HoldStore
 from .store.chunks import ChunkStorage
 from .store.database import Database
 from .store.fencing import LeaseFence
-from .store.house import Workspace
+from .store.house import Workspace, open_workspace, verify_identity
 from .store.local_dirs import check_can_be_directory, ensure_directory
 from .store.private import write_private_text
 from .store.workspace import (
@@ -34,20 +34,15 @@ from .stream_handle import Stream
 from .streams.config import StreamConfig
 from .streams.controller import StreamInfo, SweepResult
 from .streams.of_workspace import stream_controller
-from .streams.readergroup import ReaderGroup, ReaderGroupConfig
 from .streams.retention_store import RetentionManager
 from .streams.txn_store import TransactionStore
 from .streams.watermark_store import WatermarkStore
 from .units import parse_duration_ms
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import SparkSession
 
-    from .streams.reader import Event
     from .streams.readergroup import ReaderGroup, ReaderGroupConfig
-    from .streams.txn import TransactionalWriter
-    from .streams.writer import Writer, WriterConfig
 
 log = logging.getLogger("tidekeep")
 
@@ -64,41 +59,35 @@ class Client:
     def __init__(self, settings: Settings, clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
         self.clock = clock
-        self._db = Database(settings.metadata_url, settings["metadata.busy_timeout"],
-                            durable_commits=settings["storage.fsync"])
-        try:
-            self._storage = ChunkStorage(settings.storage_uri, fsync=settings["storage.fsync"])
-            self.workspace_id = self.verify_workspace()
-        except BaseException:
-            self._db.dispose()
-            raise
-        self._streams = stream_controller(self.workspace)
+        # the lower-level workspace every family receives (store/house.py); the client is a facade on it
+        self._workspace = open_workspace(settings, clock)
+        self._db = self._workspace.db
+        self._storage = self._workspace.storage
+        self.workspace_id = self._workspace.workspace_id
+        self._streams = stream_controller(self._workspace)
         self.transactions = TransactionStore(self._streams)  # list/abort/expire (streams/txn_store.py)
-        self.holds = HoldStore(self._streams)  # legal holds: add/list/remove/active_for
+        self.holds = HoldStore(self._db, clock, self._workspace.audit.actor)  # legal holds: add/list/remove/active_for
         # size/time retention cycles: preview/run/history (streams/retention_store.py)
         self.retention = RetentionManager(self._streams, settings["retention.frequency"])
         # writer marks and watermarks: note/list/tail/writers/compute (streams/watermark_store.py)
         self.watermarks = WatermarkStore(self._streams)
-        self.catalog = Catalog(self)  # meta records, rules, the retention job, purge (catalog/)
-        self.archives = Archives(self)  # log archives, searches, the garbage collectors (archives/)
+        self.catalog = Catalog(self._workspace)  # meta records, rules, the retention job, purge (catalog/)
+        self.archives = Archives(self._workspace)  # log archives, searches, the garbage collectors (archives/)
 
     @property
     def workspace(self) -> Workspace:
-        """The workspace below the public API: settings, database, storage, clock and workspace id,
-        for code that extends tidekeep (the families, the service, tests). Not needed for everyday use."""
-        return Workspace(self.settings, self._db, self._storage, self.clock, self._storage.workspace_id)
+        """The workspace below the public API: settings, database, storage, clock, audit log and
+        workspace id, for code that extends tidekeep (the families, the service, tests). Not needed
+        for everyday use."""
+        return self._workspace
 
     def verify_workspace(self) -> str | None:
         """Compare the metadata store's workspace id with the storage root's (again: `tidekeep serve`
         does before every pass). Returns the id — deletions are allowed only under it — or None for a
         workspace from before the ids, which deletes nothing until `tidekeep init` stamps it. Raises
         WorkspaceMismatch when the two are not one workspace; then deleting is refused too."""
-        self._storage.workspace_id = None
-        identity = check_stamps(read_database_id(self._db),
-                                read_storage_id(self._storage.fs, self._storage.root, self._storage.uri),
-                                self._db.shown, self._storage.uri)
-        self._storage.workspace_id = identity
-        return identity
+        self.workspace_id = verify_identity(self._db, self._storage)
+        return self.workspace_id
 
     # ---- scopes and streams --------------------------------------------------------------------
     def create_scope(self, scope: str) -> bool:
@@ -126,9 +115,13 @@ class Client:
     # ---- reader groups -------------------------------------------------------------------------
     def create_reader_group(self, name: str, config: ReaderGroupConfig) -> ReaderGroup:
         """A new reader group positioned at its config's start cuts (default: the streams' heads)."""
+        from .streams.readergroup import ReaderGroup
+
         return ReaderGroup.create(self._streams, name, config)
 
     def reader_group(self, name: str) -> ReaderGroup:
+        from .streams.readergroup import ReaderGroup
+
         return ReaderGroup(self._streams, name)
 
     def list_reader_groups(self) -> list[str]:

@@ -25,8 +25,8 @@ def make_archive(client: Client, dataset: str, messages: Sequence[tuple[int | No
     path = archive_path(dataset, archive_id)
     table = pa.Table.from_pydict({"timestamp": [m[0] for m in rows], "message": [m[1] for m in rows],
                                   "source": [source] * len(rows)}, schema=ARCHIVE_SCHEMA)
-    client.storage.write_parquet(path, table, compression="zstd")
-    stored = client.storage.size(path)
+    client.workspace.storage.write_parquet(path, table, compression="zstd")
+    stored = client.workspace.storage.size(path)
     archive = Archive(archive_id, dataset, min(stamps) if stamps else None, max(stamps) if stamps else None,
                       len(rows), sum(len(m[1].encode()) + 1 for m in rows), stored, path, client.clock.now_ms(),
                       uuid.uuid4().hex)

@@ -63,7 +63,7 @@ def main() -> None:
         (frame.write.format("tidekeep").mode("append")
          .options(stream="s/spark", payload_column="body", routing_key_column="key", **client.spark_options())
          .save())
-        assert len(list(client.read("s/spark"))) == 40
+        assert len(list(client.stream("s/spark").read())) == 40
         spark.stop()
 
 

@@ -20,13 +20,13 @@ def txn_events(count: int) -> list[tuple[bytes, str]]:
 def commit(args: argparse.Namespace) -> None:
     """Begin a transaction, stage its events, record its id, then commit (or --scale first)."""
     with tk.connect(create=True) as client:
-        txn = client.transactional_writer(args.stream, args.writer).begin()
+        txn = client.stream(args.stream).transactional_writer(args.writer).begin()
         for payload, key in txn_events(args.events):
             txn.write(payload, key)
         txn.flush()
         Path(args.id_file).write_text(txn.id)
         if args.split_before_commit:
-            client.split(args.stream, 0)
+            client.stream(args.stream).split(0)
         result = txn.commit(timestamp=args.timestamp)
         print(f"committed {result.events} events", flush=True)
 
@@ -35,21 +35,21 @@ def commit_many(args: argparse.Namespace) -> None:
     """Commit --txns transactions of --per-txn events ("t<n>:<i>", seven keys), each staged in
     several chunks; split the first active segment before committing the middle one."""
     with tk.connect(create=True) as client:
-        tw = client.transactional_writer(args.stream, args.writer, batch_size=400)
+        tw = client.stream(args.stream).transactional_writer(args.writer, batch_size=400)
         for n in range(args.txns):
             txn = tw.begin()
             for i in range(args.per_txn):
                 txn.write(f"t{n}:{i}".encode(), f"k{i % 7}")
             if n == args.txns // 2:
                 txn.flush()
-                client.split(args.stream, client.stream_state(args.stream).active_segments()[0].id)
+                client.stream(args.stream).split(client.stream(args.stream).state().active_segments()[0].id)
             txn.commit(timestamp=n)
         print(f"committed {args.txns} transactions", flush=True)
 
 
 def abort(args: argparse.Namespace) -> None:
     with tk.connect(create=True) as client:
-        client.abort_transaction(args.txn)
+        client.transactions.abort(args.txn)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,7 +64,7 @@ def check_per_key_prefix(events: Iterable[tk.Event]) -> dict[tuple[str, str], in
 def write_batches(args: argparse.Namespace) -> None:
     """Commit batches first_seq, first_seq+1, ... with explicit sequence numbers."""
     with tk.connect(create=True) as client:
-        writer = client.writer(args.stream, args.writer)
+        writer = client.stream(args.stream).writer(args.writer)
         for sequence in range(args.first_seq, args.first_seq + args.batches):
             appended = writer.write_batch(batch_events(args.writer, sequence, args.per_batch), sequence=sequence)
             print(f"batch {sequence}: {'appended' if appended else 'duplicate'}", flush=True)
@@ -73,12 +73,12 @@ def write_batches(args: argparse.Namespace) -> None:
 
 def truncate(args: argparse.Namespace) -> None:
     with tk.connect(create=True) as client:
-        client.truncate(args.stream, args.cut, reason="crash test")
+        client.stream(args.stream).truncate(args.cut, reason="crash test")
 
 
 def delete(args: argparse.Namespace) -> None:
     with tk.connect(create=True) as client:
-        client.delete_stream(args.stream)
+        client.stream(args.stream).delete()
 
 
 def concurrent_writer(args: argparse.Namespace) -> None:
@@ -90,7 +90,7 @@ def concurrent_writer(args: argparse.Namespace) -> None:
     numbers = dict.fromkeys(keys, 0)
     written = 0
     with tk.connect(create=True) as client:
-        writer = client.writer(args.stream, args.writer, batch_size=args.batch_size)
+        writer = client.stream(args.stream).writer(args.writer, batch_size=args.batch_size)
         while written < args.max_events and not (written % 20 == 0 and stop_file.exists()):
             key = rng.choice(keys)
             writer.write(keyed_payload(args.writer, key, numbers[key]), routing_key=key)
@@ -110,7 +110,7 @@ def shared_writer(args: argparse.Namespace) -> None:
     go_file = Path(args.go_file)
     fenced = 0
     with tk.connect(create=True) as client:
-        writer = client.writer(args.stream, args.writer)
+        writer = client.stream(args.stream).writer(args.writer)
         Path(args.ready_file).touch()
         while not go_file.exists():
             time.sleep(0.005)
@@ -124,7 +124,7 @@ def shared_writer(args: argparse.Namespace) -> None:
                 except tk.WriterFenced:
                     fenced += 1
                     carried = writer.unflushed()
-                    writer = client.writer(args.stream, args.writer)
+                    writer = client.stream(args.stream).writer(args.writer)
                     for payload, key in carried:
                         writer.write(payload, routing_key=key)
             with ack_file.open("a") as handle:  # everything written so far is in the stream now
@@ -150,7 +150,7 @@ def reader(args: argparse.Namespace) -> None:
         while True:
             finished = done_file.exists()
             try:
-                runs = check_per_key_runs(client.read(args.stream), from_zero=not args.truncating)
+                runs = check_per_key_runs(client.stream(args.stream).read(), from_zero=not args.truncating)
             except tk.TruncatedData:
                 if not args.truncating:
                     raise

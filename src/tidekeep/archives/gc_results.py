@@ -27,7 +27,6 @@ from ..store.audit import AuditEntry
 from ..store.deletion import FileLeft, files_left_json, warn_files_left
 from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_archives import archive_search_jobs as jobs_table
-from ..streams.of_workspace import stream_controller
 from ..units import iso_utc
 from .expiry import completion_ms, results_to_expire, retention_ms
 from .gc_log import LEFT_FOR, configure_gc_logging

@@ -19,7 +19,6 @@ from ..store.audit import AuditEntry
 from ..store.database import inserted_id
 from ..store.schema_archives import archive_datasets, archive_search_jobs, archives
 from ..store.schema_catalog import catalog_records
-from ..streams.of_workspace import stream_controller
 from .model import ARCHIVE_TYPE, Archive, JobState, SearchJob, check_archive_id, check_dataset, check_job_id
 
 if TYPE_CHECKING:

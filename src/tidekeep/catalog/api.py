@@ -127,7 +127,7 @@ class Catalog:
 
         return explain_record(self.workspace, record_id, now_ms=now_ms)
 
-    def runs(self, limit: int = 20) -> list[dict[str, Any]]:
+    def runs(self, limit: int = 20) -> list[Mapping[str, Any]]:
         from .runs import list_runs
 
         return list_runs(self.workspace, limit)

@@ -42,7 +42,6 @@ from ..spark.session import job_spark
 from ..store.audit import AuditEntry
 from ..store.fencing import LeaseFence, check_fence, confirm_fence
 from ..store.schema_catalog import catalog_runs
-from ..streams.of_workspace import stream_controller
 from . import source
 from .runs import end_run, start_run
 from .writeback import SUMMARY_DDL, DeleteSpec, delete_partition

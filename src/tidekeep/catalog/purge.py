@@ -33,7 +33,6 @@ from ..store.audit import AuditEntry
 from ..store.fencing import LeaseFence, check_fence, confirm_fence
 from ..store.fileio import FileIO
 from ..store.schema_catalog import catalog_records as records_table
-from ..streams.of_workspace import stream_controller
 from . import locations, purge_plan
 from .holds import HeldRecords, load_held_records
 from .location_rules import location_rules, real_file, real_rules

@@ -28,7 +28,6 @@ from ..errors import InvalidInput
 from ..store.audit import AuditEntry
 from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_catalog import catalog_dictionaries, catalog_rules, catalog_trackers
-from ..streams.of_workspace import stream_controller
 from .expressions.ast import Condition, Expr, Operator, Term
 from .rules import RetentionRule, RuleSet, check_rules, load_rules_file, rule_to_stroom, rules_from_document
 

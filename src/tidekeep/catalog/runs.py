@@ -13,7 +13,6 @@ import sqlalchemy as sa
 from ..store.database import inserted_id
 from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_catalog import catalog_runs
-from ..streams.of_workspace import stream_controller
 
 if TYPE_CHECKING:
     from ..store.house import Workspace

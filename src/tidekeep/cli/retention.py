@@ -227,8 +227,8 @@ def policy(
         raise InvalidInput("give one of --size MIN[:MAX], --time MIN[:MAX] or --none")
     new_policy = policy_from_options(size, time, none)
     with open_client(ctx) as client:
-        config = client.stream_state(name).info.config
-        info = client.update_stream(name, StreamConfig(
+        config = client.stream(name).state().info.config
+        info = client.stream(name).update(StreamConfig(
             segments=config.segments, retention=new_policy,
             timestamp_aggregation_timeout=config.timestamp_aggregation_timeout_ms))
     text = "none" if info.config.retention is None else info.config.retention.describe()

@@ -81,9 +81,9 @@ def cut_argument(client: Client, stream: str, text: str) -> StreamCut | str:
     client validates it against the stream)."""
     keyword = text.strip().lower()
     if keyword == "head":
-        return client.head_cut(stream)
+        return client.stream(stream).head_cut()
     if keyword == "tail":
-        return client.tail_cut(stream)
+        return client.stream(stream).tail_cut()
     return text
 
 
@@ -109,7 +109,7 @@ def write(
     writer_name = writer_id if writer_id is not None else f"cli-{uuid.uuid4().hex[:12]}"
     out = output(ctx, json_output)
     with open_client(ctx) as client:
-        if client.stream_state(name).info.state == SEALED:
+        if client.stream(name).state().info.state == SEALED:
             raise StreamSealed(f"stream {name!r} is sealed and takes no more writes")
         with open_input(source) as stream_in:
             count = payload_bytes = 0
@@ -129,7 +129,7 @@ def write_lines(client: Client, name: str, writer_name: str, stream_in: IO[bytes
     """Write the `count` (checked) lines of `stream_in` as events; a bar, if shown, moves every 1000."""
     # opened only now: opening takes the writer id's next epoch, a change bad input must not make;
     # the CLI knows where its input ends, so it flushes by size and at the end: no linger timer
-    writer = client.writer(name, writer_name, linger=0)
+    writer = client.stream(name).writer(writer_name, linger=0)
     with writer, _progress(count, show_bar) as progress:
         task = None if progress is None else progress.add_task("write", total=count)
         for done, event in enumerate(parse_lines(stream_in, key_of), start=1):
@@ -165,7 +165,7 @@ def read(
     with open_client(ctx) as client:
         start = None if from_cut is None else cut_argument(client, name, from_cut)
         end = None if to_cut is None else cut_argument(client, name, to_cut)
-        events = (client.read(name, start, end) if options is None
+        events = (client.stream(name).read(start, end) if options is None
                   else follow(client, name, start, options, end_of_round=out.flush))
         try:
             print_events(events, limit, output(ctx, json_output))

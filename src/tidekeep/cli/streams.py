@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import InvalidInput
+from ..streams.of_workspace import stream_controller
 from ..units import format_duration
 from . import retention, stream_data
 from .context import open_client, output
@@ -61,7 +62,7 @@ def segment_record(segment: Segment) -> dict[str, Any]:
 
 def emit_scaled(ctx: typer.Context, stream: str, sealed: list[str | int], new_segments: list[Segment],
                 json_output: bool) -> None:
-    from ..client import parse_segment
+    from ..stream_handle import parse_segment
     from ..streams.model import segment_name
 
     sealed_names = [segment_name(parse_segment(s)) for s in sealed]
@@ -134,7 +135,7 @@ def create(
                           timestamp_aggregation_timeout=aggregation_timeout)
     with open_client(ctx) as client:
         info = client.create_stream(name, config)
-        described = client.describe_stream(name)
+        described = client.stream(name).describe()
     listed = ", ".join(f"{s['segment']} {key_range(*s['key_range'])}" for s in described["segments"])
     output(ctx, json_output).show(
         {**info_record(info), "segments": [
@@ -158,7 +159,7 @@ def list_streams(
 def describe(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
     """Epochs, segments with key ranges and offsets, head and tail cuts, size, retention."""
     with open_client(ctx) as client:
-        described = client.describe_stream(name)
+        described = client.stream(name).describe()
     output(ctx, json_output).show(described, lambda: emit_description(described))
 
 
@@ -176,7 +177,7 @@ def scale(
     """Seal adjacent segments and replace them with new ones over the same key range (a new epoch)."""
     new_ranges = [parse_range(r) for r in ranges or []]
     with open_client(ctx) as client:
-        created = client.scale(name, list(seal or []), new_ranges)
+        created = client.stream(name).scale(list(seal or []), new_ranges)
     emit_scaled(ctx, name, list(seal or []), created, json_output)
 
 
@@ -190,7 +191,7 @@ def split(
 ) -> None:
     """Scale shortcut: split one segment into N equal key ranges."""
     with open_client(ctx) as client:
-        created = client.split(name, segment, parts)
+        created = client.stream(name).split(segment, parts)
     emit_scaled(ctx, name, [segment], created, json_output)
 
 
@@ -203,7 +204,7 @@ def merge(
 ) -> None:
     """Scale shortcut: merge adjacent segments into one."""
     with open_client(ctx) as client:
-        created = client.merge(name, segments)
+        created = client.stream(name).merge(segments)
     emit_scaled(ctx, name, list(segments), created, json_output)
 
 
@@ -213,7 +214,7 @@ def seal_stream(ctx: typer.Context, name: StreamName, json_output: JsonFlag = Fa
     from ..streams.controller import SEALED
 
     with open_client(ctx) as client:
-        changed = client.seal_stream(name)
+        changed = client.stream(name).seal()
     output(ctx, json_output).show({"stream": name, "state": SEALED, "changed": changed},
                                   f"sealed {name}" if changed else f"{name} was already sealed; nothing changed")
 
@@ -231,7 +232,7 @@ def delete(
 
     with open_client(ctx) as client:
         # one transaction seals (with --force) and deletes: a refusal leaves the stream as it was
-        result = client.streams.delete(name, force=force)
+        result = stream_controller(client.workspace).delete(name, force=force)
     output(ctx, json_output).show(
         {"stream": name, "deleted": True, "sealed_first": result.sealed_first,
          "bytes_freed": result.bytes_freed, "files_left": files_left_json(result.files_left)},
@@ -252,7 +253,7 @@ def truncate(
     from ..store.deletion import files_left_json
 
     with open_client(ctx) as client:
-        result = client.truncate(name, cut_argument(client, name, cut), reason)
+        result = client.stream(name).truncate(cut_argument(client, name, cut), reason)
     output(ctx, json_output).show(
         {"stream": name, "old_head": str(result.old_head), "new_head": str(result.new_head),
          "bytes_freed": result.bytes_freed, "chunks_deleted": result.chunks_deleted,
@@ -265,7 +266,7 @@ def truncate(
 def head(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
     """Print the head cut (the first readable position) in compact form, or JSON with --json."""
     with open_client(ctx) as client:
-        cut = client.head_cut(name)
+        cut = client.stream(name).head_cut()
     emit(cut.to_json() if output(ctx, json_output).json else str(cut))
 
 
@@ -273,7 +274,7 @@ def head(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) ->
 def tail(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
     """Print the tail cut (where the next events go) in compact form, or JSON with --json."""
     with open_client(ctx) as client:
-        cut = client.tail_cut(name)
+        cut = client.stream(name).tail_cut()
     emit(cut.to_json() if output(ctx, json_output).json else str(cut))
 
 

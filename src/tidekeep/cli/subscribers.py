@@ -55,7 +55,7 @@ def subscribers(
 ) -> None:
     """Subscriber reader groups of a stream: acknowledged cut, its age, unconsumed bytes."""
     with open_client(ctx) as client:
-        found = client.subscribers(stream)
+        found = client.stream(stream).subscribers()
         now = client.clock.now_ms()
     output(ctx, json_output).show([subscriber_json(s, now) for s in found],
                                   lambda: emit_subscribers(stream, found, now))

@@ -54,7 +54,7 @@ def list_transactions(
 ) -> None:
     """List transactions (open, committed and aborted), oldest first."""
     with open_client(ctx) as client:
-        infos = client.list_transactions(stream)
+        infos = client.transactions.list(stream)
     output(ctx, json_output).show([txn_record(i) for i in infos], lambda: emit_transactions(infos, stream))
 
 
@@ -66,7 +66,7 @@ def abort(
 ) -> None:
     """Abort an open transaction and delete its staged events."""
     with open_client(ctx) as client:
-        result = client.abort_transaction(txn_id)
+        result = client.transactions.abort(txn_id)
     output(ctx, json_output).show(
         {"id": txn_id, "aborted": result.aborted, "files_left": files_left_json(result.files_left)},
         f"aborted transaction {txn_id}" if result.aborted else f"transaction {txn_id} was already aborted")

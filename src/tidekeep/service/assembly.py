@@ -132,7 +132,7 @@ def maintain(client: Client, fence: LeaseFence | None = None) -> str:
     orphan chunk files — each refused (LeaseLost) once another process has taken the lease over.
     Files that cannot be deleted (read-only storage) are logged as warnings by the expiry and the
     sweep, counted here, and tried again by the next sweep."""
-    expired = client.expire_transactions(fence)
+    expired = client.transactions.expire(fence)
     if expired:
         log.info("aborted %d expired transaction(s): %s", len(expired), ", ".join(expired))
     pruned = client.watermarks.prune_all(fence)
@@ -184,7 +184,7 @@ def assemble(client: Client, options: ServeOptions, owner: str | None,
         return service.fence(resource)
 
     service = RetentionService(
-        LeaseStore(client.db, client.clock), client.clock, owner,
+        LeaseStore(client.workspace.db, client.clock), client.clock, owner,
         streams=retention.streams_with_policy,
         cycle=lambda stream: retention.run(stream, fence=fence_of(stream_resource(stream))),
         frequency_ms=options.frequency_ms, ttl_ms=options.lease_ttl_ms,

@@ -38,7 +38,6 @@ from ..store.fileio import FileIO
 from ..streams.controller import ReadPlan, ReadTask
 from ..streams.cuts import StreamCut
 from ..streams.model import segment_name
-from ..streams.of_workspace import stream_controller
 from ..streams.reader import EVENT_SCHEMA, read_task
 from ..units import parse_size_bytes
 from .watermark_column import Thresholds, segment_thresholds, watermark_array

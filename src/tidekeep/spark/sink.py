@@ -75,7 +75,6 @@ from ..store.deletion import warn_files_left
 from ..store.fileio import FileIO
 from ..streams.controller import SEALED, PendingChunk
 from ..streams.model import EVENT_HEADER_BYTES, Router
-from ..streams.of_workspace import stream_controller
 from ..streams.txn import write_chunks
 from ..units import parse_size_bytes
 from .datasource import (

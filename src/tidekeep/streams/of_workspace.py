@@ -7,6 +7,6 @@ from .controller import StreamController
 
 
 def stream_controller(workspace: Workspace) -> StreamController:
-    """A controller over the workspace's database, storage and clock. It holds no state of its own
-    beyond these, so any number of them over one workspace agree."""
-    return StreamController(workspace.db, workspace.storage, workspace.clock)
+    """A controller over the workspace's database, storage, clock and audit actor. It holds no state
+    of its own beyond these, so any number of them over one workspace agree."""
+    return StreamController(workspace.db, workspace.storage, workspace.clock, workspace.audit.actor)
