@@ -15,21 +15,21 @@ from .streams.config import StreamConfig
 from .streams.controller import DeleteResult, StreamController, StreamInfo, StreamState, TruncateResult
 from .streams.cuts import StreamCut, size_between
 from .streams.model import Segment, SegmentId
-from .streams.reader import Event, iter_batches, iter_events
 from .streams.retention import RetentionDecision, RetentionRecord
 from .streams.retention_store import RetentionManager
 from .streams.subscriber_store import Subscriber, SubscriberStore
-from .streams.txn import TransactionalWriter
 from .streams.txn_store import TransactionStore
 from .streams.watermark_store import WatermarkStore, WriterStatus
 from .streams.watermarks import Watermark, WriterMark
-from .streams.writer import Writer, WriterConfig
 from .units import parse_duration_ms, parse_size_bytes
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from .config import Settings
+    from .streams.reader import Event
+    from .streams.txn import TransactionalWriter
+    from .streams.writer import Writer, WriterConfig
 
 SegmentRef = int | str  # a segment id, or its "epoch.number" display form
 CutLike = StreamCut | str
@@ -197,20 +197,30 @@ class Stream:
                config: WriterConfig | None = None) -> Writer:
         size = self._batch_size(batch_size)
         linger_ms = self._settings["writer.linger"] if linger is None else parse_duration_ms(linger)
+        from .streams.writer import (
+            Writer,  # the writing and reading paths load on first use (docs/cli.md, "Start-up time")
+        )
+
         return Writer(self._controller, self._name, writer_id, size, linger_ms, self._controller.clock, config)
 
     def transactional_writer(self, writer_id: str, lease: int | str = "120s",
                              batch_size: int | str | None = None) -> TransactionalWriter:
         """Begins transactions on the stream; an open transaction not pinged within `lease` expires."""
         size = self._batch_size(batch_size)
+        from .streams.txn import TransactionalWriter
+
         return TransactionalWriter(self._transactions, self._name, writer_id, parse_duration_ms(lease), size)
 
     def read(self, start: CutLike | None = None, end: CutLike | None = None) -> Iterator[Event]:
         """Events from `start` (default: head) to `end` (default: the tail now), per-key ordered."""
+        from .streams.reader import iter_events
+
         return iter_events(self._controller, self._controller.plan_read(self._name, start, end))
 
     def read_batches(self, start: CutLike | None = None, end: CutLike | None = None) -> Iterator[pa.RecordBatch]:
         """The same events as Arrow record batches (columnar, much faster for bulk reads)."""
+        from .streams.reader import iter_batches
+
         return iter_batches(self._controller, self._controller.plan_read(self._name, start, end))
 
     def subscribers(self) -> builtins.list[Subscriber]:

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import InvalidInput
-from ..streams.of_workspace import stream_controller
 from ..units import format_duration
 from . import retention, stream_data
 from .context import open_client, output
@@ -232,7 +231,7 @@ def delete(
 
     with open_client(ctx) as client:
         # one transaction seals (with --force) and deletes: a refusal leaves the stream as it was
-        result = stream_controller(client.workspace).delete(name, force=force)
+        result = client.stream(name).delete(force=force)
     output(ctx, json_output).show(
         {"stream": name, "deleted": True, "sealed_first": result.sealed_first,
          "bytes_freed": result.bytes_freed, "files_left": files_left_json(result.files_left)},
