@@ -375,8 +375,9 @@ def test_views_across_a_split_and_a_truncation_past_the_cut(client: tk.Client) -
 
     def views() -> dict[str, Any]:
         with client.workspace.db.read() as conn:
-            state = stream_controller(client.workspace)._state(conn, STREAM)
-            return {v.reader_group: v for v in SubscriberStore(stream_controller(client.workspace)).views(conn, state)}
+            controller = stream_controller(client.workspace)
+            state = controller.repository.load(conn, STREAM)
+            return {v.reader_group: v for v in SubscriberStore(controller).views(conn, state)}
 
     v = views()
     assert list(v) == ["fast", "idle", "slow"]

@@ -73,8 +73,9 @@ from ..names import check_writer_id
 from ..store.chunks import ChunkStorage
 from ..store.deletion import warn_files_left
 from ..store.fileio import FileIO
-from ..streams.controller import SEALED, PendingChunk
+from ..streams.controller import PendingChunk
 from ..streams.model import EVENT_HEADER_BYTES, Router
+from ..streams.repository import SEALED
 from ..streams.txn import write_chunks
 from ..units import parse_size_bytes
 from .datasource import (

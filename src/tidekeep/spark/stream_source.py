@@ -46,10 +46,10 @@ from pyspark.sql.streaming.datasource import (
 
 from ..errors import InvalidInput, NotFound, TruncatedData
 from ..names import check_name
-from ..streams.controller import StreamState
 from ..streams.cuts import CutOrder, StreamCut, compare_cuts
 from ..streams.readergroup import ReaderGroup
 from ..streams.subscriber_store import SubscriberStore
+from ..streams.repository import StreamState
 from ..streams.subscribers import upper_bound
 from ..units import parse_size_bytes
 from .datasource import (

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from .positions import PositionsJSON
+
 metadata = sa.MetaData(
     naming_convention={
         "pk": "pk_%(table_name)s",
@@ -34,7 +36,7 @@ streams = sa.Table(
     sa.Column("created_ms", sa.BigInteger, nullable=False),
     sa.Column("current_epoch", sa.Integer, nullable=False),
     sa.Column("next_segment_number", sa.Integer, nullable=False),
-    sa.Column("head", sa.Text, nullable=False),  # JSON {segment id: offset}
+    sa.Column("head", PositionsJSON, nullable=False),  # JSON {segment id: offset}
     sa.Column("truncated_bytes", sa.BigInteger, nullable=False),  # logical bytes before the head
     sa.UniqueConstraint("scope", "name", name="uq_streams_scope_name"),
 )
@@ -92,7 +94,7 @@ writers = sa.Table(
     sa.Column("last_sequence", sa.BigInteger, nullable=False),
     sa.Column("updated_ms", sa.BigInteger, nullable=False),
     # JSON {segment id: offset after the writer's last committed event}: the position a note records
-    sa.Column("positions", sa.Text, nullable=True),
+    sa.Column("positions", PositionsJSON, nullable=True),
     # taken anew by every writer opened with this id: only the newest epoch may commit
     sa.Column("epoch", sa.BigInteger, nullable=False, server_default="0"),
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from .positions import PositionsJSON
 from .schema import metadata
 
 retention_set = sa.Table(
@@ -19,5 +20,5 @@ retention_set = sa.Table(
     sa.Column("stream_id", sa.Integer, sa.ForeignKey("streams.id", ondelete="CASCADE"), primary_key=True),
     sa.Column("recording_time_ms", sa.BigInteger, primary_key=True, autoincrement=False),
     sa.Column("recording_size", sa.BigInteger, nullable=False),
-    sa.Column("positions", sa.Text, nullable=False),
+    sa.Column("positions", PositionsJSON, nullable=False),
 )

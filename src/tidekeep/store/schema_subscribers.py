@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from .positions import PositionsJSON
 from .schema import metadata
 
 stream_subscribers = sa.Table(
@@ -23,8 +24,8 @@ stream_subscribers = sa.Table(
     sa.Column("reader_group", sa.String(255), primary_key=True),
     sa.Column("group_uid", sa.String(32), nullable=False),
     sa.Column("generation", sa.Integer, nullable=False),
-    sa.Column("positions", sa.Text, nullable=True),  # JSON {segment id: offset}; NULL: nothing acknowledged yet
-    sa.Column("start_positions", sa.Text, nullable=False),  # JSON {segment id: offset}
+    sa.Column("positions", PositionsJSON, nullable=True),  # JSON {segment id: offset}; NULL: nothing acknowledged yet
+    sa.Column("start_positions", PositionsJSON, nullable=False),  # JSON {segment id: offset}
     sa.Column("updated_ms", sa.BigInteger, nullable=True),  # when `positions` was published (client clock)
 )
 # deleting or resetting a reader group finds its rows by name

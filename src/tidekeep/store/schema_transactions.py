@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from .positions import PositionsJSON
 from .schema import metadata
 
 transactions = sa.Table(
@@ -25,7 +26,7 @@ transactions = sa.Table(
     sa.Column("committed_ms", sa.BigInteger, nullable=True),
     sa.Column("ended_ms", sa.BigInteger, nullable=True),  # committed or aborted at
     sa.Column("end_reason", sa.String(32), nullable=True),  # committed | aborted | lease expired
-    sa.Column("positions", sa.Text, nullable=True),  # JSON {segment id: end offset} of the commit
+    sa.Column("positions", PositionsJSON, nullable=True),  # JSON {segment id: end offset} of the commit
     sa.Column("events", sa.BigInteger, nullable=False),  # events staged (and, once committed, appended)
 )
 sa.Index("ix_transactions_stream_state", transactions.c.stream_id, transactions.c.state)

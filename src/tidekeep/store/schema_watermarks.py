@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from .positions import PositionsJSON
 from .schema import metadata
 
 writer_marks = sa.Table(
@@ -27,7 +28,7 @@ writer_marks = sa.Table(
     sa.Column("stream_id", sa.Integer, sa.ForeignKey("streams.id", ondelete="CASCADE"), primary_key=True),
     sa.Column("writer_id", sa.String(255), primary_key=True),
     sa.Column("time_ms", sa.BigInteger, nullable=False),  # the writer's time (application-defined, ms)
-    sa.Column("positions", sa.Text, nullable=False),  # JSON {segment id: offset}
+    sa.Column("positions", PositionsJSON, nullable=False),  # JSON {segment id: offset}
     sa.Column("noted_ms", sa.BigInteger, nullable=False),  # when it was recorded
     sa.Column("source", sa.String(16), nullable=False),  # note | auto | txn
     # the writer was closed: its time no longer counts, its position bounds the cut until a watermark covers it
@@ -42,7 +43,7 @@ watermarks = sa.Table(
     sa.Column("revision", sa.BigInteger, primary_key=True, autoincrement=False),
     sa.Column("lower_time_ms", sa.BigInteger, nullable=False),
     sa.Column("upper_time_ms", sa.BigInteger, nullable=False),
-    sa.Column("cut", sa.Text, nullable=False),  # JSON {segment id: offset}: a complete, valid cut
+    sa.Column("cut", PositionsJSON, nullable=False),  # JSON {segment id: offset}: a complete, valid cut
     sa.Column("created_ms", sa.BigInteger, nullable=False),
     sa.Column("owner", sa.String(255), nullable=True),  # the process that appended it
 )

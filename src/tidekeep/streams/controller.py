@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,7 @@ from ..errors import (
     WriterFenced,
 )
 from ..faults import fault_error, fault_point
-from ..names import check_name, check_new_scope_name, split_new_stream_name, split_stream_name, stream_directory_name
+from ..names import check_name, check_new_scope_name, split_new_stream_name
 from ..store import schema as t
 from ..store.audit import AuditEntry, AuditLog, audit_rows, default_actor
 from ..store.chunks import ChunkRef, ChunkStorage, StoredFile
@@ -41,6 +41,7 @@ from ..store.database import Database, inserted_id
 from ..store.deletion import FileLeft, warn_files_left
 from ..store.fencing import LeaseFence, confirm_fence
 from ..store.holds import holds_under, refuse_if_held
+from ..store.positions import positions_to_json
 from ..store.schema_transactions import transaction_chunks
 from .config import StreamConfig
 from .cuts import (
@@ -53,62 +54,14 @@ from .cuts import (
     furthest,
     ranges_between,
 )
-from .model import Segment, SegmentId, equal_ranges, initial_segments, plan_scale, segment_key, segment_name
+from .model import Segment, SegmentId, equal_ranges, initial_segments, plan_scale, segment_name
+from .repository import ACTIVE, SEALED, StreamInfo, StreamRepository, StreamState, chunk_ref, stream_info
 
 log = logging.getLogger("tidekeep.streams")
 
-ACTIVE, SEALED = "ACTIVE", "SEALED"
 MAX_SPLIT_PARTS = 10_000  # as many as a stream may be created with (streams/config.py)
 SWEEP_PATHS_AUDITED = 100  # a sweep's audit row names this many files; the count and bytes are exact
 
-
-@dataclass(frozen=True)
-class StreamInfo:
-    name: str
-    uid: str
-    state: str
-    config: StreamConfig
-    created_ms: int
-    current_epoch: int
-
-
-@dataclass(frozen=True)
-class StreamState:
-    """A consistent snapshot of one stream."""
-
-    info: StreamInfo
-    stream_id: int
-    segments: dict[int, Segment]
-    head: dict[int, int]
-    truncated_bytes: int
-    next_segment_number: int
-    epochs: list[tuple[int, int]] = field(default_factory=list)  # (epoch, created_ms)
-
-    @property
-    def name(self) -> str:
-        return self.info.name
-
-    def active_segments(self) -> list[Segment]:
-        return [s for s in self.segments.values() if s.active_in(self.info.current_epoch)]
-
-    def tail(self) -> dict[int, int]:
-        return {s.id: s.tail for s in self.active_segments()}
-
-    def ranges(self) -> dict[int, tuple[float, float]]:
-        return {s.id: (s.key_low, s.key_high) for s in self.segments.values()}
-
-    def cut(self, positions: Mapping[int, int]) -> StreamCut:
-        """A cut of this stream, self-describing: with key ranges and this incarnation's uid."""
-        ranges = self.ranges()
-        return StreamCut(self.name, positions, {s: ranges[s] for s in positions}, self.info.uid)
-
-    def shown(self, positions: Mapping[int, int]) -> str:
-        """A cut in compact form without the uid, for messages (they name the stream already)."""
-        return StreamCut(self.name, positions).display()
-
-    def storage_dir(self) -> str:
-        scope, stream = split_stream_name(self.name)
-        return f"streams/{scope}/{stream_directory_name(stream, self.info.uid)}"
 
 
 def _offset(value: object) -> int:
@@ -197,39 +150,12 @@ class StreamController:
         self.storage = storage
         self.clock = clock
         self.actor = actor or default_actor()
+        self.repository = StreamRepository()  # persistence; this class orchestrates (docs/streams.md)
 
     # ---- loading -----------------------------------------------------------------------------
-    def _stream_row(self, conn: Connection, name: str, lock: bool = False) -> Any:
-        scope, stream = split_stream_name(name)
-        query = sa.select(t.streams).where(t.streams.c.scope == scope, t.streams.c.name == stream)
-        if lock:
-            query = query.with_for_update()
-        row = conn.execute(query).one_or_none()
-        if row is None:
-            if conn.execute(sa.select(t.scopes.c.name).where(t.scopes.c.name == scope)).first() is None:
-                raise NotFound(f"scope {scope!r} does not exist")
-            raise NotFound(f"stream {name!r} does not exist")
-        return row
-
-    def _state(self, conn: Connection, name: str, lock: bool = False) -> StreamState:
-        row = self._stream_row(conn, name, lock)
-        seg_rows = conn.execute(
-            sa.select(t.segments).where(t.segments.c.stream_id == row.id).order_by(t.segments.c.segment_id)
-        ).all()
-        segments = {
-            r.segment_id: Segment(r.segment_id, r.key_low, r.key_high, r.head, r.tail, bool(r.sealed), r.sealed_epoch)
-            for r in seg_rows
-        }
-        epochs = [(r.epoch, r.created_ms) for r in conn.execute(
-            sa.select(t.epochs).where(t.epochs.c.stream_id == row.id).order_by(t.epochs.c.epoch))]
-        info = StreamInfo(f"{row.scope}/{row.name}", row.uid, row.state, StreamConfig.from_json(row.config),
-                          row.created_ms, row.current_epoch)
-        head = {int(k): v for k, v in json.loads(row.head).items()}
-        return StreamState(info, row.id, segments, head, row.truncated_bytes, row.next_segment_number, epochs)
-
     def state(self, name: str) -> StreamState:
         with self.db.read() as conn:
-            return self._state(conn, name)
+            return self.repository.load(conn, name)
 
     # ---- scopes ------------------------------------------------------------------------------
     def create_scope(self, scope: str) -> bool:
@@ -238,7 +164,7 @@ class StreamController:
             return self._ensure_scope(conn, scope)
 
     def _ensure_scope(self, conn: Connection, scope: str) -> bool:
-        if conn.execute(sa.select(t.scopes.c.name).where(t.scopes.c.name == scope)).first() is not None:
+        if self.repository.scope_exists(conn, scope):
             return False
         conn.execute(sa.insert(t.scopes).values(name=scope, created_ms=self.clock.now_ms()))
         return True
@@ -250,8 +176,7 @@ class StreamController:
     def delete_scope(self, scope: str) -> None:
         check_name(scope, "scope name")
         with self.db.write() as conn:
-            if conn.execute(sa.select(t.scopes.c.name).where(t.scopes.c.name == scope)).first() is None:
-                raise NotFound(f"scope {scope!r} does not exist")
+            self.repository.require_scope(conn, scope)
             # a held stream cannot be deleted, so its scope is never empty; a hold left on the name of a
             # stream deleted by an older version refuses the scope's deletion too (docs/holds.md)
             held = holds_under(conn, "stream", f"{scope}/")
@@ -280,7 +205,7 @@ class StreamController:
                 stream_id = inserted_id(conn.execute(sa.insert(t.streams).values(
                     scope=scope, name=stream, uid=uid, state=ACTIVE, config=config.to_json(), created_ms=now,
                     current_epoch=0, next_segment_number=len(segments),
-                    head=json.dumps({segment_key(s.id): 0 for s in segments}), truncated_bytes=0,
+                    head={s.id: 0 for s in segments}, truncated_bytes=0,
                 )))
                 conn.execute(sa.insert(t.epochs).values(stream_id=stream_id, epoch=0, created_ms=now))
                 conn.execute(sa.insert(t.segments), [self._segment_row(stream_id, s, now) for s in segments])
@@ -299,27 +224,25 @@ class StreamController:
             query = sa.select(t.streams).order_by(t.streams.c.scope, t.streams.c.name)
             if scope is not None:
                 check_name(scope, "scope name")
-                if conn.execute(sa.select(t.scopes.c.name).where(t.scopes.c.name == scope)).first() is None:
-                    raise NotFound(f"scope {scope!r} does not exist")
+                self.repository.require_scope(conn, scope)
                 query = query.where(t.streams.c.scope == scope)
-            return [StreamInfo(f"{r.scope}/{r.name}", r.uid, r.state, StreamConfig.from_json(r.config),
-                               r.created_ms, r.current_epoch) for r in conn.execute(query)]
+            return [stream_info(r) for r in conn.execute(query)]
 
     def update_config(self, name: str, config: StreamConfig) -> StreamInfo:
         if not isinstance(config, StreamConfig):
             raise InvalidInput(f"invalid stream config {config!r}: use tidekeep.StreamConfig")
         with self.db.write() as conn:
-            row = self._stream_row(conn, name, lock=True)
+            row = self.repository.row(conn, name, lock=True)
             conn.execute(sa.update(t.streams).where(t.streams.c.id == row.id).values(config=config.to_json()))
             return StreamInfo(name, row.uid, row.state, config, row.created_ms, row.current_epoch)
 
     def seal(self, name: str) -> bool:
         """Seal every active segment; the stream then takes no writes. False if already sealed."""
         with self.db.write() as conn:
-            state = self._state(conn, name, lock=True)
+            state = self.repository.load(conn, name, lock=True)
             if state.info.state == SEALED:
                 return False
-            self._lock_segments(conn, state.stream_id, [s.id for s in state.active_segments()])
+            self.repository.lock_segments(conn, state.stream_id, [s.id for s in state.active_segments()])
             now = self.clock.now_ms()
             conn.execute(sa.update(t.segments).where(
                 t.segments.c.stream_id == state.stream_id, t.segments.c.sealed.is_(False)
@@ -336,7 +259,7 @@ class StreamController:
         `files_left`), leave only unreferenced files for the sweep."""
         self.storage.require_deletable()
         with self.db.write() as conn:
-            state = self._state(conn, name, lock=True)
+            state = self.repository.load(conn, name, lock=True)
             refuse_if_held(conn, "stream", state.info.name, "deleted")
             sealed_first = state.info.state != SEALED
             if sealed_first:
@@ -344,15 +267,15 @@ class StreamController:
                     raise InvalidInput(f"stream {name!r} is not sealed; seal it first, or delete it with force "
                                        "(CLI: --force), which seals and deletes it in one step")
                 # as seal() does: a commit in flight either lands before this or finds its segments gone
-                self._lock_segments(conn, state.stream_id, [s.id for s in state.active_segments()])
-                state = self._state(conn, name, lock=True)  # the tails those commits moved
+                self.repository.lock_segments(conn, state.stream_id, [s.id for s in state.active_segments()])
+                state = self.repository.load(conn, name, lock=True)  # the tails those commits moved
             freed = sum(r.size for r in ranges_between(state.head, state.tail(), state.segments))
             conn.execute(sa.delete(t.chunks).where(t.chunks.c.stream_id == state.stream_id))
             conn.execute(sa.delete(t.streams).where(t.streams.c.id == state.stream_id))
             details: dict[str, Any] = {"uid": state.info.uid}
             if sealed_first:
                 details["sealed_first"] = True
-            self._audit(conn, "delete_stream", name, json.dumps(_str_keys(state.head)), None, freed, reason, details)
+            self._audit(conn, "delete_stream", name, positions_to_json(state.head), None, freed, reason, details)
         fault_point("delete.after_commit")
         left = self.storage.delete_dir(state.storage_dir()).failed
         log.info("deleted stream %s (%d bytes)", name, freed)
@@ -364,14 +287,14 @@ class StreamController:
         if not isinstance(seal, (list, tuple)) or not isinstance(new_ranges, (list, tuple)):
             raise InvalidInput("scale: seal and new_ranges must be lists (of segments and of (low, high) pairs)")
         with self.db.write() as conn:
-            state = self._state(conn, name, lock=True)
+            state = self.repository.load(conn, name, lock=True)
             if state.info.state == SEALED:
                 raise StreamSealed(f"stream {name!r} is sealed")
             plan = plan_scale(state.segments, state.info.current_epoch, state.next_segment_number,
                               list(seal), list(new_ranges))
             now = self.clock.now_ms()
             # lock the sealed segments so an in-flight commit either lands before the seal or sees it
-            self._lock_segments(conn, state.stream_id, plan.sealed)
+            self.repository.lock_segments(conn, state.stream_id, plan.sealed)
             conn.execute(sa.update(t.segments).where(
                 t.segments.c.stream_id == state.stream_id, t.segments.c.segment_id.in_(plan.sealed)
             ).values(sealed=True, sealed_epoch=plan.new_epoch, sealed_ms=now))
@@ -404,16 +327,6 @@ class StreamController:
         high = max(state.segments[s].key_high for s in segments)
         return self.scale(name, list(segments), [(low, high)])
 
-    @staticmethod
-    def _lock_segments(conn: Connection, stream_id: int, ids: Iterable[int]) -> Sequence[Any]:
-        ids = sorted(ids)
-        if not ids:
-            return []
-        return conn.execute(
-            sa.select(t.segments).where(t.segments.c.stream_id == stream_id, t.segments.c.segment_id.in_(ids))
-            .order_by(t.segments.c.segment_id).with_for_update()
-        ).all()
-
     # ---- cuts --------------------------------------------------------------------------------
     def to_positions(self, state: StreamState, cut: StreamCut | str | Mapping[int, int]) -> dict[int, int]:
         """Validate a cut of this stream (any form) and return its positions."""
@@ -435,26 +348,24 @@ class StreamController:
             positions = {int(SegmentId(k)): _offset(v) for k, v in cut.items()}
         else:
             raise InvalidStreamCut(f"invalid stream cut {cut!r}: expected a StreamCut or its string form")
-        check_cut(positions, state.segments, state.name, lambda seg, off: self._is_event_boundary(state, seg, off))
+        check_cut(positions, state.segments, state.name, lambda seg, off: self.is_event_boundary(state, seg, off))
         return positions
 
     def resolve_cut(self, name: str, cut: StreamCut | str) -> StreamCut:
         state = self.state(name)
         return state.cut(self.to_positions(state, cut))
 
-    def _is_event_boundary(self, state: StreamState, seg_id: int, offset: int) -> bool:
+    def is_event_boundary(self, state: StreamState, seg_id: int, offset: int) -> bool:
         segment = state.segments[seg_id]
         if offset in (0, segment.tail) or offset <= segment.head:
             return True  # heads and tails are boundaries; offsets before the head are judged as truncated
         with self.db.read() as conn:
-            row = conn.execute(sa.select(t.chunks).where(
-                t.chunks.c.stream_id == state.stream_id, t.chunks.c.segment_id == seg_id,
-                t.chunks.c.base_offset <= offset).order_by(t.chunks.c.base_offset.desc()).limit(1)).first()
+            row = self.repository.chunk_at_or_before(conn, state.stream_id, seg_id, offset)
         if row is None or offset >= row.base_offset + row.length:
             return False
         if offset == row.base_offset:
             return True
-        return (offset - row.base_offset) in self.storage.event_offsets(_chunk_ref(row))
+        return (offset - row.base_offset) in self.storage.event_offsets(chunk_ref(row))
 
     # ---- truncation --------------------------------------------------------------------------
     def truncate(self, name: str, cut: StreamCut | str, reason: str = "manual truncation",
@@ -469,7 +380,7 @@ class StreamController:
         checked = self.state(name)
         positions = self.to_positions(checked, cut)  # reads chunk files: outside the write transaction
         with self.db.write() as conn:
-            state = self._state(conn, name, lock=True)
+            state = self.repository.load(conn, name, lock=True)
             if state.info.uid != checked.info.uid:
                 raise InvalidStreamCut(f"stream {name!r} was re-created while the cut was being checked")
             if state.info.state == SEALED:
@@ -500,9 +411,9 @@ class StreamController:
                 doomed.extend(conn.execute(sa.select(t.chunks.c.path).where(below)).scalars())
                 conn.execute(sa.delete(t.chunks).where(below))
             conn.execute(sa.update(t.streams).where(t.streams.c.id == state.stream_id).values(
-                head=json.dumps(_str_keys(positions)), truncated_bytes=state.truncated_bytes + freed))
-            self._audit(conn, "truncate", name, json.dumps(_str_keys(state.head)),
-                        json.dumps(_str_keys(positions)), freed, reason,
+                head=positions, truncated_bytes=state.truncated_bytes + freed))
+            self._audit(conn, "truncate", name, positions_to_json(state.head),
+                        positions_to_json(positions), freed, reason,
                         {"chunks": len(doomed), **(details or {})}, actor)
         fault_point("truncate.after_commit")
         left = self.storage.delete(doomed).failed
@@ -516,7 +427,7 @@ class StreamController:
     # ---- writes ------------------------------------------------------------------------------
     def last_sequence(self, name: str, writer_id: str) -> tuple[StreamState, int]:
         with self.db.read() as conn:
-            state = self._state(conn, name)
+            state = self.repository.load(conn, name)
             seq = conn.execute(sa.select(t.writers.c.last_sequence).where(
                 t.writers.c.stream_id == state.stream_id, t.writers.c.writer_id == writer_id)).scalar()
         return state, (0 if seq is None else seq)
@@ -528,7 +439,7 @@ class StreamController:
         for _ in range(2):
             try:
                 with self.db.write() as conn:
-                    state = self._state(conn, name)
+                    state = self.repository.load(conn, name)
                     row = conn.execute(sa.select(t.writers.c.epoch, t.writers.c.last_sequence).where(
                         t.writers.c.stream_id == state.stream_id, t.writers.c.writer_id == writer_id)
                         .with_for_update()).first()
@@ -554,21 +465,23 @@ class StreamController:
         epoch of the writer id fences this commit (WriterFenced) unless these chunks landed before."""
         now = self.clock.now_ms()
         with self.db.write() as conn:
-            row = self._stream_row(conn, name)
+            row = self.repository.row(conn, name)
             if row.uid != uid:
                 raise NotFound(f"stream {name!r} was deleted")
             writer = conn.execute(sa.select(t.writers.c.last_sequence, t.writers.c.positions, t.writers.c.epoch).where(
                 t.writers.c.stream_id == row.id, t.writers.c.writer_id == writer_id).with_for_update()).first()
             if epoch is not None and writer is not None and writer.epoch != epoch:
-                if self._landed(conn, row.id, chunks):
+                if self.repository.chunks_landed(conn, row.id, (c.path for c in chunks)):
                     return CommitResult(True, {}, now, landed_before=True)
                 raise WriterFenced(f"writer {writer_id} on {name} was fenced: a newer writer opened with the same id "
                                    f"(epoch {writer.epoch}, this one {epoch}); its unflushed events were not written")
             if writer is not None and sequence <= writer.last_sequence:
-                return CommitResult(True, {}, now, landed_before=self._landed(conn, row.id, chunks))
+                landed = self.repository.chunks_landed(conn, row.id, (c.path for c in chunks))
+                return CommitResult(True, {}, now, landed_before=landed)
             if row.state == SEALED:
                 raise StreamSealed(f"stream {name!r} is sealed")
-            seg_rows = {r.segment_id: r for r in self._lock_segments(conn, row.id, {c.segment for c in chunks})}
+            targets = {c.segment for c in chunks}
+            seg_rows = {r.segment_id: r for r in self.repository.lock_segments(conn, row.id, targets)}
             sealed = sorted(s for s in {c.segment for c in chunks} if s not in seg_rows or seg_rows[s].sealed)
             if sealed:
                 raise SegmentsSealed(sealed)
@@ -587,7 +500,7 @@ class StreamController:
                 conn.execute(sa.update(t.segments).where(
                     t.segments.c.stream_id == row.id, t.segments.c.segment_id == seg).values(tail=tail))
             # the writer's position (what a note records): the offset after its last event, per segment
-            positions = merge_positions(None if writer is None else writer.positions, tails)
+            positions = merge_positions(writer.positions if writer is not None else None, tails)
             if writer is None:
                 conn.execute(sa.insert(t.writers).values(stream_id=row.id, writer_id=writer_id, last_sequence=sequence,
                                                          updated_ms=now, positions=positions, epoch=epoch or 0))
@@ -598,19 +511,10 @@ class StreamController:
         fault_error("commit.lost_ack", StoreUnavailable, "connection lost after the commit")
         return CommitResult(False, bases, now)
 
-    @staticmethod
-    def _landed(conn: Connection, stream_id: int, chunks: Sequence[PendingChunk]) -> bool:
-        """Whether committed chunks already refer to these files (chunk file names are unique)."""
-        paths = [c.path for c in chunks]
-        return bool(paths) and conn.execute(sa.select(t.chunks.c.path).where(
-            t.chunks.c.stream_id == stream_id, t.chunks.c.path.in_(paths)).limit(1)).first() is not None
-
     def referenced_paths(self, paths: Sequence[str]) -> set[str]:
         """Which of these chunk files committed metadata refers to."""
-        if not paths:
-            return set()
         with self.db.read() as conn:
-            return set(conn.execute(sa.select(t.chunks.c.path).where(t.chunks.c.path.in_(list(paths)))).scalars())
+            return self.repository.referenced_paths(conn, paths)
 
     # ---- reads -------------------------------------------------------------------------------
     def plan_read(self, name: str, start: StreamCut | str | None = None,
@@ -630,16 +534,13 @@ class StreamController:
         tasks: list[ReadTask] = []
         with self.db.read() as conn:
             for r in seg_ranges:
-                rows = conn.execute(sa.select(t.chunks).where(
-                    t.chunks.c.stream_id == state.stream_id, t.chunks.c.segment_id == r.segment,
-                    t.chunks.c.base_offset < r.end, t.chunks.c.base_offset + t.chunks.c.length > r.start,
-                ).order_by(t.chunks.c.base_offset)).all()
+                rows = self.repository.chunks_overlapping(conn, state.stream_id, r.segment, r.start, r.end)
                 covered = r.start
                 for row in rows:
                     if row.base_offset > covered:
                         break
                     covered = row.base_offset + row.length
-                    tasks.append(ReadTask(_chunk_ref(row), max(r.start, row.base_offset),
+                    tasks.append(ReadTask(chunk_ref(row), max(r.start, row.base_offset),
                                           min(r.end, row.base_offset + row.length)))
                 if covered < r.end:
                     # metadata lost a chunk between two reads: only a concurrent truncation does that
@@ -715,19 +616,9 @@ class StreamController:
         return audit_rows(self.db, target, limit)
 
 
-def merge_positions(stored: str | None, ends: Mapping[int, int]) -> str:
-    """A writer's stored positions (JSON) moved to `ends` in the segments it just appended to."""
-    positions = furthest({int(k): v for k, v in json.loads(stored).items()} if stored else {}, ends)
-    return json.dumps({segment_key(s): o for s, o in sorted(positions.items())})
-
-
-def _str_keys(positions: Mapping[int, int]) -> dict[str, int]:
-    return {segment_key(k): v for k, v in sorted(positions.items())}
-
-
-def _chunk_ref(row: Any) -> ChunkRef:
-    return ChunkRef(row.path, row.segment_id, row.base_offset, row.length, row.event_count, row.committed_ms,
-                    row.writer_id)
+def merge_positions(stored: Mapping[int, int] | None, ends: Mapping[int, int]) -> dict[int, int]:
+    """A writer's stored positions moved to `ends` in the segments it just appended to."""
+    return dict(sorted(furthest(stored or {}, ends).items()))
 
 
 __all__ = ["DeleteResult", "StreamController"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .controller import StreamState
 from .cuts import initial_cut, size_between
 from .model import segment_name
+from .repository import StreamState
 
 
 def describe(state: StreamState) -> dict[str, Any]:

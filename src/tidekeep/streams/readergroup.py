@@ -23,11 +23,12 @@ from ..names import check_name, split_stream_name
 from ..store import schema as t
 from ..units import parse_duration_ms
 from . import rg_state as core
-from .controller import ReadTask, StreamController, _chunk_ref
+from .controller import ReadTask, StreamController
 from .cuts import CutOrder, StreamCut, compare_cuts, size_between
 from .model import EVENT_HEADER_BYTES, Segment, SegmentId, segment_name
 from .reader import read_task
 from .reader_window import StreamWindow
+from .repository import chunk_ref
 from .rg_store import GroupRow, ReaderGroupStore
 from .subscriber_store import SubscriberStore
 from .watermark_store import WatermarkStore
@@ -117,14 +118,14 @@ def resolve_config(controller: StreamController, config: ReaderGroupConfig) -> d
                 CutOrder.AFTER, CutOrder.OVERLAPS):
             raise InvalidStreamCut(f"reader group config: start cut {state.shown(start_pos)} is not at or before "
                                    f"end cut {state.shown(end_pos)}")
-        streams[name] = {"start": core._keys_out(start_pos),
-                         "end": None if end_pos is None else core._keys_out(end_pos)}
+        streams[name] = {"start": core.keys_out(start_pos),
+                         "end": None if end_pos is None else core.keys_out(end_pos)}
     return {"streams": streams, **options}
 
 
 def _starts_and_ends(config: Mapping[str, Any]) -> tuple[dict[str, dict[int, int]], dict[str, dict[int, int] | None]]:
-    starts = {n: core._keys_in(s["start"]) for n, s in config["streams"].items()}
-    ends = {n: None if s["end"] is None else core._keys_in(s["end"]) for n, s in config["streams"].items()}
+    starts = {n: core.keys_in(s["start"]) for n, s in config["streams"].items()}
+    ends = {n: None if s["end"] is None else core.keys_in(s["end"]) for n, s in config["streams"].items()}
     return starts, ends
 
 
@@ -601,7 +602,7 @@ class Reader:
             return False
         storage = self.controller.storage
         for row in rows:
-            task = ReadTask(_chunk_ref(row), max(cursor.offset, row.base_offset),
+            task = ReadTask(chunk_ref(row), max(cursor.offset, row.base_offset),
                             min(limit, row.base_offset + row.length))
             try:
                 batch = read_task(storage, cursor.stream, task)

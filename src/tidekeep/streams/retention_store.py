@@ -12,7 +12,6 @@ lower bound LB, and a truncation it causes is audited with the subscribers, LB a
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -26,9 +25,10 @@ from ..store import schema as t
 from ..store.fencing import LeaseFence, check_fence
 from ..store.holds import holds_on
 from ..store.schema_retention import retention_set
-from .controller import StreamController, StreamState
+from .controller import StreamController
 from .cuts import CutOrder, compare_cuts, initial_cut, size_between
-from .model import segment_key, segment_name
+from .model import segment_name
+from .repository import StreamState
 from .retention import (
     BEHIND_HEAD,
     HELD,
@@ -69,12 +69,12 @@ class RetentionManager:
         rows = conn.execute(sa.select(retention_set).where(retention_set.c.stream_id == stream_id)
                             .order_by(retention_set.c.recording_time_ms)).all()
         return [RetentionRecord(r.recording_time_ms, r.recording_size,
-                                {int(k): v for k, v in json.loads(r.positions).items()}) for r in rows]
+                                dict(r.positions)) for r in rows]
 
     def records(self, stream: str) -> list[RetentionRecord]:
         """The stream's retention set, oldest first."""
         with self.controller.db.read() as conn:
-            state = self.controller._state(conn, stream)
+            state = self.controller.repository.load(conn, stream)
             return self._load(conn, state.stream_id)
 
     @staticmethod
@@ -89,7 +89,7 @@ class RetentionManager:
         _check_now(now)
         now_ms = self.controller.clock.now_ms() if now is None else now
         with self.controller.db.read() as conn:
-            state = self.controller._state(conn, stream)
+            state = self.controller.repository.load(conn, stream)
             records = self._load(conn, state.stream_id)
             holds = holds_on(conn, "stream", stream)
             views = self.subscribers.views(conn, state)
@@ -170,7 +170,7 @@ class RetentionManager:
         transaction. Returns the record added, if any."""
         with self.controller.db.write() as conn:
             # the stream row lock serialises cycles of one stream (and orders them with truncations)
-            state = self.controller._state(conn, stream, lock=True)
+            state = self.controller.repository.load(conn, stream, lock=True)
             check_fence(conn, fence)
             policy = state.info.config.retention
             records = self._load(conn, state.stream_id)
@@ -180,14 +180,14 @@ class RetentionManager:
                 recorded = tail_record(state, now_ms)
                 conn.execute(sa.insert(retention_set).values(
                     stream_id=state.stream_id, recording_time_ms=recorded.recording_time_ms,
-                    recording_size=recorded.recording_size, positions=_positions_json(recorded.positions)))
+                    recording_size=recorded.recording_size, positions=recorded.positions))
                 records.append(recorded)
         return state, records, views, recorded
 
     def _prune(self, stream: str, state: StreamState, positions: dict[int, int],
                fence: LeaseFence | None = None) -> None:
         with self.controller.db.write() as conn:
-            current = self.controller._state(conn, stream, lock=True)
+            current = self.controller.repository.load(conn, stream, lock=True)
             check_fence(conn, fence)
             if current.info.uid != state.info.uid:
                 return  # re-created meanwhile: the new stream has its own set
@@ -296,10 +296,6 @@ def consumption_details(decision: RetentionDecision, state: StreamState) -> dict
     return {"consumption": {"case": decision.case, "rule": decision.rule,
                             "lower_bound": {segment_name(s): o for s, o in sorted(lb.items())},
                             "subscribers": subscribers}}
-
-
-def _positions_json(positions: dict[int, int]) -> str:
-    return json.dumps({segment_key(k): v for k, v in sorted(positions.items())})
 
 
 __all__ = ["RetentionManager", "SubscribersChanged", "clamp_to_head", "consumption_details", "fenced",

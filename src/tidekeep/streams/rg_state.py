@@ -83,17 +83,17 @@ class GroupState:
     # ---- JSON form (the `state` column) ---------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         def slot(s: StreamSlot) -> dict[str, Any]:
-            return {"start": _keys_out(s.start), "end": None if s.end is None else _keys_out(s.end),
+            return {"start": keys_out(s.start), "end": None if s.end is None else keys_out(s.end),
                     "segments": {segment_key(k): [g.offset, g.end, g.owner, g.status] for k, g in s.segments.items()}}
 
         return {
             "streams": {name: slot(s) for name, s in self.streams.items()},
             "readers": self.readers,
             "pending": [{"name": c.name, "created_ms": c.created_ms, "remaining": sorted(c.remaining),
-                         "snapshot": {st: _keys_out(segs) for st, segs in c.snapshot.items()}}
+                         "snapshot": {st: keys_out(segs) for st, segs in c.snapshot.items()}}
                         for c in self.pending],
             "completed": [{"name": c.name, "created_ms": c.created_ms, "completed_ms": c.completed_ms,
-                           "cuts": {st: _keys_out(p) for st, p in c.cuts.items()}} for c in self.completed],
+                           "cuts": {st: keys_out(p) for st, p in c.cuts.items()}} for c in self.completed],
             "last_checkpoint_ms": self.last_checkpoint_ms,
             "auto_counter": self.auto_counter,
         }
@@ -101,7 +101,7 @@ class GroupState:
     @staticmethod
     def from_dict(data: Mapping[str, Any]) -> GroupState:
         streams = {
-            name: StreamSlot(_keys_in(s["start"]), None if s["end"] is None else _keys_in(s["end"]),
+            name: StreamSlot(keys_in(s["start"]), None if s["end"] is None else keys_in(s["end"]),
                              {int(k): GroupSegment(*v) for k, v in s["segments"].items()})
             for name, s in data["streams"].items()
         }
@@ -109,7 +109,7 @@ class GroupState:
                                      {st: {int(k): v for k, v in segs.items()} for st, segs in c["snapshot"].items()})
                    for c in data["pending"]]
         completed = [CompletedCheckpoint(c["name"], c["created_ms"], c["completed_ms"],
-                                         {st: _keys_in(p) for st, p in c["cuts"].items()}) for c in data["completed"]]
+                                         {st: keys_in(p) for st, p in c["cuts"].items()}) for c in data["completed"]]
         return GroupState(streams, dict(data["readers"]), pending, completed, data["last_checkpoint_ms"],
                           data["auto_counter"])
 
@@ -117,11 +117,11 @@ class GroupState:
 _V = TypeVar("_V")
 
 
-def _keys_out(positions: Mapping[int, _V]) -> dict[str, _V]:
+def keys_out(positions: Mapping[int, _V]) -> dict[str, _V]:
     return {segment_key(k): v for k, v in sorted(positions.items())}
 
 
-def _keys_in(positions: Mapping[str, int]) -> dict[int, int]:
+def keys_in(positions: Mapping[str, int]) -> dict[int, int]:
     return {int(k): v for k, v in positions.items()}
 
 

@@ -35,9 +35,10 @@ from ..faults import pause_point
 from ..names import check_name
 from ..store.schema_readergroups import reader_groups
 from ..store.schema_subscribers import stream_subscribers as subs
-from .controller import StreamController, StreamState
+from .controller import StreamController
 from .cuts import CutOrder, StreamCut, compare_cuts, ranges_between
-from .model import Segment, segment_key
+from .model import Segment
+from .repository import StreamState
 from .retention import SubscriberView
 
 log = logging.getLogger("tidekeep.subscribers")
@@ -96,14 +97,6 @@ def unconsumed_bytes(cut: Mapping[int, int], head: Mapping[int, int], tail: Mapp
     return total
 
 
-def _positions_out(positions: Mapping[int, int]) -> str:
-    return json.dumps({segment_key(k): v for k, v in sorted(positions.items())})
-
-
-def _positions_in(text: str | None) -> dict[int, int] | None:
-    return None if text is None else {int(k): v for k, v in json.loads(text).items()}
-
-
 def _retention_type(config_json: str) -> str:
     return str(json.loads(config_json)["retention_type"])
 
@@ -128,20 +121,20 @@ def register_group(conn: Connection, controller: StreamController, group: str, c
     uid = next(iter(rows.values())).group_uid if rows else uuid.uuid4().hex
     kept: set[int] = set()
     for stream, bounds in sorted(config["streams"].items()):
-        state = controller._state(conn, stream)
+        state = controller.repository.load(conn, stream)
         start = {int(k): v for k, v in bounds["start"].items()}
         kept.add(state.stream_id)
         old = rows.get(state.stream_id)
         if old is None:
             conn.execute(sa.insert(subs).values(stream_id=state.stream_id, reader_group=group, group_uid=uid,
                                                 generation=generation, positions=None,
-                                                start_positions=_positions_out(start), updated_ms=None))
+                                                start_positions=dict(start), updated_ms=None))
             continue
-        acknowledged = _positions_in(old.positions)
+        acknowledged = old.positions
         keep = acknowledged is not None and _all_known(state, acknowledged) and compare_cuts(
             acknowledged, start, state.ranges()) in (CutOrder.BEFORE, CutOrder.EQUAL)
         conn.execute(sa.update(subs).where(subs.c.stream_id == state.stream_id, subs.c.reader_group == group).values(
-            generation=generation, start_positions=_positions_out(start),
+            generation=generation, start_positions=dict(start),
             positions=old.positions if keep else None, updated_ms=old.updated_ms if keep else None))
     gone = [sid for sid in rows if sid not in kept]
     if gone:
@@ -167,7 +160,7 @@ def publish_checkpoint(conn: Connection, controller: StreamController, group: st
     states = []
     for stream in cuts:
         try:
-            states.append(controller._state(conn, stream))
+            states.append(controller.repository.load(conn, stream))
         except NotFound:
             continue  # deleted meanwhile: its rows went with it
     # rows are locked in ascending stream id, the order every writer of them uses (no deadlock on PostgreSQL)
@@ -177,14 +170,14 @@ def publish_checkpoint(conn: Connection, controller: StreamController, group: st
                                                  subs.c.reader_group == group).with_for_update()).one_or_none()
         if row is None or row.generation != generation or not _all_known(state, positions):
             continue  # re-created stream, or a reset in between: not this subscription's checkpoint
-        previous = _positions_in(row.positions)
+        previous = row.positions
         if previous is not None and (not _all_known(state, previous) or compare_cuts(
                 positions, previous, state.ranges()) not in (CutOrder.EQUAL, CutOrder.AFTER)):
             log.warning("reader group %s: checkpoint cut of %s is not at or after its acknowledgement; kept the "
                         "acknowledgement", group, stream)
             continue
         conn.execute(sa.update(subs).where(subs.c.stream_id == state.stream_id, subs.c.reader_group == group)
-                     .values(positions=_positions_out(positions), updated_ms=now_ms))
+                     .values(positions=dict(positions), updated_ms=now_ms))
         published.append(stream)
     return published
 
@@ -205,8 +198,8 @@ class SubscriberStore:
         tail = state.tail()
         result = []
         for r in rows:
-            acknowledged = _positions_in(r.positions)
-            start = _positions_in(r.start_positions)
+            acknowledged = r.positions
+            start = r.start_positions
             assert start is not None
             effective = acknowledged if acknowledged is not None else start
             result.append(SubscriberView(
@@ -218,7 +211,7 @@ class SubscriberStore:
     def list(self, stream: str) -> list[Subscriber]:
         """The stream's subscribers by reader group name (NotFound for an unknown stream)."""
         with self.db.read() as conn:
-            state = self.controller._state(conn, stream)
+            state = self.controller.repository.load(conn, stream)
             rows = conn.execute(sa.select(subs, reader_groups.c.config).join(
                 reader_groups, reader_groups.c.name == subs.c.reader_group).where(
                 subs.c.stream_id == state.stream_id).order_by(subs.c.reader_group)).all()
@@ -233,7 +226,7 @@ class SubscriberStore:
             result = {}
             for stream in sorted(json.loads(found.config)["streams"]):
                 try:
-                    state = self.controller._state(conn, stream)
+                    state = self.controller.repository.load(conn, stream)
                 except NotFound:
                     continue
                 row = conn.execute(sa.select(subs, reader_groups.c.config).join(
@@ -245,8 +238,8 @@ class SubscriberStore:
 
     @staticmethod
     def _subscriber(state: StreamState, row: Any) -> Subscriber:
-        acknowledged = _positions_in(row.positions)
-        start = _positions_in(row.start_positions)
+        acknowledged = row.positions
+        start = row.start_positions
         assert start is not None
         effective = acknowledged if acknowledged is not None else start
         return Subscriber(state.name, row.reader_group, _retention_type(row.config), row.generation, acknowledged,
@@ -281,7 +274,7 @@ class SubscriberStore:
             self._check_group(conn, group)
         for stream in sorted(cuts):
             with self.db.read() as conn:
-                state = self.controller._state(conn, stream)
+                state = self.controller.repository.load(conn, stream)
                 self._check_row(conn, state, group, known_uid, known_generation, lock=False)
             checked[stream] = (state, self.controller.to_positions(state, cuts[stream]))
         log.debug("reader group %s: acknowledgements checked, storing them", group)
@@ -293,11 +286,11 @@ class SubscriberStore:
             self._check_group(conn, group)
             # rows are locked in ascending stream id, the order every writer of them uses
             for stream, (seen, positions) in sorted(checked.items(), key=lambda kv: kv[1][0].stream_id):
-                state = self.controller._state(conn, stream)
+                state = self.controller.repository.load(conn, stream)
                 if state.info.uid != seen.info.uid:
                     raise InvalidStreamCut(f"stream {stream!r} was re-created while the cut was being checked")
                 row = self._check_row(conn, state, group, known_uid, known_generation, lock=True)
-                previous = _positions_in(row.positions)
+                previous = row.positions
                 if previous is not None:
                     order = compare_cuts(positions, previous, state.ranges())
                     if order in (CutOrder.BEFORE, CutOrder.OVERLAPS):
@@ -307,7 +300,7 @@ class SubscriberStore:
                             f"it {how} its previous acknowledgement {state.shown(previous)}")
                 conn.execute(sa.update(subs).where(subs.c.stream_id == state.stream_id,
                                                    subs.c.reader_group == group)
-                             .values(positions=_positions_out(positions), updated_ms=now))
+                             .values(positions=dict(positions), updated_ms=now))
                 result[stream] = state.cut(positions)
         log.info("reader group %s acknowledged %s", group, ", ".join(str(c) for c in result.values()))
         return result

@@ -28,8 +28,9 @@ from ..config import MAX_EVENT_SIZE
 from ..errors import EventTooLarge, InvalidInput, NotFound, TransactionClosed
 from ..names import check_writer_id
 from ..store.chunks import ChunkRef, build_chunk_table
-from .controller import PendingChunk, StreamState
+from .controller import PendingChunk
 from .model import EVENT_HEADER_BYTES, Router, routing_key_position, segment_name
+from .repository import StreamState
 from .txn_store import TransactionInfo, TransactionStore, TxnCommitResult, TxnState, check_txn_id
 
 

@@ -16,7 +16,6 @@ The decisions (is the lease over, where does each chunk land) are pure functions
 from __future__ import annotations
 
 import builtins
-import json
 import logging
 import re
 import time
@@ -45,8 +44,9 @@ from ..store import schema_transactions as tx
 from ..store.database import RETRY_ATTEMPTS, retry_store
 from ..store.deletion import FileLeft, warn_files_left
 from ..store.fencing import LeaseFence, check_fence
-from .controller import SEALED, PendingChunk, SegmentsSealed, StreamController, StreamState, merge_positions
-from .model import segment_key, segment_name
+from .controller import PendingChunk, SegmentsSealed, StreamController, merge_positions
+from .model import segment_name
+from .repository import SEALED, StreamState
 from .watermark_store import record_mark
 
 log = logging.getLogger("tidekeep.txn")
@@ -199,7 +199,7 @@ class TransactionStore:
 
     @staticmethod
     def _info(row: Any, staged: int) -> TransactionInfo:
-        positions = {} if row.positions is None else {int(k): v for k, v in json.loads(row.positions).items()}
+        positions = {} if row.positions is None else row.positions
         return TransactionInfo(row.id, f"{row.scope}/{row.stream_name}", row.writer_id, TxnState(row.state),
                                row.created_ms, row.lease_ms, row.lease_expiry_ms, row.commit_timestamp,
                                row.committed_ms, row.ended_ms, row.end_reason, positions, row.events, staged)
@@ -216,7 +216,7 @@ class TransactionStore:
                      .join(t.streams, t.streams.c.id == tx.transactions.c.stream_id)
                      .order_by(tx.transactions.c.created_ms, tx.transactions.c.id))
             if stream is not None:
-                query = query.where(tx.transactions.c.stream_id == self.controller._stream_row(conn, stream).id)
+                query = query.where(tx.transactions.c.stream_id == self.controller.repository.row(conn, stream).id)
             counts: dict[str, int] = dict(conn.execute(sa.select(tx.transaction_chunks.c.txn_id, sa.func.count())
                                        .group_by(tx.transaction_chunks.c.txn_id)).all())
             return [self._info(r, counts.get(r.id, 0)) for r in conn.execute(query)]
@@ -226,7 +226,7 @@ class TransactionStore:
         now = self.clock.now_ms()
         txn_id = uuid.uuid4().hex
         with self.db.write() as conn:
-            row = self.controller._stream_row(conn, stream)
+            row = self.controller.repository.row(conn, stream)
             if row.state == SEALED:
                 raise StreamSealed(f"stream {stream!r} is sealed; it takes no transactions")
             conn.execute(sa.insert(tx.transactions).values(
@@ -483,7 +483,7 @@ class TransactionStore:
                 raise StreamSealed(f"cannot commit transaction {txn_id}: stream {row.scope}/{row.stream_name} "
                                    "is sealed")
             targets = {c.segment for c in chunks}
-            seg_rows = {r.segment_id: r for r in self.controller._lock_segments(conn, row.stream_id, targets)}
+            seg_rows = {r.segment_id: r for r in self.controller.repository.lock_segments(conn, row.stream_id, targets)}
             sealed = sorted(s for s in targets if s not in seg_rows or seg_rows[s].sealed)
             if sealed:
                 raise SegmentsSealed(sealed)
@@ -502,11 +502,11 @@ class TransactionStore:
             conn.execute(sa.update(tx.transactions).where(tx.transactions.c.id == txn_id).values(
                 state=TxnState.COMMITTED.value, commit_timestamp=timestamp, committed_ms=now, ended_ms=now,
                 end_reason=REASON_COMMITTED,
-                positions=json.dumps({segment_key(s): e for s, e in sorted(positions.items())})))
+                positions=positions))
             if timestamp is not None:
                 # the writer's mark at the offsets where the transaction landed, with the data (a time
                 # below the writer's last mark is refused here, leaving the transaction open)
-                state = self.controller._state(conn, f"{row.scope}/{row.stream_name}")
+                state = self.controller.repository.load(conn, f"{row.scope}/{row.stream_name}")
                 try:
                     record_mark(conn, state, row.writer_id, timestamp, positions, "txn", now, merge_previous=True)
                 except InvalidInput as exc:
@@ -517,7 +517,7 @@ class TransactionStore:
 
 
 def _result(row: Any, duplicate: bool = False) -> TxnCommitResult:
-    positions = {int(k): v for k, v in json.loads(row.positions or "{}").items()}
+    positions = {} if row.positions is None else row.positions
     committed_ms = row.ended_ms if duplicate else row.committed_ms
     return TxnCommitResult(row.id, row.commit_timestamp, committed_ms, positions, row.events, duplicate)
 

@@ -31,9 +31,10 @@ from ..store import schema as t
 from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_watermarks import watermarks as wm_table
 from ..store.schema_watermarks import writer_marks
-from .controller import StreamController, StreamState
+from .controller import StreamController
 from .cuts import StreamCut, check_incarnation, furthest
-from .model import Segment, segment_key, segment_name
+from .model import Segment, segment_name
+from .repository import StreamState
 from .watermarks import Watermark, WriterMark, active_writers, compare, latest_marks, next_watermark
 
 MARK_SOURCES = ("note", "auto", "txn")
@@ -64,12 +65,8 @@ def prune_position(positions: Mapping[int, int], segments: Mapping[int, Segment]
     return kept
 
 
-def _load_positions(text: str | None) -> dict[int, int]:
-    return {int(k): int(v) for k, v in json.loads(text).items()} if text else {}
-
-
-def _dump_positions(positions: Mapping[int, int]) -> str:
-    return json.dumps({segment_key(s): o for s, o in sorted(positions.items())})
+def _load_positions(stored: dict[int, int] | None) -> dict[int, int]:
+    return {} if stored is None else stored
 
 
 def _mark(row: Any) -> WriterMark:
@@ -93,7 +90,7 @@ def record_mark(conn: Connection, state: StreamState, writer_id: str, time_ms: i
     new = WriterMark(writer_id, time_ms, prune_position(positions, state.segments), now_ms)
     previous = [] if row is None else [_mark(row)]
     latest_marks([*previous, new], state.segments)  # typed errors: unknown segment, beyond tail, backwards
-    values = dict(time_ms=time_ms, positions=_dump_positions(new.positions), noted_ms=now_ms, source=source,
+    values = dict(time_ms=time_ms, positions=new.positions, noted_ms=now_ms, source=source,
                   closed=False)
     if row is None:
         conn.execute(sa.insert(writer_marks).values(stream_id=state.stream_id, writer_id=writer_id, **values))
@@ -150,7 +147,7 @@ class WatermarkStore:
         now = self.clock.now_ms()
         try:
             with self.db.write() as conn:
-                state = self.controller._state(conn, stream)
+                state = self.controller.repository.load(conn, stream)
                 _check_epoch(conn, state, writer_id, epoch)
                 if given is None:
                     stored = conn.execute(sa.select(t.writers.c.positions).where(
@@ -192,7 +189,7 @@ class WatermarkStore:
                 raise InvalidStreamCut(f"position offset {offset} in segment {segment_name(seg)} of {state.name} is "
                                        f"outside [0, {state.segments[seg].tail}]")
             # watermark cuts are shown and used as stream cuts (a reader may start at one): event boundaries only
-            if not self.controller._is_event_boundary(state, seg, offset):
+            if not self.controller.is_event_boundary(state, seg, offset):
                 raise InvalidStreamCut(f"position offset {offset} in segment {segment_name(seg)} of {state.name} is "
                                        "not at an event boundary")
         return positions
@@ -203,7 +200,7 @@ class WatermarkStore:
         still covers the events it wrote since its last note; the mark is deleted when that watermark
         is appended. False if the writer had no mark (it never noted: nothing to do)."""
         with self.db.write() as conn:
-            state = self.controller._state(conn, stream)
+            state = self.controller.repository.load(conn, stream)
             _check_epoch(conn, state, writer_id, epoch)
             row = conn.execute(sa.select(writer_marks).where(
                 writer_marks.c.stream_id == state.stream_id, writer_marks.c.writer_id == writer_id)
@@ -215,7 +212,7 @@ class WatermarkStore:
             positions = furthest(_load_positions(row.positions), committed)
             conn.execute(sa.update(writer_marks).where(
                 writer_marks.c.stream_id == state.stream_id, writer_marks.c.writer_id == writer_id).values(
-                positions=_dump_positions(prune_position(positions, state.segments)), closed=True,
+                positions=prune_position(positions, state.segments), closed=True,
                 noted_ms=self.clock.now_ms()))
         return True
 
@@ -225,7 +222,7 @@ class WatermarkStore:
 
     def _stream_id(self, conn: Connection, stream: str) -> int:
         """The stream's id alone (NotFound if it does not exist): most reads here need no segments."""
-        return int(self.controller._stream_row(conn, stream).id)
+        return int(self.controller.repository.row(conn, stream).id)
 
     @staticmethod
     def _mark_rows(conn: Connection, stream_id: int) -> Sequence[Any]:
@@ -240,7 +237,7 @@ class WatermarkStore:
             stream_id = self._stream_id(conn, stream)
             rows = self._mark_rows(conn, stream_id)
             previous = self._latest(conn, stream_id)
-            state = self.controller._state(conn, stream)  # after the marks: see compute()
+            state = self.controller.repository.load(conn, stream)  # after the marks: see compute()
         marks = [_mark(r) for r in rows]
         active = {m.writer_id for m in active_writers(marks, previous, now, state.info.config
                                                       .timestamp_aggregation_timeout_ms, state.segments)}
@@ -290,7 +287,7 @@ class WatermarkStore:
         service's sweep lease) nothing is deleted once another process has taken it over (LeaseLost)."""
         with self.db.write() as conn:
             check_fence(conn, fence)
-            state = self.controller._state(conn, stream)
+            state = self.controller.repository.load(conn, stream)
             rows = conn.execute(sa.select(wm_table.c.revision, wm_table.c.cut)
                                 .where(wm_table.c.stream_id == state.stream_id)
                                 .order_by(wm_table.c.revision)).all()
@@ -336,7 +333,7 @@ class WatermarkStore:
             # a writer's commit and note, or a transaction's commit, landing in between made the marks
             # look "beyond the tail" (InvalidStreamCut). Tails and segments only grow and a mark is
             # committed with or after its data, so the state is read once, last, and covers them.
-            state = self.controller._state(conn, stream)
+            state = self.controller.repository.load(conn, stream)
         watermark = next_watermark(marks, previous, state.segments, now,
                                    state.info.config.timestamp_aggregation_timeout_ms)
         if watermark is None:
@@ -358,7 +355,7 @@ class WatermarkStore:
                     return False
                 conn.execute(sa.insert(wm_table).values(
                     stream_id=state.stream_id, revision=watermark.revision, lower_time_ms=watermark.lower_time_ms,
-                    upper_time_ms=watermark.upper_time_ms, cut=_dump_positions(watermark.cut), created_ms=now_ms,
+                    upper_time_ms=watermark.upper_time_ms, cut=dict(watermark.cut), created_ms=now_ms,
                     owner=owner))
                 for mark in covered_closed:
                     conn.execute(sa.delete(writer_marks).where(
