@@ -27,7 +27,9 @@ from tidekeep.streams.retention import (
     NO_CMIN,
     NO_MAX,
     NO_POLICY,
+    Consumption,
     RetentionRecord,
+    RetentionStream,
     SubscriberView,
     decide,
 )
@@ -51,7 +53,8 @@ TIME_POLICY = RetentionPolicy.by_time("5m", "8m")  # Cmin = R[4] (5 min old), Cm
 
 
 def seed_decision(policy: RetentionPolicy, lb: dict[int, int], head: dict[int, int] | None = None):
-    return decide(two_segments(300, 300), head or cut(0, 0), 600, R, policy, NOW, stream="s/q", lower_bound=lb)
+    return decide(RetentionStream.of(two_segments(300, 300), head or cut(0, 0), 600, "s/q"), R, policy, NOW,
+                  consumption=Consumption(lb))
 
 
 # ---- the seed's five cases, SIZE ------------------------------------------------------------------------
@@ -176,7 +179,8 @@ def test_the_worked_example_of_the_docs() -> None:
     policy = RetentionPolicy.by_time("5m", "8m")
 
     def run(a: int, b: int, p: RetentionPolicy = policy):
-        return decide(two_segments(300, 300), cut(0, 0), 600, records, p, NOW, lower_bound=cut(a, b))
+        return decide(RetentionStream.of(two_segments(300, 300), cut(0, 0), 600), records, p, NOW,
+                      consumption=Consumption(cut(a, b)))
 
     assert run(0, 0).cmin == records[3] and run(0, 0).cmax == records[1]
     assert (run(20, 30).case, run(20, 30).cut) == ("iii", cut(100, 100))
@@ -235,7 +239,8 @@ def b3(tail: tuple[int, int], records: list[RetentionRecord], subscribers: list[
        head: tuple[int, int]):
     segments = two_segments(*tail)
     lb = lower_bound(subscribers, segments)
-    return decide(segments, cut(*head), sum(tail), records, B3_POLICY, T0 + 100, lower_bound=lb)
+    return decide(RetentionStream.of(segments, cut(*head), sum(tail)), records, B3_POLICY, T0 + 100,
+                  consumption=Consumption(lb))
 
 
 def test_b3_case_1_lb_within_the_limits() -> None:
@@ -279,14 +284,16 @@ def test_b3_time_case_adapted_the_seed_governs() -> None:
     records = [rec(T0 + 5, 10, 10), rec(T0 + 18, 21, 22), rec(T0 + 27, 30, 30), rec(T0 + 30, 40, 40)]
     segments = two_segments(40, 40)
     policy = RetentionPolicy.by_time(1, 10)
-    d = decide(segments, cut(10, 10), 80, records, policy, now, lower_bound=cut(22, 21))
+    d = decide(RetentionStream.of(segments, cut(10, 10), 80), records, policy, now,
+               consumption=Consumption(cut(22, 21)))
     assert d.cmax == records[2] and (d.case, d.cut, d.retained) == ("iii", cut(30, 30), 3)
     assert "before {0.0=21, 0.1=22} was recorded 12ms ago" in d.reason
     # When that cut was recorded 9 ms ago instead, it is Cmax and proves nothing beyond max; the only
     # older cut (10, 10) lies before LB. Nothing proves the data at LB older than max, so LB -- before
     # Cmin (30, 30) -- is the cut, where the literal rule took (v) and dropped unread data.
     records[1] = rec(T0 + 21, 21, 22)
-    d = decide(segments, cut(10, 10), 80, records, policy, now, lower_bound=cut(22, 21))
+    d = decide(RetentionStream.of(segments, cut(10, 10), 80), records, policy, now,
+               consumption=Consumption(cut(22, 21)))
     assert d.cmax == records[1] and (d.case, d.rule, d.cut) == ("i", CBR_WITHIN_LIMITS, cut(22, 21))
     assert "the newest such cut is {0.0=10, 0.1=10}" in d.reason
 
@@ -296,8 +303,8 @@ def test_b3_time_case_adapted_the_seed_governs() -> None:
 
 def test_without_a_lower_bound_the_decision_is_the_size_time_one() -> None:
     for policy in (SIZE_POLICY, TIME_POLICY, RetentionPolicy.by_size(150)):
-        plain = decide(two_segments(300, 300), cut(0, 0), 600, R, policy, NOW)
-        explicit = decide(two_segments(300, 300), cut(0, 0), 600, R, policy, NOW, lower_bound=None, subscribers=())
+        plain = decide(RetentionStream.of(two_segments(300, 300), cut(0, 0), 600), R, policy, NOW)
+        explicit = decide(RetentionStream.of(two_segments(300, 300), cut(0, 0), 600), R, policy, NOW, consumption=None)
         assert plain == explicit and plain.case is None and plain.lower_bound is None
         assert plain.to_dict() == explicit.to_dict()
 
@@ -305,8 +312,8 @@ def test_without_a_lower_bound_the_decision_is_the_size_time_one() -> None:
 def test_to_dict_names_lb_the_case_and_the_subscribers() -> None:
     views = (SubscriberView("fast", 2, cut(260, 250), True, NOW - 5, 90),
              SubscriberView("slow", 0, cut(130, 120), False, None, 350))
-    d = decide(two_segments(300, 300), cut(0, 0), 600, R, SIZE_POLICY, NOW, lower_bound=cut(130, 120),
-               subscribers=views)
+    d = decide(RetentionStream.of(two_segments(300, 300), cut(0, 0), 600), R, SIZE_POLICY, NOW,
+               consumption=Consumption(cut(130, 120), views))
     data = json.loads(json.dumps(d.to_dict()))
     assert data["lower_bound"] == {"0.0": 130, "0.1": 120} and data["case"] == "i"
     assert data["rule"] == CBR_WITHIN_LIMITS and data["cut"] == {"0.0": 130, "0.1": 120}
@@ -316,9 +323,11 @@ def test_to_dict_names_lb_the_case_and_the_subscribers() -> None:
 
 
 def test_no_policy_and_empty_set_carry_the_lower_bound() -> None:
-    d = decide(two_segments(300, 300), cut(0, 0), 600, R, None, NOW, lower_bound=cut(1, 1))
+    d = decide(RetentionStream.of(two_segments(300, 300), cut(0, 0), 600), R, None, NOW,
+               consumption=Consumption(cut(1, 1)))
     assert d.rule == NO_POLICY and d.cut is None and d.lower_bound == cut(1, 1)
-    d = decide(two_segments(300, 300), cut(0, 0), 600, [], SIZE_POLICY, NOW, lower_bound=cut(1, 1))
+    d = decide(RetentionStream.of(two_segments(300, 300), cut(0, 0), 600), [], SIZE_POLICY, NOW,
+               consumption=Consumption(cut(1, 1)))
     assert d.rule == EMPTY_SET and d.cut is None
 
 
@@ -334,7 +343,7 @@ def test_min_zero_is_a_valid_policy_and_negative_is_not() -> None:
 
 
 def test_min_zero_without_subscribers_truncates_at_the_newest_record() -> None:
-    d = decide(two_segments(300, 300), cut(0, 0), 600, R, RetentionPolicy.by_size(0), NOW)
+    d = decide(RetentionStream.of(two_segments(300, 300), cut(0, 0), 600), R, RetentionPolicy.by_size(0), NOW)
     assert (d.rule, d.cmin, d.cut, d.retained) == (NO_MAX, R[5], R[5].positions, 0)
 
 
@@ -480,7 +489,8 @@ def situations(draw: st.DrawFn):
 @given(situations())
 def test_decide_with_a_lower_bound_matches_the_oracle(situation) -> None:
     head, tail, records, policy, now, lb = situation
-    d = decide(two_segments(tail[S0], tail[S1]), head, sum(tail.values()), records, policy, now, lower_bound=lb)
+    d = decide(RetentionStream.of(two_segments(tail[S0], tail[S1]), head, sum(tail.values())), records, policy, now,
+               consumption=Consumption(lb))
     want = oracle(head, tail, records, policy, now, lb)
     assert (d.rule, d.case, d.cut) == (want.rule, want.case, want.cut)
     assert d.lower_bound == lb
@@ -491,7 +501,8 @@ def test_decide_with_a_lower_bound_matches_the_oracle(situation) -> None:
 def test_the_limits_and_the_subscribers_hold(situation) -> None:
     head, tail, records, policy, now, lb = situation
     total = sum(tail.values())
-    d = decide(two_segments(tail[S0], tail[S1]), head, total, records, policy, now, lower_bound=lb)
+    d = decide(RetentionStream.of(two_segments(tail[S0], tail[S1]), head, total), records, policy, now,
+               consumption=Consumption(lb))
     size = policy is not None and policy.kind is RetentionKind.SIZE
     if d.cut is None:
         assert d.freed_bytes == 0

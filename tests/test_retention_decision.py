@@ -22,6 +22,7 @@ from tidekeep.streams.retention import (
     NO_MAX,
     NO_POLICY,
     RetentionRecord,
+    RetentionStream,
     decide,
     prune,
     should_record,
@@ -115,7 +116,7 @@ def situations(draw: st.DrawFn):
 def test_decide_matches_the_brute_force_oracle(situation) -> None:
     head, tail, records, policy, now = situation
     segments = two_segments(tail[S0], tail[S1])
-    got = decide(segments, head, sum(tail.values()), records, policy, now, stream="s/x")
+    got = decide(RetentionStream.of(segments, head, sum(tail.values()), "s/x"), records, policy, now)
     want = oracle(head, tail, records, policy, now)
     assert (got.rule, got.cut, got.cmin, got.cmax, got.freed_bytes) == (
         want.rule, want.cut, want.cmin, want.cmax, want.freed)
@@ -126,7 +127,7 @@ def test_decide_matches_the_brute_force_oracle(situation) -> None:
 def test_a_chosen_cut_keeps_min_moves_the_head_forward_and_respects_max_when_it_can(situation) -> None:
     head, tail, records, policy, now = situation
     segments = two_segments(tail[S0], tail[S1])
-    d = decide(segments, head, sum(tail.values()), records, policy, now)
+    d = decide(RetentionStream.of(segments, head, sum(tail.values())), records, policy, now)
     if d.cut is None:
         assert d.freed_bytes == 0 and d.retained is None
         return
@@ -146,7 +147,7 @@ SIZES = [rec(T0 + i * MIN, 50 * i, 50 * i) for i in range(1, 7)]  # sizes 100, 2
 
 
 def size_decision(low: int, high: int | None, head: tuple[int, int] = (0, 0)):
-    return decide(two_segments(300, 300), {S0: head[0], S1: head[1]}, 600, SIZES,
+    return decide(RetentionStream.of(two_segments(300, 300), {S0: head[0], S1: head[1]}, 600), SIZES,
                   RetentionPolicy.by_size(low, high), T0 + 10 * MIN)
 
 
@@ -186,17 +187,20 @@ def test_a_manual_truncation_ahead_of_the_chosen_cut_wins() -> None:
 
 def test_time_policy_uses_record_ages() -> None:
     now = T0 + 10 * MIN  # ages of SIZES: 9, 8, 7, 6, 5, 4 minutes
-    d = decide(two_segments(300, 300), {S0: 0, S1: 0}, 600, SIZES, RetentionPolicy.by_time("5m", "7m"), now)
+    d = decide(RetentionStream.of(two_segments(300, 300), {S0: 0, S1: 0}, 600), SIZES,
+               RetentionPolicy.by_time("5m", "7m"), now)
     # the oldest record at or after the head is 9 minutes old > max 7: Cmax is the 7-minute record
     assert d.rule == ABOVE_MAX and d.cmax == SIZES[2] and d.cmin == SIZES[4] and d.retained == 7 * MIN
-    d2 = decide(two_segments(300, 300), {S0: 150, S1: 150}, 600, SIZES, RetentionPolicy.by_time("5m", "7m"), now)
+    d2 = decide(RetentionStream.of(two_segments(300, 300), {S0: 150, S1: 150}, 600), SIZES,
+                RetentionPolicy.by_time("5m", "7m"), now)
     assert d2.rule == BETWEEN_LIMITS and d2.cut == SIZES[4].positions and d2.retained == 5 * MIN
 
 
 def test_no_policy_and_empty_set() -> None:
     segments = two_segments(10, 10)
-    assert decide(segments, {S0: 0, S1: 0}, 20, SIZES, None, T0).rule == NO_POLICY
-    assert decide(segments, {S0: 0, S1: 0}, 20, [], RetentionPolicy.by_size(1), T0).rule == EMPTY_SET
+    assert decide(RetentionStream.of(segments, {S0: 0, S1: 0}, 20), SIZES, None, T0).rule == NO_POLICY
+    assert decide(RetentionStream.of(segments, {S0: 0, S1: 0}, 20), [], RetentionPolicy.by_size(1),
+                  T0).rule == EMPTY_SET
 
 
 # ---- reference A4 worked examples (SMTT.sizeBasedRetentionStreamTest, min = 100) -------------------------
@@ -207,7 +211,8 @@ A4 = {19: rec(T0, 9, 10), 100: rec(T0 + 1, 50, 50), 120: rec(T0 + 2, 60, 60),
 
 def test_a4_first_truncation_at_the_size_19_cut() -> None:
     records = [A4[19], A4[100], A4[120]]  # deltas 101, 20, 0
-    d = decide(two_segments(60, 60), {S0: 0, S1: 0}, 120, records, RetentionPolicy.by_size(100), T0 + 10)
+    d = decide(RetentionStream.of(two_segments(60, 60), {S0: 0, S1: 0}, 120), records, RetentionPolicy.by_size(100),
+               T0 + 10)
     assert [r.retained for r in d.records] == [101, 20, 0]
     assert d.rule == NO_MAX and d.cut == {S0: 9, S1: 10} and d.freed_bytes == 19
 
@@ -215,7 +220,7 @@ def test_a4_first_truncation_at_the_size_19_cut() -> None:
 def test_a4_second_truncation_at_the_size_120_cut() -> None:
     records = [A4[100], A4[120], A4[199], A4[221]]  # deltas 121, 101, 22, 0
     head = {S0: 9, S1: 10}
-    d = decide(two_segments(110, 111), head, 221, records, RetentionPolicy.by_size(100), T0 + 10)
+    d = decide(RetentionStream.of(two_segments(110, 111), head, 221), records, RetentionPolicy.by_size(100), T0 + 10)
     assert [r.retained for r in d.records] == [121, 101, 22, 0]
     assert d.cut == {S0: 60, S1: 60} and d.freed_bytes == 120 - 19
 
@@ -225,7 +230,8 @@ def test_a4_with_a_max_the_seed_governs() -> None:
     # holding 202 bytes (> max), the seed's rule "above max -> the cut closest to but below max" picks
     # Cmax, the size-100 cut (retains 121, within [100, 150]); DESIGN §5 follows the seed.
     records = [A4[100], A4[120], A4[199], A4[221]]
-    d = decide(two_segments(110, 111), {S0: 9, S1: 10}, 221, records, RetentionPolicy.by_size(100, 150), T0 + 10)
+    d = decide(RetentionStream.of(two_segments(110, 111), {S0: 9, S1: 10}, 221), records,
+               RetentionPolicy.by_size(100, 150), T0 + 10)
     assert d.rule == ABOVE_MAX and d.cut == {S0: 50, S1: 50} and d.retained == 121
 
 
@@ -304,7 +310,7 @@ def test_decide_matches_the_oracle_across_scales(situation) -> None:
     now = T0 + 11 * MIN
     records = [RetentionRecord(T0 + t, absolute(c), c) for t, c in timed]
     tail_size = absolute(tail)
-    got = decide(stream.segments, head, tail_size, records, policy, now)
+    got = decide(RetentionStream.of(stream.segments, head, tail_size), records, policy, now)
 
     def retained(r: RetentionRecord) -> int:
         return tail_size - r.recording_size if policy.kind is RetentionKind.SIZE else now - r.recording_time_ms

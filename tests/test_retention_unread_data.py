@@ -29,7 +29,14 @@ from hypothesis import strategies as st
 from helpers.two_segments import S0, S1, rec, two_segments
 from strategies import GRID, ScaledStream, cell_of, position_in, streams_with_cuts, valid_cut_frontiers
 from tidekeep.streams.config import RetentionKind, RetentionPolicy
-from tidekeep.streams.retention import BEHIND_HEAD, RetentionDecision, RetentionRecord, decide
+from tidekeep.streams.retention import (
+    BEHIND_HEAD,
+    Consumption,
+    RetentionDecision,
+    RetentionRecord,
+    RetentionStream,
+    decide,
+)
 from tidekeep.streams.subscribers import upper_bound
 
 T_START = 1_700_000_000_000
@@ -141,8 +148,8 @@ def worlds(draw: st.DrawFn, kind: RetentionKind) -> World:
 
 
 def decide_in(world: World) -> RetentionDecision:
-    return decide(world.stream.segments, world.head, world.tail_size, world.records, world.policy, world.now,
-                  lower_bound=world.lb)
+    return decide(RetentionStream.of(world.stream.segments, world.head, world.tail_size), world.records, world.policy,
+                  world.now, consumption=Consumption(world.lb))
 
 
 def check_unread_data_goes_only_with_cause(world: World, d: RetentionDecision) -> None:

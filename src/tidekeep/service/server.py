@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..printable import PrintableFormatter
 from ..redaction import RedactingFilter
+from ..streams.retention_reasons import describe_decision
 from .assembly import ServeOptions, assemble
 from .scheduler import RetentionService
 
@@ -53,16 +54,6 @@ def configure_service_logging(level: str, json_logs: bool) -> None:
     logger.handlers[:] = [handler]
     logger.setLevel(logging.getLevelName(level))
     logger.propagate = False
-
-
-def describe_decision(stream: str, decision: Any) -> str:
-    """A retention decision in one line: what was truncated and why, or why nothing was."""
-    d = decision.to_dict()
-    if d.get("cut") is not None:
-        cut = ",".join(f"{seg}:{off}" for seg, off in d["cut"].items())
-        return (f"truncated {stream} at {{{cut}}}: rule={d.get('rule')} freed_bytes={d.get('freed_bytes')} "
-                f"reason={d.get('reason')}")
-    return f"kept {stream} (nothing to truncate): rule={d.get('rule')} reason={d.get('reason')}"
 
 
 def build_service(client: Client, options: ServeOptions, owner: str | None = None) -> RetentionService:

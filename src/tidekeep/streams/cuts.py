@@ -357,6 +357,37 @@ def size_between(start: Mapping[int, int], end: Mapping[int, int], segments: Map
     return sum(r.size for r in ranges_between(start, end, segments))
 
 
+@dataclass(frozen=True)
+class Topology:
+    """A stream's segments, with their key ranges computed once: the order of two cuts and what lies
+    between them, without passing segments and ranges to every call."""
+
+    segments: Mapping[int, Segment]
+    ranges: Mapping[int, tuple[float, float]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ranges", {s.id: (s.key_low, s.key_high) for s in self.segments.values()})
+
+    def compare(self, a: Mapping[int, int], b: Mapping[int, int]) -> CutOrder:
+        return compare_cuts(a, b, self.ranges)
+
+    def at_or_before(self, a: Mapping[int, int], b: Mapping[int, int]) -> bool:
+        return self.compare(a, b) in (CutOrder.BEFORE, CutOrder.EQUAL)
+
+    def ranges_between(self, start: Mapping[int, int], end: Mapping[int, int]) -> list[SegmentRange]:
+        return ranges_between(start, end, self.segments)
+
+    def size_between(self, start: Mapping[int, int], end: Mapping[int, int]) -> int:
+        return size_between(start, end, self.segments)
+
+    def initial_cut(self) -> dict[int, int]:
+        return initial_cut(self.segments.values())
+
+    def size_at(self, positions: Mapping[int, int]) -> int:
+        """The absolute logical size at a cut: the bytes from where the stream began up to it."""
+        return self.size_between(self.initial_cut(), positions)
+
+
 def furthest(a: Mapping[int, int], b: Mapping[int, int]) -> dict[int, int]:
     """Per segment, the further of two (partial) positions: a writer's position only moves forward."""
     merged = dict(a)

@@ -9,39 +9,40 @@ Definitions (docs/retention.md):
 - Cmin = the record with the smallest retained >= min (truncate as far as possible, keep min).
 - Cmax = the record with the largest retained within [min, max] (the oldest cut meeting both).
   Ties keep the older record, as Pravega's one pass in time order does.
-The rules (docs/retention.md) then pick the cut; a cut at, behind or overlapping the current head is never
+The seed's four rules then pick the cut; a cut at, behind or overlapping the current head is never
 taken (truncation is monotonic, so a manual truncation ahead of the chosen cut wins).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..store.deletion import FileLeft, files_left_json
-from ..units import format_duration, format_size
 from .config import RetentionKind, RetentionPolicy
-from .cuts import CutOrder, compare_cuts, initial_cut, size_between
+from .cuts import CutOrder, Topology, compare_cuts
 from .model import Segment, segment_name
-from .rule_codes import RuleCode
+from .retention_reasons import Reason, Why, cut_text, render_reason
 
-# the rule codes by their short names (rule_codes.py)
-NO_POLICY = RuleCode.NO_POLICY
-EMPTY_SET = RuleCode.EMPTY_SET
-BELOW_MIN = RuleCode.BELOW_MIN
-NO_CMIN = RuleCode.NO_CMIN
-NO_MAX = RuleCode.NO_MAX
-ABOVE_MAX = RuleCode.ABOVE_MAX
-BETWEEN_LIMITS = RuleCode.BETWEEN_LIMITS
-BEHIND_HEAD = RuleCode.BEHIND_HEAD
-HELD = RuleCode.HELD
-CBR_WITHIN_LIMITS = RuleCode.CBR_WITHIN_LIMITS
-CBR_BELOW_MIN = RuleCode.CBR_BELOW_MIN
-CBR_ABOVE_MAX = RuleCode.CBR_ABOVE_MAX
-CBR_OVERLAPS_MIN = RuleCode.CBR_OVERLAPS_MIN
-CBR_OVERLAPS_MAX = RuleCode.CBR_OVERLAPS_MAX
-CBR_NO_TRUNCATION = RuleCode.CBR_NO_TRUNCATION
+# stable rule codes (logged, audited, shown by the CLI and --json)
+NO_POLICY = "no-policy"
+EMPTY_SET = "empty-set"
+BELOW_MIN = "below-min"
+NO_CMIN = "no-cmin"
+NO_MAX = "no-max"
+ABOVE_MAX = "above-max"
+BETWEEN_LIMITS = "between-limits"
+BEHIND_HEAD = "behind-head"
+HELD = "held"  # only in previews: a legal hold blocks the truncation the rules chose
+# consumption-based retention (docs/retention.md, cases i-v), used when the decision gets a subscriber lower bound
+CBR_WITHIN_LIMITS = "cbr-within-limits"  # (i)
+CBR_BELOW_MIN = "cbr-below-min"  # (ii)
+CBR_ABOVE_MAX = "cbr-above-max"  # (iii)
+CBR_OVERLAPS_MIN = "cbr-overlaps-min"  # (iv)
+CBR_OVERLAPS_MAX = "cbr-overlaps-max"  # (v)
+CBR_NO_TRUNCATION = "cbr-no-truncation"  # a case that chooses no cut
 CBR_RULES = (CBR_WITHIN_LIMITS, CBR_BELOW_MIN, CBR_ABOVE_MAX, CBR_OVERLAPS_MIN, CBR_OVERLAPS_MAX, CBR_NO_TRUNCATION)
 RULES = (NO_POLICY, EMPTY_SET, BELOW_MIN, NO_CMIN, NO_MAX, ABOVE_MAX, BETWEEN_LIMITS, BEHIND_HEAD, *CBR_RULES)
 
@@ -90,8 +91,8 @@ class RetentionDecision:
     stream: str
     now_ms: int
     policy: RetentionPolicy | None
-    rule: RuleCode
-    reason: str
+    rule: str
+    why: Reason  # the facts the rule or case was chosen on; `reason` renders them
     cut: dict[int, int] | None  # positions to truncate at; None: no truncation
     cmin: RetentionRecord | None
     cmax: RetentionRecord | None
@@ -111,6 +112,11 @@ class RetentionDecision:
     @property
     def truncates(self) -> bool:
         return self.cut is not None
+
+    @property
+    def reason(self) -> str:
+        """Why, in one sentence (retention_reasons.render_reason)."""
+        return render_reason(self.why)
 
     def to_dict(self) -> dict[str, Any]:
         def rec(r: RetentionRecord | None) -> dict[str, Any] | None:
@@ -147,6 +153,51 @@ def retained_amount(record: RetentionRecord, kind: RetentionKind, tail_size: int
     return now_ms - record.recording_time_ms
 
 
+@dataclass(frozen=True)
+class RetentionStream:
+    """What the decision knows of the stream: its segments (sealed ones with their final length), its
+    head, and `tail_size`, the absolute logical size at its tail (bytes since the stream was created)."""
+
+    topology: Topology
+    head: Mapping[int, int]
+    tail_size: int
+    name: str = ""
+
+    @staticmethod
+    def of(segments: Mapping[int, Segment], head: Mapping[int, int], tail_size: int,
+           name: str = "") -> RetentionStream:
+        return RetentionStream(Topology(segments), head, tail_size, name)
+
+
+@dataclass(frozen=True)
+class Consumption:
+    """The subscribers as the decision sees them: their lower bound LB (subscribers.lower_bound of
+    their effective cuts) and each one's view, reported with the decision."""
+
+    lower_bound: Mapping[int, int]
+    subscribers: tuple[SubscriberView, ...] = ()
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What the size/time rules saw: the policy, the retention set in recording order with each record's
+    retained amount, the candidates Cmin and Cmax, and the stream's current amount."""
+
+    stream: RetentionStream
+    policy: RetentionPolicy
+    retained: tuple[RetainedRecord, ...]
+    cmin: RetainedRecord | None
+    cmax: RetainedRecord | None
+    amount: int
+
+    @property
+    def kind(self) -> RetentionKind:
+        return self.policy.kind
+
+    def reason(self, why: Why, /, **facts: Any) -> Reason:
+        return Reason(why, self.kind, facts)
+
+
 def candidates(
     retained: Sequence[RetainedRecord], policy: RetentionPolicy
 ) -> tuple[RetainedRecord | None, RetainedRecord | None]:
@@ -164,124 +215,116 @@ def candidates(
     return cmin, cmax
 
 
-def _fmt(kind: RetentionKind, amount: int) -> str:
-    return format_size(amount) if kind is RetentionKind.SIZE else format_duration(max(amount, 0))
-
-
-def _ranges(segments: Mapping[int, Segment]) -> dict[int, tuple[float, float]]:
-    return {s.id: (s.key_low, s.key_high) for s in segments.values()}
-
-
-def stream_amount(
-    segments: Mapping[int, Segment], head_positions: Mapping[int, int], tail_size: int,
-    records: Sequence[RetentionRecord], kind: RetentionKind, now_ms: int,
-) -> int:
+def stream_amount(stream: RetentionStream, records: Sequence[RetentionRecord], kind: RetentionKind,
+                  now_ms: int) -> int:
     """How much the stream holds now, as the rules compare it with min and max. SIZE: exact bytes
     from the head to the tail. TIME: the age of the oldest record at or after the head, a lower bound
     on the age of the oldest data (the head's own write time is not recorded); 0 without such record."""
     if kind is RetentionKind.SIZE:
-        return tail_size - size_between(initial_cut(segments.values()), head_positions, segments)
-    ranges = _ranges(segments)
+        return stream.tail_size - stream.topology.size_at(stream.head)
     ages = [now_ms - r.recording_time_ms for r in records
-            if compare_cuts(r.positions, head_positions, ranges) in (CutOrder.EQUAL, CutOrder.AFTER)]
+            if stream.topology.compare(r.positions, stream.head) in (CutOrder.EQUAL, CutOrder.AFTER)]
     return max(ages, default=0)
 
 
+@dataclass(frozen=True)
+class Choice:
+    """What the rules (or the consumption cases) pick, before the head check: the rule, the consumption
+    case if one applied, the positions (None: no cut), the record chosen (None: LB itself, or nothing),
+    the amount left there (None: TIME at LB, whose age is not recorded) and why."""
+
+    rule: str
+    reason: Reason
+    positions: dict[int, int] | None = None
+    record: RetainedRecord | None = None
+    retained: int | None = None
+    case: str | None = None
+
+
+WHERE = {CutOrder.EQUAL: "at", CutOrder.BEFORE: "behind", CutOrder.OVERLAPS: "partly behind"}
+
+
 def decide(
-    segments: Mapping[int, Segment],
-    head_positions: Mapping[int, int],
-    tail_size: int,
+    stream: RetentionStream,
     records: Iterable[RetentionRecord],
     policy: RetentionPolicy | None,
     now_ms: int,
     *,
-    stream: str = "",
     recorded: RetentionRecord | None = None,
-    lower_bound: Mapping[int, int] | None = None,
-    subscribers: Sequence[SubscriberView] = (),
+    consumption: Consumption | None = None,
 ) -> RetentionDecision:
-    """The cut to truncate at (or none) and why. `segments` are all segments of the stream (sealed
-    ones with their final length), `tail_size` the absolute size of the current tail, `records` the
-    retention set in recording order (including a tail record this cycle adds). With a subscriber
-    `lower_bound` (subscribers.lower_bound of `subscribers`' effective cuts) the consumption cases
-    of docs/retention.md replace the size/time rules once the stream holds at least min and a Cmin exists."""
+    """The cut to truncate at (or none) and why. `records` is the retention set in recording order
+    (including a tail record this cycle adds, `recorded`). With `consumption` (the subscribers' lower
+    bound) the consumption cases of docs/retention.md replace the size/time rules once the stream
+    holds at least min and a Cmin exists."""
     ordered = sorted(records, key=lambda r: r.recording_time_ms)
-    bound = None if lower_bound is None else dict(lower_bound)
-
-    def result(rule: RuleCode, reason: str, **kw: Any) -> RetentionDecision:
-        values: dict[str, Any] = dict(cut=None, cmin=None, cmax=None, retained=None, freed_bytes=0, records=(),
-                                      chosen=None, stream_amount=None, case=None)
-        values.update(kw)
-        return RetentionDecision(stream, now_ms, policy, rule, reason, recorded=recorded, lower_bound=bound,
-                                 subscribers=tuple(subscribers), **values)
-
+    bound = None if consumption is None else dict(consumption.lower_bound)
+    base = RetentionDecision(stream.name, now_ms, policy, NO_POLICY, Reason(Why.NO_POLICY), None, None, None, None, 0,
+                             (), recorded=recorded, lower_bound=bound,
+                             subscribers=() if consumption is None else tuple(consumption.subscribers))
     if policy is None:
-        return result(NO_POLICY, "the stream has no retention policy")
+        return base
     kind = policy.kind
-    retained = tuple(RetainedRecord(r, retained_amount(r, kind, tail_size, now_ms)) for r in ordered)
+    retained = tuple(RetainedRecord(r, retained_amount(r, kind, stream.tail_size, now_ms)) for r in ordered)
     if not retained:
-        return result(EMPTY_SET, "the retention set is empty: no cut has been recorded yet")
+        return dataclasses.replace(base, rule=EMPTY_SET, why=Reason(Why.EMPTY_SET, kind))
     cmin, cmax = candidates(retained, policy)
-    amount = stream_amount(segments, head_positions, tail_size, ordered, kind, now_ms)
-    common: dict[str, Any] = dict(cmin=None if cmin is None else cmin.record,
-                                  cmax=None if cmax is None else cmax.record, records=retained, stream_amount=amount)
-    minimum = _fmt(kind, policy.min)
-    if amount < policy.min:
-        return result(BELOW_MIN, f"the stream holds {_fmt(kind, amount)}, less than the minimum {minimum}", **common)
+    judged = Judged(stream, policy, retained, cmin, cmax, stream_amount(stream, ordered, kind, now_ms))
+    seen = dataclasses.replace(base, cmin=None if cmin is None else cmin.record,
+                               cmax=None if cmax is None else cmax.record, records=retained,
+                               stream_amount=judged.amount)
+    if judged.amount < policy.min:
+        return dataclasses.replace(seen, rule=BELOW_MIN, why=judged.reason(
+            Why.BELOW_MIN, amount=judged.amount, minimum=policy.min))
     if cmin is None and not (bound is not None and kind is RetentionKind.SIZE):
-        return result(NO_CMIN, f"no recorded cut keeps at least the minimum {minimum}", **common)
+        return dataclasses.replace(seen, rule=NO_CMIN, why=judged.reason(Why.NO_CMIN, minimum=policy.min))
     if bound is not None:
-        choice = consumption_choice(segments, bound, tail_size, retained, cmin, cmax, policy, amount)
-        return _apply(choice, segments, head_positions, result, common)
+        return applied(consumption_choice(judged, bound), stream, seen)
+    return applied(rules_choice(judged), stream, seen)
+
+
+def rules_choice(judged: Judged) -> Choice:
+    """The size/time rules for a stream that holds at least min and has a Cmin."""
+    policy, cmin, cmax, amount = judged.policy, judged.cmin, judged.cmax, judged.amount
     assert cmin is not None
     if policy.max is None:
-        chosen, rule = cmin, NO_MAX
-        reason = f"no maximum: truncate as far as possible while keeping at least {minimum} (Cmin)"
+        chosen, rule, why = cmin, NO_MAX, judged.reason(Why.NO_MAX, minimum=policy.min)
     elif amount > policy.max:
         rule = ABOVE_MAX
+        limits = dict(amount=amount, minimum=policy.min, maximum=policy.max)
         if cmax is not None:
-            chosen = cmax
-            reason = (f"the stream holds {_fmt(kind, amount)}, more than the maximum {_fmt(kind, policy.max)}: "
-                      f"truncate at the oldest cut keeping between {minimum} and {_fmt(kind, policy.max)} (Cmax)")
+            chosen, why = cmax, judged.reason(Why.ABOVE_MAX_AT_CMAX, **limits)
         else:
-            chosen = cmin
-            reason = (f"the stream holds {_fmt(kind, amount)}, more than the maximum {_fmt(kind, policy.max)}, and "
-                      f"no recorded cut keeps between the limits: truncate at Cmin, keeping at least {minimum}")
+            chosen, why = cmin, judged.reason(Why.ABOVE_MAX_AT_CMIN, **limits)
     else:
         chosen, rule = cmin, BETWEEN_LIMITS
-        reason = (f"the stream holds {_fmt(kind, amount)}, between the minimum {minimum} and the maximum "
-                  f"{_fmt(kind, policy.max)}: truncate at the cut closest to the minimum (Cmin)")
-    order = compare_cuts(chosen.record.positions, head_positions, _ranges(segments))
+        why = judged.reason(Why.BETWEEN_LIMITS, amount=amount, minimum=policy.min, maximum=policy.max)
+    return Choice(rule, why, dict(chosen.record.positions), chosen, chosen.retained)
+
+
+def applied(choice: Choice, stream: RetentionStream, seen: RetentionDecision) -> RetentionDecision:
+    """The decision from a choice: no cut, a cut at or behind the head (nothing to truncate: a truncation
+    ahead of it already happened), or the cut and the bytes it frees."""
+    chosen = None if choice.record is None else choice.record.record
+    if choice.positions is None:
+        return dataclasses.replace(seen, rule=choice.rule, why=choice.reason, case=choice.case)
+    order = stream.topology.compare(choice.positions, stream.head)
     if order is not CutOrder.AFTER:
-        where = {CutOrder.EQUAL: "at", CutOrder.BEFORE: "behind", CutOrder.OVERLAPS: "partly behind"}[order]
-        return result(BEHIND_HEAD, f"the chosen cut ({rule}) is {where} the current head: a truncation ahead of "
-                                   "it already happened, so nothing is truncated", chosen=chosen.record, **common)
-    freed = size_between(head_positions, chosen.record.positions, segments)
-    return result(rule, reason, cut=dict(chosen.record.positions), retained=chosen.retained, freed_bytes=freed,
-                  chosen=chosen.record, **common)
+        if choice.case is None:
+            why = Reason(Why.BEHIND_HEAD, choice.reason.kind, {"rule": choice.rule, "where": WHERE[order]})
+        else:
+            why = Reason(Why.CHOSEN_BEHIND_HEAD, choice.reason.kind, {"inner": choice.reason, "where": WHERE[order]})
+        return dataclasses.replace(seen, rule=BEHIND_HEAD, why=why, chosen=chosen, case=choice.case)
+    freed = stream.topology.size_between(stream.head, choice.positions)
+    return dataclasses.replace(seen, rule=choice.rule, why=choice.reason, cut=dict(choice.positions),
+                               retained=choice.retained, freed_bytes=freed, chosen=chosen, case=choice.case)
 
 
 # ---- consumption-based retention (docs/retention.md) ----------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ConsumptionChoice:
-    """What the consumption cases pick, before the head check."""
-
-    case: str  # "i".."v"
-    rule: RuleCode
-    reason: str
-    positions: dict[int, int] | None  # None: the case chooses no cut
-    record: RetainedRecord | None  # the retention-set record chosen (None: LB itself, or nothing)
-    retained: int | None  # bytes or ms left at the chosen cut (None: TIME at LB, whose age is not recorded)
-
-
-def cut_text(positions: Mapping[int, int]) -> str:
-    return "{" + ", ".join(f"{segment_name(s)}={o}" for s, o in sorted(positions.items())) + "}"
-
-
 def time_proof_beyond_max(
-    segments: Mapping[int, Segment], lb: Mapping[int, int], retained: Sequence[RetainedRecord], maximum: int,
+    topology: Topology, lb: Mapping[int, int], retained: Sequence[RetainedRecord], maximum: int,
 ) -> RetainedRecord | None:
     """TIME: the recorded cut that proves the data at LB older than `maximum`, or None if none does.
 
@@ -292,19 +335,15 @@ def time_proof_beyond_max(
     "How LB is judged"). Of several such cuts, the oldest (it proves the most); `retained` is in
     recording order."""
     for r in retained:
-        if r.retained > maximum and size_between(lb, r.record.positions, segments) > 0:
+        if r.retained > maximum and topology.size_between(lb, r.record.positions) > 0:
             return r
     return None
 
 
-def consumption_choice(
-    segments: Mapping[int, Segment], lb: Mapping[int, int], tail_size: int, retained: Sequence[RetainedRecord],
-    cmin: RetainedRecord | None, cmax: RetainedRecord | None, policy: RetentionPolicy, amount: int,
-) -> ConsumptionChoice:
+def consumption_choice(judged: Judged, lb: Mapping[int, int]) -> Choice:
     """The consumption cases (i)-(v) of docs/retention.md for a stream that holds at least min.
-    `retained` is the retention set in recording order with each record's retained amount. TIME needs
-    a Cmin (the caller stops without one); SIZE knows exactly what LB keeps, so (i) and a LB above max
-    need no recorded cut, and only the cases that need Cmin choose nothing without it.
+    TIME needs a Cmin (the caller stops without one); SIZE knows exactly what LB keeps, so (i) and a
+    LB above max need no recorded cut, and only the cases that need Cmin choose nothing without it.
 
     The one rule every path keeps: a cut that is not at or before LB -- one that drops data some
     subscriber has not read -- is chosen only when LB keeps more than max by the policy's own
@@ -320,143 +359,128 @@ def consumption_choice(
     for nothing (priority: min, then the subscribers, then max unless LB itself keeps more than max):
     (iv) takes the latest recorded cut at or before LB that keeps at least min, or nothing; (v) only
     takes records within the limits, and falls back to Cmin when none is at or after LB."""
-    kind = policy.kind
-    ranges = _ranges(segments)
-    lb = dict(lb)
-    shown_lb = cut_text(lb)
-    minimum = _fmt(kind, policy.min)
-    maximum = None if policy.max is None else _fmt(kind, policy.max)
-    target_name = "Cmax" if cmax is not None else "Cmin (no recorded cut keeps within the limits)"
-    keeps_min = [r for r in retained if r.retained >= policy.min]
-    within = [r for r in keeps_min if cmax is None or r.retained <= policy.max]  # type: ignore[operator]
+    cases = ConsumptionCases(judged, dict(lb))
+    return cases.size() if judged.kind is RetentionKind.SIZE else cases.time()
 
-    def order(a: Mapping[int, int], b: Mapping[int, int]) -> CutOrder:
-        return compare_cuts(a, b, ranges)
 
-    def at_record(case: str, rule: RuleCode, record: RetainedRecord, why: str) -> ConsumptionChoice:
-        return ConsumptionChoice(case, rule, f"case ({case}): {why} {cut_text(record.record.positions)}",
-                                 dict(record.record.positions), record, record.retained)
+class ConsumptionCases:
+    """The case analysis of `consumption_choice` for one decision: the shared facts once, a method per
+    branch (docs/retention.md, cases i-v)."""
 
-    lb_retained: int | None = None
-    if kind is RetentionKind.SIZE:
-        lb_retained = tail_size - size_between(initial_cut(segments.values()), lb, segments)
+    def __init__(self, judged: Judged, lb: dict[int, int]) -> None:
+        self.judged = judged
+        self.policy = judged.policy
+        self.topology = judged.stream.topology
+        self.lb = lb
+        self.cmin, self.cmax = judged.cmin, judged.cmax
+        self.keeps_min = [r for r in judged.retained if r.retained >= self.policy.min]
+        self.within = [r for r in self.keeps_min
+                       if self.cmax is None or r.retained <= self.policy.max]  # type: ignore[operator]
+        self.target = judged.reason(Why.TARGET_CMAX if self.cmax is not None else Why.TARGET_CMIN)
+        self.lb_retained: int | None = None
+        if judged.kind is RetentionKind.SIZE:
+            self.lb_retained = judged.stream.tail_size - self.topology.size_at(lb)
 
-    def at_lb(case: str, rule: RuleCode, why: str) -> ConsumptionChoice:
-        return ConsumptionChoice(case, rule, f"case ({case}): {why}: truncate at LB {shown_lb}", lb, None, lb_retained)
+    def reason(self, why: Why, /, **facts: Any) -> Reason:
+        return self.judged.reason(why, **facts)
 
-    def overlaps_max(beyond: str) -> ConsumptionChoice:  # (v); only with a Cmin. `beyond`: why LB keeps > max
-        assert cmin is not None
-        options = within if cmax is not None else [cmin]
-        later = [r for r in options if order(r.record.positions, lb) in (CutOrder.AFTER, CutOrder.EQUAL)]
+    def at_record(self, case: str, rule: str, record: RetainedRecord, why: Why, /, **facts: Any) -> Choice:
+        reason = self.reason(why, **facts, cut=record.record.positions)
+        return Choice(rule, reason, dict(record.record.positions), record, record.retained, case)
+
+    def at_lb(self, case: str, rule: str, why: Why, /, **facts: Any) -> Choice:
+        return Choice(rule, self.reason(why, **facts, lb=self.lb), self.lb, None, self.lb_retained, case)
+
+    def nothing(self, case: str, why: Why, /, **facts: Any) -> Choice:
+        return Choice(CBR_NO_TRUNCATION, self.reason(why, **facts), case=case)
+
+    def overlaps_max(self, beyond: Reason) -> Choice:  # (v); only with a Cmin. `beyond`: why LB keeps > max
+        assert self.cmin is not None
+        options = self.within if self.cmax is not None else [self.cmin]
+        later = [r for r in options if self.topology.compare(r.record.positions, self.lb) in (CutOrder.AFTER,
+                                                                                              CutOrder.EQUAL)]
         if later:
-            return at_record("v", CBR_OVERLAPS_MAX, later[0], f"{beyond}, and overlaps {target_name}: truncate at "
-                             "the earliest recorded cut at or after LB that keeps within the limits")
-        return at_record("v", CBR_OVERLAPS_MAX, cmin, f"{beyond}, and overlaps {target_name}; no recorded cut at "
-                         f"or after LB keeps at least {minimum}: truncate at Cmin")
+            return self.at_record("v", CBR_OVERLAPS_MAX, later[0], Why.OVERLAPS_MAX_LATER, beyond=beyond,
+                                  target=self.target)
+        return self.at_record("v", CBR_OVERLAPS_MAX, self.cmin, Why.OVERLAPS_MAX_CMIN, beyond=beyond,
+                              target=self.target, minimum=self.policy.min)
 
-    def overlaps_min(max_note: str) -> ConsumptionChoice:  # (iv)
+    def overlaps_min(self) -> Choice:  # (iv)
         # never past LB: LB keeps less than min, so less than max, and the max is no cause to drop unread data
-        earlier = [r for r in keeps_min if order(r.record.positions, lb) in (CutOrder.BEFORE, CutOrder.EQUAL)]
+        note = self.yields_note()
+        earlier = [r for r in self.keeps_min if self.topology.at_or_before(r.record.positions, self.lb)]
         if earlier:
-            return at_record("iv", CBR_OVERLAPS_MIN, earlier[-1], f"LB {shown_lb} keeps less than the minimum "
-                             f"{minimum} and overlaps Cmin{max_note}: truncate at the latest recorded cut at or "
-                             "before LB that keeps at least the minimum")
-        return ConsumptionChoice("iv", CBR_NO_TRUNCATION, f"case (iv): LB {shown_lb} keeps less than the minimum "
-                                 f"{minimum} and overlaps Cmin{max_note}, and no recorded cut keeping at least the "
-                                 "minimum is at or before it: nothing is truncated", None, None, None)
+            return self.at_record("iv", CBR_OVERLAPS_MIN, earlier[-1], Why.OVERLAPS_MIN_EARLIER, lb=self.lb,
+                                  minimum=self.policy.min, note=note)
+        return self.nothing("iv", Why.OVERLAPS_MIN_NONE, lb=self.lb, minimum=self.policy.min, note=note)
 
-    def yields_note() -> str:
+    def yields_note(self) -> Reason:
         """Why the max does not override the subscribers in (iv), when the stream holds more than it."""
-        if policy.max is None or amount <= policy.max:
-            return ""
-        return (f" (the stream holds more than the maximum {maximum}, but LB does not keep more than it, so the "
-                "maximum does not drop unread data)")
+        if self.policy.max is None or self.judged.amount <= self.policy.max:
+            return self.reason(Why.NO_NOTE)
+        return self.reason(Why.MAX_YIELDS, maximum=self.policy.max)
 
-    if kind is RetentionKind.SIZE:
-        assert lb_retained is not None
-        keeps = _fmt(kind, lb_retained)
-        if policy.max is not None and lb_retained > policy.max:
-            beyond = f"LB {shown_lb} keeps {keeps}, more than the maximum {maximum}"
+    def size(self) -> Choice:
+        policy, cmin, cmax, lb = self.policy, self.cmin, self.cmax, self.lb
+        keeps = self.lb_retained
+        assert keeps is not None
+        if policy.max is not None and keeps > policy.max:
+            beyond = self.reason(Why.BEYOND_SIZE, lb=lb, keeps=keeps, maximum=policy.max)
             if cmax is not None:
-                where = order(lb, cmax.record.positions)
+                where = self.topology.compare(lb, cmax.record.positions)
                 if where is CutOrder.OVERLAPS:
-                    return overlaps_max(beyond)
+                    return self.overlaps_max(beyond)
                 if where is not CutOrder.AFTER:
-                    return at_record("iii", CBR_ABOVE_MAX, cmax, f"{beyond}, and lies at or before Cmax: the "
-                                     "maximum overrides the subscribers; truncate at Cmax")
+                    return self.at_record("iii", CBR_ABOVE_MAX, cmax, Why.SIZE_ABOVE_MAX_AT_CMAX, beyond=beyond)
             # no recorded cut keeps within the limits, so the max cannot be met: Cmin comes closest, unless
             # LB keeps no more than Cmin (then LB is as close and spares the subscribers)
-            if cmin is None or lb_retained <= cmin.retained:
-                case = "v" if cmin is not None and order(lb, cmin.record.positions) is CutOrder.OVERLAPS else "iii"
-                return at_lb(case, CBR_ABOVE_MAX if case == "iii" else CBR_OVERLAPS_MAX,
-                             f"LB keeps {keeps}, more than the maximum {maximum}, but no recorded cut keeps within "
-                             "the limits and none keeps at least the minimum with less than LB")
-            if order(lb, cmin.record.positions) in (CutOrder.BEFORE, CutOrder.EQUAL):
-                return at_record("iii", CBR_ABOVE_MAX, cmin, f"{beyond}, and lies before Cmin, the cut closest to "
-                                 "the maximum (none keeps within the limits): the maximum overrides the subscribers; "
-                                 "truncate at Cmin")
-            return at_record("v", CBR_OVERLAPS_MAX, cmin, f"{beyond}, and overlaps Cmin, the cut closest to the "
-                             "maximum (none keeps within the limits): the maximum overrides the subscribers; "
-                             "truncate at Cmin")
-        if lb_retained < policy.min:
+            if cmin is None or keeps <= cmin.retained:
+                overlapping = cmin is not None and self.topology.compare(lb, cmin.record.positions) is CutOrder.OVERLAPS
+                case = "v" if overlapping else "iii"
+                return self.at_lb(case, CBR_OVERLAPS_MAX if overlapping else CBR_ABOVE_MAX, Why.SIZE_ABOVE_MAX_AT_LB,
+                                  case=case, keeps=keeps, maximum=policy.max)
+            if self.topology.at_or_before(lb, cmin.record.positions):
+                return self.at_record("iii", CBR_ABOVE_MAX, cmin, Why.SIZE_ABOVE_MAX_BEFORE_CMIN, beyond=beyond)
+            return self.at_record("v", CBR_OVERLAPS_MAX, cmin, Why.SIZE_ABOVE_MAX_OVERLAPS_CMIN, beyond=beyond)
+        if keeps < policy.min:
             if cmin is None:
-                return ConsumptionChoice("ii", CBR_NO_TRUNCATION, f"case (ii): LB {shown_lb} keeps {keeps}, less "
-                                         f"than the minimum {minimum}, and no recorded cut keeps at least the "
-                                         "minimum: nothing is truncated", None, None, None)
-            if order(cmin.record.positions, lb) in (CutOrder.BEFORE, CutOrder.EQUAL):
-                return at_record("ii", CBR_BELOW_MIN, cmin, f"LB {shown_lb} keeps {keeps}, less than the minimum "
-                                 f"{minimum}, and Cmin is at or before it: truncate at Cmin")
-            return overlaps_min(yields_note())
-        return at_lb("i", CBR_WITHIN_LIMITS, f"LB keeps {keeps}, within the limits")
+                return self.nothing("ii", Why.SIZE_BELOW_MIN_NONE, lb=lb, keeps=keeps, minimum=policy.min)
+            if self.topology.at_or_before(cmin.record.positions, lb):
+                return self.at_record("ii", CBR_BELOW_MIN, cmin, Why.SIZE_BELOW_MIN_AT_CMIN, lb=lb, keeps=keeps,
+                                      minimum=policy.min)
+            return self.overlaps_min()
+        return self.at_lb("i", CBR_WITHIN_LIMITS, Why.SIZE_WITHIN_LIMITS, keeps=keeps)
 
-    # TIME: the max side by proof, the min side by stream-cut order with Cmin
-    assert cmin is not None
-    unproven = ""  # why LB counts as within max (shown in case i)
-    if policy.max is not None:
-        proof = time_proof_beyond_max(segments, lb, retained, policy.max)
-        if proof is not None:
-            beyond = (f"LB {shown_lb} holds data written before {cut_text(proof.record.positions)} was recorded "
-                      f"{_fmt(kind, proof.retained)} ago, so it keeps more than the maximum {maximum}")
-            target = cmax if cmax is not None else cmin  # where the max forces the stream
-            where = order(lb, target.record.positions)
-            if where in (CutOrder.BEFORE, CutOrder.EQUAL):
-                return at_record("iii", CBR_ABOVE_MAX, target, f"{beyond}, and lies at or before {target_name}: the "
-                                 "maximum overrides the subscribers; truncate at it")
-            if where is CutOrder.OVERLAPS:
-                return overlaps_max(beyond)
-            # LB after the target can only come from records out of recording order: judge it by min alone
-        else:
-            old = [r for r in retained if r.retained > policy.max]
-            unproven = f"nothing proves the data at LB older than the maximum {maximum} " + (
-                f"(no cut was recorded more than {maximum} ago)" if not old else
-                f"(no data at LB lies before a cut recorded more than {maximum} ago; the newest such cut is "
-                f"{cut_text(old[-1].record.positions)}, and what follows it was written later)")
-    where = order(lb, cmin.record.positions)
-    if where is CutOrder.AFTER:
-        return at_record("ii", CBR_BELOW_MIN, cmin, f"LB {shown_lb} lies after Cmin, so it keeps less than the "
-                         f"minimum {minimum}: truncate at Cmin")
-    if where is CutOrder.OVERLAPS:
-        return overlaps_min(yields_note())
-    keeps_min_text = f"LB lies at or before Cmin, so it keeps at least the minimum {minimum}"
-    if not unproven:
-        return at_lb("i", CBR_WITHIN_LIMITS, keeps_min_text)
-    return at_lb("i", CBR_WITHIN_LIMITS, f"{unproven}, so LB counts as within it and its unread data is kept; "
-                 f"{keeps_min_text}")
-
-
-def _apply(choice: ConsumptionChoice, segments: Mapping[int, Segment], head_positions: Mapping[int, int],
-           result: Callable[..., RetentionDecision], common: dict[str, Any]) -> RetentionDecision:
-    chosen = None if choice.record is None else choice.record.record
-    if choice.positions is None:
-        return result(choice.rule, choice.reason, case=choice.case, **common)
-    order = compare_cuts(choice.positions, head_positions, _ranges(segments))
-    if order is not CutOrder.AFTER:
-        where = {CutOrder.EQUAL: "at", CutOrder.BEFORE: "behind", CutOrder.OVERLAPS: "partly behind"}[order]
-        return result(BEHIND_HEAD, f"{choice.reason}; but that cut is {where} the current head, so nothing is "
-                                   "truncated", chosen=chosen, case=choice.case, **common)
-    freed = size_between(head_positions, choice.positions, segments)
-    return result(choice.rule, choice.reason, cut=dict(choice.positions), retained=choice.retained,
-                  freed_bytes=freed, chosen=chosen, case=choice.case, **common)
+    def time(self) -> Choice:
+        """TIME: the max side by proof, the min side by stream-cut order with Cmin."""
+        policy, cmin, lb = self.policy, self.cmin, self.lb
+        assert cmin is not None
+        unproven: Reason | None = None  # why LB counts as within max (shown in case i)
+        if policy.max is not None:
+            proof = time_proof_beyond_max(self.topology, lb, self.judged.retained, policy.max)
+            if proof is not None:
+                beyond = self.reason(Why.BEYOND_TIME, lb=lb, proof=proof.record.positions, age=proof.retained,
+                                     maximum=policy.max)
+                target = self.cmax if self.cmax is not None else cmin  # where the max forces the stream
+                where = self.topology.compare(lb, target.record.positions)
+                if where in (CutOrder.BEFORE, CutOrder.EQUAL):
+                    return self.at_record("iii", CBR_ABOVE_MAX, target, Why.TIME_ABOVE_MAX, beyond=beyond,
+                                          target=self.target)
+                if where is CutOrder.OVERLAPS:
+                    return self.overlaps_max(beyond)
+                # LB after the target can only come from records out of recording order: judge it by min alone
+            else:
+                old = [r for r in self.judged.retained if r.retained > policy.max]
+                unproven = (self.reason(Why.UNPROVEN_NONE_OLD, maximum=policy.max) if not old else
+                            self.reason(Why.UNPROVEN_NEWEST_OLD, maximum=policy.max, newest=old[-1].record.positions))
+        where = self.topology.compare(lb, cmin.record.positions)
+        if where is CutOrder.AFTER:
+            return self.at_record("ii", CBR_BELOW_MIN, cmin, Why.TIME_AFTER_CMIN, lb=lb, minimum=policy.min)
+        if where is CutOrder.OVERLAPS:
+            return self.overlaps_min()
+        if unproven is None:
+            return self.at_lb("i", CBR_WITHIN_LIMITS, Why.TIME_WITHIN_LIMITS, minimum=policy.min)
+        return self.at_lb("i", CBR_WITHIN_LIMITS, Why.TIME_WITHIN_UNPROVEN, unproven=unproven, minimum=policy.min)
 
 
 def prune(
@@ -485,11 +509,14 @@ def should_record(records: Iterable[RetentionRecord], now_ms: int, frequency_ms:
 __all__ = [
     "CBR_RULES",
     "RULES",
-    "ConsumptionChoice",
+    "Choice",
+    "Consumption",
+    "ConsumptionCases",
+    "Judged",
     "RetainedRecord",
     "RetentionDecision",
     "RetentionRecord",
-    "RuleCode",
+    "RetentionStream",
     "SubscriberView",
     "candidates",
     "consumption_choice",
@@ -497,6 +524,7 @@ __all__ = [
     "decide",
     "prune",
     "retained_amount",
+    "rules_choice",
     "should_record",
     "stream_amount",
     "time_proof_beyond_max",

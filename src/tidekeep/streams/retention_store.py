@@ -26,19 +26,22 @@ from ..store.fencing import LeaseFence, check_fence
 from ..store.holds import holds_on
 from ..store.schema_retention import retention_set
 from .controller import StreamController
-from .cuts import CutOrder, compare_cuts, initial_cut, size_between
+from .cuts import CutOrder, Topology, compare_cuts, initial_cut, size_between
 from .model import segment_name
 from .repository import StreamState
 from .retention import (
     BEHIND_HEAD,
     HELD,
+    Consumption,
     RetentionDecision,
     RetentionRecord,
+    RetentionStream,
     SubscriberView,
     decide,
     prune,
     should_record,
 )
+from .retention_reasons import Reason, Why
 from .subscriber_store import SubscriberStore
 from .subscribers import lower_bound, upper_bound
 
@@ -102,10 +105,9 @@ class RetentionManager:
         if decision.truncates and holds:
             # a run would be refused (HoldActive): the preview says so instead of promising bytes
             hold = holds[0]
-            return dataclasses.replace(
-                decision, rule=HELD, cut=None, freed_bytes=0,
-                reason=f"held by hold {hold.id} ({hold.reason}): nothing is truncated while it is active; "
-                       f"without it: {decision.reason}")
+            why = Reason(Why.HELD, decision.why.kind, {"hold": hold.id, "hold_reason": hold.reason,
+                                                       "inner": decision.why})
+            return dataclasses.replace(decision, rule=HELD, cut=None, freed_bytes=0, why=why)
         return decision
 
     def run(self, stream: str, now: int | None = None, actor: str | None = None,
@@ -200,13 +202,14 @@ class RetentionManager:
 
     def _decide(self, state: StreamState, records: list[RetentionRecord], now_ms: int,
                 recorded: RetentionRecord | None, views: list[SubscriberView]) -> RetentionDecision:
-        tail_size = size_between(initial_cut(state.segments.values()), state.tail(), state.segments)
-        if not views:  # no subscriber: plain size/time retention, exactly as before
-            return decide(state.segments, state.head, tail_size, records, state.info.config.retention, now_ms,
-                          stream=state.name, recorded=recorded)
-        bound = clamp_to_head(lower_bound([v.positions for v in views], state.segments), state)
-        return decide(state.segments, state.head, tail_size, records, state.info.config.retention, now_ms,
-                      stream=state.name, recorded=recorded, lower_bound=bound, subscribers=tuple(views))
+        topology = Topology(state.segments)
+        stream = RetentionStream(topology, state.head, topology.size_at(state.tail()), state.name)
+        consumption = None  # no subscriber: plain size/time retention
+        if views:
+            bound = clamp_to_head(lower_bound([v.positions for v in views], state.segments), state)
+            consumption = Consumption(bound, tuple(views))
+        return decide(stream, records, state.info.config.retention, now_ms, recorded=recorded,
+                      consumption=consumption)
 
     def history(self, stream: str, limit: int = 50) -> list[dict[str, Any]]:
         """Past truncations of the stream (retention and manual), newest first, from the audit table."""
