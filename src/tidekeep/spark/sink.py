@@ -75,7 +75,7 @@ from ..store.deletion import warn_files_left
 from ..store.fileio import FileIO
 from ..streams.controller import PendingChunk
 from ..streams.model import EVENT_HEADER_BYTES, Router
-from ..streams.repository import SEALED
+from ..streams.repository import StreamStatus
 from ..streams.txn import write_chunks
 from ..units import parse_size_bytes
 from .datasource import (

@@ -46,6 +46,7 @@ from pyspark.sql.streaming.datasource import (
 
 from ..errors import InvalidInput, NotFound, TruncatedData
 from ..names import check_name
+from ..streams.config import RetentionType
 from ..streams.cuts import CutOrder, StreamCut, compare_cuts
 from ..streams.readergroup import ReaderGroup
 from ..streams.subscriber_store import SubscriberStore
@@ -70,7 +71,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tidekeep.spark")
 
-MANUAL = "MANUAL_RELEASE_AT_USER_STREAMCUT"
+MANUAL = RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT
 FAIL, SKIP = "fail", "skip"
 
 

@@ -19,6 +19,15 @@ class RetentionKind(enum.Enum):
     SIZE = "size"
 
 
+class RetentionType(enum.StrEnum):
+    """How a reader group holds its streams back (docs/reader-groups.md): NONE does not; MANUAL groups
+    acknowledge cuts by hand; AUTOMATIC groups at each completed checkpoint. Stored by value."""
+
+    NONE = "NONE"
+    MANUAL_RELEASE_AT_USER_STREAMCUT = "MANUAL_RELEASE_AT_USER_STREAMCUT"
+    AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT = "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT"
+
+
 @dataclass(frozen=True)
 class RetentionPolicy:
     """Keep at least `min` and at most `max` (None: no max) of a stream, by time (ms) or size (bytes).

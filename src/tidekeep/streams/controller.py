@@ -55,7 +55,7 @@ from .cuts import (
     ranges_between,
 )
 from .model import Segment, SegmentId, equal_ranges, initial_segments, plan_scale, segment_name
-from .repository import ACTIVE, SEALED, StreamInfo, StreamRepository, StreamState, chunk_ref, stream_info
+from .repository import StreamInfo, StreamRepository, StreamState, StreamStatus, chunk_ref, stream_info
 
 log = logging.getLogger("tidekeep.streams")
 
@@ -203,7 +203,8 @@ class StreamController:
                 if exists is not None:
                     raise AlreadyExists(f"stream {name!r} already exists")
                 stream_id = inserted_id(conn.execute(sa.insert(t.streams).values(
-                    scope=scope, name=stream, uid=uid, state=ACTIVE, config=config.to_json(), created_ms=now,
+                    scope=scope, name=stream, uid=uid, state=StreamStatus.ACTIVE.value, config=config.to_json(),
+                    created_ms=now,
                     current_epoch=0, next_segment_number=len(segments),
                     head={s.id: 0 for s in segments}, truncated_bytes=0,
                 )))
@@ -212,7 +213,7 @@ class StreamController:
         except sa.exc.IntegrityError:
             raise AlreadyExists(f"stream {name!r} already exists") from None
         log.info("created stream %s with %d segments", name, len(segments))
-        return StreamInfo(name, uid, ACTIVE, config, now, 0)
+        return StreamInfo(name, uid, StreamStatus.ACTIVE, config, now, 0)
 
     @staticmethod
     def _segment_row(stream_id: int, s: Segment, now: int) -> dict[str, Any]:
@@ -240,14 +241,15 @@ class StreamController:
         """Seal every active segment; the stream then takes no writes. False if already sealed."""
         with self.db.write() as conn:
             state = self.repository.load(conn, name, lock=True)
-            if state.info.state == SEALED:
+            if state.info.state is StreamStatus.SEALED:
                 return False
             self.repository.lock_segments(conn, state.stream_id, [s.id for s in state.active_segments()])
             now = self.clock.now_ms()
             conn.execute(sa.update(t.segments).where(
                 t.segments.c.stream_id == state.stream_id, t.segments.c.sealed.is_(False)
             ).values(sealed=True, sealed_ms=now))
-            conn.execute(sa.update(t.streams).where(t.streams.c.id == state.stream_id).values(state=SEALED))
+            conn.execute(sa.update(t.streams).where(t.streams.c.id == state.stream_id).values(
+                state=StreamStatus.SEALED.value))
         log.info("sealed stream %s", name)
         return True
 
@@ -261,7 +263,7 @@ class StreamController:
         with self.db.write() as conn:
             state = self.repository.load(conn, name, lock=True)
             refuse_if_held(conn, "stream", state.info.name, "deleted")
-            sealed_first = state.info.state != SEALED
+            sealed_first = state.info.state is not StreamStatus.SEALED
             if sealed_first:
                 if not force:
                     raise InvalidInput(f"stream {name!r} is not sealed; seal it first, or delete it with force "
@@ -288,7 +290,7 @@ class StreamController:
             raise InvalidInput("scale: seal and new_ranges must be lists (of segments and of (low, high) pairs)")
         with self.db.write() as conn:
             state = self.repository.load(conn, name, lock=True)
-            if state.info.state == SEALED:
+            if state.info.state is StreamStatus.SEALED:
                 raise StreamSealed(f"stream {name!r} is sealed")
             plan = plan_scale(state.segments, state.info.current_epoch, state.next_segment_number,
                               list(seal), list(new_ranges))
@@ -383,7 +385,7 @@ class StreamController:
             state = self.repository.load(conn, name, lock=True)
             if state.info.uid != checked.info.uid:
                 raise InvalidStreamCut(f"stream {name!r} was re-created while the cut was being checked")
-            if state.info.state == SEALED:
+            if state.info.state is StreamStatus.SEALED:
                 raise StreamSealed(f"stream {name!r} is sealed; a sealed stream cannot be truncated")
             refuse_if_held(conn, "stream", state.info.name, "truncated")  # under the row lock HoldStore.add takes
             if guard is not None:
@@ -478,7 +480,7 @@ class StreamController:
             if writer is not None and sequence <= writer.last_sequence:
                 landed = self.repository.chunks_landed(conn, row.id, (c.path for c in chunks))
                 return CommitResult(True, {}, now, landed_before=landed)
-            if row.state == SEALED:
+            if row.state == StreamStatus.SEALED:
                 raise StreamSealed(f"stream {name!r} is sealed")
             targets = {c.segment for c in chunks}
             seg_rows = {r.segment_id: r for r in self.repository.lock_segments(conn, row.id, targets)}

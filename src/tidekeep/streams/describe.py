@@ -15,7 +15,7 @@ def describe(state: StreamState) -> dict[str, Any]:
     config = state.info.config
     return {
         "name": state.name,
-        "state": state.info.state,
+        "state": state.info.state.value,
         "created_ms": state.info.created_ms,
         "current_epoch": state.info.current_epoch,
         "retention": None if config.retention is None else config.retention.describe(),

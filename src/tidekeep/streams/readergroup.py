@@ -7,7 +7,6 @@ from chunk files with streams.reader.read_task, one chunk at a time.
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections import deque
@@ -23,6 +22,7 @@ from ..names import check_name, split_stream_name
 from ..store import schema as t
 from ..units import parse_duration_ms
 from . import rg_state as core
+from .config import RetentionType
 from .controller import ReadTask, StreamController
 from .cuts import CutOrder, StreamCut, compare_cuts, size_between
 from .model import EVENT_HEADER_BYTES, Segment, SegmentId, segment_name
@@ -45,12 +45,6 @@ class CheckpointTimeout(TidekeepError):
 
 class ReadersOnline(ConflictError):
     """A reset was refused because readers are still members of the group (docs/reader-groups.md)."""
-
-
-class RetentionType(enum.Enum):
-    NONE = "NONE"
-    MANUAL_RELEASE_AT_USER_STREAMCUT = "MANUAL_RELEASE_AT_USER_STREAMCUT"
-    AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT = "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT"
 
 
 CutLike = StreamCut | str | None

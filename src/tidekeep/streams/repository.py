@@ -10,6 +10,7 @@ transactions never wait for each other in opposite orders. Positions columns hol
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,14 +26,19 @@ from .config import StreamConfig
 from .cuts import StreamCut
 from .model import Segment
 
-ACTIVE, SEALED = "ACTIVE", "SEALED"  # a stream's lifecycle: SEALED takes no writes and may be deleted
+
+class StreamStatus(enum.StrEnum):
+    """A stream's lifecycle: ACTIVE takes writes; SEALED takes none and may be deleted. Stored by value."""
+
+    ACTIVE = "ACTIVE"
+    SEALED = "SEALED"
 
 
 @dataclass(frozen=True)
 class StreamInfo:
     name: str
     uid: str
-    state: str
+    state: StreamStatus
     config: StreamConfig
     created_ms: int
     current_epoch: int
@@ -84,7 +90,7 @@ def chunk_ref(row: Any) -> ChunkRef:
 
 
 def stream_info(row: Any) -> StreamInfo:
-    return StreamInfo(f"{row.scope}/{row.name}", row.uid, row.state, StreamConfig.from_json(row.config),
+    return StreamInfo(f"{row.scope}/{row.name}", row.uid, StreamStatus(row.state), StreamConfig.from_json(row.config),
                       row.created_ms, row.current_epoch)
 
 
@@ -180,4 +186,4 @@ class StreamRepository:
         return set(conn.execute(sa.select(t.chunks.c.path).where(t.chunks.c.path.in_(wanted))).scalars())
 
 
-__all__ = ["ACTIVE", "SEALED", "StreamInfo", "StreamRepository", "StreamState", "chunk_ref", "stream_info"]
+__all__ = ["StreamInfo", "StreamRepository", "StreamState", "StreamStatus", "chunk_ref", "stream_info"]

@@ -20,10 +20,13 @@ import sqlalchemy as sa
 from ..errors import AlreadyExists, ConflictError, NotFound
 from ..names import check_name
 from ..store import schema_readergroups as rgt
+from .config import RetentionType
 from .controller import StreamController
 from .model import Segment
 from .rg_state import GroupState
-from .subscriber_store import AUTOMATIC, publish_checkpoint, register_group, unregister_group
+from .subscriber_store import publish_checkpoint, register_group, unregister_group
+
+AUTOMATIC = RetentionType.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT
 
 MAX_ATTEMPTS = 200  # a lost race costs one reload; this many in a row means something is wrong
 
@@ -113,7 +116,7 @@ class ReaderGroupStore:
                 ).values(**values)).rowcount
                 if won and bump_generation:
                     uid = register_group(conn, self.controller, name, config, generation, created=False)
-                elif won and config["retention_type"] == AUTOMATIC:
+                elif won and RetentionType(config["retention_type"]) is AUTOMATIC:
                     self._publish_completed(conn, row, state, now)
             if won:
                 return GroupRow(row.id, row.name, config, generation, row.version + 1, state, row.created_ms, now,

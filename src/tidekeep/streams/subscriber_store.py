@@ -35,6 +35,7 @@ from ..faults import pause_point
 from ..names import check_name
 from ..store.schema_readergroups import reader_groups
 from ..store.schema_subscribers import stream_subscribers as subs
+from .config import RetentionType
 from .controller import StreamController
 from .cuts import CutOrder, StreamCut, compare_cuts, ranges_between
 from .model import Segment
@@ -43,16 +44,13 @@ from .retention import SubscriberView
 
 log = logging.getLogger("tidekeep.subscribers")
 
-NONE = "NONE"
-MANUAL = "MANUAL_RELEASE_AT_USER_STREAMCUT"
-AUTOMATIC = "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT"
 
 
 @dataclass(frozen=True)
 class Subscriber:
     stream: str
     reader_group: str
-    retention_type: str
+    retention_type: RetentionType
     generation: int
     positions: dict[int, int] | None  # the acknowledged cut; None: nothing acknowledged yet
     start_positions: dict[int, int]  # the group's start cut, which holds the stream until then
@@ -70,7 +68,7 @@ class Subscriber:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "stream": self.stream, "reader_group": self.reader_group, "retention_type": self.retention_type,
+            "stream": self.stream, "reader_group": self.reader_group, "retention_type": self.retention_type.value,
             "generation": self.generation,
             "acknowledged": None if self.positions is None else self._cut(self.positions),
             "acknowledged_ms": self.updated_ms,
@@ -97,8 +95,8 @@ def unconsumed_bytes(cut: Mapping[int, int], head: Mapping[int, int], tail: Mapp
     return total
 
 
-def _retention_type(config_json: str) -> str:
-    return str(json.loads(config_json)["retention_type"])
+def _retention_type(config_json: str) -> RetentionType:
+    return RetentionType(json.loads(config_json)["retention_type"])
 
 
 # ---- registration (called by rg_store inside the group's write transaction) ---------------------------
@@ -113,7 +111,7 @@ def register_group(conn: Connection, controller: StreamController, group: str, c
     if created and rows:  # left over by nothing we know of; a new group is a new subscriber
         conn.execute(sa.delete(subs).where(subs.c.reader_group == group))
         rows = {}
-    if config["retention_type"] == NONE:
+    if RetentionType(config["retention_type"]) is RetentionType.NONE:
         if rows:
             conn.execute(sa.delete(subs).where(subs.c.reader_group == group))
             log.info("reader group %s is no longer a subscriber", group)
@@ -311,8 +309,9 @@ class SubscriberStore:
         if row is None:
             raise NotFound(f"reader group {group!r} does not exist")
         kind = _retention_type(row.config)
-        if kind != MANUAL:
-            raise InvalidInput(f"reader group {group!r} has retention type {kind}: only {MANUAL} groups publish "
+        if kind is not RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT:
+            raise InvalidInput(f"reader group {group!r} has retention type {kind}: only "
+                               f"{RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT} groups publish "
                                "retention stream cuts by hand")
 
     @staticmethod

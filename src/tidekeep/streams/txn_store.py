@@ -46,7 +46,7 @@ from ..store.deletion import FileLeft, warn_files_left
 from ..store.fencing import LeaseFence, check_fence
 from .controller import PendingChunk, SegmentsSealed, StreamController, merge_positions
 from .model import segment_name
-from .repository import SEALED, StreamState
+from .repository import StreamState, StreamStatus
 from .watermark_store import record_mark
 
 log = logging.getLogger("tidekeep.txn")
@@ -227,7 +227,7 @@ class TransactionStore:
         txn_id = uuid.uuid4().hex
         with self.db.write() as conn:
             row = self.controller.repository.row(conn, stream)
-            if row.state == SEALED:
+            if row.state == StreamStatus.SEALED:
                 raise StreamSealed(f"stream {stream!r} is sealed; it takes no transactions")
             conn.execute(sa.insert(tx.transactions).values(
                 id=txn_id, stream_id=row.id, writer_id=writer_id, state=TxnState.OPEN.value, created_ms=now,
@@ -479,7 +479,7 @@ class TransactionStore:
                     return _Duplicate(TxnCommitResult(txn_id, None, now, {}, row.events, duplicate=True),
                                       [p for p in paths if p not in committed])
             stream = conn.execute(sa.select(t.streams).where(t.streams.c.id == row.stream_id)).one()
-            if stream.state == SEALED:
+            if stream.state == StreamStatus.SEALED:
                 raise StreamSealed(f"cannot commit transaction {txn_id}: stream {row.scope}/{row.stream_name} "
                                    "is sealed")
             targets = {c.segment for c in chunks}

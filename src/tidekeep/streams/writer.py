@@ -52,6 +52,7 @@ from ..store.deletion import warn_files_left
 from ..units import parse_duration_ms
 from .controller import CommitResult, PendingChunk, SegmentsSealed, StreamController
 from .model import EVENT_HEADER_BYTES, Router, routing_key_position, segment_name
+from .repository import StreamStatus
 from .watermark_store import WatermarkStore, check_time
 
 log = logging.getLogger("tidekeep.writer")
@@ -426,7 +427,7 @@ class Writer:
             except SegmentsSealed as sealed:
                 self._discard(pending)  # certainly not committed
                 state = self._controller.state(self.stream)
-                if state.info.uid != self._uid or state.info.state != "ACTIVE":
+                if state.info.uid != self._uid or state.info.state is not StreamStatus.ACTIVE:
                     raise
                 log.info("writer %s: segments %s sealed by a scale, re-routing", self.writer_id,
                          [segment_name(s) for s in sealed.segments])
