@@ -34,12 +34,12 @@ def follow(client: Client, stream: str, start: StreamCut | str | None, options: 
            end_of_round: Callable[[], None] = lambda: None) -> Iterator[Event]:
     """Events from `start` (default: the head) on, for as long as the caller keeps iterating;
     `end_of_round` runs after each round that yielded events (the command flushes its output)."""
-    from ..streams.controller import SEALED
+    from ..streams.repository import StreamStatus
 
     position: StreamCut | str | None = start
     last_event_at = options.monotonic()
     while True:
-        sealed = client.stream(stream).state().info.state == SEALED  # read before the tail: no event after it
+        sealed = client.stream(stream).state().info.state is StreamStatus.SEALED  # before the tail: no event after it
         tail = client.stream(stream).tail_cut()
         found = False
         for event in client.stream(stream).read(position, tail):

@@ -103,13 +103,13 @@ def write(
     json_output: Annotated[bool, typer.Option("--json", help="Print a JSON summary")] = False,
 ) -> None:
     """Append one event per input line; events without a key field go to a random segment."""
-    from ..streams.controller import SEALED
+    from ..streams.repository import StreamStatus
 
     key_of = key_extractor(key_field, key_json, delimiter)
     writer_name = writer_id if writer_id is not None else f"cli-{uuid.uuid4().hex[:12]}"
     out = output(ctx, json_output)
     with open_client(ctx) as client:
-        if client.stream(name).state().info.state == SEALED:
+        if client.stream(name).state().info.state is StreamStatus.SEALED:
             raise StreamSealed(f"stream {name!r} is sealed and takes no more writes")
         with open_input(source) as stream_in:
             count = payload_bytes = 0

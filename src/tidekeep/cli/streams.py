@@ -210,11 +210,11 @@ def merge(
 @app.command("seal")
 def seal_stream(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
     """Seal the stream: it keeps its data and takes no more writes."""
-    from ..streams.controller import SEALED
+    from ..streams.repository import StreamStatus
 
     with open_client(ctx) as client:
         changed = client.stream(name).seal()
-    output(ctx, json_output).show({"stream": name, "state": SEALED, "changed": changed},
+    output(ctx, json_output).show({"stream": name, "state": StreamStatus.SEALED.value, "changed": changed},
                                   f"sealed {name}" if changed else f"{name} was already sealed; nothing changed")
 
 

@@ -168,7 +168,7 @@ def backoff_ms(failures: int, base_ms: int, cap_ms: int) -> int:
     if failures < 1:
         raise ValueError("backoff is for one or more failures")
     # exponent bounded so the power never grows huge; beyond it the cap applies anyway
-    return min(cap_ms, base_ms * 2 ** min(failures - 1, 62))
+    return min(cap_ms, base_ms << min(failures - 1, 62))
 
 
 @dataclass

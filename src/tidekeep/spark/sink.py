@@ -404,7 +404,7 @@ def plan_sink(options: Mapping[str, str], schema: StructType, overwrite: bool, s
     opened = open_sink_workspace(parsed)
     try:
         state = opened.streams.state(parsed.stream)
-        if state.info.state == SEALED:
+        if state.info.state is StreamStatus.SEALED:
             raise StreamSealed(f"stream {parsed.stream!r} is sealed; it takes no writes")
         storage = opened.workspace.storage
         location = StorageLocation(storage.uri, storage.root, storage.fsync)

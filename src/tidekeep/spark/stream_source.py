@@ -49,8 +49,8 @@ from ..names import check_name
 from ..streams.config import RetentionType
 from ..streams.cuts import CutOrder, StreamCut, compare_cuts
 from ..streams.readergroup import ReaderGroup
-from ..streams.subscriber_store import SubscriberStore
 from ..streams.repository import StreamState
+from ..streams.subscriber_store import SubscriberStore
 from ..streams.subscribers import upper_bound
 from ..units import parse_size_bytes
 from .datasource import (

@@ -8,7 +8,6 @@ crash at any point leaves at most unreferenced files, which the sweep removes.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence

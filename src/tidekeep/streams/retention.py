@@ -16,7 +16,6 @@ taken (truncation is monotonic, so a manual truncation ahead of the chosen cut w
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,36 +25,15 @@ from .config import RetentionKind, RetentionPolicy
 from .cuts import CutOrder, Topology, compare_cuts
 from .model import Segment, segment_name
 from .retention_reasons import Reason, Why, cut_text, render_reason
-
-
-class RetentionRule(enum.StrEnum):
-    """Stable rule codes of a retention decision (logged, audited, shown by the CLI and --json)."""
-
-    NO_POLICY = "no-policy"
-    EMPTY_SET = "empty-set"
-    BELOW_MIN = "below-min"
-    NO_CMIN = "no-cmin"
-    NO_MAX = "no-max"
-    ABOVE_MAX = "above-max"
-    BETWEEN_LIMITS = "between-limits"
-    BEHIND_HEAD = "behind-head"
-    HELD = "held"  # only in previews: a legal hold blocks the truncation the rules chose
-    # consumption-based retention (docs/retention.md, cases i-v), used when the decision gets a subscriber lower bound
-    CBR_WITHIN_LIMITS = "cbr-within-limits"  # (i)
-    CBR_BELOW_MIN = "cbr-below-min"  # (ii)
-    CBR_ABOVE_MAX = "cbr-above-max"  # (iii)
-    CBR_OVERLAPS_MIN = "cbr-overlaps-min"  # (iv)
-    CBR_OVERLAPS_MAX = "cbr-overlaps-max"  # (v)
-    CBR_NO_TRUNCATION = "cbr-no-truncation"  # a case that chooses no cut
-
+from .rule_codes import RuleCode
 
 # the codes by their short names, as the rest of the package and the tests know them
-NO_POLICY, EMPTY_SET, BELOW_MIN = RetentionRule.NO_POLICY, RetentionRule.EMPTY_SET, RetentionRule.BELOW_MIN
-NO_CMIN, NO_MAX, ABOVE_MAX = RetentionRule.NO_CMIN, RetentionRule.NO_MAX, RetentionRule.ABOVE_MAX
-BETWEEN_LIMITS, BEHIND_HEAD, HELD = RetentionRule.BETWEEN_LIMITS, RetentionRule.BEHIND_HEAD, RetentionRule.HELD
-CBR_WITHIN_LIMITS, CBR_BELOW_MIN = RetentionRule.CBR_WITHIN_LIMITS, RetentionRule.CBR_BELOW_MIN
-CBR_ABOVE_MAX, CBR_OVERLAPS_MIN = RetentionRule.CBR_ABOVE_MAX, RetentionRule.CBR_OVERLAPS_MIN
-CBR_OVERLAPS_MAX, CBR_NO_TRUNCATION = RetentionRule.CBR_OVERLAPS_MAX, RetentionRule.CBR_NO_TRUNCATION
+NO_POLICY, EMPTY_SET, BELOW_MIN = RuleCode.NO_POLICY, RuleCode.EMPTY_SET, RuleCode.BELOW_MIN
+NO_CMIN, NO_MAX, ABOVE_MAX = RuleCode.NO_CMIN, RuleCode.NO_MAX, RuleCode.ABOVE_MAX
+BETWEEN_LIMITS, BEHIND_HEAD, HELD = RuleCode.BETWEEN_LIMITS, RuleCode.BEHIND_HEAD, RuleCode.HELD
+CBR_WITHIN_LIMITS, CBR_BELOW_MIN = RuleCode.CBR_WITHIN_LIMITS, RuleCode.CBR_BELOW_MIN
+CBR_ABOVE_MAX, CBR_OVERLAPS_MIN = RuleCode.CBR_ABOVE_MAX, RuleCode.CBR_OVERLAPS_MIN
+CBR_OVERLAPS_MAX, CBR_NO_TRUNCATION = RuleCode.CBR_OVERLAPS_MAX, RuleCode.CBR_NO_TRUNCATION
 CBR_RULES = (CBR_WITHIN_LIMITS, CBR_BELOW_MIN, CBR_ABOVE_MAX, CBR_OVERLAPS_MIN, CBR_OVERLAPS_MAX, CBR_NO_TRUNCATION)
 RULES = (NO_POLICY, EMPTY_SET, BELOW_MIN, NO_CMIN, NO_MAX, ABOVE_MAX, BETWEEN_LIMITS, BEHIND_HEAD, *CBR_RULES)
 
@@ -104,7 +82,7 @@ class RetentionDecision:
     stream: str
     now_ms: int
     policy: RetentionPolicy | None
-    rule: RetentionRule
+    rule: RuleCode
     why: Reason  # the facts the rule or case was chosen on; `reason` renders them
     cut: dict[int, int] | None  # positions to truncate at; None: no truncation
     cmin: RetentionRecord | None
@@ -246,7 +224,7 @@ class Choice:
     case if one applied, the positions (None: no cut), the record chosen (None: LB itself, or nothing),
     the amount left there (None: TIME at LB, whose age is not recorded) and why."""
 
-    rule: RetentionRule
+    rule: RuleCode
     reason: Reason
     positions: dict[int, int] | None = None
     record: RetainedRecord | None = None
@@ -397,11 +375,11 @@ class ConsumptionCases:
     def reason(self, why: Why, /, **facts: Any) -> Reason:
         return self.judged.reason(why, **facts)
 
-    def at_record(self, case: str, rule: RetentionRule, record: RetainedRecord, why: Why, /, **facts: Any) -> Choice:
+    def at_record(self, case: str, rule: RuleCode, record: RetainedRecord, why: Why, /, **facts: Any) -> Choice:
         reason = self.reason(why, **facts, cut=record.record.positions)
         return Choice(rule, reason, dict(record.record.positions), record, record.retained, case)
 
-    def at_lb(self, case: str, rule: RetentionRule, why: Why, /, **facts: Any) -> Choice:
+    def at_lb(self, case: str, rule: RuleCode, why: Why, /, **facts: Any) -> Choice:
         return Choice(rule, self.reason(why, **facts, lb=self.lb), self.lb, None, self.lb_retained, case)
 
     def nothing(self, case: str, why: Why, /, **facts: Any) -> Choice:
@@ -529,8 +507,8 @@ __all__ = [
     "RetainedRecord",
     "RetentionDecision",
     "RetentionRecord",
-    "RetentionRule",
     "RetentionStream",
+    "RuleCode",
     "SubscriberView",
     "candidates",
     "consumption_choice",
