@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_cli import InProcess
 
 import tidekeep as tk
-from test_cli import InProcess
 from tidekeep.names import (
     MAX_SEQUENCE,
     NAME_MAX,

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 # archives.results.MAX_PAGE_SIZE and the names of archives.model.JobState, written out: those modules
 # load pyarrow, which `--help` must not import (docs/cli.md, "Start-up time");
-# tests/test_cli_startup.py checks they agree
+# tests/cli/test_cli_startup.py checks they agree
 MAX_PAGE_SIZE_SHOWN = 10_000
 JOB_STATE_NAMES = ("RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "KILLED")
 

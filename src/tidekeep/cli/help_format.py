@@ -5,7 +5,7 @@ argument already shown by name, `<int range>` for an option without a metavar). 
 a user, so the whole app renders instead: nothing for flags and arguments (the argument's name is
 already in the row), the metavar for an option that has one, and the option's name in capitals
 otherwise (`--limit LIMIT`). Defaults are shown by Typer itself ("[default: …]", docs/cli.md).
-Applied once, when cli/main.py builds the app; tests/test_cli_help.py renders every command's help.
+Applied once, when cli/main.py builds the app; tests/cli/test_cli_help.py renders every command's help.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..holds import Hold
 
 # the kinds holds.HOLD_KINDS accepts, written out: the holds module loads the metadata store's schema,
-# which `--help` must not import (docs/cli.md, "Start-up time"); tests/test_cli_startup.py checks they agree
+# which `--help` must not import (docs/cli.md, "Start-up time"); tests/cli/test_cli_startup.py checks they agree
 HOLD_KIND_NAMES = ("stream", "records", "dataset", "archive")
 KINDS = ", ".join(HOLD_KIND_NAMES)
 

@@ -39,7 +39,7 @@ A segment's predecessors are the segments with a lower id whose key ranges overl
    active segments of the last epoch always tile, so this ends with a complete valid cut.
 4. Offsets: a ready segment stands at the maximum of the writers' offsets and the previous cut's
    offset in it, else at **0** — its start.
-This gives the gap-filling example of tests/test_watermarks_store.py exactly ({3:100, 4:0}).
+This gives the gap-filling example of tests/streams/test_watermarks_store.py exactly ({3:100, 4:0}).
 
 **Where we deliberately differ from Pravega.**
 - Never-written segments: Pravega fills a never-written segment with the writers' -1, which readers treat as "beyond

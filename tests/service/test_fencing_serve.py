@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from test_serve import heads, open_client, prepare, serve_env, start_serve, truncations, wait_for, write_batch
+
 import tidekeep as tk
 from helpers.storage import chunk_rows, stored_files
-from test_serve import heads, open_client, prepare, serve_env, start_serve, truncations, wait_for, write_batch
 from tidekeep.store.fencing import LeaseFence
 from tidekeep.store.leases import LeaseAction, LeaseStore
 

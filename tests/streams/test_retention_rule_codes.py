@@ -7,7 +7,7 @@ import json
 
 from helpers.two_segments import S0, S1, rec, two_segments
 from tidekeep.streams.config import RetentionPolicy
-from tidekeep.streams.retention import CBR_RULES, RULES, decide
+from tidekeep.streams.retention import CBR_RULES, RULES, RetentionStream, decide
 from tidekeep.streams.rule_codes import RuleCode
 
 T0 = 1_700_000_000_000
@@ -27,7 +27,7 @@ def test_every_decision_names_a_rule_code_written_as_its_text() -> None:
     seen = set()
     for policy in policies:
         for records in ([], SIZES):
-            d = decide(two_segments(300, 300), {S0: 0, S1: 0}, 600, records, policy, T0 + 10 * MIN)
+            d = decide(RetentionStream.of(two_segments(300, 300), {S0: 0, S1: 0}, 600), records, policy, T0 + 10 * MIN)
             assert isinstance(d.rule, RuleCode)
             assert json.loads(json.dumps(d.to_dict()))["rule"] == d.rule.value
             assert f"{d.rule}" == d.rule.value  # logs and audit reasons format it

@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tidekeep as tk
+from helpers import HELPERS_DIR
 from helpers.procs import worker_env
 from helpers.storage import referenced_paths, stored_files
 from helpers.txn_workers import txn_events
@@ -30,7 +31,7 @@ from tidekeep.streams.controller import PendingChunk
 from tidekeep.streams.txn_store import lease_expired, place_chunks
 
 STREAM = "s/txn"
-TXN_WORKERS = Path(__file__).parent / "helpers" / "txn_workers.py"
+TXN_WORKERS = HELPERS_DIR / "txn_workers.py"
 
 
 def _payloads(client: tk.Client, stream: str = STREAM) -> list[bytes]:

@@ -22,7 +22,7 @@ from tidekeep.store.leases import LeaseStore
 
 T0 = 1_700_000_000_000
 TTL = 30_000
-SRC = Path(__file__).resolve().parents[1] / "src" / "tidekeep"
+SRC = Path(__file__).resolve().parents[2] / "src" / "tidekeep"
 
 
 @dataclass

@@ -15,12 +15,12 @@ import sqlalchemy as sa
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import tidekeep as tk
-from helpers.cli import ok_json, run_cli
 from test_catalog_expressions_engines import Backend, pg_backend, sqlite_backend  # noqa: F401 - fixtures
 from test_catalog_expressions_strategies import DICTIONARIES, NOW_MS, records, terms
 from test_cli import InProcess
+
+import tidekeep as tk
+from helpers.cli import ok_json, run_cli
 from tidekeep.catalog.expressions import CompileContext, Expr, Op, Operator, Term, normalize, parse, to_python
 from tidekeep.catalog.expressions.shape import (
     MAX_HELD_TERMS,
@@ -226,6 +226,7 @@ def test_the_purge_and_explain_honour_a_hold_on_a_dictionary_of_70000_words(tmp_
 @pytest.mark.spark
 def test_the_job_runs_rules_of_hundreds_of_terms_long_lists_and_many_holds(client: tk.Client, spark) -> None:
     from test_catalog_job import NOW, oracle, statuses
+
     from tidekeep.catalog.ages import Age
     from tidekeep.catalog.rules import RetentionRule
 

@@ -10,8 +10,8 @@ import pytest
 import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from test_catalog_expressions_strategies import expressions, terms
+
 from tidekeep.catalog.expressions import (
     MATCH_ALL,
     Condition,

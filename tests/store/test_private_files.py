@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import HELPERS_DIR
 from tidekeep.store.private import create_private_file, make_private_directories, write_private_text
 
-WORKLOAD = Path(__file__).parent / "helpers" / "private_workload.py"
+WORKLOAD = HELPERS_DIR / "private_workload.py"
 
 
 def everything_under(*roots: Path) -> Iterator[Path]:

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import sqlalchemy as sa
+from test_archives_query import wildcard_oracle
 
 import tidekeep as tk
 from helpers.archives import make_archive
-from test_archives_query import wildcard_oracle
 from tidekeep.archives.model import ARCHIVE_SCHEMA, JobState
 from tidekeep.archives.results import result_files
 from tidekeep.archives.search import _row_group_may_match

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from test_serve import SERVE, held_leases, open_client, serve_env, start_serve, wait_for
 
 import tidekeep as tk
-from test_serve import SERVE, held_leases, open_client, serve_env, start_serve, wait_for
 from tidekeep.store.leases import LeaseStore
 from tidekeep.store.schema_watermarks import watermarks as wm_table
 from tidekeep.streams.watermarks import Watermark, compare

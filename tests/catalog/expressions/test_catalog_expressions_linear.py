@@ -9,7 +9,6 @@ import json
 
 import pytest
 import sqlalchemy as sa
-
 from test_catalog_expressions_engines import (  # noqa: F401 - the backends are fixtures
     COLUMNS,
     Backend,
@@ -18,6 +17,7 @@ from test_catalog_expressions_engines import (  # noqa: F401 - the backends are 
     spark_matching,
     sqlite_backend,
 )
+
 from tidekeep.catalog.expressions import CompileContext, Expr, parse
 
 CONTEXT = CompileContext(0, {})

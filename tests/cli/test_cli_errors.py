@@ -28,12 +28,12 @@ import typer
 import typer.main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_cli import InProcess, Result, assert_one_error_line, cli
 
 import tidekeep as tk
 from helpers.archives import make_archive
 from helpers.procs import worker_env
 from helpers.readonly import read_only
-from test_cli import InProcess, Result, assert_one_error_line, cli
 from tidekeep.catalog.expressions import from_json, parse
 from tidekeep.catalog.expressions.parser import MAX_NESTING
 from tidekeep.catalog.expressions.regex import MAX_GROUP_NESTING, parse_regex

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_cli import InProcess
 
 import tidekeep as tk
 from helpers.cli import run_cli
-from test_cli import InProcess
 
 T0 = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from sqlalchemy.dialects import postgresql, sqlite
+from test_catalog_expressions_strategies import DICTIONARIES, NOW_MS, expressions, records, regexes, terms
 
 from conftest import pg_base_url
-from test_catalog_expressions_strategies import DICTIONARIES, NOW_MS, expressions, records, regexes, terms
 from tidekeep.catalog.expressions import (
     MATCH_ALL,
     CompileContext,

@@ -19,7 +19,7 @@ from tidekeep.store.schema_archives import archives
 
 HOUR = 3_600_000
 T0 = 1_700_000_000_000
-SRC = Path(__file__).resolve().parents[1] / "src" / "tidekeep"
+SRC = Path(__file__).resolve().parents[2] / "src" / "tidekeep"
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_cli import InProcess
 
 import tidekeep as tk
-from test_cli import InProcess
 from tidekeep.errors import InvalidInput, TruncatedData
 from tidekeep.streams.model import MAX_EPOCH, MAX_NUMBER, SegmentId, segment_id
 

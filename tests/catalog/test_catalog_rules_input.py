@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-import tidekeep as tk
 from test_catalog_rules_cli import in_process  # noqa: F401  (a fixture)
 from test_catalog_rules_store import YAML
 from test_cli import InProcess
+
+import tidekeep as tk
 from tidekeep.catalog.expressions import Operator
 from tidekeep.catalog.rules import load_rules_file, to_stroom_json
 from tidekeep.errors import InvalidInput

@@ -26,12 +26,13 @@ from pathlib import Path
 import pytest
 
 import tidekeep as tk
+from helpers import HELPERS_DIR
 from helpers.procs import worker_env
 from helpers.spark_query import start_query as define_query
 from helpers.storage import referenced_paths, stored_files
 
-QUERY = Path(__file__).parent / "helpers" / "spark_query.py"
-EXAMPLE = Path(__file__).parents[1] / "examples" / "spark_streaming_retention.py"
+QUERY = HELPERS_DIR / "spark_query.py"
+EXAMPLE = Path(__file__).parents[2] / "examples" / "spark_streaming_retention.py"
 INPUT, OUTPUT, GROUP = "e2e/input", "e2e/output", "upper-case"
 KEYS = 5
 

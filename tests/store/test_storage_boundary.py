@@ -10,7 +10,7 @@ import ast
 import itertools
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "tidekeep"
+SRC = Path(__file__).resolve().parents[2] / "src" / "tidekeep"
 INTERFACE = SRC / "store" / "fileio.py"
 
 # pyarrow filesystem API (and the FileIO internals) that only the interface may use

@@ -19,10 +19,10 @@ STREAM = "enums/s"
 def test_a_streams_state_is_a_stream_status_stored_as_its_name(client: tk.Client) -> None:
     info = client.create_stream(STREAM, tk.StreamConfig(segments=1))
     assert info.state is StreamStatus.ACTIVE
-    assert client.stream_state(STREAM).info.state is StreamStatus.ACTIVE
-    client.seal_stream(STREAM)
+    assert client.stream(STREAM).state().info.state is StreamStatus.ACTIVE
+    client.stream(STREAM).seal()
     assert [s.state for s in client.list_streams("enums")] == [StreamStatus.SEALED]
-    with client.db.read() as conn:
+    with client.workspace.db.read() as conn:
         stored = conn.execute(sa.select(t.streams.c.state)).scalar_one()
     assert type(stored) is str and stored == "SEALED"
 
@@ -31,7 +31,7 @@ def test_a_subscribers_retention_type_is_the_enum_and_its_dict_the_text(client: 
     client.create_stream(STREAM, tk.StreamConfig(segments=1))
     manual = RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT
     client.create_reader_group("g", tk.ReaderGroupConfig(streams=[STREAM], retention_type=manual))
-    [subscriber] = client.subscribers(STREAM)
+    [subscriber] = client.stream(STREAM).subscribers()
     assert subscriber.retention_type is manual
     assert json.loads(json.dumps(subscriber.to_dict()))["retention_type"] == "MANUAL_RELEASE_AT_USER_STREAMCUT"
 

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-
-import tidekeep as tk
 from test_catalog_records_cli import cli, fails, ok, ok_json, run_fails, run_ok
 from test_cli import InProcess
+
+import tidekeep as tk
 from tidekeep.catalog.expressions import parse
 
 YAML = """\
