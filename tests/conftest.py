@@ -40,6 +40,7 @@ import sqlalchemy as sa
 from hypothesis import settings as hypothesis_settings
 
 import tidekeep as tk
+from helpers.cli_runner import InProcess
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -299,3 +300,9 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
                     "call it through a helper conftest recognises (tests/helpers/procs.py, cli.py) or "
                     "extend conftest's detection", pytrace=False)
     return result
+
+
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> InProcess:
+    """The CLI's entry point run inside the test process, on a workspace home in tmp_path."""
+    return InProcess(monkeypatch, tmp_path / "ws")

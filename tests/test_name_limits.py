@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import InProcess
 
 import tidekeep as tk
+from helpers.cli_runner import InProcess
 from tidekeep.names import (
     MAX_SEQUENCE,
     NAME_MAX,
@@ -111,11 +111,6 @@ def test_one_character_more_is_refused_and_changes_nothing(client: tk.Client, tm
 
 
 # ---- the CLI (its entry point in the test process: test_cli.py's InProcess) ------------------------
-
-
-@pytest.fixture
-def in_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> InProcess:
-    return InProcess(monkeypatch, tmp_path / "ws")
 
 
 def ok(run: InProcess, *args: str, stdin: bytes = b"") -> str:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import InProcess
 
 import tidekeep as tk
 from helpers.cli import run_cli
+from helpers.cli_runner import InProcess
 
 T0 = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 
@@ -41,12 +41,6 @@ def fails(home: Path, code: int, fragment: str, *args: str) -> None:
     lines = done.stderr.splitlines()
     assert lines and lines[-1].startswith("error: ") and fragment in lines[-1], done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
-
-
-@pytest.fixture
-def in_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> InProcess:
-    """main(argv) inside this process, with its own standard streams and TIDEKEEP_HOME."""
-    return InProcess(monkeypatch, tmp_path / "ws")
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from test_catalog_records_cli import cli, fails, ok, ok_json, run_fails, run_ok
-from test_cli import InProcess
 
 import tidekeep as tk
+from helpers.cli_runner import InProcess
 from tidekeep.catalog.expressions import parse
 
 YAML = """\

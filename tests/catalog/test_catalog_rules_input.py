@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_catalog_rules_cli import in_process  # noqa: F401  (a fixture)
 from test_catalog_rules_store import YAML
-from test_cli import InProcess
 
 import tidekeep as tk
+from helpers.cli_runner import InProcess
 from tidekeep.catalog.expressions import Operator
 from tidekeep.catalog.rules import load_rules_file, to_stroom_json
 from tidekeep.errors import InvalidInput
@@ -31,6 +30,14 @@ BAD_DOCUMENTS = [
     "rules: 7",
     "- {number: 1, name: a, expression: all, age: 1d}",
 ]
+
+
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> InProcess:
+    """main(argv) inside this process, on an initialised workspace."""
+    run = InProcess(monkeypatch, tmp_path / "ws")
+    assert run("init").code == 0
+    return run
 
 
 def by_number(ruleset: tk.RuleSet) -> list[tk.RetentionRule]:
@@ -65,7 +72,7 @@ def test_one_line_yaml_is_text_and_a_relative_path_is_a_file(client: tk.Client, 
 
 
 @pytest.mark.parametrize("content", BAD_DOCUMENTS)
-def test_bad_text_fails_as_the_cli_does_and_saves_nothing(in_process: InProcess, tmp_path: Path,  # noqa: F811
+def test_bad_text_fails_as_the_cli_does_and_saves_nothing(in_process: InProcess, tmp_path: Path,
                                                          content: str) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(content)

@@ -28,10 +28,10 @@ import typer
 import typer.main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_cli import InProcess, Result, assert_one_error_line, cli
 
 import tidekeep as tk
 from helpers.archives import make_archive
+from helpers.cli_runner import InProcess, Result, assert_one_error_line, cli
 from helpers.procs import worker_env
 from helpers.readonly import read_only
 from tidekeep.catalog.expressions import from_json, parse

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import InProcess, Result
 
 import tidekeep as tk
+from helpers.cli_runner import InProcess, Result
 
 # a newline that starts a fake audit line, ESC sequences that clear the screen and colour text, a
 # carriage return, DEL, a C1 control (CSI), the line separator and a right-to-left override

@@ -7,15 +7,14 @@ from __future__ import annotations
 import json
 import pickle
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_cli import InProcess
 
 import tidekeep as tk
+from helpers.cli_runner import InProcess
 from tidekeep.errors import InvalidInput, TruncatedData
 from tidekeep.streams.model import MAX_EPOCH, MAX_NUMBER, SegmentId, segment_id
 
@@ -162,11 +161,6 @@ def segment_problems(document: Any, where: str = "") -> list[str]:
     elif isinstance(document, int) and not isinstance(document, bool) and document in RAW_IDS:
         found.append(f"{where} = {document}")
     return found
-
-
-@pytest.fixture
-def in_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> InProcess:
-    return InProcess(monkeypatch, tmp_path / "ws")
 
 
 def test_every_cli_output_writes_segments_as_epoch_number(in_process: InProcess) -> None:

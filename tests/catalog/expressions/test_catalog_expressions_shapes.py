@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_catalog_expressions_engines import Backend, pg_backend, sqlite_backend  # noqa: F401 - fixtures
 from test_catalog_expressions_strategies import DICTIONARIES, NOW_MS, records, terms
-from test_cli import InProcess
 
 import tidekeep as tk
 from helpers.cli import ok_json, run_cli
+from helpers.cli_runner import InProcess
 from tidekeep.catalog.expressions import CompileContext, Expr, Op, Operator, Term, normalize, parse, to_python
 from tidekeep.catalog.expressions.shape import (
     MAX_HELD_TERMS,
