@@ -118,7 +118,7 @@ with tk.connect() as client:
     spark = client.spark()
     spark.sparkContext.setLogLevel("ERROR")
     frame = spark.read.format("tidekeep").options(**client.spark_options()).option("stream", stream).load()
-    count, expected = frame.count(), sum(1 for _ in client.read(stream))
+    count, expected = frame.count(), sum(1 for _ in client.stream(stream).read())
     print(f"spark.read.format('tidekeep') on {stream}: {count} events (client.read: {expected})")
     assert count == expected, "Spark and client.read disagree"
     spark.stop()
