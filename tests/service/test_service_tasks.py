@@ -4,7 +4,6 @@ layering rule that no family imports the service."""
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tidekeep as tk
+from helpers.imports import SRC, imported_modules
 from tidekeep.errors import LeaseLost
 from tidekeep.service.scheduler import RetentionService
 from tidekeep.service.tasks import DoneAt, PeriodicTask, backoff_ms, interval_due, run_exclusive
@@ -22,7 +22,6 @@ from tidekeep.store.leases import LeaseStore
 
 T0 = 1_700_000_000_000
 TTL = 30_000
-SRC = Path(__file__).resolve().parents[2] / "src" / "tidekeep"
 
 
 @dataclass
@@ -151,26 +150,11 @@ def test_backoff_doubles_and_is_capped(failures: int, base: int, cap: int) -> No
     assert backoff_ms(failures, base, cap) == min(cap, wait)
 
 
-def _imports(path: Path) -> list[str]:
-    """The modules `path` imports, absolute, as dotted names (relative imports resolved)."""
-    package = ".".join(path.relative_to(SRC.parent).with_suffix("").parts[:-1])
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[:len(package.split(".")) - node.level + 1]
-                found.append(".".join([*base, node.module] if node.module else base))
-            else:
-                found.append(node.module or "")
-    return found
-
-
 @pytest.mark.parametrize("family", ["store", "streams", "catalog", "archives", "spark"])
 def test_no_family_imports_the_service(family: str) -> None:
     """The service sits above the families: it assembles their work, they never reach up to it
     (not even for type checking)."""
     offenders = [f"{path.relative_to(SRC)} imports {name}" for path in sorted((SRC / family).rglob("*.py"))
-                 for name in _imports(path) if name == "tidekeep.service" or name.startswith("tidekeep.service.")]
+                 for name in imported_modules(path)
+                 if name == "tidekeep.service" or name.startswith("tidekeep.service.")]
     assert offenders == []

@@ -4,7 +4,6 @@ the holds table; no family imports the client-level holds module)."""
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,13 +12,13 @@ import sqlalchemy as sa
 
 import tidekeep as tk
 from helpers.archives import make_archive
+from helpers.imports import SRC, imported_modules
 from tidekeep.errors import InvalidInput
 from tidekeep.store.holds import HOLD_KINDS, holds_covering, kind_named
 from tidekeep.store.schema_archives import archives
 
 HOUR = 3_600_000
 T0 = 1_700_000_000_000
-SRC = Path(__file__).resolve().parents[2] / "src" / "tidekeep"
 
 
 @pytest.fixture
@@ -71,26 +70,9 @@ def test_every_kind_is_registered_by_its_family() -> None:
         kind_named("x")
 
 
-def _imports(path: Path) -> list[str]:
-    package = ".".join(path.relative_to(SRC.parent).with_suffix("").parts[:-1])
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = parts[:len(parts) - node.level + 1]
-                found += [".".join([*base, node.module]) if node.module else ".".join(base)]
-                found += [".".join([*base, alias.name]) for alias in node.names] if not node.module else []
-            else:
-                found.append(node.module or "")
-    return found
-
-
 def test_only_the_foundation_touches_the_holds_table() -> None:
     offenders = [str(p.relative_to(SRC)) for p in sorted(SRC.rglob("*.py"))
-                 if "tidekeep.store.schema_holds" in _imports(p)
+                 if "tidekeep.store.schema_holds" in imported_modules(p)
                  and p.relative_to(SRC).as_posix() not in ("store/holds.py", "store/schema.py")]
     assert offenders == []
 
@@ -98,5 +80,5 @@ def test_only_the_foundation_touches_the_holds_table() -> None:
 @pytest.mark.parametrize("family", ["store", "streams", "catalog", "archives", "spark"])
 def test_no_family_imports_the_holds_above_it(family: str) -> None:
     offenders = [f"{p.relative_to(SRC)} imports {name}" for p in sorted((SRC / family).rglob("*.py"))
-                 for name in _imports(p) if name == "tidekeep.holds"]
+                 for name in imported_modules(p) if name == "tidekeep.holds"]
     assert offenders == []
