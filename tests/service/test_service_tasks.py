@@ -16,7 +16,7 @@ import tidekeep as tk
 from helpers.imports import SRC, imported_modules
 from tidekeep.errors import LeaseLost
 from tidekeep.service.scheduler import RetentionService
-from tidekeep.service.tasks import DoneAt, PeriodicTask, backoff_ms, interval_due, run_exclusive
+from tidekeep.service.tasks import DoneAt, LeaseUse, PeriodicTask, backoff_ms, interval_due, run_exclusive
 from tidekeep.store.fencing import LeaseFence
 from tidekeep.store.leases import LeaseStore
 
@@ -31,6 +31,7 @@ class Probe:
     resource: str = "probe"
     name: str = "probe"
     done_at: DoneAt = DoneAt.END
+    lease_use: LeaseUse = LeaseUse.EXCLUSIVE
     outcome: str = "ok"  # ok | fail | fail-counts | lost | slow
     clock: tk.ManualClock | None = None
     runs: list[int] = field(default_factory=list)
@@ -60,8 +61,7 @@ def env(tmp_path: Path, metadata_url: str) -> Iterator[tuple[RetentionService, L
     c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
                    create=True)
     leases = LeaseStore(c.workspace.db, clock)
-    yield RetentionService(leases, clock, "A", streams=lambda: [], cycle=lambda s: None, frequency_ms=60_000,
-                           ttl_ms=TTL), leases, clock
+    yield RetentionService(leases, clock, "A", ttl_ms=TTL), leases, clock
     c.close()
 
 

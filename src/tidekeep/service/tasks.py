@@ -6,7 +6,8 @@ keeps the spacing) and runs. `run_exclusive` is the lease-guarded sequence every
 through, written once:
 
 1. not due → nothing (no lease is taken just to look);
-2. take the lease; another process holds it → nothing;
+2. take the lease (or, for per-stream work, renew or confirm the stream lease this process already
+   holds for its fair share: `LeaseUse`); another process holds it → nothing;
 3. look again under the lease: another process may have done the work between the first look and
    our lease → nothing;
 4. run; the work is fenced by the lease (store/fencing.py), so it raises LeaseLost once another
@@ -15,13 +16,16 @@ through, written once:
 5. on success, record when the work counts as done (its start or its end, by the task), only while
    this process still holds the lease at the version it was granted (a fenced write);
    on failure, the task decides whether the attempt counts (an interval task waits a whole interval)
-   or is retried by its own rule (a cron task's backoff);
-6. give the lease back, whatever happened.
+   or is retried by its own rule (a cron task's or a retention cycle's backoff); work that keeps its
+   own time (`DoneAt.NEVER`: the watermarks, which share the stream lease with retention) records
+   nothing, so the lease row's time stays the other work's;
+6. give the lease back, whatever happened — unless it is a stream lease, which the process keeps
+   for its fair share (service/scheduler.py gives it back when the share shrinks).
 
 Invariants: at most one process runs a task at a time (the lease); a task's work is recorded once
 per success; a task's failure never escapes `run_exclusive` (it is logged), so one task cannot stop
 the service. Families expose plain functions; the service's assembly (service/assembly.py) wraps
-them in the two task kinds below.
+them in the two task kinds below and in the per-stream ones (service/stream_tasks.py).
 """
 
 from __future__ import annotations
@@ -48,6 +52,30 @@ class DoneAt(enum.Enum):
 
     START = "start"  # a schedule: a fire time that comes while the run is going is still due after it
     END = "end"  # an interval: it counts from the end of the previous run
+    NEVER = "never"  # the task keeps its own time: the lease row's time belongs to other work on the lease
+
+
+class LeaseUse(enum.Enum):
+    """How a task uses its lease."""
+
+    EXCLUSIVE = "exclusive"  # taken for the run and given back after it (the sweep, the catalog, the collectors)
+    RENEW = "renew"  # a stream lease held across passes: renewed just before the run (so the TTL counts
+    #                  from there) and kept after it (a retention cycle)
+    HELD = "held"  # a stream lease held across passes: the run only goes ahead while it is held, without
+    #                a renewal, which the heartbeat does (a watermark, computed every second or so)
+
+
+class Outcome(enum.Enum):
+    """What `run_exclusive` did with a task; true only for DONE (the task ran successfully)."""
+
+    NOT_DUE = "not due"
+    NOT_HELD = "not held"  # another process holds the lease
+    DONE = "done"
+    FAILED = "failed"
+    LOST = "lost"  # the lease was taken over during the run
+
+    def __bool__(self) -> bool:
+        return self is Outcome.DONE
 
 
 class PeriodicTask(Protocol):
@@ -61,6 +89,9 @@ class PeriodicTask(Protocol):
 
     @property
     def done_at(self) -> DoneAt: ...
+
+    @property
+    def lease_use(self) -> LeaseUse: ...
 
     def due(self, last_done_ms: int | None, now_ms: int) -> bool:
         """Is the work due now, given when it was last done by any process (None: never)?"""
@@ -85,6 +116,8 @@ class LeaseHolder(Protocol):
 
     def take(self, resource: str) -> bool: ...
 
+    def holds(self, resource: str) -> bool: ...
+
     def give_back(self, resource: str) -> None: ...
 
     def record_work_done(self, resource: str, done_ms: int) -> None: ...
@@ -93,34 +126,44 @@ class LeaseHolder(Protocol):
 
 
 def _due(holder: LeaseHolder, task: PeriodicTask, now_ms: int) -> bool:
+    if task.done_at is DoneAt.NEVER:  # its own time: the lease row's is another task's
+        return task.due(None, now_ms)
     row = holder.lease(task.resource)
     return task.due(None if row is None else row.work_done_ms, now_ms)
 
 
-def run_exclusive(holder: LeaseHolder, task: PeriodicTask) -> bool:
-    """Run `task` if it is due, under its lease (the sequence in this module's docstring). True when
-    this call ran the task successfully."""
+def _get_lease(holder: LeaseHolder, task: PeriodicTask) -> bool:
+    if task.lease_use is LeaseUse.HELD:
+        return holder.holds(task.resource)
+    return holder.take(task.resource)
+
+
+def run_exclusive(holder: LeaseHolder, task: PeriodicTask) -> Outcome:
+    """Run `task` if it is due, under its lease (the sequence in this module's docstring). The
+    outcome is true only when this call ran the task successfully."""
     if not _due(holder, task, holder.clock.now_ms()):
-        return False
-    if not holder.take(task.resource):
+        return Outcome.NOT_DUE
+    if not _get_lease(holder, task):
         log.debug("%s: another process holds the lease %s", task.name, task.resource)
-        return False
+        return Outcome.NOT_HELD
     try:
         if not _due(holder, task, holder.clock.now_ms()):  # another process did it meanwhile
-            return False
+            return Outcome.NOT_DUE
         began = holder.clock.now_ms()
         task.run()
-        holder.record_work_done(task.resource, began if task.done_at is DoneAt.START else holder.clock.now_ms())
-        return True
+        if task.done_at is not DoneAt.NEVER:
+            holder.record_work_done(task.resource, began if task.done_at is DoneAt.START else holder.clock.now_ms())
+        return Outcome.DONE
     except LeaseLost as exc:  # taken over mid-run: the new holder does the work; nothing recorded
         holder.lease_lost(task.resource, exc)
-        return False
+        return Outcome.LOST
     except Exception as exc:  # logged; tried again by the task's rule; the service goes on
-        if task.failed(exc, holder.clock.now_ms()):
+        if task.failed(exc, holder.clock.now_ms()) and task.done_at is not DoneAt.NEVER:
             holder.record_work_done(task.resource, holder.clock.now_ms())
-        return False
+        return Outcome.FAILED
     finally:
-        holder.give_back(task.resource)
+        if task.lease_use is LeaseUse.EXCLUSIVE:
+            holder.give_back(task.resource)
 
 
 def summary_of(result: Any) -> str:
@@ -142,6 +185,7 @@ class IntervalTask:
     failure_counts: bool = False
     logger: str = "tidekeep.service"
     done_at: DoneAt = DoneAt.END
+    lease_use: LeaseUse = LeaseUse.EXCLUSIVE
 
     def due(self, last_done_ms: int | None, now_ms: int) -> bool:
         return interval_due(last_done_ms, now_ms, self.interval_ms)
@@ -188,6 +232,7 @@ class CronTask:
     failures: int = 0
     retry_at_ms: int | None = None
     done_at: DoneAt = field(default=DoneAt.START)
+    lease_use: LeaseUse = LeaseUse.EXCLUSIVE
 
     def due(self, last_done_ms: int | None, now_ms: int) -> bool:
         if self.started_ms is None:
@@ -210,5 +255,5 @@ class CronTask:
         return False
 
 
-__all__ = ["CronTask", "DoneAt", "IntervalTask", "LeaseHolder", "PeriodicTask", "backoff_ms", "interval_due",
-           "run_exclusive", "summary_of"]
+__all__ = ["CronTask", "DoneAt", "IntervalTask", "LeaseHolder", "LeaseUse", "Outcome", "PeriodicTask", "backoff_ms",
+           "interval_due", "run_exclusive", "summary_of"]
