@@ -144,8 +144,8 @@ def two_clients(tmp_path: Path, metadata_url: str) -> Iterator[tuple[tk.Client, 
 
 
 def service(client: tk.Client, owner: str, task: CronTask) -> RetentionService:
-    return RetentionService(LeaseStore(client.workspace.db, client.clock), client.clock, owner, streams=lambda: [],
-                            cycle=lambda s: None, frequency_ms=60_000, ttl_ms=30_000, tasks=[task])
+    return RetentionService(LeaseStore(client.workspace.db, client.clock), client.clock, owner,
+                            ttl_ms=30_000, tasks=[task])
 
 
 def test_two_services_run_the_job_and_the_purge_once_per_fire_time(

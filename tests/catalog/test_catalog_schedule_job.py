@@ -43,8 +43,8 @@ def test_two_services_run_the_real_job_then_the_purge_once_per_midnight(tmp_path
                                      "location": "catalog/old.dat", "file_size": 3}])
         Path(a.workspace.storage.full_path("catalog/old.dat")).parent.mkdir(parents=True)
         Path(a.workspace.storage.full_path("catalog/old.dat")).write_bytes(b"old")
-        services = [RetentionService(LeaseStore(c.workspace.db, clock), clock, f"owner-{i}", streams=lambda: [],
-                                     cycle=lambda s: None, frequency_ms=60_000, ttl_ms=60_000,
+        services = [RetentionService(LeaseStore(c.workspace.db, clock), clock, f"owner-{i}",
+                                     ttl_ms=60_000,
                                      tasks=[catalog_task("0 0 * * *", run_job=c.catalog.run,
                                                          purge=c.catalog.purge)])
                     for i, c in enumerate(clients)]

@@ -50,8 +50,8 @@ def two_clients(tmp_path: Path, metadata_url: str) -> Iterator[tuple[tk.Client, 
 
 
 def service(client: tk.Client, owner: str, tasks: list[IntervalTask]) -> RetentionService:
-    return RetentionService(LeaseStore(client.workspace.db, client.clock), client.clock, owner, streams=lambda: [],
-                            cycle=lambda s: None, frequency_ms=60_000, ttl_ms=30_000, tasks=tasks)
+    return RetentionService(LeaseStore(client.workspace.db, client.clock), client.clock, owner,
+                            ttl_ms=30_000, tasks=tasks)
 
 
 def live_ids(client: tk.Client) -> set[str]:
@@ -119,7 +119,7 @@ def test_collector_tasks_follow_the_settings(tmp_path: Path, metadata_url: str) 
         c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
                        settings=settings, create=True)
         try:
-            return [(t.resource, t.interval_ms) for t in collector_tasks(c)]
+            return [(t.resource, t.interval_ms) for t in collector_tasks(c.workspace)]
         finally:
             c.close()
 
@@ -131,11 +131,11 @@ def test_collector_tasks_follow_the_settings(tmp_path: Path, metadata_url: str) 
         create=True)
     try:
         options = ServeOptions(frequency_ms=60_000, lease_ttl_ms=30_000, sweep_every_ms=HOUR, catalog=False)
-        assert [t.resource for t in build_service(c, options).tasks] == ["sweep", ARCHIVE_GC_RESOURCE,
+        assert [t.resource for t in build_service(c.workspace, options).tasks] == ["sweep", ARCHIVE_GC_RESOURCE,
                                                                          RESULT_GC_RESOURCE]
         off = ServeOptions(frequency_ms=60_000, lease_ttl_ms=30_000, sweep_every_ms=HOUR, catalog=False,
                            archives=False)
-        assert [t.resource for t in build_service(c, off).tasks] == ["sweep"]
+        assert [t.resource for t in build_service(c.workspace, off).tasks] == ["sweep"]
     finally:
         c.close()
 

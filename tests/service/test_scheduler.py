@@ -13,18 +13,16 @@ from hypothesis import strategies as st
 import tidekeep as tk
 from tidekeep.errors import ConflictError, NotFound
 from tidekeep.service.assembly import sweep_task
-from tidekeep.service.scheduler import (
-    SWEEP_RESOURCE,
-    RetentionService,
+from tidekeep.service.scheduler import SWEEP_RESOURCE, RetentionService, fair_share, plan_claims
+from tidekeep.service.stream_tasks import (
     StreamTrack,
     after_failure,
     after_success,
-    backoff_ms,
     due_streams,
-    fair_share,
-    plan_claims,
+    retention_tasks,
     stream_resource,
 )
+from tidekeep.service.tasks import backoff_ms
 from tidekeep.store.leases import LeaseStore
 
 # ---- pure decisions ----------------------------------------------------------------------------
@@ -141,14 +139,12 @@ def env(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tu
 
 
 def service(c: tk.Client, owner: str, streams: list[str], cycle: Recorder, sweeps: list[str] | None = None,
-            **kw: object) -> RetentionService:
-    sweep_every_ms = kw.pop("sweep_every_ms", 3_600_000)
-    assert isinstance(sweep_every_ms, int)
-    args: dict[str, object] = dict(frequency_ms=FREQ, ttl_ms=TTL, retry_base_ms=1_000)
-    args.update(kw)
+            sweep_every_ms: int = 3_600_000) -> RetentionService:
     sweep = sweep_task(lambda: (sweeps if sweeps is not None else []).append(owner), sweep_every_ms)
-    return RetentionService(LeaseStore(c.workspace.db, c.clock), c.clock, owner, streams=lambda: list(streams),
-                            cycle=cycle, tasks=[sweep], skip_errors=(NotFound,), **args)  # type: ignore[arg-type]
+    retention = retention_tasks(lambda: list(streams), cycle, clock=c.clock, frequency_ms=FREQ, retry_base_ms=1_000,
+                                skip_errors=(NotFound,))
+    return RetentionService(LeaseStore(c.workspace.db, c.clock), c.clock, owner, ttl_ms=TTL, retention=retention,
+                            tasks=[sweep])
 
 
 def owned_by(c: tk.Client, owner: str) -> set[str]:
@@ -228,12 +224,12 @@ def test_stop_finishes_the_stream_in_hand_and_starts_no_other(env: tuple[tk.Clie
     c, clock = env
     s: RetentionService
 
-    def cycle(stream: str) -> str:
-        s.stop.set()  # SIGTERM arrives during the first stream
-        return "done"
+    class StopDuringTheCycle(Recorder):
+        def __call__(self, stream: str) -> str:
+            s.stop.set()  # SIGTERM arrives during the first stream
+            return "done"
 
-    s = service(c, "A", ["s/a", "s/b", "s/c"], Recorder(clock))
-    s.cycle = cycle
+    s = service(c, "A", ["s/a", "s/b", "s/c"], StopDuringTheCycle(clock))
     report = s.run_pass()
     assert report.ran == ["s/a"] and report.swept is False
     assert sorted(s.release_all()) == ["member:A", "retention:s/a", "retention:s/b", "retention:s/c"]

@@ -245,6 +245,7 @@ def test_the_heartbeat_keeps_leases_through_a_cycle_longer_than_the_ttl(tmp_path
 
     from tidekeep.service.scheduler import RetentionService
     from tidekeep.service.server import _heartbeat
+    from tidekeep.service.stream_tasks import retention_tasks
 
     client = open_client(tmp_path, f"sqlite:///{tmp_path / 'meta.db'}")
     ttl_ms = 600
@@ -258,8 +259,9 @@ def test_the_heartbeat_keeps_leases_through_a_cycle_longer_than_the_ttl(tmp_path
             time.sleep(ttl_ms / 1000 / 4)
         return "done"
 
-    service = RetentionService(LeaseStore(client.workspace.db, client.clock), client.clock, "me",
-                               streams=lambda: ["s/slow"], cycle=slow_cycle, frequency_ms=60_000, ttl_ms=ttl_ms)
+    service = RetentionService(LeaseStore(client.workspace.db, client.clock), client.clock, "me", ttl_ms=ttl_ms,
+                               retention=retention_tasks(lambda: ["s/slow"], slow_cycle, clock=client.clock,
+                                                         frequency_ms=60_000))
     done = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(service, done, ttl_ms / 3000))
     beat.start()

@@ -57,7 +57,7 @@ def test_serve_logs_each_truncation_once_over_many_ticks(tmp_path: Path, metadat
         client.stream(stream).update(tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(
             (second.recording_size - first.recording_size) * 3 // 2)))
         write_batch(client, stream, 2)  # now the first record keeps more than min: one truncation is due
-        service = build_service(client, ServeOptions(frequency_ms=SECOND, lease_ttl_ms=30 * SECOND,
+        service = build_service(client.workspace, ServeOptions(frequency_ms=SECOND, lease_ttl_ms=30 * SECOND,
                                                      sweep_every_ms=HOUR, catalog=False, archives=False,
                                                      watermark_every_ms=None), owner="p1")
         logs.records.clear()

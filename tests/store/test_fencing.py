@@ -383,7 +383,7 @@ def test_the_service_drops_a_lease_lost_mid_work_and_decides_again_later(
     doomed = fclient.catalog.add([{"feed": "F", "type": "Raw", "create_time": now - 5 * DAY}])
     make_archive(fclient, "web", [(now - 2 * HOUR, "expired")])
     options = ServeOptions(frequency_ms=HOUR, lease_ttl_ms=TTL, sweep_every_ms=HOUR, watermark_every_ms=None)
-    service = build_service(fclient, options, owner="A")
+    service = build_service(fclient.workspace, options, owner="A")
     catalog = next(task for task in service.tasks if isinstance(task, CronTask))
     collector = next(task for task in service.tasks
                      if isinstance(task, IntervalTask) and task.resource == ARCHIVE_GC_RESOURCE)
@@ -404,7 +404,9 @@ def test_the_service_drops_a_lease_lost_mid_work_and_decides_again_later(
             return work(*args)
         return run
 
-    service.cycle = stalled(f"retention:{STREAM}", service.cycle)
+    assert service.retention is not None
+    retention = service.retention.task(STREAM)
+    retention.cycle = stalled(f"retention:{STREAM}", retention.cycle)
     housekeeping.work = stalled(SWEEP_RESOURCE, housekeeping.work)
     catalog.work = stalled(CATALOG_RESOURCE, catalog.work)
     collector.work = stalled(ARCHIVE_GC_RESOURCE, collector.work)

@@ -55,8 +55,9 @@ def serve_command(
     Several processes on one PostgreSQL store divide the streams through leases. SIGTERM or
     SIGINT finishes the current stream, releases the leases and exits 0. Logs go to stderr.
     """
-    from ..client import Client
+    from ..service.assembly import families_of
     from ..service.server import ServeOptions, configure_service_logging, serve
+    from ..store.house import open_workspace
 
     settings = load(ctx)
     require_workspace(settings)
@@ -69,9 +70,9 @@ def serve_command(
         once=once, json_logs=json_logs, catalog=not no_catalog, archives=not no_archives,
         watermark_every_ms=None if no_watermarks else watermark_every)
     configure_service_logging(settings["log.level"], json_logs)
-    client = Client(settings)
+    workspace = open_workspace(settings)
     try:
-        code = serve(client, options)
+        code = serve(workspace, options, families=families_of(workspace))
     finally:
-        client.close()
+        workspace.close()
     raise typer.Exit(code)

@@ -1,11 +1,13 @@
 """The service's assembly: the one place that knows every family's periodic work.
 
-It wraps the families' plain functions into the service's shapes (service/tasks.py) and hands them
+It takes the Workspace and the family facades the work comes from (`Families`, which the CLI
+builds with `families_of`), never the client facade above the service; wraps the families' plain
+functions into the service's task shapes (service/tasks.py, service/stream_tasks.py) and hands them
 to the scheduler (service/scheduler.py), in this order per pass:
 
-- retention cycles of the streams with a policy, each under its stream's lease "retention:<stream>";
-- watermarks of the streams with recent writer marks, under the same per-stream leases
-  (streams/watermark_store.py), every `watermark_every_ms`;
+- watermarks of the streams with recent writer marks, under the per-stream leases
+  "retention:<stream>" (streams/watermark_store.py), every `watermark_every_ms`;
+- retention cycles of the streams with a policy, under the same per-stream leases;
 - housekeeping every `sweep_every_ms` under the lease "sweep": abort expired transactions, prune
   watermarks, sweep orphan chunk files;
 - the catalog retention job and then the purge on `catalog.schedule` (cron, UTC) under the lease
@@ -25,17 +27,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import errors
+from ..catalog.api import Catalog
 from ..catalog.schedule import parse_cron
-from ..store.fencing import LeaseFence
-from ..store.leases import LeaseStore, new_owner_id
-from .scheduler import SWEEP_RESOURCE, RetentionService, stream_resource
-from .tasks import MINUTE_MS, CronTask, IntervalTask, PeriodicTask
 
-if TYPE_CHECKING:
-    from ..client import Client
+# Every family's hold kinds and coverage are registered before any deleting work runs
+# (docs/holds.md): the client imports them as it is built, and the service runs without a client.
+from ..holds import REGISTERED  # noqa: F401
+from ..store.fencing import LeaseFence
+from ..store.house import Workspace
+from ..store.leases import LeaseStore, new_owner_id
+from ..streams.controller import StreamController
+from ..streams.of_workspace import stream_controller
+from ..streams.retention_store import RetentionManager
+from ..streams.txn_store import TransactionStore
+from ..streams.watermark_store import WatermarkStore
+from .scheduler import SWEEP_RESOURCE, RetentionService
+from .stream_tasks import RetentionTask, StreamTasks, WatermarkTask, retention_tasks, stream_resource, watermark_tasks
+from .tasks import MINUTE_MS, CronTask, IntervalTask, PeriodicTask
 
 log = logging.getLogger("tidekeep.service")
 
@@ -56,6 +67,25 @@ class ServeOptions:
     catalog: bool = True  # run the catalog job and purge on catalog.schedule
     archives: bool = True  # run the archive and search-result collectors
     watermark_every_ms: int | None = 1_000  # compute watermarks this often; None: not at all
+
+
+@dataclass(frozen=True)
+class Families:
+    """The family facades the service's work comes from, over one workspace."""
+
+    streams: StreamController  # the orphan-chunk sweep
+    transactions: TransactionStore  # expiring transactions whose lease ran out
+    retention: RetentionManager  # the streams with a policy and their retention cycles
+    watermarks: WatermarkStore  # the streams with recent writer marks, their watermarks, pruning
+    catalog: Catalog  # the catalog job and purge
+
+
+def families_of(workspace: Workspace) -> Families:
+    """The family facades over `workspace` (the archive collectors are plain functions of it)."""
+    streams = stream_controller(workspace)
+    return Families(streams=streams, transactions=TransactionStore(streams),
+                    retention=RetentionManager(streams, workspace.settings["retention.frequency"]),
+                    watermarks=WatermarkStore(streams), catalog=Catalog(workspace))
 
 
 FenceOf = Callable[[str], LeaseFence | None]  # the fence of a lease this process holds, by resource
@@ -106,61 +136,73 @@ def collector_task(name: str, resource: str, interval_ms: int, collect: Callable
     return IntervalTask(name, resource, interval_ms, collect, failure_counts=True, logger=COLLECTOR_LOGGER)
 
 
-def collector_tasks(client: Client, fence_of: FenceOf = no_fences) -> list[IntervalTask]:
+def collector_tasks(workspace: Workspace, fence_of: FenceOf = no_fences) -> list[IntervalTask]:
     """The collectors whose retention period is set, with their sweep intervals."""
     from ..archives.gc import collect_archives
     from ..archives.gc_results import collect_search_results
 
-    settings = client.settings
+    settings = workspace.settings
     tasks = []
     if settings["archive_output.retention_period"] is not None:
         tasks.append(collector_task("archive collector", ARCHIVE_GC_RESOURCE,
                                     settings["garbage_collector.sweep_interval.archive"] * MINUTE_MS,
-                                    lambda: collect_archives(client.workspace, fence=fence_of(ARCHIVE_GC_RESOURCE))))
+                                    lambda: collect_archives(workspace, fence=fence_of(ARCHIVE_GC_RESOURCE))))
     if settings["results_cache.retention_period"] is not None:
         tasks.append(collector_task("search-result collector", RESULT_GC_RESOURCE,
                                     settings["garbage_collector.sweep_interval.search_result"] * MINUTE_MS,
-                                    lambda: collect_search_results(client.workspace,
-                                                                   fence=fence_of(RESULT_GC_RESOURCE))))
+                                    lambda: collect_search_results(workspace, fence=fence_of(RESULT_GC_RESOURCE))))
     return tasks
 
 
 # ---- the work itself -----------------------------------------------------------------------------
-def maintain(client: Client, fence: LeaseFence | None = None) -> str:
+def maintain(workspace: Workspace, families: Families, fence: LeaseFence | None = None) -> str:
     """The periodic housekeeping under the sweep lease: abort transactions whose lease ran out
     (their staged files go with them), prune watermarks wholly before the streams' heads, then sweep
-    orphan chunk files — each refused (LeaseLost) once another process has taken the lease over.
-    Files that cannot be deleted (read-only storage) are logged as warnings by the expiry and the
-    sweep, counted here, and tried again by the next sweep."""
-    expired = client.transactions.expire(fence)
+    orphan chunk files older than `sweep.grace` — each refused (LeaseLost) once another process has
+    taken the lease over. Files that cannot be deleted (read-only storage) are logged as warnings by
+    the expiry and the sweep, counted here, and tried again by the next sweep."""
+    expired = families.transactions.expire(fence)
     if expired:
         log.info("aborted %d expired transaction(s): %s", len(expired), ", ".join(expired))
-    pruned = client.watermarks.prune_all(fence)
-    swept = client.sweep(fence=fence)
+    pruned = families.watermarks.prune_all(fence)
+    swept = families.streams.sweep(workspace.settings["sweep.grace"], fence)
     text = f"{swept}; expired transactions: {len(expired)}; watermarks pruned: {pruned}"
     return text + (f"; files left (could not be deleted): {len(swept.files_left)}" if swept.files_left else "")
 
 
-def periodic_tasks(client: Client, options: ServeOptions, fence_of: FenceOf = no_fences) -> list[PeriodicTask]:
+def periodic_tasks(workspace: Workspace, families: Families, options: ServeOptions,
+                   fence_of: FenceOf = no_fences) -> list[PeriodicTask]:
     """The lease-exclusive tasks, in the order a pass looks at them."""
-    tasks: list[PeriodicTask] = [sweep_task(lambda: maintain(client, fence_of(SWEEP_RESOURCE)),
+    tasks: list[PeriodicTask] = [sweep_task(lambda: maintain(workspace, families, fence_of(SWEEP_RESOURCE)),
                                             options.sweep_every_ms)]
     if options.catalog:
-        tasks.append(catalog_task(client.settings["catalog.schedule"],
-                                  run_job=lambda: client.catalog.run(fence=fence_of(CATALOG_RESOURCE)),
-                                  purge=lambda: client.catalog.purge(fence=fence_of(CATALOG_RESOURCE)),
+        catalog = families.catalog
+        tasks.append(catalog_task(workspace.settings["catalog.schedule"],
+                                  run_job=lambda: catalog.run(fence=fence_of(CATALOG_RESOURCE)),
+                                  purge=lambda: catalog.purge(fence=fence_of(CATALOG_RESOURCE)),
                                   retry_base_ms=max(options.retry_base_ms, 1_000)))
     if options.archives:
-        tasks += collector_tasks(client, fence_of)
+        tasks += collector_tasks(workspace, fence_of)
     return tasks
 
 
-def watermark_work(client: Client, options: ServeOptions, owner: str | None,
-                   fence_of: FenceOf = no_fences) -> dict[str, Any]:
-    """The watermark computation under the per-stream leases (streams/watermark_store.py)."""
+def retention_work(workspace: Workspace, families: Families, options: ServeOptions,
+                   describe: Callable[[str, Any], str], fence_of: FenceOf = no_fences) -> StreamTasks[RetentionTask]:
+    """The retention cycles of the streams with a policy, each fenced by its stream lease."""
+    retention = families.retention
+    return retention_tasks(retention.streams_with_policy,
+                           lambda stream: retention.run(stream, fence=fence_of(stream_resource(stream))),
+                           clock=workspace.clock, frequency_ms=options.frequency_ms,
+                           retry_base_ms=options.retry_base_ms, skip_errors=skip_errors(), describe=describe)
+
+
+def watermark_work(workspace: Workspace, families: Families, options: ServeOptions, owner: str | None,
+                   fence_of: FenceOf = no_fences) -> StreamTasks[WatermarkTask] | None:
+    """The watermark computations of the streams with recent writer marks (streams/watermark_store.py),
+    each fenced by its stream lease; None when watermarks are off."""
     if options.watermark_every_ms is None:
-        return {}
-    store = client.watermarks
+        return None
+    store = families.watermarks
 
     def compute(stream: str) -> Any:
         watermark = store.compute(stream, owner, fence=fence_of(stream_resource(stream)))
@@ -169,13 +211,13 @@ def watermark_work(client: Client, options: ServeOptions, owner: str | None,
                      watermark.lower_time_ms, watermark.upper_time_ms)
         return watermark
 
-    return dict(watermark_streams=store.streams_due, watermark=compute, watermark_every_ms=options.watermark_every_ms)
+    return watermark_tasks(store.streams_due, compute, clock=workspace.clock, every_ms=options.watermark_every_ms,
+                           skip_errors=skip_errors())
 
 
-def assemble(client: Client, options: ServeOptions, owner: str | None,
+def assemble(workspace: Workspace, families: Families, options: ServeOptions, owner: str | None,
              describe: Callable[[str, Any], str]) -> RetentionService:
     """The service with the real work; `describe` renders a retention decision in one log line."""
-    retention = client.retention
     owner = owner or new_owner_id()
     service: RetentionService | None = None
 
@@ -184,16 +226,13 @@ def assemble(client: Client, options: ServeOptions, owner: str | None,
         return service.fence(resource)
 
     service = RetentionService(
-        LeaseStore(client.workspace.db, client.clock), client.clock, owner,
-        streams=retention.streams_with_policy,
-        cycle=lambda stream: retention.run(stream, fence=fence_of(stream_resource(stream))),
-        frequency_ms=options.frequency_ms, ttl_ms=options.lease_ttl_ms,
-        retry_base_ms=options.retry_base_ms, skip_errors=skip_errors(), describe=describe,
-        tasks=periodic_tasks(client, options, fence_of),
-        **watermark_work(client, options, owner, fence_of))
+        LeaseStore(workspace.db, workspace.clock), workspace.clock, owner, ttl_ms=options.lease_ttl_ms,
+        retention=retention_work(workspace, families, options, describe, fence_of),
+        watermarks=watermark_work(workspace, families, options, owner, fence_of),
+        tasks=periodic_tasks(workspace, families, options, fence_of))
     return service
 
 
-__all__ = ["ARCHIVE_GC_RESOURCE", "CATALOG_RESOURCE", "RESULT_GC_RESOURCE", "ServeOptions", "assemble",
-           "catalog_task", "collector_task", "collector_tasks", "describe_result", "maintain", "periodic_tasks",
-           "skip_errors", "sweep_task", "watermark_work"]
+__all__ = ["ARCHIVE_GC_RESOURCE", "CATALOG_RESOURCE", "RESULT_GC_RESOURCE", "Families", "ServeOptions", "assemble",
+           "catalog_task", "collector_task", "collector_tasks", "describe_result", "families_of", "maintain",
+           "periodic_tasks", "retention_work", "skip_errors", "sweep_task", "watermark_work"]

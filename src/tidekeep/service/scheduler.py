@@ -1,12 +1,12 @@
-"""Scheduling of the controller service: pure decisions, then a thin loop that applies them.
+"""Scheduling of the controller service: which streams this process works on, then a thin loop.
 
-Pure (values in, values out): which owned streams are due (runs spaced by the frequency from the
-END of the previous run), the retry backoff after a failure (exponential, capped), each process's
-fair share of the streams and which stream leases to take or give back.
-The loop (`RetentionService.run_pass`) loads leases, calls these and does the work; the retention
-cycle and the watermark computation are injected callables and every other piece of periodic work
-is a `PeriodicTask` (service/tasks.py) run through `run_exclusive`, so the loop is tested without
-the retention API. The service's assembly (service/assembly.py) decides what is injected.
+Pure (values in, values out): each process's fair share of the streams and which stream leases to
+take or give back (and, in service/stream_tasks.py, when a stream is due and its backoff).
+The loop (`RetentionService.run_pass`) renews its membership, claims its share of the streams that
+want per-stream work (retention cycles, watermarks: service/stream_tasks.py), then runs that work
+and every other `PeriodicTask` (the sweep, the catalog, the collectors) through the one
+`run_exclusive` (service/tasks.py). It is tested with injected work, without the families; the
+service's assembly (service/assembly.py) decides what is injected.
 """
 
 from __future__ import annotations
@@ -14,63 +14,31 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from ..clock import Clock
 from ..errors import LeaseLost
 from ..store.fencing import LeaseFence
 from ..store.leases import Lease, LeaseStore
-from .tasks import PeriodicTask, backoff_ms, run_exclusive
+from .stream_tasks import (
+    RETENTION_PREFIX,
+    RetentionTask,
+    StreamTasks,
+    WatermarkTask,
+    due_at,
+    most_overdue_first,
+    stream_resource,
+)
+from .tasks import Outcome, PeriodicTask, run_exclusive
 
 log = logging.getLogger("tidekeep.service")
 
-RETENTION_PREFIX = "retention:"
 MEMBER_PREFIX = "member:"
 SWEEP_RESOURCE = "sweep"
 
 
 # ---- pure core ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class StreamTrack:
-    """What this process knows about one stream's runs."""
-
-    last_end_ms: int | None = None  # when the last run (ok or skipped) ended
-    failures: int = 0  # consecutive failed runs
-    retry_at_ms: int | None = None  # when a failed run may be retried
-
-
-def is_due(last_end_ms: int | None, now_ms: int, frequency_ms: int) -> bool:
-    """A stream never run is due; otherwise once `frequency_ms` has passed since its last run ENDED."""
-    return last_end_ms is None or now_ms >= last_end_ms + frequency_ms
-
-
-def due_at(track: StreamTrack, shared_last_end_ms: int | None, frequency_ms: int) -> int:
-    """When the stream is next due: a failed stream at its retry time, otherwise `frequency_ms`
-    after the later of the last ends this process and the lease row know of (0: now)."""
-    if track.failures > 0 and track.retry_at_ms is not None:
-        return track.retry_at_ms
-    ends = [e for e in (track.last_end_ms, shared_last_end_ms) if e is not None]
-    return max(ends) + frequency_ms if ends else 0
-
-
-def due_streams(owned: Iterable[str], tracks: Mapping[str, StreamTrack], shared_ends: Mapping[str, int | None],
-                now_ms: int, frequency_ms: int) -> list[str]:
-    """The owned streams due now, most overdue first (ties by name)."""
-    times = {s: due_at(tracks.get(s, StreamTrack()), shared_ends.get(s), frequency_ms) for s in owned}
-    return sorted((s for s, at in times.items() if at <= now_ms), key=lambda s: (times[s], s))
-
-
-def after_success(track: StreamTrack, ended_ms: int) -> StreamTrack:
-    return StreamTrack(last_end_ms=ended_ms)
-
-
-def after_failure(track: StreamTrack, ended_ms: int, base_ms: int, cap_ms: int) -> StreamTrack:
-    failures = track.failures + 1
-    return replace(track, failures=failures, retry_at_ms=ended_ms + backoff_ms(failures, base_ms, cap_ms))
-
-
 def fair_share(stream_count: int, member_count: int) -> int:
     """How many streams one of `member_count` live processes may hold: ceil(streams / members)."""
     return math.ceil(stream_count / max(1, member_count))
@@ -94,14 +62,7 @@ def plan_claims(streams: Sequence[str], mine: Iterable[str], others: Iterable[st
     return ClaimPlan(acquire=free[:max(0, share - len(keep))], release=release)
 
 
-def stream_resource(stream: str) -> str:
-    return RETENTION_PREFIX + stream
-
-
 # ---- the loop ----------------------------------------------------------------------------------
-CycleFn = Callable[[str], Any]  # runs one retention cycle of a stream; returns its decision
-
-
 @dataclass
 class PassReport:
     ran: list[str] = field(default_factory=list)
@@ -114,41 +75,39 @@ class PassReport:
     def swept(self) -> bool:
         return SWEEP_RESOURCE in self.done
 
+    def note(self, stream: str, outcome: Outcome, skipped: bool) -> None:
+        """File a retention cycle's outcome (not due or not held: nothing to file)."""
+        if outcome is Outcome.DONE:
+            (self.skipped if skipped else self.ran).append(stream)
+        elif outcome is Outcome.FAILED:
+            self.failed.append(stream)
+        elif outcome is Outcome.LOST:
+            self.lost.append(stream)
+
 
 class RetentionService:
     """One process of the controller service. `run_pass` does one scheduling pass; `renew` (called
-    from a heartbeat thread by the server) keeps every lease this process holds alive."""
+    from a heartbeat thread by the server) keeps every lease this process holds alive.
 
-    def __init__(self, leases: LeaseStore, clock: Clock, owner: str, *, streams: Callable[[], list[str]],
-                 cycle: CycleFn, frequency_ms: int, ttl_ms: int,
-                 retry_base_ms: int = 1_000, skip_errors: tuple[type[BaseException], ...] = (),
-                 describe: Callable[[str, Any], str] | None = None,
-                 tasks: Sequence[PeriodicTask] = (),
-                 watermark_streams: Callable[[], list[str]] | None = None,
-                 watermark: Callable[[str], Any] | None = None, watermark_every_ms: int = 1_000) -> None:
+    `retention` and `watermarks` are the per-stream work (service/stream_tasks.py) run on the
+    streams this process holds for its fair share; `tasks` the lease-exclusive periodic tasks,
+    looked at in this order once per pass after the streams."""
+
+    def __init__(self, leases: LeaseStore, clock: Clock, owner: str, *, ttl_ms: int,
+                 retention: StreamTasks[RetentionTask] | None = None,
+                 watermarks: StreamTasks[WatermarkTask] | None = None,
+                 tasks: Sequence[PeriodicTask] = ()) -> None:
         self.leases = leases
         self.clock = clock
         self.owner = owner
-        self.list_streams = streams
-        self.cycle = cycle
-        self.frequency_ms = frequency_ms
         self.ttl_ms = ttl_ms
-        self.retry_base_ms = retry_base_ms
-        self.retry_cap_ms = max(retry_base_ms, frequency_ms)  # never retry less often than a normal run
-        self.skip_errors = skip_errors
-        self.describe = describe or (lambda stream, decision: f"ran {stream}: {decision!r}")
-        # the periodic tasks (the sweep, the catalog job, the collectors), looked at in this order once
-        # per pass after the streams, each run through run_exclusive (service/tasks.py)
-        self.tasks = list(tasks)
+        self.retention = retention
         # watermarks (docs/watermarks.md): streams with recent writer marks are leased like retention streams (the
-        # same "retention:<stream>" lease), and their owner computes a watermark every watermark_every_ms
-        self.list_watermark_streams = watermark_streams
-        self.watermark = watermark
-        self.watermark_every_ms = watermark_every_ms
+        # same "retention:<stream>" lease), and their owner computes a watermark every interval
+        self.watermarks = watermarks
+        self.tasks = list(tasks)
         self._watermark_owned: list[str] = []
-        self._watermark_last: dict[str, int] = {}
-        self._watermark_lock = threading.Lock()
-        self.tracks: dict[str, StreamTrack] = {}
+        self._watermark_lock = threading.Lock()  # the pass and the server's watermark thread take turns
         self.held: dict[str, int] = {}  # resource → lease version we hold
         # resource → the version we were last granted, kept when the lease is lost or given back: the
         # fence of work started under it must go on refusing, not turn into "no fence"
@@ -235,9 +194,8 @@ class RetentionService:
         self.leases.purge(MEMBER_PREFIX, now - self.ttl_ms)
         rows = self.leases.list()
         members = sum(1 for r in rows if r.resource.startswith(MEMBER_PREFIX) and r.held_at(now))
-        policy_streams = self.list_streams()
-        watermark_streams = self.list_watermark_streams() if self.watermark is not None and \
-            self.list_watermark_streams is not None else []
+        policy_streams = self.retention.streams() if self.retention is not None else []
+        watermark_streams = self.watermarks.streams() if self.watermarks is not None else []
         streams = sorted(set(policy_streams) | set(watermark_streams))
         mine = [r.resource[len(RETENTION_PREFIX):] for r in rows
                 if r.resource.startswith(RETENTION_PREFIX) and r.owner == self.owner]
@@ -248,16 +206,11 @@ class RetentionService:
             self.give_back(stream_resource(stream))
         owned = [s for s in sorted(set(mine) - set(plan.release)) if self.take(stream_resource(s))]
         owned += [s for s in plan.acquire if self.take(stream_resource(s))]
-        shared_ends = {r.resource[len(RETENTION_PREFIX):]: r.work_done_ms for r in rows
-                       if r.resource.startswith(RETENTION_PREFIX)}
         with self._watermark_lock:
             self._watermark_owned = sorted(set(owned) & set(watermark_streams))
         self.run_watermarks()
-        policy_owned = sorted(set(owned) & set(policy_streams))
-        for stream in due_streams(policy_owned, self.tracks, shared_ends, self.clock.now_ms(), self.frequency_ms):
-            if self.stop.is_set():
-                break  # shutting down: the stream in hand is finished, no new one is started
-            self._run_stream(stream, report)
+        if self.retention is not None:
+            self._run_retention(sorted(set(owned) & set(policy_streams)), rows, report)
         for task in self.tasks:
             if self.stop.is_set():
                 break
@@ -265,64 +218,33 @@ class RetentionService:
                 report.done.append(task.resource)
         return report
 
+    def _run_retention(self, owned: list[str], rows: list[Lease], report: PassReport) -> None:
+        """The retention cycles of the owned streams that are due, most overdue first."""
+        assert self.retention is not None
+        retention = self.retention
+        tasks = {stream: retention.task(stream) for stream in owned}
+        shared_ends = {r.resource[len(RETENTION_PREFIX):]: r.work_done_ms for r in rows
+                       if r.resource.startswith(RETENTION_PREFIX)}
+        order = most_overdue_first({s: due_at(t.track, shared_ends.get(s), t.frequency_ms) for s, t in tasks.items()},
+                                   self.clock.now_ms())
+        for stream in order:
+            if self.stop.is_set():
+                break  # shutting down: the stream in hand is finished, no new one is started
+            task = tasks[stream]
+            report.note(stream, run_exclusive(self, task), task.skipped)
+
     def run_watermarks(self) -> list[str]:
-        """Compute the watermark of every owned stream with recent marks whose last computation is
-        `watermark_every_ms` old; called by each pass and by the server's watermark thread (so a long
-        retention cycle or catalog job does not stall watermarks). Returns the streams computed."""
-        if self.watermark is None:
+        """Compute the watermark of every owned stream with recent marks whose last computation is an
+        interval old; called by each pass and by the server's watermark thread (so a long retention
+        cycle or catalog job does not stall watermarks). Returns the streams computed."""
+        if self.watermarks is None:
             return []
         computed = []
         with self._watermark_lock:
             for stream in self._watermark_owned:
                 if self.stop.is_set():
                     break
-                now = self.clock.now_ms()
-                last = self._watermark_last.get(stream)
-                if last is not None and now < last + self.watermark_every_ms:
-                    continue
-                if not self.holds(stream_resource(stream)):  # lost to another process since the pass
-                    continue
-                self._watermark_last[stream] = now
-                try:
-                    result = self.watermark(stream)
-                except LeaseLost as exc:
-                    self.lease_lost(stream_resource(stream), exc)
-                    continue
-                except self.skip_errors as exc:
-                    log.debug("watermark of %s skipped: %s", stream, exc)
-                    continue
-                except Exception as exc:  # logged; tried again at the next interval
-                    log.warning("watermark of %s failed: %s: %s", stream, type(exc).__name__, exc)
-                    continue
-                computed.append(stream)
-                if result is not None:
-                    log.debug("watermark of %s: %r", stream, result)
+                task = self.watermarks.task(stream)
+                if run_exclusive(self, task) and not task.skipped:
+                    computed.append(stream)
         return computed
-
-    def _run_stream(self, stream: str, report: PassReport) -> None:
-        resource = stream_resource(stream)
-        if not self.take(resource):  # renewed just before the work: the TTL counts from here
-            return
-        track = self.tracks.get(stream, StreamTrack())
-        try:
-            decision = self.cycle(stream)
-        except LeaseLost as exc:  # taken over mid-cycle: nothing was applied; the new holder decides
-            self.lease_lost(resource, exc)
-            report.lost.append(stream)
-            return
-        except self.skip_errors as exc:
-            log.info("skipped %s: %s (%s)", stream, exc, type(exc).__name__)
-            self.tracks[stream] = after_success(track, self.clock.now_ms())
-            report.skipped.append(stream)
-        except Exception as exc:  # any failure is retried with backoff; the service keeps going
-            self.tracks[stream] = after_failure(track, self.clock.now_ms(), self.retry_base_ms, self.retry_cap_ms)
-            wait = self.tracks[stream].retry_at_ms - self.clock.now_ms()  # type: ignore[operator]
-            log.warning("failed %s (attempt %d, retry in %d ms): %s: %s", stream, self.tracks[stream].failures,
-                        wait, type(exc).__name__, exc)
-            report.failed.append(stream)
-            return
-        else:
-            self.tracks[stream] = after_success(track, self.clock.now_ms())
-            log.info("%s", self.describe(stream, decision))
-            report.ran.append(stream)
-        self.record_work_done(resource, self.tracks[stream].last_end_ms or 0)

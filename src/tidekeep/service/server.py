@@ -16,16 +16,14 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..printable import PrintableFormatter
 from ..redaction import RedactingFilter
+from ..store.house import Workspace, verify_identity
 from ..streams.retention_reasons import describe_decision
-from .assembly import ServeOptions, assemble
+from .assembly import Families, ServeOptions, assemble, families_of
 from .scheduler import RetentionService
-
-if TYPE_CHECKING:
-    from ..client import Client
 
 log = logging.getLogger("tidekeep.service")
 
@@ -56,9 +54,11 @@ def configure_service_logging(level: str, json_logs: bool) -> None:
     logger.propagate = False
 
 
-def build_service(client: Client, options: ServeOptions, owner: str | None = None) -> RetentionService:
-    """The service with the real work (service/assembly.py), its decisions logged by `describe_decision`."""
-    return assemble(client, options, owner, describe_decision)
+def build_service(workspace: Workspace, options: ServeOptions, owner: str | None = None,
+                  families: Families | None = None) -> RetentionService:
+    """The service with the real work of `families` (default: the family facades over `workspace`,
+    service/assembly.py), its decisions logged by `describe_decision`."""
+    return assemble(workspace, families or families_of(workspace), options, owner, describe_decision)
 
 
 @contextmanager
@@ -91,10 +91,11 @@ def _watermark_loop(service: RetentionService, done: threading.Event, interval_s
             log.warning("watermarks failed: %s: %s", type(exc).__name__, exc)
 
 
-def serve(client: Client, options: ServeOptions, owner: str | None = None) -> int:
+def serve(workspace: Workspace, options: ServeOptions, owner: str | None = None,
+          families: Families | None = None) -> int:
     """Run the service until stopped (or one pass with `once`); returns the exit code."""
-    client.workspace.storage.require_deletable()  # the service deletes files: only in a workspace proven to be itself
-    service = build_service(client, options, owner)
+    workspace.storage.require_deletable()  # the service deletes files: only in a workspace proven to be itself
+    service = build_service(workspace, options, owner, families)
     beat_s = options.lease_ttl_ms / 3000
     # passes come often enough to notice takeovers and new streams well within one TTL
     pass_interval_s = max(0.05, min(options.lease_ttl_ms / 3, options.frequency_ms) / 1000)
@@ -117,8 +118,8 @@ def serve(client: Client, options: ServeOptions, owner: str | None = None) -> in
             while not service.stop.is_set():
                 try:
                     # the storage root may have been remounted or repointed since the last pass
-                    client.verify_workspace()
-                    client.workspace.storage.require_deletable()
+                    verify_identity(workspace.db, workspace.storage)
+                    workspace.storage.require_deletable()
                     service.run_pass()
                 except Exception as exc:  # e.g. the store is briefly unreachable: log, wait, go on
                     if options.once:
