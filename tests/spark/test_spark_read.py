@@ -14,14 +14,9 @@ from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import functions as F
 
 import tidekeep as tk
-from tidekeep.spark.datasource import (
-    StorageLocation,
-    build_partitions,
-    load_stream,
-    parse_read_options,
-    plan_partitions,
-    read_partition,
-)
+from tidekeep.spark.datasource import load_stream
+from tidekeep.spark.options import parse_read_options
+from tidekeep.spark.partitions import StorageLocation, build_partitions, plan_partitions, read_partition
 from tidekeep.store.chunks import ChunkRef
 from tidekeep.streams.controller import ReadTask
 from tidekeep.streams.of_workspace import stream_controller

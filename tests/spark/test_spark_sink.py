@@ -28,7 +28,7 @@ from pyspark.sql.types import BinaryType, LongType, StringType, StructField, Str
 import tidekeep as tk
 from helpers.procs import worker_env
 from helpers.storage import chunk_rows, referenced_paths, stored_files
-from tidekeep.spark.datasource import StorageLocation
+from tidekeep.spark.partitions import StorageLocation
 from tidekeep.spark.sink import (
     NOTE_MAX_EVENT_TIME,
     NOTE_NONE,

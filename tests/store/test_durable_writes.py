@@ -237,7 +237,8 @@ def test_a_bad_fsync_option_is_refused_naming_the_setting(sqlite_client: tk.Clie
     from pyspark.sql.types import BinaryType, StructField, StructType
 
     from tidekeep.errors import ConfigError
-    from tidekeep.spark.datasource import check_read, parse_read_options
+    from tidekeep.spark.options import parse_read_options
+    from tidekeep.spark.partitions import check_read
     from tidekeep.spark.sink import plan_sink
 
     sqlite_client.create_stream(STREAM)

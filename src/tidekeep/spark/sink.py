@@ -78,13 +78,8 @@ from ..streams.model import EVENT_HEADER_BYTES, Router
 from ..streams.repository import StreamStatus
 from ..streams.txn import write_chunks
 from ..units import parse_size_bytes
-from .datasource import (
-    SOURCE_NAME,
-    WORKSPACE_OPTIONS,
-    StorageLocation,
-    caller_options,
-    checked_options,
-)
+from .options import SOURCE_NAME, WORKSPACE_OPTIONS, caller_options, checked_options
+from .partitions import StorageLocation
 from .staged import StagedFile, describe_task, verify_staged
 
 log = logging.getLogger("tidekeep.spark.sink")

@@ -12,7 +12,7 @@ Offsets are stream cuts as self-describing JSON dicts (StreamCut.to_dict(), with
   query started), bounded by the byte limit, at event boundaries, and never into a successor
   segment in the batch that still reads its predecessors (offsets.py: per-key order across scaling).
 - partitions(start, end): the controller's read plan between the cuts, grouped per segment as for
-  batch reads (datasource.py); executors read chunk files into Arrow, stamping the watermark column.
+  batch reads (partitions.py); executors read chunk files into Arrow, stamping the watermark column.
 - commit(end): with a reader group, `end` becomes the group's acknowledgement cut, so
   consumption-based retention follows the query. The start given to latestOffset is acknowledged
   too: Spark plans a batch only after the previous one reached the sink, and calls commit() for
@@ -53,18 +53,9 @@ from ..streams.repository import StreamState
 from ..streams.subscriber_store import SubscriberStore
 from ..streams.subscribers import upper_bound
 from ..units import parse_size_bytes
-from .datasource import (
-    _COMMON,
-    STREAM_ONLY,
-    TAIL,
-    ChunkPartition,
-    ReadOptions,
-    open_read_workspace,
-    parse_read_options,
-    partitions_of,
-    read_partition,
-)
 from .offsets import cut_of, next_end, offset_of
+from .options import COMMON_OPTIONS, STREAM_ONLY, TAIL, ReadOptions, parse_read_options
+from .partitions import ChunkPartition, open_read_workspace, partitions_of, read_partition
 
 if TYPE_CHECKING:
     from .driver_workspace import DriverWorkspace
@@ -86,7 +77,7 @@ class StreamOptions:
 
 def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:
     """Check a streaming read's options without touching the workspace."""
-    read = parse_read_options(options, _COMMON | STREAM_ONLY)
+    read = parse_read_options(options, COMMON_OPTIONS | STREAM_ONLY)
     lowered = {str(k).lower(): v for k, v in options.items()}
     group = lowered.get("reader_group") or None
     if group is not None:
