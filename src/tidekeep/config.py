@@ -130,16 +130,16 @@ def _boolean(value: Any) -> bool:
 
 
 def _cron(value: Any) -> str:
-    from .catalog.schedule import check_schedule  # on use: the settings module stays import-light
+    from .cron import check_cron  # on use: the settings module stays import-light
 
-    return check_schedule(value)
+    return check_cron(value)
 
 
 def _data_roots(value: Any) -> tuple[str, ...]:
     """Absolute paths or URIs, as a YAML list or a comma-separated string, each in its normal form
     (docs/catalog-purge.md); repeats are dropped. Whether they overlap tidekeep's own areas depends
     on other keys, so load_settings checks that once every key is known."""
-    from .catalog.locations import Refused, parse_absolute  # on use, as _cron
+    from .places import Refused, parse_absolute  # on use, as _cron
 
     if value is None or (isinstance(value, str) and not value.strip()):
         return ()
@@ -540,9 +540,10 @@ def load_settings(
         values["storage.uri"] = absolute_storage_uri(values["storage.uri"])
     settings = Settings(home=home_path, values=values, sources=sources)
     if values["catalog.data_roots"]:
-        from .catalog.location_rules import data_root_problem  # on use: only when data roots are set
+        from .workspace_areas import data_root_problem  # on use: only when data roots are set
 
-        problem = data_root_problem(settings)
+        problem = data_root_problem(values["catalog.data_roots"], settings.storage_uri, settings.metadata_url,
+                                    str(home_path / CONFIG_FILE_NAME))
         if problem is not None:
             where = source_text(settings.source("catalog.data_roots"))
             raise ConfigError(f"bad value for 'catalog.data_roots' in {where}: {problem}")

@@ -22,11 +22,10 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from ..errors import TidekeepError, WorkspaceMismatch
+from ..workspace_areas import MARKER_FILE
 from .database import Database
 from .fileio import PARTIAL_SUFFIX, FileIO
 from .schema_workspace import workspace as workspace_table
-
-MARKER_FILE = "tidekeep-workspace.json"
 
 
 # ---- the pure core -------------------------------------------------------------------------------
