@@ -19,7 +19,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
 
 from ..redaction import SPARK_CONF_REDACTION, SPARK_STRING_REDACTION
-from ..store.local_dirs import require_writable_workspace
+from ..store.writable import require_writable_workspace
 from .cluster import check_settings_reach
 
 if TYPE_CHECKING:

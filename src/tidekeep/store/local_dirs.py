@@ -10,13 +10,9 @@ import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, ReadOnlyWorkspace
 from .private import make_private_directories
-
-if TYPE_CHECKING:
-    from ..config import Settings
 
 _READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
 
@@ -58,27 +54,3 @@ def read_only_as_typed(path: Path) -> Iterator[None]:
             where = str(exc.filename or path)
             raise ReadOnlyWorkspace(f"read-only: cannot create directory {where} ({exc.strerror})", where) from None
         raise
-
-
-def require_writable(path: Path, what: str) -> None:
-    """ReadOnlyWorkspace naming `path` when it exists and cannot be written (for a directory: files
-    cannot be created in it) because of its permissions, an immutable flag or a read-only
-    filesystem; `os.access` sees all three, for root too."""
-    mode = os.W_OK | os.X_OK if path.is_dir() else os.W_OK
-    if path.exists() and not os.access(path, mode):
-        raise ReadOnlyWorkspace(f"read-only: {what} {path} is not writable", str(path))
-
-
-def require_writable_workspace(settings: Settings, *, metadata: bool, storage: bool) -> None:
-    """The local parts of the workspace a job writes to are writable: the SQLite database file and
-    its directory (SQLite creates its journal beside it) with `metadata`, a local storage root with
-    `storage`. Remote stores answer for themselves when written."""
-    from .database import Database
-
-    database = Database.sqlite_file(settings.metadata_url) if metadata else None
-    if database is not None:
-        require_writable(database, "the metadata database")
-        require_writable(database.parent, "the directory of the metadata database")
-    uri = settings.storage_uri
-    if storage and ("://" not in uri or uri.lower().startswith("file://")):
-        require_writable(Path(uri.removeprefix("file://")), "the storage root")
