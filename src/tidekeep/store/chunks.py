@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ..errors import ChunkMissing, CorruptChunk, NotFound
-from ..streams.model import EVENT_HEADER_BYTES, segment_name
 from .fileio import FileIO, StoredFile
+from .segment_ids import EVENT_HEADER_BYTES, segment_name
 
 CHUNK_SCHEMA = pa.schema(
     [

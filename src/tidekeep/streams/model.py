@@ -1,7 +1,7 @@
 """Pure stream model: segments, key ranges, routing, and scaling decisions.
 
-Segment id = (epoch << 32) | number, as in Pravega: the creation epoch sits in the high bits, so
-among segments whose key ranges overlap, a higher id is always a later segment. Key ranges are
+Segment id = (epoch << 32) | number, as in Pravega (store/segment_ids.py): the creation epoch sits
+in the high bits, so among segments whose key ranges overlap, a higher id is always a later segment. Key ranges are
 half-open [low, high) inside [0, 1).
 """
 
@@ -18,30 +18,19 @@ import numpy as np
 
 from ..errors import InvalidInput
 
-EVENT_HEADER_BYTES = 8  # every event occupies an 8-byte header plus its payload, as in Pravega
-
-
-def segment_id(epoch: int, number: int) -> int:
-    return (epoch << 32) | number
+# the chunk format's vocabulary (chunk files name segments and size events so): defined with the
+# store's chunks, offered here as the stream model's own
+from ..store.segment_ids import EVENT_HEADER_BYTES as EVENT_HEADER_BYTES
+from ..store.segment_ids import segment_epoch as segment_epoch
+from ..store.segment_ids import segment_id as segment_id
+from ..store.segment_ids import segment_name as segment_name
+from ..store.segment_ids import segment_number as segment_number
 
 
 def segment_key(seg_id: int) -> str:
     """A segment as stored in JSON columns: the decimal 64-bit id, also for a SegmentId (whose str()
     is "epoch.number", the form for people, not for what the store reads back)."""
     return str(int(seg_id))
-
-
-def segment_epoch(seg_id: int) -> int:
-    return seg_id >> 32
-
-
-def segment_number(seg_id: int) -> int:
-    return seg_id & 0xFFFFFFFF
-
-
-def segment_name(seg_id: int) -> str:
-    """Display form "epoch.number", also used in the compact stream-cut string."""
-    return f"{segment_epoch(seg_id)}.{segment_number(seg_id)}"
 
 
 MAX_EPOCH = 2**31 - 1  # ids are signed 64-bit columns in the metadata store
