@@ -12,14 +12,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..units import format_duration, format_size
 from .config import RetentionKind
 from .model import segment_name
-
-if TYPE_CHECKING:
-    from .retention import RetentionDecision
 
 
 @enum.unique
@@ -133,7 +130,25 @@ def render_reason(reason: Reason) -> str:
     return reason.why.value.format(**values)
 
 
-def describe_decision(stream: str, decision: RetentionDecision) -> str:
+class DecisionFacts(Protocol):
+    """What `describe_decision` reads of a retention decision (retention.RetentionDecision). A
+    protocol rather than the class: the decision renders its reason here, so this module does not
+    import it back."""
+
+    @property
+    def cut(self) -> Mapping[int, int] | None: ...
+
+    @property
+    def rule(self) -> str: ...
+
+    @property
+    def freed_bytes(self) -> int: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+def describe_decision(stream: str, decision: DecisionFacts) -> str:
     """A retention decision in one line (the service's log): what was truncated and why, or why nothing was."""
     if decision.cut is not None:
         cut = ",".join(f"{segment_name(seg)}:{off}" for seg, off in sorted(decision.cut.items()))
@@ -142,4 +157,4 @@ def describe_decision(stream: str, decision: RetentionDecision) -> str:
     return f"kept {stream} (nothing to truncate): rule={decision.rule} reason={decision.reason}"
 
 
-__all__ = ["Reason", "Why", "cut_text", "describe_decision", "format_amount", "render_reason"]
+__all__ = ["DecisionFacts", "Reason", "Why", "cut_text", "describe_decision", "format_amount", "render_reason"]
