@@ -52,6 +52,7 @@ from ..faults import fault_point
 from ..store.audit import AuditEntry
 from ..store.deletion import DeleteOutcome, FileLeft, files_left_json, warn_files_left
 from ..store.fencing import LeaseFence, check_fence, confirm_fence
+from ..store.holds import holds_covering, holds_of, kind_named
 from ..store.schema_archives import archive_gc_journal as journal
 from ..store.schema_archives import archive_search_jobs as jobs_table
 from ..store.schema_archives import archives as archives_table
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
     from ..store.house import Workspace
 
 Progress = Callable[[int, int], None]  # (files done, files total)
+RECORDS_KIND = "records"  # the catalog's hold kind on records (catalog/holds.py registers it)
 GC_BATCH_SIZE = 1000  # candidates journaled, deleted from the metadata and from storage per round
 
 
@@ -143,17 +145,17 @@ class GcReport:
 
 
 # ---- loading state ----------------------------------------------------------------------------
-def archives_with_held_records(conn: Connection, now_ms: int, among: Any) -> set[str]:
-    """The archives (of those `among` selects) whose catalog record a hold on records matches:
-    deleting such an archive would delete a held record, so the collector keeps it."""
-    from ..catalog.holds import compile_context, held_predicate, record_holds
-
-    holds = record_holds(conn)
-    if not holds:
-        return set()
-    held = held_predicate(holds, compile_context(conn, now_ms), catalog_records)
-    return set(conn.execute(sa.select(archives_table.c.id).join(
-        catalog_records, catalog_records.c.id == archives_table.c.catalog_record_id).where(among, held)).scalars())
+def archives_with_held_records(conn: Connection, now_ms: int, archive_ids: Iterable[str]) -> set[str]:
+    """Of `archive_ids`, the archives whose catalog record a hold on records matches: deleting such
+    an archive would delete a held record, so the collector keeps it. The catalog registers that
+    coverage with the foundation's `holds_covering` (catalog/holds.py, docs/holds.md)."""
+    if not holds_of(conn, (RECORDS_KIND,)):
+        return set()  # no hold on records: one query, whatever the number of archives
+    # the kind and its coverage are registered together: without them every archive would look
+    # unheld, so a process that did not wire the catalog's holds fails here (LookupError) instead
+    kind_named(RECORDS_KIND)
+    return {archive_id for archive_id in archive_ids
+            if any(hold.kind == RECORDS_KIND for hold in holds_covering(conn, "archive", archive_id, now_ms))}
 
 
 def _plan(workspace: Workspace, retention: int, now: int) -> tuple[ArchivePlan, dict[str, str]]:
@@ -165,8 +167,7 @@ def _plan(workspace: Workspace, retention: int, now: int) -> tuple[ArchivePlan, 
         running = [job_from_row(r) for r in conn.execute(sa.select(jobs_table).where(
             jobs_table.c.state == str(JobState.RUNNING)))]
         held_datasets, held_archives = load_holds(conn)
-        held_records = archives_with_held_records(conn, now, sa.and_(archives_table.c.end_ts.is_not(None),
-                                                                     archives_table.c.end_ts < horizon))
+        held_records = archives_with_held_records(conn, now, [a.id for a in archives])
     plan = plan_archive_sweep(now, retention, workspace.settings["search.max_runtime"], archives, running,
                               held_datasets, held_archives | held_records)
     return plan, held_reasons(plan.held, held_datasets, held_archives, held_records)
@@ -336,7 +337,7 @@ def delete_metadata(workspace: Workspace, plan: ArchivePlan, report: ArchiveGcRe
         for dataset in sorted({a.dataset for a in candidates}):
             lock_dataset(conn, dataset)  # a hold on the dataset or one of its archives waits for us
         held_datasets, held_archives = load_holds(conn)
-        held_archives |= archives_with_held_records(conn, now, archives_table.c.id.in_(ids))
+        held_archives |= archives_with_held_records(conn, now, ids)
         expiry = safe_expiry_ms(now, retention, oldest_running_created_ms(conn, now))
         current = [archive_from_row(r) for r in conn.execute(
             sa.select(archives_table).where(archives_table.c.id.in_(ids)))]
