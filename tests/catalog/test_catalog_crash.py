@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -56,11 +55,9 @@ def test_a_killed_run_resumes_and_never_deletes_what_the_rules_retain(tmp_path: 
         env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws", fault)
         env.update({"TIDEKEEP_SPARK_MASTER": "local[2]", "TIDEKEEP_CATALOG_DELETE_BATCH_SIZE": "5",
                     "TIDEKEEP_CATALOG_PARTITIONS": "2"})
-        started = time.monotonic()
         proc = subprocess.run([sys.executable, "-m", "tidekeep.cli.main", "catalog", "run", "--json"], env=env,
                               capture_output=True, text=True, timeout=300, check=False)
         assert proc.returncode in (77, -9), (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
-        assert time.monotonic() - started < 300
 
         partial = deleted_ids(client)
         assert partial <= expected  # nothing the rules retain was touched

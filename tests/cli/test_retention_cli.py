@@ -3,7 +3,6 @@ for real in subprocesses against a SQLite workspace; data is written through the
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -39,8 +38,8 @@ def test_policy_preview_run_history(home: Path) -> None:
     first = ok_json(home, *FAST, "retention", "run", STREAM)
     assert first["rule"] == "no-cmin" and first["recorded"]["recording_size"] == 300 and first["cut"] is None
     write(home, 30)
-    time.sleep(0.01)
-    preview = ok_json(home, *FAST, "retention", "preview", STREAM)
+    # decided a second after now, explicitly: the tail is due for recording whatever the machine's speed
+    preview = ok_json(home, *FAST, "retention", "preview", STREAM, "--at", "+1s")
     assert preview["dry_run"] and preview["rule"] == "above-max" and preview["cut"] == {"0.0": 300}
     assert preview["freed_bytes"] == 300 and preview["retained"] == 300
     assert [r["retained"] for r in preview["records"]] == [300, 0]  # the recorded cut and the would-be tail

@@ -7,7 +7,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 import traceback
 from pathlib import Path
 
@@ -133,23 +132,53 @@ def test_sqlite_runs_with_wal_busy_timeout_and_foreign_keys(tmp_path: Path) -> N
 def test_sqlite_waits_for_a_busy_database_before_switching_to_wal(tmp_path: Path) -> None:
     # another connection is writing to a database still in rollback-journal mode (as the first client
     # of a new workspace does while it switches it to WAL): SQLite refuses the switch at once instead of
-    # calling the busy handler, and connecting must wait for the writer rather than fail
+    # calling the busy handler, and connecting must wait for the writer rather than fail. The writer
+    # commits only once the switch has been tried twice (seen by a trace on every new connection):
+    # the first try met the lock, and connecting went on trying.
     path = tmp_path / "meta.db"
     holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     holder.execute("CREATE TABLE unrelated (x INTEGER)")
     holder.execute("BEGIN IMMEDIATE")
     holder.execute("INSERT INTO unrelated VALUES (1)")
-    release = threading.Timer(0.4, lambda: holder.execute("COMMIT"))
-    release.start()
-    started = time.monotonic()
+    switches: list[str] = []
+    tried_twice = threading.Event()
+
+    def on_statement(statement: str) -> None:
+        if statement.strip().upper() == "PRAGMA JOURNAL_MODE=WAL":
+            switches.append(statement)
+            if len(switches) >= 2:
+                tried_twice.set()
+
+    def trace(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+        dbapi_connection.set_trace_callback(on_statement)
+
+    connected: list[tk.Client] = []
+    failures: list[str] = []
+
+    def connect() -> None:
+        try:
+            client = _connect(tmp_path, f"sqlite:///{path}", **{"metadata.busy_timeout": "10min"})  # init migrates
+            client.create_stream("s/a")
+            connected.append(client)
+        except BaseException:
+            failures.append(traceback.format_exc())
+        finally:
+            tried_twice.set()  # never leave the writer waiting
+
+    # class-level pool listeners run before the store's own connect listener, which switches to WAL
+    sa.event.listen(sa.pool.Pool, "connect", trace)
+    connecting = threading.Thread(target=connect)
     try:
-        client = _connect(tmp_path, f"sqlite:///{path}", **{"metadata.busy_timeout": "10s"})  # init migrates
-        client.create_stream("s/a")
-        waited = time.monotonic() - started
+        connecting.start()
+        tried_twice.wait()  # no deadline: pytest's timeout ends a hang
+        holder.execute("COMMIT")
+        connecting.join()
     finally:
-        release.join()
+        sa.event.remove(sa.pool.Pool, "connect", trace)
         holder.close()
-    assert waited >= 0.3  # it really was blocked, and waited instead of failing
+    assert not failures, failures[0]
+    assert len(switches) >= 2  # it really was blocked, and tried again instead of failing
+    [client] = connected
     with client.workspace.db.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     assert [s.name for s in client.list_streams()] == ["s/a"]
