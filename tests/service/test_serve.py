@@ -99,10 +99,12 @@ def test_serve_once_truncates_as_the_policy_says_and_logs_why(tmp_path: Path, me
     write_batch(client, "s/due", 2)  # s/due and s/held have reached their policy's min beyond a record
     write_batch(client, "s/held", 2)
     hold_id = client.holds.add("stream", "s/held", "litigation 42")
-    abandoned = client.stream("s/kept").transactional_writer("tw", lease="1s").begin()
+    # begun an hour ago by its writer's clock: its 1 s lease has run out for the serve process (wall clock)
+    past = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
+                      clock=tk.ManualClock(client.clock.now_ms() - HOUR), settings={"writer.linger": 0})
+    abandoned = past.stream("s/kept").transactional_writer("tw", lease="1s").begin()
     abandoned.write(b"never committed", routing_key="k")
     abandoned.flush()
-    time.sleep(1.2)  # the serve process runs on the wall clock: let the lease run out
     before = heads(client, streams)
     done = subprocess.run([*SERVE, "--once", "--lease-ttl", "5s"], env=serve_env(tmp_path, metadata_url),
                           capture_output=True, text=True, timeout=120, check=False)
@@ -123,6 +125,7 @@ def test_serve_once_truncates_as_the_policy_says_and_logs_why(tmp_path: Path, me
     assert any("sweep:" in line for line in lines)
     assert held_leases(client) == {}  # everything released on exit
     assert truncations(client) == [("s/due", json.dumps({str(k): v for k, v in sorted(expected["s/due"].items())}))]
+    past.close()
     client.close()
 
 
@@ -218,7 +221,13 @@ def test_two_processes_on_postgres_one_killed_the_other_takes_over(tmp_path: Pat
         takeover_s = time.monotonic() - killed_at
         assert takeover_s <= ttl_s + 1.5, f"takeover took {takeover_s:.2f}s with a {ttl_s}s TTL"
         wait_for(lambda: heads(client, streams) == expected, 30, "every truncation", logs)
-        time.sleep(2.0)  # a few more cycles: nothing more may be truncated
+        done_at = len(logs[1].read_text())
+
+        def two_more_cycles() -> bool:  # each stream decided twice more after its truncation
+            later = logs[1].read_text()[done_at:]
+            return all(later.count(f"kept {s} (nothing to truncate)") >= 2 for s in streams)
+
+        wait_for(two_more_cycles, 60, "two more cycles of every stream", logs)
         assert heads(client, streams) == expected
         b.send_signal(signal.SIGTERM)
         assert b.wait(timeout=20) == 0
