@@ -1,7 +1,9 @@
 """Consumption-based retention end to end, in the spirit of Pravega's
 ConsumptionBasedRetentionWithMultipleReaderGroupsTest: two AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT
-subscriber groups, each read by its own process at its own speed with automatic checkpoints, a writer
-(this process) appending, and retention cycles after every round.
+subscriber groups, each read by its own process with automatic checkpoints, a writer (this process)
+appending, and retention cycles after the rounds. The slow group lags because the test pauses its
+reader (a pause file), not because of its pace: what each group has acknowledged at a cycle is known,
+and every wait is on a condition (an acknowledgement reaches the tail), bounded by pytest's timeout.
 
 After every cycle: the head is at or before every subscriber's cut (the slower group's, in effect),
 unless the maximum forced it (cases iii/v), and then the stream keeps at most the maximum. A split in
@@ -31,7 +33,6 @@ STREAM = "cbr/orders"
 EVENT_BYTES = 100  # 92-byte payloads + the 8-byte header
 ROUND_EVENTS = 30
 MAX_BYTES = 24_000
-DEADLINE_S = 30
 FORCED = ("iii", "v")  # the cases in which the maximum overrides the subscribers
 
 
@@ -43,18 +44,30 @@ class Readers:
     tmp: Path
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def start(self, group: str, pace: float) -> None:
+    def start(self, group: str) -> None:
         out, stop = self.tmp / f"{group}.out", self.tmp / f"{group}.stop"
         with open(self.tmp / f"{group}.log", "wb") as log:
             self.procs[group] = subprocess.Popen(
                 [sys.executable, str(RG_WORKERS), "read", "--group", group, "--reader", f"{group}-r1",
-                 "--out", str(out), "--stop-file", str(stop), "--pace", str(pace), "--sync-every", "10"],
+                 "--out", str(out), "--stop-file", str(stop), "--pause-file", str(self.pause_file(group)),
+                 "--sync-every", "10"],
                 env=self.env, stdout=log, stderr=subprocess.STDOUT)
         wait_for(lambda: Path(str(out) + ".joined").exists(), f"{group}'s reader to join", self)
 
+    def pause_file(self, group: str) -> Path:
+        return self.tmp / f"{group}.pause"
+
+    def pause(self, group: str) -> None:
+        """Returns once the reader has stopped reading: its group's acknowledgement no longer moves."""
+        self.pause_file(group).touch()
+        wait_for(Path(f"{self.pause_file(group)}.paused").exists, f"{group}'s reader to pause", self)
+
+    def resume(self, group: str) -> None:
+        self.pause_file(group).unlink()
+
     def stop(self, group: str) -> None:
         (self.tmp / f"{group}.stop").touch()
-        code = self.procs[group].wait(DEADLINE_S)
+        code = self.procs[group].wait()  # it finishes its reads and leaves; pytest's timeout ends a hang
         assert code == 0, (self.tmp / f"{group}.log").read_text()
 
     def check_alive(self) -> None:
@@ -70,11 +83,13 @@ class Readers:
 
 
 def wait_for(condition: Callable[[], bool], what: str, readers: Readers) -> None:
-    deadline = time.monotonic() + DEADLINE_S
+    """Polls until the condition holds; fails at once if a reader died (naming `what` in its
+    output). No deadline of its own: pytest's timeout ends a hang."""
     while not condition():
-        readers.check_alive()
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+        try:
+            readers.check_alive()
+        except AssertionError as exc:
+            raise AssertionError(f"while waiting for {what}: {exc}") from None
         time.sleep(0.05)
 
 
@@ -143,13 +158,25 @@ class Cycles:
             assert {v.reader_group for v in decision.subscribers} == set(cuts) or decision.case in FORCED
         return decision
 
-    def rounds(self, count: int, pause_s: float) -> list[RetentionDecision]:
-        made = []
+    def rounds(self, count: int) -> list[RetentionDecision]:
+        return [self.write_round_and_cycle() for _ in range(count)]
+
+    def write_round_and_cycle(self) -> RetentionDecision:
+        self.write_round()
+        return self.cycle()
+
+    def lagging(self, count: int) -> None:
+        """`count` cycles, each with the slow group one round behind the fast one: both read a
+        round to the tail, the slow reader pauses, another round is written and read by the fast
+        group alone, and the cycle runs."""
         for _ in range(count):
+            self.readers.resume("slow")
             self.write_round()
-            time.sleep(pause_s)
-            made.append(self.cycle())
-        return made
+            wait_for(caught_up(self.client, "slow", "fast"), "both groups to acknowledge the tail", self.readers)
+            self.readers.pause("slow")
+            self.write_round()
+            wait_for(caught_up(self.client, "fast"), "the fast group to acknowledge the tail", self.readers)
+            self.cycle()
 
 
 def caught_up(client: tk.Client, *groups: str) -> Callable[[], bool]:
@@ -169,14 +196,16 @@ def test_two_subscribers_at_different_speeds_release_and_stop_acknowledging(
             streams=[STREAM], retention_type=tk.RetentionType.AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT,
             automatic_checkpoint_interval=150, skip_truncated=True))
     initial_head = client.stream(STREAM).head_cut().positions
-    readers.start("fast", pace=0.0)
-    readers.start("slow", pace=0.01)
+    readers.start("fast")
+    readers.start("slow")
+    readers.pause("slow")
     cycles = Cycles(client, readers)
 
     # phase 1: both subscribers read; retention follows the slower one, across a split in the middle
-    cycles.rounds(6, pause_s=0.25)
+    cycles.lagging(6)
     client.stream(STREAM).split(segment_id(0, 0))
-    cycles.rounds(6, pause_s=0.25)
+    cycles.lagging(6)
+    readers.resume("slow")
     cycles.write_round()
     wait_for(caught_up(client, "slow", "fast"), "both groups to acknowledge the tail", readers)
     final = cycles.cycle()
@@ -196,7 +225,7 @@ def test_two_subscribers_at_different_speeds_release_and_stop_acknowledging(
     # phase 2: the slow group stops; what it has not read stays, then resetting it to NONE releases it
     readers.stop("slow")
     slow_cut = effective_cuts(client)["slow"]
-    cycles.rounds(2, pause_s=0.1)
+    cycles.rounds(2)
     wait_for(caught_up(client, "fast"), "the fast group to acknowledge the tail", readers)
     held = cycles.cycle()
     assert held.cut is None and held.case is not None
