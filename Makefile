@@ -28,12 +28,14 @@ demo-full: $(STAMP) check-java
 spark-example: $(STAMP) check-java
 	$(PY) examples/spark_streaming_retention.py
 
+# WORKERS=N runs the tests in N processes (pytest-xdist; auto: one per core, 0: in this process).
+# `make test` stays in one process unless asked (docs/testing.md, "In parallel", says why)
 test: $(STAMP) check-java
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(or $(WORKERS),0) $(PYTEST_ARGS)
 
-# everything without Spark or a subprocess (markers applied by tests/conftest.py), in under 3 minutes
+# everything without Spark or a subprocess (markers applied by tests/conftest.py), one process per core
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not spark and not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(or $(WORKERS),auto) -m "not spark and not slow" $(PYTEST_ARGS)
 
 # ruff, then mypy over src/tidekeep with the settings in pyproject.toml ([tool.mypy])
 lint: $(STAMP)

@@ -6,6 +6,10 @@ the tests try the local default; when no server answers they skip with a loud re
 CI (CI=true or TIDEKEEP_TEST_REQUIRE_PG=1), where an unreachable server fails them.
 Each PostgreSQL-backed test gets its own schema, dropped afterwards.
 
+In parallel (pytest-xdist, `-n`): every worker process is a pytest session of its own, so it starts
+its own Spark session and gets its own temporary base directory (`popen-gwN`); schema names are
+random per test, so workers never share one (tests/test_parallel.py checks all three).
+
 Markers are never written by hand; collection applies them (docs/testing.md):
 - `spark`: the test uses the `spark` fixture;
 - `postgres`: it uses PostgreSQL (`pg_url`, the postgres side of `metadata_url` or of another
