@@ -186,7 +186,6 @@ def test_two_processes_on_postgres_one_killed_the_other_takes_over(tmp_path: Pat
     streams = [f"s/r{i}" for i in range(6)]
     expected = prepare(client, streams)
     env = serve_env(tmp_path, pg_url)
-    ttl_s = 2.0
     args = ["--frequency", "500ms", "--lease-ttl", "2s", "--sweep-every", "1h"]
     logs = [tmp_path / "serve-a.log", tmp_path / "serve-b.log"]
     a = start_serve(args, env, logs[0])
@@ -206,9 +205,10 @@ def test_two_processes_on_postgres_one_killed_the_other_takes_over(tmp_path: Pat
         a_streams = sorted(r.removeprefix("retention:") for r, o in held_leases(client).items()
                            if o == owner_of_a and r.startswith("retention:"))
         assert len(a_streams) == 3
+        a_leases = {lease.resource: lease for lease in LeaseStore(client.workspace.db, client.clock).list()
+                    if lease.resource.removeprefix("retention:") in a_streams}
         a.send_signal(signal.SIGKILL)
         a.wait(timeout=10)
-        killed_at = time.monotonic()
         for stream in streams:  # now every stream has a truncation due, A's included
             write_batch(client, stream, 2)
 
@@ -217,9 +217,14 @@ def test_two_processes_on_postgres_one_killed_the_other_takes_over(tmp_path: Pat
             return len([r for r in held_leases(client) if r.startswith("retention:")]) == 6 and \
                 all(f":{b.pid}:" in o for o in owners)
 
-        wait_for(b_holds_all, 30, "B to take A's streams over", logs)
-        takeover_s = time.monotonic() - killed_at
-        assert takeover_s <= ttl_s + 1.5, f"takeover took {takeover_s:.2f}s with a {ttl_s}s TTL"
+        wait_for(b_holds_all, 60, "B to take A's streams over", logs)
+        # B took each of A's streams only once A's lease had run out, as a new holder (a higher
+        # fencing version): never two holders of one stream at once, whatever the machine's speed.
+        taken = {lease.resource: lease for lease in LeaseStore(client.workspace.db, client.clock).list()}
+        assert len(a_leases) == 3
+        for resource, old_lease in a_leases.items():
+            assert taken[resource].acquired_ms >= old_lease.expires_ms, resource
+            assert taken[resource].version > old_lease.version, resource
         wait_for(lambda: heads(client, streams) == expected, 30, "every truncation", logs)
         done_at = len(logs[1].read_text())
 
@@ -249,38 +254,48 @@ def test_two_processes_on_postgres_one_killed_the_other_takes_over(tmp_path: Pat
 
 def test_the_heartbeat_keeps_leases_through_a_cycle_longer_than_the_ttl(tmp_path: Path) -> None:
     """A cycle that takes three TTLs keeps its stream: the server's heartbeat thread renews the lease
-    every TTL/3 (real clock), so another process asking all along is always denied."""
+    while the cycle runs, so another process asking all along is always denied. The cycle's time
+    passes on a manual clock, a quarter TTL per step, and each step goes on only once the heartbeat
+    has renewed the lease at that time: no step races the real clock."""
     import threading
 
+    from tidekeep.clock import ManualClock
     from tidekeep.service.scheduler import RetentionService
-    from tidekeep.service.server import _heartbeat
+    from tidekeep.service.server import heartbeat
     from tidekeep.service.stream_tasks import retention_tasks
 
     client = open_client(tmp_path, f"sqlite:///{tmp_path / 'meta.db'}")
+    clock = ManualClock()
     ttl_ms = 600
-    other = LeaseStore(client.workspace.db, client.clock)
+    mine = LeaseStore(client.workspace.db, clock)
+    other = LeaseStore(client.workspace.db, clock)
     denials: list[bool] = []
 
+    def renewed_now() -> bool:
+        lease = mine.get("retention:s/slow")
+        return lease is not None and lease.owner == "me" and lease.expires_ms == clock.now_ms() + ttl_ms
+
     def slow_cycle(stream: str) -> str:
-        deadline = time.monotonic() + 3 * ttl_ms / 1000
-        while time.monotonic() < deadline:
+        for _ in range(12):  # three TTLs in quarter steps: without renewals the lease runs out
+            clock.advance(ttl_ms // 4)
+            wait_for(renewed_now, 60, "the heartbeat to renew the lease", [])
             denials.append(not other.acquire("retention:s/slow", "other", ttl_ms).granted)
-            time.sleep(ttl_ms / 1000 / 4)
         return "done"
 
-    service = RetentionService(LeaseStore(client.workspace.db, client.clock), client.clock, "me", ttl_ms=ttl_ms,
-                               retention=retention_tasks(lambda: ["s/slow"], slow_cycle, clock=client.clock,
+    service = RetentionService(mine, clock, "me", ttl_ms=ttl_ms,
+                               retention=retention_tasks(lambda: ["s/slow"], slow_cycle, clock=clock,
                                                          frequency_ms=60_000))
     done = threading.Event()
-    beat = threading.Thread(target=_heartbeat, args=(service, done, ttl_ms / 3000))
+    beat = threading.Thread(target=heartbeat, args=(service, done, 0.01))
     beat.start()
     try:
         assert service.run_pass().ran == ["s/slow"]
     finally:
         done.set()
         beat.join()
-    assert len(denials) >= 10 and all(denials)
-    assert held_leases(client)["retention:s/slow"] == "me"
+    assert denials == [True] * 12
+    lease = mine.get("retention:s/slow")
+    assert lease is not None and lease.held_at(clock.now_ms()) and lease.owner == "me"
     service.release_all()
     assert other.acquire("retention:s/slow", "other", ttl_ms).granted
     client.close()

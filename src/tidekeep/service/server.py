@@ -75,7 +75,7 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(s, h)
 
 
-def _heartbeat(service: RetentionService, done: threading.Event, interval_s: float) -> None:
+def heartbeat(service: RetentionService, done: threading.Event, interval_s: float) -> None:
     while not done.wait(interval_s):
         try:
             service.renew()
@@ -105,7 +105,7 @@ def serve(workspace: Workspace, options: ServeOptions, owner: str | None = None,
     log.info("serve started: owner=%s frequency=%dms lease_ttl=%dms sweep_every=%dms%s", service.owner,
              options.frequency_ms, options.lease_ttl_ms, options.sweep_every_ms, " (once)" if options.once else "")
     beat_done = threading.Event()
-    beat = threading.Thread(target=_heartbeat, args=(service, beat_done, beat_s), name="lease-heartbeat", daemon=True)
+    beat = threading.Thread(target=heartbeat, args=(service, beat_done, beat_s), name="lease-heartbeat", daemon=True)
     marks = None
     if options.watermark_every_ms is not None and not options.once:
         marks = threading.Thread(target=_watermark_loop, args=(service, beat_done, options.watermark_every_ms / 1000),
