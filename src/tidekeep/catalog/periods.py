@@ -1,5 +1,5 @@
-"""Processing periods and per-period rule actions (Stroom's DataRetentionPolicyExecutor; reference
-1.4-1.5). Pure: values in, values out; `now` and the trackers come in as arguments.
+"""Processing periods and per-period rule actions (Stroom's DataRetentionPolicyExecutor;
+docs/design/catalog.md). Pure: values in, values out; `now` and the trackers come in as arguments.
 
 1. Every active rule has a cutoff, `now − age` (the epoch for forever). Rules are grouped by cutoff;
    the epoch is always a boundary.

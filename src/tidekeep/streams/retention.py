@@ -9,7 +9,7 @@ Definitions (docs/retention.md):
 - Cmin = the record with the smallest retained >= min (truncate as far as possible, keep min).
 - Cmax = the record with the largest retained within [min, max] (the oldest cut meeting both).
   Ties keep the older record, as Pravega's one pass in time order does.
-The seed's four rules then pick the cut; a cut at, behind or overlapping the current head is never
+The four rules (docs/design/streams.md) then pick the cut; a cut at, behind or overlapping the current head is never
 taken (truncation is monotonic, so a manual truncation ahead of the chosen cut wins).
 """
 
