@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import InvalidInput, InvalidStreamCut
 from .streams.config import StreamConfig
 from .streams.controller import DeleteResult, StreamController, StreamInfo, StreamState, TruncateResult
-from .streams.cuts import StreamCut, size_between
+from .streams.cuts import StreamCut
 from .streams.model import Segment, SegmentId
 from .streams.retention import RetentionDecision, RetentionRecord
 from .streams.retention_store import RetentionManager
@@ -185,9 +185,10 @@ class Stream:
         state = self.state()
         low = self._controller.to_positions(state, first)
         high = self._controller.to_positions(state, second)
-        if not state.cut(low) <= state.cut(high):
+        topology = state.topology()
+        if not topology.at_or_before(low, high):
             raise InvalidStreamCut(f"size_between: {first} is not at or before {second}")
-        return size_between(low, high, state.segments)
+        return topology.size_between(low, high)
 
     def truncate(self, cut: CutLike, reason: str = "manual truncation") -> TruncateResult:
         return self._controller.truncate(self._name, cut, reason)

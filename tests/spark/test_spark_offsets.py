@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from strategies import ScaledStream, position_in, predecessors, streams_with_cuts, valid_cut_frontiers
 from tidekeep.spark.offsets import cut_of, frontier, next_end, offset_of
 from tidekeep.spark.watermark_column import lower_times, segment_thresholds, watermark_array
-from tidekeep.streams.cuts import CutOrder, StreamCut, check_cut, compare_cuts, size_between
+from tidekeep.streams.cuts import CutOrder, StreamCut, Topology, check_cut, compare_cuts
 from tidekeep.streams.watermarks import Watermark, compare
 
 
@@ -74,9 +74,9 @@ def test_next_end_against_oracle(case) -> None:  # type: ignore[no-untyped-def]
             for pred in predecessors(stream, seg):
                 assert position_in(stream, start, pred) == segments[pred].tail
 
-    read = size_between(start, end, segments)
+    read = Topology(segments).size_between(start, end)
     unlimited = next_end(start, bound, segments, boundaries, None)
-    available = size_between(start, unlimited, segments)
+    available = Topology(segments).size_between(start, unlimited)
     assert unlimited == {s: position_in(stream, bound, s) for s in unlimited}
     if budget is None:
         assert end == unlimited

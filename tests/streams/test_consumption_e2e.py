@@ -25,7 +25,7 @@ import pytest
 import tidekeep as tk
 from helpers.procs import worker_env
 from helpers.rg_workers import RG_WORKERS
-from tidekeep.streams.cuts import CutOrder, compare_cuts, size_between
+from tidekeep.streams.cuts import CutOrder
 from tidekeep.streams.model import segment_id
 from tidekeep.streams.retention import RetentionDecision
 
@@ -112,11 +112,11 @@ def effective_cuts(client: tk.Client) -> dict[str, dict[int, int]]:
 
 
 def at_or_before(client: tk.Client, a: dict[int, int], b: dict[int, int]) -> bool:
-    return compare_cuts(a, b, client.stream(STREAM).state().ranges()) in (CutOrder.BEFORE, CutOrder.EQUAL)
+    return client.stream(STREAM).state().topology().compare(a, b) in (CutOrder.BEFORE, CutOrder.EQUAL)
 
 
 def same(client: tk.Client, a: dict[int, int] | None, b: dict[int, int]) -> bool:
-    return a is not None and compare_cuts(a, b, client.stream(STREAM).state().ranges()) is CutOrder.EQUAL
+    return a is not None and client.stream(STREAM).state().topology().compare(a, b) is CutOrder.EQUAL
 
 
 def size_now(client: tk.Client) -> int:
@@ -182,7 +182,7 @@ class Cycles:
 def caught_up(client: tk.Client, *groups: str) -> Callable[[], bool]:
     def check() -> bool:
         state, cuts = client.stream(STREAM).state(), effective_cuts(client)
-        return all(size_between(cuts[g], state.tail(), state.segments) == 0 for g in groups)
+        return all(state.topology().size_between(cuts[g], state.tail()) == 0 for g in groups)
 
     return check
 
@@ -212,15 +212,15 @@ def test_two_subscribers_at_different_speeds_release_and_stop_acknowledging(
     assert final.case == "i" and same(client, final.cut, effective_cuts(client)["slow"])
     phase1 = cycles.decisions
     assert sum(d.cut is not None and d.case == "i" for d in phase1) >= 3, [(d.case, d.rule) for d in phase1]
-    ranges = client.stream(STREAM).state().ranges()
-    behind = [d for d in phase1 if d.cut is not None and len(d.subscribers) == 2 and compare_cuts(
-        *(v.positions for v in sorted(d.subscribers, key=lambda v: v.reader_group != "slow")), ranges)
+    topology = client.stream(STREAM).state().topology()
+    behind = [d for d in phase1 if d.cut is not None and len(d.subscribers) == 2 and topology.compare(
+        *(v.positions for v in sorted(d.subscribers, key=lambda v: v.reader_group != "slow")))
         is CutOrder.BEFORE]
     # the slow group lagged behind the fast one, and those cycles truncated exactly at its cut
     assert behind and all(same(client, d.cut, next(v.positions for v in d.subscribers if v.reader_group == "slow"))
                           for d in behind), [(d.case, d.reason) for d in phase1]
-    assert compare_cuts(initial_head, client.stream(STREAM).head_cut().positions,
-                        client.stream(STREAM).state().ranges()) is CutOrder.BEFORE
+    assert client.stream(STREAM).state().topology().compare(
+        initial_head, client.stream(STREAM).head_cut().positions) is CutOrder.BEFORE
 
     # phase 2: the slow group stops; what it has not read stays, then resetting it to NONE releases it
     readers.stop("slow")
@@ -235,8 +235,8 @@ def test_two_subscribers_at_different_speeds_release_and_stop_acknowledging(
     released = cycles.cycle()
     assert [v.reader_group for v in released.subscribers] == ["fast"]
     assert released.case == "i" and same(client, released.cut, effective_cuts(client)["fast"])
-    assert compare_cuts(slow_cut, client.stream(STREAM).head_cut().positions,
-                        client.stream(STREAM).state().ranges()) is CutOrder.BEFORE
+    assert client.stream(STREAM).state().topology().compare(
+        slow_cut, client.stream(STREAM).head_cut().positions) is CutOrder.BEFORE
     assert size_now(client) == 0  # a message queue: min 0 and everything consumed
 
     # phase 3: the fast group stops acknowledging; it holds data only up to the maximum

@@ -31,11 +31,11 @@ from strategies import (
 from tidekeep.errors import InvalidStreamCut
 from tidekeep.streams.cuts import (
     CutOrder,
+    StreamCut,
+    Topology,
     check_cut,
     compare_cuts,
     initial_cut,
-    ranges_between,
-    size_between,
 )
 from tidekeep.streams.model import Segment
 
@@ -207,7 +207,7 @@ def oracle_size(stream: ScaledStream, a: dict[int, int], b: dict[int, int]) -> i
 
 
 def absolute_size(stream: ScaledStream, cut: dict[int, int]) -> int:
-    """Every byte ever written before the cut (reference A3's recordingSize)."""
+    """Every byte ever written before the cut (a retention record's absolute size, docs/retention.md)."""
     return sum(position_in(stream, cut, s) for s in stream.segments)
 
 
@@ -215,19 +215,19 @@ def absolute_size(stream: ScaledStream, cut: dict[int, int]) -> int:
 @given(streams_with_cuts(count=3, ordered=True))
 def test_size_between_matches_the_per_segment_oracle(stream_and_cuts) -> None:
     stream, (a, b, c) = stream_and_cuts
+    topology = Topology(stream.segments)
     for x, y in ((a, b), (b, c), (a, c)):
-        assert size_between(x, y, stream.segments) == oracle_size(stream, x, y)
-        assert size_between(x, y, stream.segments) == absolute_size(stream, y) - absolute_size(stream, x)
-    assert size_between(a, c, stream.segments) == size_between(a, b, stream.segments) + size_between(
-        b, c, stream.segments)
-    assert size_between(a, a, stream.segments) == 0
+        assert topology.size_between(x, y) == oracle_size(stream, x, y)
+        assert topology.size_between(x, y) == absolute_size(stream, y) - absolute_size(stream, x)
+    assert topology.size_between(a, c) == topology.size_between(a, b) + topology.size_between(b, c)
+    assert topology.size_between(a, a) == 0
 
 
 @FAST
 @given(streams_with_cuts(count=2, ordered=True))
 def test_ranges_between_lists_each_segment_once_predecessors_first(stream_and_cuts) -> None:
     stream, (a, b) = stream_and_cuts
-    listed = ranges_between(a, b, stream.segments)
+    listed = Topology(stream.segments).ranges_between(a, b)
     ids = [r.segment for r in listed]
     assert ids == sorted(set(ids))
     for index, r in enumerate(listed):
@@ -241,15 +241,41 @@ def test_ranges_between_lists_each_segment_once_predecessors_first(stream_and_cu
 
 
 @FAST
+@given(streams_with_cuts(count=2), st.sampled_from(["0123456789abcdef0123456789abcdef", None]))
+def test_a_topology_orders_and_measures_cuts_as_the_oracles_do(stream_and_cuts, uid: str | None) -> None:
+    """The topology is the one place that computes a stream's key ranges, orders its cuts and
+    measures what lies between them: each answer against the brute-force oracles, and the order
+    against self-describing cuts (StreamCut.compare, which has only the cuts' own key ranges)."""
+    stream, (a, b) = stream_and_cuts
+    topology = Topology(stream.segments)
+    assert topology.ranges == stream.ranges
+    order = oracle_order(stream, a, b)
+    assert topology.compare(a, b) is order
+    assert topology.at_or_before(a, b) == (order in (CutOrder.BEFORE, CutOrder.EQUAL))
+    resolved = [StreamCut(STREAM, cut, {s: stream.ranges[s] for s in cut}, uid) for cut in (a, b)]
+    assert resolved[0].compare(resolved[1]) is order
+    for cut in (a, b):
+        assert topology.size_at(cut) == absolute_size(stream, cut)
+        for seg in stream.segments.values():
+            assert topology.position_in(seg, cut) == position_in(stream, cut, seg.id)
+    if order in (CutOrder.BEFORE, CutOrder.EQUAL):
+        assert topology.size_between(a, b) == oracle_size(stream, a, b)
+        assert [(r.segment, r.start, r.end) for r in topology.ranges_between(a, b)] == [
+            (s, position_in(stream, a, s), position_in(stream, b, s)) for s in sorted(stream.segments)
+            if position_in(stream, b, s) > position_in(stream, a, s)]
+    assert topology.initial_cut() == initial_cut(stream.segments.values())
+
+
+@FAST
 @given(scaled_streams())
 def test_initial_cut_is_valid_and_the_tail_holds_everything(stream: ScaledStream) -> None:
     start = initial_cut(stream.segments.values())
     assert accepts(start, stream)
     tail = {s: stream.segments[s].tail for s in stream.active}
-    assert size_between(start, tail, stream.segments) == sum(seg.tail for seg in stream.segments.values())
+    assert Topology(stream.segments).size_between(start, tail) == sum(seg.tail for seg in stream.segments.values())
 
 
-# ---- worked example (reference A3, SMTT.sizeBasedRetentionStreamTest) -----------------------------
+# ---- worked example (Pravega's SMTT.sizeBasedRetentionStreamTest) ---------------------------------
 
 
 def test_worked_example_sealed_segments_count_in_full() -> None:
@@ -265,11 +291,11 @@ def test_worked_example_sealed_segments_count_in_full() -> None:
     assert start == {s0: 0, s1: 0}
     cut = {s2: 29, s3: 30}
     check_cut(cut, segments, STREAM)
-    assert size_between(start, cut, segments) == 199
+    assert Topology(segments).size_between(start, cut) == 199
     # the earlier cuts of that test: {0:9, 1:10} is 19 bytes in, {0:60, 1:60} 120
-    assert size_between(start, {s0: 9, s1: 10}, segments) == 19
-    assert size_between(start, {s0: 60, s1: 60}, segments) == 120
-    assert size_between({s0: 60, s1: 60}, cut, segments) == 199 - 120
+    assert Topology(segments).size_between(start, {s0: 9, s1: 10}) == 19
+    assert Topology(segments).size_between(start, {s0: 60, s1: 60}) == 120
+    assert Topology(segments).size_between({s0: 60, s1: 60}, cut) == 199 - 120
     assert compare_cuts({s0: 70, s1: 70}, {s2: 0, s3: 0}, {s: (g.key_low, g.key_high) for s, g in segments.items()}) \
         is CutOrder.BEFORE
     # a cut mixing a sealed predecessor and a successor is fine while they do not overlap
@@ -292,5 +318,5 @@ def test_worked_example_across_a_merge() -> None:
     with pytest.raises(InvalidStreamCut, match=r"segment 1\.2 would lie partly before and partly after"):
         check_cut({s0: 0, s4: 0}, segments, STREAM)
     check_cut({s2: 15}, segments, STREAM)
-    assert size_between({s0: 5, s1: 0}, {s2: 15}, segments) == 5 + 20 + 15
-    assert size_between({s2: 15}, {s3: 1, s4: 2}, segments) == 15 + 1 + 2
+    assert Topology(segments).size_between({s0: 5, s1: 0}, {s2: 15}) == 5 + 20 + 15
+    assert Topology(segments).size_between({s2: 15}, {s3: 1, s4: 2}) == 15 + 1 + 2

@@ -14,7 +14,7 @@ import pytest
 
 import tidekeep as tk
 from helpers.procs import worker_env
-from tidekeep.streams.cuts import CutOrder, compare_cuts
+from tidekeep.streams.cuts import CutOrder
 from tidekeep.streams.model import routing_key_position, segment_id
 from tidekeep.streams.retention import BEHIND_HEAD, BELOW_MIN, NO_POLICY, RetentionDecision
 
@@ -46,9 +46,9 @@ def size_now(client: tk.Client) -> int:
 
 def set_allows(client: tk.Client, decision: RetentionDecision, head_before: tk.StreamCut, low: int, high: int) -> bool:
     """Some recorded cut ahead of the head keeps an amount within [min, max]."""
-    ranges = client.stream(STREAM).state().ranges()
+    topology = client.stream(STREAM).state().topology()
     return any(low <= r.retained <= high
-               and compare_cuts(r.record.positions, head_before.positions, ranges) is CutOrder.AFTER
+               and topology.compare(r.record.positions, head_before.positions) is CutOrder.AFTER
                for r in decision.records)
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from helpers.two_segments import S0, S1, rec, two_segments
 from strategies import position_in, streams_with_cuts
 from tidekeep.streams.config import RetentionKind, RetentionPolicy
+from tidekeep.streams.cuts import Topology
 from tidekeep.streams.retention import (
     ABOVE_MAX,
     BEHIND_HEAD,
@@ -237,20 +238,20 @@ def test_a4_with_a_max_the_seed_governs() -> None:
 
 # ---- pruning (reference A5) -----------------------------------------------------------------------------
 
-RANGES = {S0: (0.0, 0.5), S1: (0.5, 1.0)}
+TOPOLOGY = Topology(two_segments(200, 200))  # key ranges [0, .5) and [.5, 1)
 
 
 def test_prune_drops_records_at_or_before_the_truncation_cut() -> None:
     records = [A4[19], A4[100], A4[120], A4[199]]
-    assert prune(records, {S0: 60, S1: 60}, RANGES) == [A4[199]]  # equal record goes too
-    assert prune(records, {S0: 70, S1: 65}, RANGES) == [A4[199]]  # between two records
-    assert prune(records, {S0: 5, S1: 5}, RANGES) == records  # nothing at or before it
+    assert prune(records, {S0: 60, S1: 60}, TOPOLOGY) == [A4[199]]  # equal record goes too
+    assert prune(records, {S0: 70, S1: 65}, TOPOLOGY) == [A4[199]]  # between two records
+    assert prune(records, {S0: 5, S1: 5}, TOPOLOGY) == records  # nothing at or before it
 
 
 def test_prune_drops_everything_recorded_before_the_latest_pruned_record() -> None:
     overlapping = rec(T0 + 1, 40, 90)  # overlaps the truncation cut: not itself <= it, but older than A4[120]
     records = [A4[19], overlapping, A4[120], A4[199]]
-    assert prune(records, {S0: 60, S1: 60}, RANGES) == [A4[199]]
+    assert prune(records, {S0: 60, S1: 60}, TOPOLOGY) == [A4[199]]
 
 
 # ---- the record cadence (reference A2) ------------------------------------------------------------------

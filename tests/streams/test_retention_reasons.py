@@ -10,9 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers.two_segments import S0, S1, rec, two_segments
-from strategies import streams_with_cuts
 from tidekeep.streams.config import RetentionKind, RetentionPolicy
-from tidekeep.streams.cuts import Topology, compare_cuts, initial_cut, size_between
 from tidekeep.streams.retention import (
     ABOVE_MAX,
     BEHIND_HEAD,
@@ -114,17 +112,3 @@ def test_the_service_line_says_what_was_truncated_or_why_nothing_was() -> None:
     kept = decide(stream, records, None, T0 + MIN)
     assert describe_decision("s/x", kept) == (
         "kept s/x (nothing to truncate): rule=no-policy reason=the stream has no retention policy")
-
-
-@settings(max_examples=200, deadline=None)
-@given(streams_with_cuts(count=2))
-def test_a_topology_measures_cuts_as_the_cut_algebra_does(drawn) -> None:
-    stream, (a, b) = drawn
-    topology = Topology(stream.segments)
-    ranges = {s.id: (s.key_low, s.key_high) for s in stream.segments.values()}
-    assert topology.ranges == ranges
-    assert topology.compare(a, b) is compare_cuts(a, b, ranges)
-    assert topology.at_or_before(a, b) == (compare_cuts(a, b, ranges).value in ("before", "equal"))
-    for start, end in ((a, b), (b, a)):
-        assert topology.size_between(start, end) == size_between(start, end, stream.segments)
-    assert topology.size_at(a) == size_between(initial_cut(stream.segments.values()), a, stream.segments)

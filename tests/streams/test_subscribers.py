@@ -22,7 +22,7 @@ from strategies import ScaledStream, position_in, streams_with_cuts
 from tidekeep.errors import InvalidInput, InvalidStreamCut, NotFound, StaleGeneration
 from tidekeep.store.database import _alembic_config
 from tidekeep.store.schema_subscribers import stream_subscribers
-from tidekeep.streams.cuts import size_between
+from tidekeep.streams.cuts import Topology
 from tidekeep.streams.model import segment_id
 from tidekeep.streams.of_workspace import stream_controller
 from tidekeep.streams.subscriber_store import Subscriber, SubscriberStore, unconsumed_bytes
@@ -95,7 +95,7 @@ def test_a_subscribing_group_is_registered_on_each_stream_at_its_start_cut(clien
     assert manual.effective == manual.start_positions
     assert auto.start_positions == dict(start.positions)
     state = client.stream(STREAM).state()
-    assert manual.unconsumed_bytes == size_between(state.head, state.tail(), state.segments) == 80 * 28
+    assert manual.unconsumed_bytes == state.topology().size_between(state.head, state.tail()) == 80 * 28
     assert auto.unconsumed_bytes == 0
     assert [s.reader_group for s in client.stream(OTHER).subscribers()] == ["manual"]
     assert manual.to_dict()["acknowledged"] is None and manual.to_dict()["start"].startswith(STREAM + ":")
@@ -179,7 +179,7 @@ def test_manual_acknowledgement_is_stored_with_its_time_and_may_repeat_or_advanc
     sub = one(client, STREAM, "g")
     assert sub.positions == dict(first.positions) and sub.updated_ms == clock.now_ms() and sub.acknowledged
     state = client.stream(STREAM).state()
-    assert sub.unconsumed_bytes == size_between(first.positions, state.tail(), state.segments) == 40 * 28
+    assert sub.unconsumed_bytes == state.topology().size_between(first.positions, state.tail()) == 40 * 28
     clock.advance(500)
     group.update_retention_stream_cut({STREAM: first})  # the same cut again: allowed, newer time
     assert one(client, STREAM, "g").updated_ms == clock.now_ms()
@@ -413,7 +413,8 @@ def brute_unconsumed(stream: ScaledStream, cut: dict[int, int], head: dict[int, 
 def test_unconsumed_bytes_counts_what_is_after_both_the_cut_and_the_head(drawn) -> None:
     stream, (cut, head) = drawn
     tail = {s: stream.segments[s].tail for s in stream.active}
-    got = unconsumed_bytes(cut, head, tail, stream.segments)
+    topology = Topology(stream.segments)
+    got = unconsumed_bytes(cut, head, tail, topology)
     assert got == brute_unconsumed(stream, cut, head)
-    assert got <= size_between(head, tail, stream.segments)
-    assert got <= size_between(cut, tail, stream.segments)
+    assert got <= topology.size_between(head, tail)
+    assert got <= topology.size_between(cut, tail)

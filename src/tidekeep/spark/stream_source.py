@@ -47,7 +47,7 @@ from pyspark.sql.streaming.datasource import (
 from ..errors import InvalidInput, NotFound, TruncatedData
 from ..names import check_name
 from ..streams.config import RetentionType
-from ..streams.cuts import CutOrder, StreamCut, compare_cuts
+from ..streams.cuts import CutOrder, StreamCut
 from ..streams.readergroup import ReaderGroup
 from ..streams.repository import StreamState
 from ..streams.subscriber_store import SubscriberStore
@@ -133,7 +133,7 @@ def check_stream_options(options: Mapping[str, str]) -> None:
 def clamp_to_head(positions: dict[int, int], state: StreamState, on_truncated: str, what: str) -> dict[int, int]:
     """`positions` itself if at or after the head; else TruncatedData, or with on_truncated=skip the
     head in the truncated segments (the pointwise later of the two, per routing key)."""
-    order = compare_cuts(state.head, positions, state.ranges())
+    order = state.topology().compare(state.head, positions)
     if order in (CutOrder.BEFORE, CutOrder.EQUAL):
         return positions
     if on_truncated != SKIP:
@@ -214,7 +214,7 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # availableNow run)
         self._acknowledge(start_cut, state)
         bound = self._target if self._target is not None else state.tail()
-        if compare_cuts(first, bound, state.ranges()) in (CutOrder.AFTER, CutOrder.OVERLAPS):
+        if state.topology().compare(first, bound) in (CutOrder.AFTER, CutOrder.OVERLAPS):
             bound = upper_bound([first, bound], state.segments)  # a start past an old target: nothing more
         plan = self.opened.streams.plan_read(self.stream, state.cut(first), state.cut(bound))
         boundaries: dict[int, list[int]] = {}
@@ -233,7 +233,7 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         first = clamp_to_head(self.opened.streams.to_positions(state, cut_of(start, self.stream)), state,
                               self.options.on_truncated, "the batch start")
         last = self.opened.streams.to_positions(state, cut_of(end, self.stream))
-        if compare_cuts(state.head, last, state.ranges()) not in (CutOrder.BEFORE, CutOrder.EQUAL):
+        if state.topology().compare(state.head, last) not in (CutOrder.BEFORE, CutOrder.EQUAL):
             last = upper_bound([last, state.head], state.segments)
         plan = self.opened.streams.plan_read(self.stream, state.cut(first), state.cut(last))
         return partitions_of(self.opened, plan, self.options.read.partition_size)
@@ -256,7 +256,7 @@ class TidekeepStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._ensure_group(cut)
         acknowledged = self._acknowledged()
         if acknowledged is not None:
-            order = compare_cuts(cut.positions, acknowledged, state.ranges())
+            order = state.topology().compare(cut.positions, acknowledged)
             if order is not CutOrder.AFTER:
                 if order is not CutOrder.EQUAL:
                     log.warning("reader group %s: %s is not after the acknowledgement %s (restart from an older "

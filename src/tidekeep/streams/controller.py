@@ -49,9 +49,7 @@ from .cuts import (
     StreamCut,
     check_cut,
     check_incarnation,
-    compare_cuts,
     furthest,
-    ranges_between,
 )
 from .model import Segment, SegmentId, equal_ranges, initial_segments, plan_scale, segment_name
 from .repository import StreamInfo, StreamRepository, StreamState, StreamStatus, chunk_ref, stream_info
@@ -270,7 +268,7 @@ class StreamController:
                 # as seal() does: a commit in flight either lands before this or finds its segments gone
                 self.repository.lock_segments(conn, state.stream_id, [s.id for s in state.active_segments()])
                 state = self.repository.load(conn, name, lock=True)  # the tails those commits moved
-            freed = sum(r.size for r in ranges_between(state.head, state.tail(), state.segments))
+            freed = state.topology().size_between(state.head, state.tail())
             conn.execute(sa.delete(t.chunks).where(t.chunks.c.stream_id == state.stream_id))
             conn.execute(sa.delete(t.streams).where(t.streams.c.id == state.stream_id))
             details: dict[str, Any] = {"uid": state.info.uid}
@@ -389,7 +387,8 @@ class StreamController:
             refuse_if_held(conn, "stream", state.info.name, "truncated")  # under the row lock HoldStore.add takes
             if guard is not None:
                 guard(conn, state)
-            order = compare_cuts(state.head, positions, state.ranges())
+            topology = state.topology()
+            order = topology.compare(state.head, positions)
             if order is CutOrder.AFTER:
                 raise InvalidStreamCut(f"cannot truncate {name} at {state.shown(positions)}: it is behind the head "
                                        f"{state.shown(state.head)}")
@@ -399,7 +398,7 @@ class StreamController:
             old_head = state.cut(state.head)
             if order is CutOrder.EQUAL:
                 return TruncateResult(name, old_head, old_head, 0, 0)
-            freed_ranges = ranges_between(state.head, positions, state.segments)
+            freed_ranges = topology.ranges_between(state.head, positions)
             freed = sum(r.size for r in freed_ranges)
             doomed: list[str] = []
             for r in freed_ranges:
@@ -523,15 +522,15 @@ class StreamController:
         state = self.state(name)
         start_pos = dict(state.head) if start is None else self.to_positions(state, start)
         end_pos = state.tail() if end is None else self.to_positions(state, end)
-        ranges = state.ranges()
-        head_order = compare_cuts(state.head, start_pos, ranges)
+        topology = state.topology()
+        head_order = topology.compare(state.head, start_pos)
         if head_order in (CutOrder.AFTER, CutOrder.OVERLAPS):
             raise TruncatedData(f"cannot read {name} from {state.shown(start_pos)}: data before the head "
                                 f"{state.shown(state.head)} has been truncated")
-        if compare_cuts(start_pos, end_pos, ranges) in (CutOrder.AFTER, CutOrder.OVERLAPS):
+        if topology.compare(start_pos, end_pos) in (CutOrder.AFTER, CutOrder.OVERLAPS):
             raise InvalidStreamCut(f"start cut {state.shown(start_pos)} is not at or before end cut "
                                   f"{state.shown(end_pos)}")
-        seg_ranges = ranges_between(start_pos, end_pos, state.segments)
+        seg_ranges = topology.ranges_between(start_pos, end_pos)
         tasks: list[ReadTask] = []
         with self.db.read() as conn:
             for r in seg_ranges:

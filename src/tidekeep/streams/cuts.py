@@ -240,7 +240,9 @@ def compare_cuts(
     a: Mapping[int, int], b: Mapping[int, int], ranges: Mapping[int, tuple[float, float]]
 ) -> CutOrder:
     """Per routing key, where a stands relative to b. Same segment: compare offsets; overlapping
-    different segments: the higher id is later. Pairs that share no key do not matter."""
+    different segments: the higher id is later. Pairs that share no key do not matter. The primitive
+    on key ranges alone: cuts of a stream compare through its `Topology`, self-describing cuts
+    through `StreamCut.compare`."""
     less = greater = False
     for sa, oa in a.items():
         la, ha = ranges[sa]
@@ -316,17 +318,6 @@ def check_cut(
                 )
 
 
-def _position_in(segment: Segment, cut: Mapping[int, int], segments: Mapping[int, Segment]) -> int:
-    """The offset in `segment` that corresponds to `cut`: its own offset if it is in the cut, its
-    full length if the cut lies after it, 0 if the cut lies before it."""
-    if segment.id in cut:
-        return cut[segment.id]
-    for seg in cut:
-        if segment.overlaps(segments[seg]):
-            return segment.tail if seg > segment.id else 0
-    raise InvalidStreamCut(f"segment {segment_name(segment.id)} is not covered by the cut")  # pragma: no cover
-
-
 @dataclass(frozen=True)
 class SegmentRange:
     segment: int
@@ -338,29 +329,11 @@ class SegmentRange:
         return self.end - self.start
 
 
-def ranges_between(
-    start: Mapping[int, int], end: Mapping[int, int], segments: Mapping[int, Segment]
-) -> list[SegmentRange]:
-    """The byte ranges of each segment that lie between two valid cuts, in ascending segment id,
-    which is an order that reads every predecessor before its successors."""
-    result = []
-    for seg_id in sorted(segments):
-        segment = segments[seg_id]
-        lo = _position_in(segment, start, segments)
-        hi = _position_in(segment, end, segments)
-        if hi > lo:
-            result.append(SegmentRange(seg_id, lo, hi))
-    return result
-
-
-def size_between(start: Mapping[int, int], end: Mapping[int, int], segments: Mapping[int, Segment]) -> int:
-    return sum(r.size for r in ranges_between(start, end, segments))
-
-
 @dataclass(frozen=True)
 class Topology:
-    """A stream's segments, with their key ranges computed once: the order of two cuts and what lies
-    between them, without passing segments and ranges to every call."""
+    """A stream's segments, with their key ranges computed once: the one place that orders two cuts
+    of the stream (`compare`) and measures what lies between them (`ranges_between`,
+    `size_between`). Cuts are plain position maps, valid for these segments (check_cut)."""
 
     segments: Mapping[int, Segment]
     ranges: Mapping[int, tuple[float, float]] = field(init=False, repr=False, compare=False)
@@ -374,11 +347,30 @@ class Topology:
     def at_or_before(self, a: Mapping[int, int], b: Mapping[int, int]) -> bool:
         return self.compare(a, b) in (CutOrder.BEFORE, CutOrder.EQUAL)
 
+    def position_in(self, segment: Segment, cut: Mapping[int, int]) -> int:
+        """The offset in `segment` that corresponds to `cut`: its own offset if it is in the cut, its
+        full length if the cut lies after it, 0 if the cut lies before it."""
+        if segment.id in cut:
+            return cut[segment.id]
+        for seg in cut:
+            if segment.overlaps(self.segments[seg]):
+                return segment.tail if seg > segment.id else 0
+        raise InvalidStreamCut(f"segment {segment_name(segment.id)} is not covered by the cut")  # pragma: no cover
+
     def ranges_between(self, start: Mapping[int, int], end: Mapping[int, int]) -> list[SegmentRange]:
-        return ranges_between(start, end, self.segments)
+        """The byte ranges of each segment that lie between two valid cuts, in ascending segment id,
+        which is an order that reads every predecessor before its successors."""
+        result = []
+        for seg_id in sorted(self.segments):
+            segment = self.segments[seg_id]
+            lo = self.position_in(segment, start)
+            hi = self.position_in(segment, end)
+            if hi > lo:
+                result.append(SegmentRange(seg_id, lo, hi))
+        return result
 
     def size_between(self, start: Mapping[int, int], end: Mapping[int, int]) -> int:
-        return size_between(start, end, self.segments)
+        return sum(r.size for r in self.ranges_between(start, end))
 
     def initial_cut(self) -> dict[int, int]:
         return initial_cut(self.segments.values())

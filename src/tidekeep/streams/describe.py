@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cuts import initial_cut, size_between
 from .model import segment_name
 from .repository import StreamState
 
 
 def describe(state: StreamState) -> dict[str, Any]:
     segments = state.segments
+    topology = state.topology()
     tail = state.tail()
     config = state.info.config
     return {
@@ -33,7 +33,7 @@ def describe(state: StreamState) -> dict[str, Any]:
         ],
         "head": str(state.cut(state.head)),
         "tail": str(state.cut(tail)),
-        "size_bytes": size_between(state.head, tail, segments),
-        "written_bytes": size_between(initial_cut(segments.values()), tail, segments),
+        "size_bytes": topology.size_between(state.head, tail),
+        "written_bytes": topology.size_at(tail),
         "truncated_bytes": state.truncated_bytes,
     }

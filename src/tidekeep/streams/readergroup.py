@@ -24,7 +24,7 @@ from ..units import parse_duration_ms
 from . import rg_state as core
 from .config import RetentionType
 from .controller import ReadTask, StreamController
-from .cuts import CutOrder, StreamCut, compare_cuts, size_between
+from .cuts import CutOrder, StreamCut
 from .model import EVENT_HEADER_BYTES, Segment, SegmentId, segment_name
 from .reader import read_task
 from .reader_window import StreamWindow
@@ -108,7 +108,7 @@ def resolve_config(controller: StreamController, config: ReaderGroupConfig) -> d
         state = controller.state(name)
         start_pos = dict(state.head) if start is None else controller.to_positions(state, start)
         end_pos = None if end is None else controller.to_positions(state, end)
-        if end_pos is not None and compare_cuts(start_pos, end_pos, state.ranges()) in (
+        if end_pos is not None and state.topology().compare(start_pos, end_pos) in (
                 CutOrder.AFTER, CutOrder.OVERLAPS):
             raise InvalidStreamCut(f"reader group config: start cut {state.shown(start_pos)} is not at or before "
                                    f"end cut {state.shown(end_pos)}")
@@ -300,7 +300,7 @@ class ReaderGroup:
             front = {seg: entry[0] for seg, entry in core.frontier(slot, sstate.segments).items()}
             end = slot.end if slot.end is not None else sstate.tail()
             try:
-                unread = size_between(front, end, sstate.segments)
+                unread = sstate.topology().size_between(front, end)
             except TidekeepError:
                 unread = None
             streams[name] = {"position": str(sstate.cut(front)), "unread_bytes": unread,

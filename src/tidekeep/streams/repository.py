@@ -23,7 +23,7 @@ from ..names import split_stream_name, stream_directory_name
 from ..store import schema as t
 from ..store.chunks import ChunkRef
 from .config import StreamConfig
-from .cuts import StreamCut
+from .cuts import StreamCut, Topology
 from .model import Segment
 
 
@@ -66,12 +66,13 @@ class StreamState:
     def tail(self) -> dict[int, int]:
         return {s.id: s.tail for s in self.active_segments()}
 
-    def ranges(self) -> dict[int, tuple[float, float]]:
-        return {s.id: (s.key_low, s.key_high) for s in self.segments.values()}
+    def topology(self) -> Topology:
+        """The segments as they are in this snapshot: compare cuts, measure what lies between them."""
+        return Topology(self.segments)
 
     def cut(self, positions: Mapping[int, int]) -> StreamCut:
         """A cut of this stream, self-describing: with key ranges and this incarnation's uid."""
-        ranges = self.ranges()
+        ranges = self.topology().ranges
         return StreamCut(self.name, positions, {s: ranges[s] for s in positions}, self.info.uid)
 
     def shown(self, positions: Mapping[int, int]) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..store.deletion import FileLeft, files_left_json
 from .config import RetentionKind, RetentionPolicy
-from .cuts import CutOrder, Topology, compare_cuts
+from .cuts import CutOrder, Topology
 from .model import Segment, segment_name
 from .retention_reasons import Reason, Why, cut_text, render_reason
 from .rule_codes import RuleCode
@@ -475,15 +475,14 @@ class ConsumptionCases:
 
 
 def prune(
-    records: Iterable[RetentionRecord], truncation_positions: Mapping[int, int],
-    ranges: Mapping[int, tuple[float, float]],
+    records: Iterable[RetentionRecord], truncation_positions: Mapping[int, int], topology: Topology,
 ) -> list[RetentionRecord]:
     """The records that survive a truncation (docs/retention.md): find the latest record whose cut is at
     or before the truncation cut and drop it and every record recorded no later than it."""
     ordered = sorted(records, key=lambda r: r.recording_time_ms)
     last_at_or_before = None
     for r in ordered:
-        if compare_cuts(r.positions, truncation_positions, ranges) in (CutOrder.EQUAL, CutOrder.BEFORE):
+        if topology.at_or_before(r.positions, truncation_positions):
             last_at_or_before = r.recording_time_ms
     if last_at_or_before is None:
         return ordered

@@ -26,7 +26,7 @@ from ..store.fencing import LeaseFence, check_fence
 from ..store.holds import holds_on
 from ..store.schema_retention import retention_set
 from .controller import StreamController
-from .cuts import CutOrder, Topology, compare_cuts, initial_cut, size_between
+from .cuts import CutOrder
 from .model import segment_name
 from .repository import StreamState
 from .retention import (
@@ -52,7 +52,7 @@ def tail_record(state: StreamState, now_ms: int) -> RetentionRecord:
     """The stream's tail cut as a retention record: its size counts every byte ever written before
     it, sealed segments included (docs/retention.md)."""
     tail = state.tail()
-    return RetentionRecord(now_ms, size_between(initial_cut(state.segments.values()), tail, state.segments), tail)
+    return RetentionRecord(now_ms, state.topology().size_at(tail), tail)
 
 
 def _check_now(now: int | None) -> None:
@@ -161,8 +161,8 @@ class RetentionManager:
         # never prune its retention set
         if decision.cut is not None:
             self._prune(stream, state, decision.cut, fence)
-        elif decision.chosen is not None and decision.rule == BEHIND_HEAD and compare_cuts(
-                decision.chosen.positions, state.head, state.ranges()) in (CutOrder.BEFORE, CutOrder.EQUAL):
+        elif decision.chosen is not None and decision.rule == BEHIND_HEAD and state.topology().at_or_before(
+                decision.chosen.positions, state.head):
             self._prune(stream, state, decision.chosen.positions, fence)
         return decision
 
@@ -194,7 +194,7 @@ class RetentionManager:
             if current.info.uid != state.info.uid:
                 return  # re-created meanwhile: the new stream has its own set
             records = self._load(conn, current.stream_id)
-            keep = {r.recording_time_ms for r in prune(records, positions, current.ranges())}
+            keep = {r.recording_time_ms for r in prune(records, positions, current.topology())}
             doomed = [r.recording_time_ms for r in records if r.recording_time_ms not in keep]
             if doomed:
                 conn.execute(sa.delete(retention_set).where(retention_set.c.stream_id == current.stream_id,
@@ -202,7 +202,7 @@ class RetentionManager:
 
     def _decide(self, state: StreamState, records: list[RetentionRecord], now_ms: int,
                 recorded: RetentionRecord | None, views: list[SubscriberView]) -> RetentionDecision:
-        topology = Topology(state.segments)
+        topology = state.topology()
         stream = RetentionStream(topology, state.head, topology.size_at(state.tail()), state.name)
         consumption = None  # no subscriber: plain size/time retention
         if views:
@@ -243,11 +243,10 @@ def subscribers_unchanged(stream: str, seen: list[SubscriberView], store: Subscr
     known = {(v.reader_group, v.generation): v.positions for v in seen}
 
     def guard(conn: Connection, state: StreamState) -> None:
-        ranges = state.ranges()
+        topology = state.topology()
         for view in store.views(conn, state):
             before = known.get((view.reader_group, view.generation))
-            if before is None or compare_cuts(view.positions, before, ranges) not in (CutOrder.EQUAL,
-                                                                                      CutOrder.AFTER):
+            if before is None or topology.compare(view.positions, before) not in (CutOrder.EQUAL, CutOrder.AFTER):
                 raise SubscribersChanged(f"retention of {stream}: subscriber {view.reader_group} changed since "
                                          "the decision; deciding again")
 
@@ -285,10 +284,10 @@ def consumption_details(decision: RetentionDecision, state: StreamState) -> dict
     not consumed."""
     if decision.case is None or decision.cut is None:
         return None
-    ranges = state.ranges()
+    topology = state.topology()
     subscribers = []
     for view in decision.subscribers:
-        order = compare_cuts(decision.cut, view.positions, ranges)
+        order = topology.compare(decision.cut, view.positions)
         subscribers.append({
             "reader_group": view.reader_group, "generation": view.generation,
             "cut": {segment_name(s): o for s, o in sorted(view.positions.items())},

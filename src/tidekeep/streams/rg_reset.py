@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import InvalidInput, InvalidStreamCut, TruncatedData
 from . import rg_state as core
-from .cuts import CutOrder, StreamCut, compare_cuts
+from .cuts import CutOrder, StreamCut
 from .readergroup import ReaderGroup, ReaderGroupConfig, RetentionType
 
 HEAD, TAIL, CUTS, CHECKPOINT = "head", "tail", "cuts", "checkpoint"
@@ -82,7 +82,7 @@ def plan_reset(group: ReaderGroup, target: ResetTarget) -> ResetPlan:
         slot = row.state.streams[name]
         current = {seg: entry[0] for seg, entry in core.frontier(slot, state.segments).items()}
         new = chosen[name] if name in chosen else (dict(state.head) if target.kind == HEAD else state.tail())
-        order = compare_cuts(new, state.head, state.ranges())
+        order = state.topology().compare(new, state.head)
         if order in (CutOrder.BEFORE, CutOrder.OVERLAPS):
             raise TruncatedData(f"cannot reset reader group {group.name!r}: the {_what(target)} "
                                 f"{state.shown(new)} is before the head {state.shown(state.head)} of {name} "

@@ -31,7 +31,7 @@ from .model import Segment, segment_key
 UNASSIGNED, ASSIGNED, COMPLETED = "UNASSIGNED", "ASSIGNED", "COMPLETED"
 COMPLETED_CHECKPOINTS_KEPT = 20
 
-Topology = Mapping[int, Segment]  # every segment of one stream, as the metadata store has it now
+SegmentMap = Mapping[int, Segment]  # every segment of one stream, as the metadata store has it now
 Positions = dict[str, dict[int, int]]  # stream -> segment -> offset
 
 
@@ -128,16 +128,16 @@ def keys_in(positions: Mapping[str, int]) -> dict[int, int]:
 # ---- lineage helpers ----------------------------------------------------------------------------
 
 
-def lies_before(seg: Segment, cut: Mapping[int, int], topology: Topology) -> bool:
+def lies_before(seg: Segment, cut: Mapping[int, int], topology: SegmentMap) -> bool:
     """The whole segment is before the cut: a later segment of the cut covers part of its keys."""
     return any(c > seg.id and seg.overlaps(topology[c]) for c in cut if c in topology)
 
 
-def lies_after(seg: Segment, cut: Mapping[int, int], topology: Topology) -> bool:
+def lies_after(seg: Segment, cut: Mapping[int, int], topology: SegmentMap) -> bool:
     return any(c < seg.id and seg.overlaps(topology[c]) for c in cut if c in topology)
 
 
-def end_offset(seg: Segment, end: Mapping[int, int] | None, topology: Topology) -> int | None:
+def end_offset(seg: Segment, end: Mapping[int, int] | None, topology: SegmentMap) -> int | None:
     """Where a reader stops in `seg`: the end cut's offset, 0 if the end cut lies before the
     segment, None (its sealed tail) otherwise."""
     if end is None:
@@ -147,7 +147,7 @@ def end_offset(seg: Segment, end: Mapping[int, int] | None, topology: Topology) 
     return 0 if lies_after(seg, end, topology) else None
 
 
-def successors(seg: Segment, topology: Topology) -> list[int]:
+def successors(seg: Segment, topology: SegmentMap) -> list[int]:
     if seg.sealed_epoch is None:
         return []
     return [s.id for s in topology.values() if s.epoch == seg.sealed_epoch and s.overlaps(seg)]
@@ -163,7 +163,7 @@ def is_finished(gseg: GroupSegment, seg: Segment) -> bool:
 
 
 def initial_state(starts: Mapping[str, Mapping[int, int]], ends: Mapping[str, Mapping[int, int] | None],
-                  topologies: Mapping[str, Topology], now_ms: int,
+                  topologies: Mapping[str, SegmentMap], now_ms: int,
                   readers: Mapping[str, int] | None = None) -> GroupState:
     streams = {}
     for name, start in starts.items():
@@ -175,7 +175,7 @@ def initial_state(starts: Mapping[str, Mapping[int, int]], ends: Mapping[str, Ma
     return refresh(state, topologies)
 
 
-def refresh(state: GroupState, topologies: Mapping[str, Topology]) -> GroupState:
+def refresh(state: GroupState, topologies: Mapping[str, SegmentMap]) -> GroupState:
     """Complete open segments already read to their end and add successors that became ready,
     until nothing changes."""
     state = copy.deepcopy(state)
@@ -194,7 +194,7 @@ def refresh(state: GroupState, topologies: Mapping[str, Topology]) -> GroupState
     return state
 
 
-def ready_successors(slot: StreamSlot, topology: Topology) -> list[int]:
+def ready_successors(slot: StreamSlot, topology: SegmentMap) -> list[int]:
     """Segments not yet in the group whose creating epoch's sealed segments are all done."""
     by_epoch: dict[int, list[Segment]] = {}
     sealed_in: dict[int, list[Segment]] = {}
@@ -214,14 +214,14 @@ def ready_successors(slot: StreamSlot, topology: Topology) -> list[int]:
     return sorted(ready)
 
 
-def _done(seg: Segment, slot: StreamSlot, topology: Topology) -> bool:
+def _done(seg: Segment, slot: StreamSlot, topology: SegmentMap) -> bool:
     gseg = slot.segments.get(seg.id)
     if gseg is not None:
         return gseg.status == COMPLETED
     return lies_before(seg, slot.start, topology)
 
 
-def frontier(slot: StreamSlot, topology: Topology) -> dict[int, list[Any]]:
+def frontier(slot: StreamSlot, topology: SegmentMap) -> dict[int, list[Any]]:
     """The group's position in one stream as a cut: open segments at their offsets, and completed
     ones whose successors are not in the group yet at their final offsets."""
     result = {}
@@ -256,7 +256,7 @@ def owned(state: GroupState, reader_id: str) -> list[tuple[str, int]]:
             if g.owner == reader_id and g.status == ASSIGNED]
 
 
-def sync_reader(state: GroupState, topologies: Mapping[str, Topology], reader_id: str,
+def sync_reader(state: GroupState, topologies: Mapping[str, SegmentMap], reader_id: str,
                 positions: Mapping[str, Mapping[int, int]], now_ms: int, auto_interval_ms: int | None = None,
                 max_outstanding: int = 3) -> GroupState:
     """A reader reports its positions (stream -> segment -> next offset) for the segments it owns;
@@ -304,7 +304,7 @@ def _rebalance(state: GroupState, reader_id: str) -> None:
                 room -= 1
 
 
-def release_reader(state: GroupState, topologies: Mapping[str, Topology], reader_id: str,
+def release_reader(state: GroupState, topologies: Mapping[str, SegmentMap], reader_id: str,
                    positions: Mapping[str, Mapping[int, int]] | None, now_ms: int) -> GroupState:
     """A reader leaves (close, or reader_offline after a crash): its segments go back to the pool
     at `positions` where given, else at the last offsets it stored; checkpoints stop waiting for it."""
@@ -338,7 +338,7 @@ def checkpoint_names(state: GroupState) -> set[str]:
     return {c.name for c in state.pending} | {c.name for c in state.completed}
 
 
-def initiate_checkpoint(state: GroupState, topologies: Mapping[str, Topology], name: str, now_ms: int,
+def initiate_checkpoint(state: GroupState, topologies: Mapping[str, SegmentMap], name: str, now_ms: int,
                         max_outstanding: int) -> GroupState:
     if name in checkpoint_names(state):
         raise AlreadyExists(f"checkpoint {name!r} already exists in this reader group")

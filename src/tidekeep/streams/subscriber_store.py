@@ -37,8 +37,7 @@ from ..store.schema_readergroups import reader_groups
 from ..store.schema_subscribers import stream_subscribers as subs
 from .config import RetentionType
 from .controller import StreamController
-from .cuts import CutOrder, StreamCut, compare_cuts, ranges_between
-from .model import Segment
+from .cuts import CutOrder, StreamCut, Topology
 from .repository import StreamState
 from .retention import SubscriberView
 
@@ -83,12 +82,12 @@ class Subscriber:
 
 
 def unconsumed_bytes(cut: Mapping[int, int], head: Mapping[int, int], tail: Mapping[int, int],
-                     segments: Mapping[int, Segment]) -> int:
+                     topology: Topology) -> int:
     """Bytes from `cut` to the tail that still exist: per segment, from the later of the cut and the
     head. A cut behind the head (retention forced past a slow subscriber) counts only what is left."""
-    from_cut = {r.segment: r for r in ranges_between(cut, tail, segments)}
+    from_cut = {r.segment: r for r in topology.ranges_between(cut, tail)}
     total = 0
-    for kept in ranges_between(head, tail, segments):
+    for kept in topology.ranges_between(head, tail):
         unread = from_cut.get(kept.segment)
         if unread is not None:
             total += kept.end - max(kept.start, unread.start)
@@ -129,8 +128,8 @@ def register_group(conn: Connection, controller: StreamController, group: str, c
                                                 start_positions=dict(start), updated_ms=None))
             continue
         acknowledged = old.positions
-        keep = acknowledged is not None and _all_known(state, acknowledged) and compare_cuts(
-            acknowledged, start, state.ranges()) in (CutOrder.BEFORE, CutOrder.EQUAL)
+        keep = acknowledged is not None and _all_known(state, acknowledged) and state.topology().at_or_before(
+            acknowledged, start)
         conn.execute(sa.update(subs).where(subs.c.stream_id == state.stream_id, subs.c.reader_group == group).values(
             generation=generation, start_positions=dict(start),
             positions=old.positions if keep else None, updated_ms=old.updated_ms if keep else None))
@@ -169,8 +168,8 @@ def publish_checkpoint(conn: Connection, controller: StreamController, group: st
         if row is None or row.generation != generation or not _all_known(state, positions):
             continue  # re-created stream, or a reset in between: not this subscription's checkpoint
         previous = row.positions
-        if previous is not None and (not _all_known(state, previous) or compare_cuts(
-                positions, previous, state.ranges()) not in (CutOrder.EQUAL, CutOrder.AFTER)):
+        if previous is not None and (not _all_known(state, previous) or state.topology().compare(
+                positions, previous) not in (CutOrder.EQUAL, CutOrder.AFTER)):
             log.warning("reader group %s: checkpoint cut of %s is not at or after its acknowledgement; kept the "
                         "acknowledgement", group, stream)
             continue
@@ -203,7 +202,7 @@ class SubscriberStore:
             result.append(SubscriberView(
                 reader_group=r.reader_group, generation=r.generation, positions=dict(effective),
                 acknowledged=acknowledged is not None, updated_ms=r.updated_ms if acknowledged is not None else None,
-                unconsumed_bytes=unconsumed_bytes(effective, state.head, tail, state.segments)))
+                unconsumed_bytes=unconsumed_bytes(effective, state.head, tail, state.topology())))
         return result
 
     def list(self, stream: str) -> list[Subscriber]:
@@ -242,7 +241,7 @@ class SubscriberStore:
         effective = acknowledged if acknowledged is not None else start
         return Subscriber(state.name, row.reader_group, _retention_type(row.config), row.generation, acknowledged,
                           start, row.updated_ms if acknowledged is not None else None,
-                          unconsumed_bytes(effective, state.head, state.tail(), state.segments), state.info.uid)
+                          unconsumed_bytes(effective, state.head, state.tail(), state.topology()), state.info.uid)
 
     def identity(self, group: str) -> tuple[int, str | None]:
         """The group's generation and subscriber uid, read together (what a handle remembers)."""
@@ -290,7 +289,7 @@ class SubscriberStore:
                 row = self._check_row(conn, state, group, known_uid, known_generation, lock=True)
                 previous = row.positions
                 if previous is not None:
-                    order = compare_cuts(positions, previous, state.ranges())
+                    order = state.topology().compare(positions, previous)
                     if order in (CutOrder.BEFORE, CutOrder.OVERLAPS):
                         how = "is before" if order is CutOrder.BEFORE else "is partly before"
                         raise InvalidStreamCut(
