@@ -4,15 +4,15 @@
 
 N streams (default 1000), each with one segment, a size policy and a retention set of R records
 (default 50). The sets are built through the retention store's own API: a ManualClock is advanced
-just past retention.frequency and `client.retention.run` records the tail (a small event is written
+just past retention.frequency and `client.stream(name).retention.run()` records the tail (a small event is written
 to every stream before every 10th round, so the records have several distinct sizes). The policy's
 minimum (1 GiB) is above any stream's size, so the measured cycles decide over the whole set and
 truncate nothing: the set stays at R records and every repetition measures the same work.
 
   stream_state    client.stream(name).state() for every stream (the baseline: a bare metadata read)
-  cycle, not due  client.retention.run(name) with the clock inside the frequency: load the set,
+  cycle, not due  client.stream(name).retention.run() with the clock inside the frequency: load the set,
                   decide (pure), no record written
-  cycle, due      client.retention.run(name) with the clock past the frequency: also records the
+  cycle, due      client.stream(name).retention.run() with the clock past the frequency: also records the
                   tail (one insert) — the set grows by one record per repetition
 
 Figures are streams per second, best of --repeat passes over all streams; ratios are cycle time
@@ -72,10 +72,10 @@ def build(client: tk.Client, clock: tk.ManualClock, names: list[str], records: i
                     writer.write(b"x" * 100)
         clock.advance(FREQUENCY_MS + 1)
         for name in names:
-            client.retention.run(name)
+            client.stream(name).retention.run()
         if round_number % 10 == 9:
             log(f"  built {round_number + 1}/{records} records per stream ({time.perf_counter() - started:.0f} s)")
-    sizes = {len(client.retention.records(name)) for name in names}
+    sizes = {len(client.stream(name).retention.records()) for name in names}
     assert sizes == {records}, sizes
 
 
@@ -101,9 +101,12 @@ def measure(backend: str, url: str, home: Path, streams: int, records: int, repe
         log(f"{backend}: building {streams} streams x {records} records")
         build(client, clock, names, records)
         read_s = best_pass(names, repeat, lambda name: client.stream(name).state())
-        not_due_s = best_pass(names, repeat, client.retention.run)  # the clock stays inside the frequency
-        due_s = best_pass(names, repeat, client.retention.run, lambda: clock.advance(FREQUENCY_MS + 1))
-        decision = client.retention.run(names[0])
+        def cycle(name: str) -> object:
+            return client.stream(name).retention.run()
+
+        not_due_s = best_pass(names, repeat, cycle)  # the clock stays inside the frequency
+        due_s = best_pass(names, repeat, cycle, lambda: clock.advance(FREQUENCY_MS + 1))
+        decision = client.stream(names[0]).retention.run()
         assert decision.cut is None and len(decision.records) >= records, decision.to_dict()
         return {"read": read_s, "not_due": not_due_s, "due": due_s}
     finally:

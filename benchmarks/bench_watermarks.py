@@ -5,8 +5,8 @@
 
 N streams (default 200) with 2 segments and W writers each (default 4); every writer has committed a
 few events. One round: every writer of every stream notes a time above its previous one
-(`client.watermarks.note`, what `writer.note_time` does after its flush), then every stream's next
-watermark is computed and appended (`client.watermarks.compute`, what `tidekeep serve` does per stream
+(`client.stream(name).watermarks.note`, what `writer.note_time` does after its flush), then every stream's next
+watermark is computed and appended (`client.stream(name).watermarks.compute`, what `tidekeep serve` does per stream
 every watermark.frequency) — each compute emits a watermark. After the rounds, a reader of a group on
 each stream asks its time window once (`reader.time_window`: the first call binary-searches the
 revisions) and again (paged, incremental).
@@ -67,11 +67,11 @@ def run_backend(label: str, metadata_url: str, storage: str, args: argparse.Name
         time_ms[0] += 1000
         for name in names:
             for writer_id in writers:
-                client.watermarks.note(name, writer_id, time_ms[0])
+                client.stream(name).watermarks.note(writer_id, time_ms[0])
 
     def computes() -> None:
         for name in names:
-            assert client.watermarks.compute(name) is not None
+            assert client.stream(name).watermarks.compute() is not None
 
     def states() -> None:
         for name in names:

@@ -11,7 +11,7 @@ and writes each closed window to "demo/sensor-minutes" with the tidekeep sink (e
 micro-batch; the sink notes the largest window end as its writer's time mark).
 
 Each micro-batch the query commits becomes the group's acknowledged stream cut, so
-`client.retention.run` deletes the input up to what the query has committed, and never data it has
+`client.stream(name).retention.run()` deletes the input up to what the query has committed, and never data it has
 not read yet. The script runs two rounds of "write, retention, query, retention" and prints what
 happens. Without --home it works in a temporary workspace, deleted at the end. Exits 0.
 """
@@ -63,7 +63,7 @@ def input_size(client) -> str:  # type: ignore[no-untyped-def]
 
 def run_retention(client, label: str) -> None:  # type: ignore[no-untyped-def]
     before = input_size(client)
-    decision = client.retention.run(EVENTS)
+    decision = client.stream(EVENTS).retention.run()
     print(f"retention.run ({label}): input {before} -> {input_size(client)}; "
           f"head {client.stream(EVENTS).head_cut()} ({decision.reason})")
 
@@ -109,7 +109,7 @@ def show_round(client, batches: int, shown: set[tuple[str, str]]) -> None:  # ty
           "(a window is written once the event-time watermark, 30 s behind the latest reading, passes its end)")
     for row in new[:3]:
         print(f"  {row}")
-    (mark,) = client.watermarks.marks(MINUTES)
+    (mark,) = client.stream(MINUTES).watermarks.marks()
     print(f"sink writer {mark.writer_id} noted {clock(mark.time_ms)} (the last window end written)")
 
 

@@ -60,7 +60,7 @@ def test_the_longest_names_write_read_truncate_and_delete(client: tk.Client, tmp
     txn = txn_writer.begin()
     txn.write(b"fourth", routing_key="b")
     txn.commit()
-    client.watermarks.note(STREAM, WRITER, 1_000)
+    client.stream(STREAM).watermarks.note(WRITER, 1_000)
     assert sorted(e.payload for e in client.stream(STREAM).read()) == [b"first", b"fourth", b"second", b"third"]
 
     group = client.create_reader_group(GROUP, tk.ReaderGroupConfig([STREAM]))
@@ -94,7 +94,7 @@ def test_one_character_more_is_refused_and_changes_nothing(client: tk.Client, tm
          "is 215 characters long (at most 214)"),
         (lambda: client.stream("sc/s").transactional_writer(WRITER + "w"), "invalid writer id",
          "is 215 characters long (at most 214)"),
-        (lambda: client.watermarks.note("sc/s", WRITER + "w", 1_000), "invalid writer id",
+        (lambda: client.stream("sc/s").watermarks.note(WRITER + "w", 1_000), "invalid writer id",
          "is 215 characters long (at most 214)"),
         (lambda: client.create_reader_group(GROUP + "g", tk.ReaderGroupConfig(["sc/s"])), "invalid reader group name",
          "is 256 characters long (at most 255)"),

@@ -33,10 +33,8 @@ from .store.workspace import (
 from .stream_handle import Stream
 from .streams.config import StreamConfig
 from .streams.controller import StreamInfo, SweepResult
-from .streams.of_workspace import stream_controller
-from .streams.retention_store import RetentionManager
+from .streams.of_workspace import retention_manager, stream_controller, watermark_store
 from .streams.txn_store import TransactionStore
-from .streams.watermark_store import WatermarkStore
 from .units import parse_duration_ms
 
 if TYPE_CHECKING:
@@ -52,8 +50,9 @@ class Client:
     are one workspace (store/workspace.py): NotFound or WorkspaceMismatch otherwise, and nothing is
     created. `tidekeep.connect(create=True)` / `init_workspace` create and stamp a workspace first.
 
-    One stream's operations live on its handle, `client.stream(name)`; workspace-wide ones here and
-    in the namespaces `transactions`, `holds`, `retention`, `watermarks`, `catalog` and `archives`.
+    One stream's operations live on its handle, `client.stream(name)` (its retention and watermarks
+    too); workspace-wide ones here and in the namespaces `transactions`, `holds`, `catalog` and
+    `archives`.
     `client.workspace` is the extension point below this API (database, storage, settings, clock)."""
 
     def __init__(self, settings: Settings, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -67,10 +66,9 @@ class Client:
         self._streams = stream_controller(self._workspace)
         self.transactions = TransactionStore(self._streams)  # list/abort/expire (streams/txn_store.py)
         self.holds = HoldStore(self._db, clock, self._workspace.audit.actor)  # legal holds: add/list/remove/active_for
-        # size/time retention cycles: preview/run/history (streams/retention_store.py)
-        self.retention = RetentionManager(self._streams, settings["retention.frequency"])
-        # writer marks and watermarks: note/list/tail/writers/compute (streams/watermark_store.py)
-        self.watermarks = WatermarkStore(self._streams)
+        # the stores behind every handle's `retention` and `watermarks` (stream_handle.py)
+        self._retention = retention_manager(self._workspace, self._streams)
+        self._watermarks = watermark_store(self._workspace, self._streams)
         self.catalog = Catalog(self._workspace)  # meta records, rules, the retention job, purge (catalog/)
         self.archives = Archives(self._workspace)  # log archives, searches, the garbage collectors (archives/)
 
@@ -110,7 +108,7 @@ class Client:
         """The handle of one stream: cuts, reads, writers, truncation, scaling, its retention and
         watermarks. Creating it reads nothing; its calls raise NotFound for an unknown stream."""
         return Stream(name, controller=self._streams, settings=self.settings, transactions=self.transactions,
-                      retention=self.retention, watermarks=self.watermarks)
+                      retention=self._retention, watermarks=self._watermarks)
 
     # ---- reader groups -------------------------------------------------------------------------
     def create_reader_group(self, name: str, config: ReaderGroupConfig) -> ReaderGroup:

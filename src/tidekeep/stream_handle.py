@@ -98,9 +98,10 @@ class StreamWatermarks:
         """The newest `limit` watermarks, oldest first."""
         return self._store.tail(self._name, limit)
 
-    def compute(self) -> Watermark | None:
-        """Compute and append the next watermark; None when there is none to emit."""
-        return self._store.compute(self._name)
+    def compute(self, owner: str | None = None) -> Watermark | None:
+        """Compute and append the next watermark; None when there is none to emit. `owner` names who
+        computed it (the service its owner id, the CLI "cli")."""
+        return self._store.compute(self._name, owner)
 
     def prune(self) -> int:
         """Delete the watermarks no reader can need; returns how many."""

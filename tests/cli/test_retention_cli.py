@@ -45,7 +45,7 @@ def test_policy_preview_run_history(home: Path) -> None:
     assert [r["retained"] for r in preview["records"]] == [300, 0]  # the recorded cut and the would-be tail
     with tk.connect(home, create=True) as client:
         assert client.stream(STREAM).head_cut().positions == {segment_id(0, 0): 0}  # the preview changed nothing
-        assert len(client.retention.records(STREAM)) == 1
+        assert len(client.stream(STREAM).retention.records()) == 1
     run = ok_json(home, *FAST, "retention", "run", STREAM)
     assert (run["dry_run"], run["rule"], run["cut"], run["freed_bytes"]) == (False, "above-max", {"0.0": 300}, 300)
     history = ok_json(home, "retention", "history", STREAM)
@@ -85,4 +85,4 @@ def test_bad_input_is_one_line_and_changes_nothing(home: Path, args: tuple[str, 
     assert [s["name"] for s in listed] == [STREAM]  # nothing created
     assert described["retention"] == "by size: keep at least 10 B (no maximum)"  # policy unchanged
     with tk.connect(home, create=True) as client:
-        assert client.retention.records(STREAM) == []
+        assert client.stream(STREAM).retention.records() == []

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import tidekeep as tk
 from tidekeep.errors import InvalidInput, InvalidName, InvalidStreamCut, NotFound, TidekeepError
 from tidekeep.streams.model import EVENT_HEADER_BYTES, routing_key_position, segment_id
+from tidekeep.streams.of_workspace import watermark_store
 
 STREAM, OTHER = "wm/bad", "wm/other"
 S0, S1 = segment_id(0, 0), segment_id(0, 1)
@@ -49,15 +50,15 @@ def stream(client: tk.Client, clock: tk.ManualClock) -> str:
                 for _ in range(EVENTS_PER_SEGMENT):
                     loader.write(PAYLOAD, key)
     assert client.stream(STREAM).state().tail() == {S0: TAIL, S1: TAIL}
-    client.watermarks.note(STREAM, "w", 1_000, position={S0: 20})
-    assert client.watermarks.compute(STREAM) is not None
+    client.stream(STREAM).watermarks.note("w", 1_000, position={S0: 20})
+    assert client.stream(STREAM).watermarks.compute() is not None
     clock.advance(5)
     return STREAM
 
 
 def snapshot(client: tk.Client, stream: str = STREAM) -> tuple[Any, ...]:
-    marks = client.watermarks
-    return (marks.marks(stream), [(s.source, s.active) for s in marks.writers(stream)], marks.list(stream),
+    marks = client.stream(stream).watermarks
+    return (marks.marks(), [(s.source, s.active) for s in marks.writers()], marks.list(),
             client.stream(stream).state().tail(),
             [(e.segment, e.offset, e.payload) for e in client.stream(stream).read()])
 
@@ -81,11 +82,11 @@ def refused(client: tk.Client, error: type[TidekeepError], match: str, call: Cal
 
 def test_a_time_going_backwards_is_refused(client: tk.Client, stream: str) -> None:
     refused(client, InvalidInput, r"writer w: time went backwards from 1000 to 999 ms",
-            lambda: client.watermarks.note(stream, "w", 999))
+            lambda: client.stream(stream).watermarks.note("w", 999))
     writer = client.stream(stream).writer("w")
     refused(client, InvalidInput, r"time went backwards from 1000 to 0 ms", lambda: writer.note_time(0))
     writer.note_time(1_000)  # equal is allowed, and the writer is still usable
-    assert [m.time_ms for m in client.watermarks.marks(stream)] == [1_000]
+    assert [m.time_ms for m in client.stream(stream).watermarks.marks()] == [1_000]
     writer.close()
 
 
@@ -103,11 +104,11 @@ def test_a_transaction_committing_a_time_below_its_writers_mark_is_refused_and_s
 
 
 def test_a_position_offset_going_backwards_is_refused(client: tk.Client, stream: str) -> None:
-    client.watermarks.note(stream, "w", 1_500, position={S0: 40})
+    client.stream(stream).watermarks.note("w", 1_500, position={S0: 40})
     refused(client, InvalidInput, r"writer w: position in segment 0\.0 went backwards from 40 to 20",
-            lambda: client.watermarks.note(stream, "w", 2_000, position={S0: 20}))
+            lambda: client.stream(stream).watermarks.note("w", 2_000, position={S0: 20}))
     refused(client, InvalidInput, r"went backwards from 40 to 0",
-            lambda: client.watermarks.note(stream, "w", 2_000, position=f"{stream}:0.0=0,0.1=0"))
+            lambda: client.stream(stream).watermarks.note("w", 2_000, position=f"{stream}:0.0=0,0.1=0"))
 
 
 # ---- positions that are not this stream's -----------------------------------------------------------------
@@ -115,7 +116,7 @@ def test_a_position_offset_going_backwards_is_refused(client: tk.Client, stream:
 
 def test_positions_of_another_stream_or_outside_this_one_are_refused(client: tk.Client, stream: str) -> None:
     other_tail = client.stream(OTHER).tail_cut()
-    note = client.watermarks.note
+    note = watermark_store(client.workspace).note  # takes the stream's name first
     refused(client, InvalidStreamCut, rf"position is for stream '{OTHER}', not '{stream}'",
             lambda: note(stream, "w", 2_000, position=other_tail))
     refused(client, InvalidStreamCut, rf"position is for stream '{OTHER}'",
@@ -148,7 +149,8 @@ def test_noting_on_a_closed_writer_is_refused(client: tk.Client, stream: str) ->
     writer.note_time(5_000)
     writer.close()
     refused(client, InvalidInput, r"writer closing is closed", lambda: writer.note_time(6_000))
-    assert [m.time_ms for m in client.watermarks.marks(stream) if m.writer_id == "closing" and m.closed] == [5_000]
+    marks = client.stream(stream).watermarks.marks()
+    assert [m.time_ms for m in marks if m.writer_id == "closing" and m.closed] == [5_000]
 
 
 def test_note_time_on_an_automatically_noting_writer_is_refused(client: tk.Client, stream: str) -> None:
@@ -169,7 +171,7 @@ def test_note_time_on_an_automatically_noting_writer_is_refused(client: tk.Clien
 def test_times_that_are_not_64_bit_integers_are_refused(client: tk.Client, stream: str, value: object) -> None:
     expected = (r"invalid time .*(must be an integer number of milliseconds|outside the 64-bit range"
                 r"|must not be negative)")
-    refused(client, InvalidInput, expected, lambda: client.watermarks.note(stream, "w", value))  # type: ignore[arg-type]
+    refused(client, InvalidInput, expected, lambda: client.stream(stream).watermarks.note("w", value))  # type: ignore[arg-type]
     writer = client.stream(stream).writer("w")
     refused(client, InvalidInput, expected, lambda: writer.note_time(value))  # type: ignore[arg-type]
     writer.close()
@@ -242,7 +244,7 @@ def test_a_reader_config_with_a_non_bool_is_refused(value: object) -> None:
 
 
 def test_an_unknown_stream_or_a_bad_writer_id_or_source_is_refused(client: tk.Client, stream: str) -> None:
-    note = client.watermarks.note
+    note = watermark_store(client.workspace).note  # takes the stream's name first
     refused(client, NotFound, r"stream 'wm/nope' does not exist", lambda: note("wm/nope", "w", 2_000))
     refused(client, NotFound, r"scope 'nope' does not exist", lambda: note("nope/s", "w", 2_000))
     for bad in ("bad id", "", "x" * 256, "ü"):
@@ -256,9 +258,9 @@ def test_an_unknown_stream_or_a_bad_writer_id_or_source_is_refused(client: tk.Cl
 def test_list_and_tail_refuse_a_limit_below_one_or_not_an_integer(
         client: tk.Client, stream: str, limit: object) -> None:
     refused(client, InvalidInput, rf"invalid limit {limit!r}: must be an integer >= 1",
-            lambda: client.watermarks.list(stream, limit=limit))  # type: ignore[arg-type]
+            lambda: client.stream(stream).watermarks.list(limit=limit))  # type: ignore[arg-type]
     refused(client, InvalidInput, rf"invalid limit {limit!r}: must be an integer >= 1",
-            lambda: client.watermarks.tail(stream, limit))  # type: ignore[arg-type]
+            lambda: client.stream(stream).watermarks.tail(limit))  # type: ignore[arg-type]
 
 
 # ---- fuzz: the position parser ------------------------------------------------------------------------------
@@ -290,13 +292,13 @@ def test_fuzzed_positions_raise_only_tidekeep_errors_and_change_nothing_on_error
     before = snapshot(client, stream)
     time_ms = max(m.time_ms for m in before[0]) + 1  # the time is fine: only the position is under test
     try:
-        mark = client.watermarks.note(stream, "w", time_ms, position=position)  # type: ignore[arg-type]
+        mark = client.stream(stream).watermarks.note("w", time_ms, position=position)  # type: ignore[arg-type]
     except TidekeepError as exc:
         assert "\n" not in exc.args[0]
         assert snapshot(client, stream) == before
         return
     # accepted: the stored mark is what was given, with segment ids and offsets as plain ints
-    [stored] = client.watermarks.marks(stream)
+    [stored] = client.stream(stream).watermarks.marks()
     assert stored == mark and stored.time_ms == time_ms
     assert all(type(s) is int and type(o) is int and 0 <= o <= TAIL for s, o in stored.positions.items())
     assert set(stored.positions) <= {S0, S1}

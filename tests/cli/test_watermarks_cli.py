@@ -78,7 +78,7 @@ def test_compute_emits_or_explains_and_writers_show_their_state(home: Path) -> N
         first = ok_json(home, "watermark", "compute", stream)
         assert first == {"emitted": True, "writers": [], "watermark": {
             "revision": 0, "lower_time_ms": 1_000, "upper_time_ms": 1_500, "cut": {"0.0": end[S0], "0.1": end[S1]}}}
-        assert client.watermarks.latest(stream) == Watermark(0, 1_000, 1_500, end)
+        assert client.stream(stream).watermarks.latest() == Watermark(0, 1_000, 1_500, end)
 
         # slow has not noted past the watermark's lower time 1000 and has not timed out (60 s): it holds
         # the next watermark back, and compute says so, naming it
@@ -86,7 +86,7 @@ def test_compute_emits_or_explains_and_writers_show_their_state(home: Path) -> N
         explained, text, listed, table = run_all(
             home, ["watermark", "compute", stream, "--json"], ["watermark", "compute", stream],
             ["watermark", "writers", stream, "--json"], ["watermark", "writers", stream])
-        assert client.watermarks.latest(stream).revision == 0  # type: ignore[union-attr]
+        assert client.stream(stream).watermarks.latest().revision == 0  # type: ignore[union-attr]
         for done in (explained, text, listed, table):
             assert done.returncode == 0 and done.stderr == "", done.stderr
         explained_json = json.loads(explained.stdout)
@@ -101,7 +101,7 @@ def test_compute_emits_or_explains_and_writers_show_their_state(home: Path) -> N
         writers = json.loads(listed.stdout)
         assert [(w["writer_id"], w["active"], w["participating"], w["state"]) for w in writers] == [
             ("fast", True, True, "participating"), ("slow", True, False, "lagging: holds watermarks back")]
-        slow_mark = next(m for m in client.watermarks.marks(stream) if m.writer_id == "slow")
+        slow_mark = next(m for m in client.stream(stream).watermarks.marks() if m.writer_id == "slow")
         assert writers[1]["positions"] == {"0.0": slow_mark.positions[S0], "0.1": slow_mark.positions[S1]}
         assert writers[1]["noted_ms"] == slow_mark.noted_ms and writers[1]["noted_at"].endswith("Z")
         rows = table.stdout.splitlines()
@@ -115,7 +115,7 @@ def test_compute_emits_or_explains_and_writers_show_their_state(home: Path) -> N
         text = cli(home, "watermark", "compute", stream)
         assert text.returncode == 0 and text.stdout.strip() == (
             f"appended watermark 1 of {stream}: lower 1600, upper 1800, cut 0.0={end[S0]},0.1={end[S1]}")
-        assert client.watermarks.latest(stream) == Watermark(1, 1_600, 1_800, end)
+        assert client.stream(stream).watermarks.latest() == Watermark(1, 1_600, 1_800, end)
         assert {r.owner for r in stored_owners(client, stream)} == {"cli"}
         # a closed writer no longer holds watermarks back: fast alone sets the next lower time, and once
         # that watermark is appended the closed writer is gone from the list
@@ -123,7 +123,7 @@ def test_compute_emits_or_explains_and_writers_show_their_state(home: Path) -> N
         fast.note_time(1_900)
         closed = ok_json(home, "watermark", "compute", stream)
         assert (closed["watermark"]["revision"], closed["watermark"]["lower_time_ms"]) == (2, 1_900)
-        assert [w.mark.writer_id for w in client.watermarks.writers(stream)] == ["fast"]
+        assert [w.mark.writer_id for w in client.stream(stream).watermarks.writers()] == ["fast"]
         fast.close()
 
 
@@ -145,8 +145,8 @@ def test_list_text_json_limit_all(home: Path) -> None:
         for i in range(23):  # more than list's default of 20
             writer.write(f"event {i}".encode(), routing_key=f"k{i}")
             writer.note_time(100 * (i + 1))
-            assert client.watermarks.compute(stream, owner="test") is not None
-        cuts = [m.to_dict()["cut"] for m in client.watermarks.list(stream)]
+            assert client.stream(stream).watermarks.compute(owner="test") is not None
+        cuts = [m.to_dict()["cut"] for m in client.stream(stream).watermarks.list()]
         writer.close()
     assert cuts[0] != cuts[-1]
     newest, every, two, two_text, zero = run_all(
@@ -186,7 +186,7 @@ def test_note_with_positions_and_bad_notes(home: Path) -> None:
         assert (mark["writer_id"], mark["time_ms"], mark["positions"]) == ("ext", 100, {"0.0": end[S0], "0.1": 0})
         assert text.returncode == 0 and text.stdout.strip() == (
             f"noted w at time 7, position 0.0={end[S0]},0.1={end[S1]}")
-        marks = {m.writer_id: (m.time_ms, m.positions) for m in client.watermarks.marks(stream)}
+        marks = {m.writer_id: (m.time_ms, m.positions) for m in client.stream(stream).watermarks.marks()}
         assert marks == {"ext": (100, {S0: end[S0], S1: 0}), "w": (7, {S0: end[S0], S1: end[S1]})}
 
         other_cut, backwards, moved_back = run_all(
@@ -197,8 +197,8 @@ def test_note_with_positions_and_bad_notes(home: Path) -> None:
         check_fails(backwards, 2, "writer ext: time went backwards from 100 to 99 ms")
         check_fails(moved_back, 2, f"writer ext: position in segment 0.0 went backwards from {end[S0]} to 0")
         # nothing recorded by any refused note
-        assert {m.writer_id: (m.time_ms, m.positions) for m in client.watermarks.marks(stream)} == marks
-        assert client.watermarks.marks(other) == []
+        assert {m.writer_id: (m.time_ms, m.positions) for m in client.stream(stream).watermarks.marks()} == marks
+        assert client.stream(other).watermarks.marks() == []
 
 
 def test_note_takes_iso_8601_or_epoch_ms_and_refuses_other_text(home: Path) -> None:
@@ -213,7 +213,8 @@ def test_note_takes_iso_8601_or_epoch_ms_and_refuses_other_text(home: Path) -> N
     check_fails(bad, 2, "invalid time 'yesterday': expected epoch milliseconds or an ISO-8601 time")
     check_fails(before_epoch, 2, "invalid time '1969-12-31T23:00:00Z': before 1970-01-01T00:00:00Z")
     with tk.connect(home) as client:
-        assert [(m.writer_id, m.time_ms) for m in client.watermarks.marks(stream)] == [("a", 1_717_243_200_251)]
+        marks = client.stream(stream).watermarks.marks()
+        assert [(m.writer_id, m.time_ms) for m in marks] == [("a", 1_717_243_200_251)]
 
 
 def test_unknown_stream_help_and_stream_create_timeout(home: Path) -> None:
@@ -264,7 +265,7 @@ def test_unknown_stream_help_and_stream_create_timeout(home: Path) -> None:
         # with a zero timeout, a writer that has not noted past the watermark is out at once
         writer = client.stream("wm/zero").writer("w")
         writer.note_time(10)
-        assert client.watermarks.compute("wm/zero") is not None
+        assert client.stream("wm/zero").watermarks.compute() is not None
         listed, text = run_all(home, ["watermark", "writers", "wm/zero", "--json"], ["watermark", "compute", "wm/zero"])
         assert [(w["active"], w["participating"], w["state"]) for w in json.loads(listed.stdout)] == [
             (False, False, "inactive: timed out, rejoins on its next note")]

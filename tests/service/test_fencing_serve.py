@@ -19,6 +19,7 @@ import tidekeep as tk
 from helpers.storage import chunk_rows, stored_files
 from tidekeep.store.fencing import LeaseFence
 from tidekeep.store.leases import LeaseAction, LeaseStore
+from tidekeep.streams.of_workspace import retention_manager
 
 DAY = 86_400_000
 STREAM = "s/a"
@@ -31,7 +32,7 @@ def test_a_stale_lease_truncation_is_refused_and_changes_nothing(tmp_path: Path,
     write_batch(client, STREAM, 2)  # the oldest record now retains more than the policy's min: a cut is due
     before = (heads(client, [STREAM]), [tuple(r) for r in chunk_rows(client, STREAM)], stored_files(client))
     assert before[0][STREAM] != expected[STREAM]
-    recorded = len(client.retention.records(STREAM))
+    recorded = len(client.stream(STREAM).retention.records())
     env = serve_env(tmp_path, metadata_url)
     gate = tmp_path / "takeover-pending"  # A waits between its decision and its truncation while this exists
     gate.touch()
@@ -40,7 +41,7 @@ def test_a_stale_lease_truncation_is_refused_and_changes_nothing(tmp_path: Path,
     a = start_serve(["--once", "--lease-ttl", "30s", "--no-catalog", "--no-archives", "--no-watermarks"], env, log)
     try:
         # A's cycle records the tail in its first transaction, under its lease; its decision follows at once
-        wait_for(lambda: len(client.retention.records(STREAM)) > recorded, 60, "A to start its cycle", [log])
+        wait_for(lambda: len(client.stream(STREAM).retention.records()) > recorded, 60, "A to start its cycle", [log])
         held = LeaseStore(client.workspace.db, client.clock).get(RESOURCE)
         assert held is not None and f":{a.pid}:" in str(held.owner)
         # B's clock is a day ahead: A's lease (renewed every 10 s by the wall clock) has run out for B
@@ -62,7 +63,7 @@ def test_a_stale_lease_truncation_is_refused_and_changes_nothing(tmp_path: Path,
     assert truncations(client) == []
     # the new holder decides again and applies its own decision
     fence = LeaseFence(RESOURCE, "B", taken.lease.version)
-    decided = client.retention.run(STREAM, fence=fence)
+    decided = retention_manager(client.workspace).run(STREAM, fence=fence)
     assert decided.cut == expected[STREAM] and heads(client, [STREAM]) == expected
     assert truncations(client) == [(STREAM, json.dumps({str(k): v for k, v in sorted(expected[STREAM].items())}))]
     client.close()

@@ -40,8 +40,8 @@ def prepare(client: tk.Client, streams: list[str]) -> dict[str, dict[int, int]]:
         client.create_stream(stream, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size("1TB")))
         for batch in range(2):
             write_batch(client, stream, batch)
-            client.retention.run(stream, now=base + batch * HOUR)
-        first, second = client.retention.records(stream)
+            client.stream(stream).retention.run(now=base + batch * HOUR)
+        first, second = client.stream(stream).retention.records()
         batch_bytes = second.recording_size - first.recording_size
         assert batch_bytes > 0
         client.stream(stream).update(tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(

@@ -51,9 +51,9 @@ def test_serve_logs_each_truncation_once_over_many_ticks(tmp_path: Path, metadat
         client.create_stream(stream, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size("1TB")))
         for batch in range(2):  # two recorded cuts, an hour apart
             write_batch(client, stream, batch)
-            client.retention.run(stream)
+            client.stream(stream).retention.run()
             clock.advance(HOUR)
-        first, second = client.retention.records(stream)
+        first, second = client.stream(stream).retention.records()
         client.stream(stream).update(tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(
             (second.recording_size - first.recording_size) * 3 // 2)))
         write_batch(client, stream, 2)  # now the first record keeps more than min: one truncation is due

@@ -181,14 +181,14 @@ def test_serve_once_computes_a_watermark_and_no_watermarks_computes_none(tmp_pat
     off = subprocess.run([*SERVE, "--once", "--no-watermarks", *QUIET], env=env, capture_output=True, text=True,
                          timeout=120, check=False)
     assert off.returncode == 0, off.stderr
-    assert client.watermarks.latest(stream) is None
+    assert client.stream(stream).watermarks.latest() is None
     assert leases.get(f"retention:{stream}") is None  # not even taken: the stream is no work of this process
 
     on = subprocess.run([*SERVE, "--once", *QUIET], env=env, capture_output=True, text=True, timeout=120,
                         check=False)
     assert on.returncode == 0, on.stderr
     tail = dict(client.stream(stream).tail_cut().positions)
-    assert client.watermarks.list(stream) == [Watermark(0, 5_000, 5_000, tail)]
+    assert client.stream(stream).watermarks.list() == [Watermark(0, 5_000, 5_000, tail)]
     assert [r.owner for r in stored(client, stream)] == [owner_in(on.stderr)]
     assert f"watermark {stream} revision 0: lower=5000 upper=5000" in on.stderr
     assert held_leases(client) == {}  # released on exit
@@ -212,26 +212,27 @@ def test_serve_live_and_stale_streams_then_sigterm(tmp_path: Path) -> None:
     proc = start_serve(["--lease-ttl", "3s", "--watermark-frequency", "100ms", *QUIET], env, log)
     try:
         with Noter(client, live, ["w0", "w1"]) as noter:
-            wait_for(lambda: len(client.watermarks.list(live)) >= 3, 60, "watermarks of the live stream", [log])
-            wait_for(lambda: client.watermarks.latest(stale) is not None, 60, "the stale stream's watermark", [log])
+            live_marks, stale_marks = client.stream(live).watermarks, client.stream(stale).watermarks
+            wait_for(lambda: len(live_marks.list()) >= 3, 60, "watermarks of the live stream", [log])
+            wait_for(lambda: stale_marks.latest() is not None, 60, "the stale stream's watermark", [log])
 
             def released() -> bool:
                 lease = leases.get(f"retention:{stale}")
                 return lease is not None and lease.owner is None
 
             wait_for(released, 60, "the stale stream's lease to be released", [log])
-            count = len(client.watermarks.list(live))
-            wait_for(lambda: len(client.watermarks.list(live)) >= count + 5, 60, "more live watermarks", [log])
+            count = len(client.stream(live).watermarks.list())
+            wait_for(lambda: len(client.stream(live).watermarks.list()) >= count + 5, 60, "more live watermarks", [log])
             noter.check()
             # passes went on meanwhile: the stale stream was neither taken again nor computed
             assert released()
-            assert [(m.revision, m.lower_time_ms) for m in client.watermarks.list(stale)] == [(0, 100)]
-            assert [(s.mark.writer_id, s.active) for s in client.watermarks.writers(stale)] == [("idle", False)]
+            assert [(m.revision, m.lower_time_ms) for m in client.stream(stale).watermarks.list()] == [(0, 100)]
+            assert [(s.mark.writer_id, s.active) for s in stale_marks.writers()] == [("idle", False)]
 
             idle.note_time(200)  # the writer comes back: the stream is due again
-            wait_for(lambda: len(client.watermarks.list(stale)) == 2, 60, "the stale stream's next watermark",
+            wait_for(lambda: len(client.stream(stale).watermarks.list()) == 2, 60, "the stale stream's next watermark",
                      [log])
-            assert client.watermarks.latest(stale).lower_time_ms == 200  # type: ignore[union-attr]
+            assert client.stream(stale).watermarks.latest().lower_time_ms == 200  # type: ignore[union-attr]
             noter.check()
             proc.send_signal(signal.SIGTERM)  # the watermark thread is running (noter still noting)
             assert proc.wait(timeout=30) == 0, log.read_text()

@@ -84,7 +84,7 @@ def per_key(events: list[tuple[str | None, str]]) -> dict[str | None, list[str]]
 
 
 def mark_time(client: tk.Client, writer_id: str) -> int | None:
-    return next((m.time_ms for m in client.watermarks.marks(OUT) if m.writer_id == writer_id), None)
+    return next((m.time_ms for m in client.stream(OUT).watermarks.marks() if m.writer_id == writer_id), None)
 
 
 def committed(client: tk.Client) -> list[tk.TransactionInfo]:

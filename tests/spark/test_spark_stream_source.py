@@ -100,11 +100,11 @@ def test_watermark_column_equals_the_oracle(spark, client: tk.Client, tmp_path: 
     client.create_stream("iot/wm", tk.StreamConfig(segments=2))
     for step in range(4):
         write_events(client, "iot/wm", step * 40, step * 40 + 40)
-        client.watermarks.note("iot/wm", "w1", 1_000 * (step + 1))
-        assert client.watermarks.compute("iot/wm") is not None
+        client.stream("iot/wm").watermarks.note("w1", 1_000 * (step + 1))
+        assert client.stream("iot/wm").watermarks.compute() is not None
         if step == 1:
             client.stream("iot/wm").split("0.1", 2)
-    marks = client.watermarks.list("iot/wm")
+    marks = client.stream("iot/wm").watermarks.list()
     assert len(marks) == 4
     segments = client.stream("iot/wm").state().segments
     df = spark.read.format("tidekeep").option("stream", "iot/wm").options(**client.spark_options()).load()
@@ -144,7 +144,7 @@ def test_commit_acknowledges_and_retention_follows(spark, client: tk.Client, tmp
     acknowledged = client.stream("iot/ret").tail_cut()
     assert sub.positions == acknowledged.positions  # every batch the run read
     write_events(client, "iot/ret", 200, 260)  # not read yet
-    client.retention.run("iot/ret")
+    client.stream("iot/ret").retention.run()
     assert client.stream("iot/ret").head_cut() == acknowledged  # up to the committed cut, not the tail
     assert client.stream("iot/ret").size_between(acknowledged, client.stream("iot/ret").tail_cut()) > 0
 
@@ -159,7 +159,7 @@ def test_commit_acknowledges_and_retention_follows(spark, client: tk.Client, tmp
     assert numbers(replayed) == list(range(200, 260))
     (kept,) = client.stream("iot/ret").subscribers()
     assert kept.positions == later.positions
-    client.retention.run("iot/ret")
+    client.stream("iot/ret").retention.run()
     assert client.stream("iot/ret").head_cut() == client.stream("iot/ret").tail_cut()
 
 

@@ -134,7 +134,7 @@ def test_query_killed_mid_run_and_restarted_writes_every_input_once(spark, pg_cl
         assert payloads == [p for k, p in expected(0, 260) if k == key], key
 
     # the sink's writer mark: the largest event time written (one writer, kept across the restart)
-    (mark,) = client.watermarks.marks(OUTPUT)
+    (mark,) = client.stream(OUTPUT).watermarks.marks()
     assert mark.time_ms == event_time(259)
     assert {t.writer_id for t in client.transactions.list(OUTPUT)} == {mark.writer_id}
 
@@ -143,7 +143,7 @@ def test_query_killed_mid_run_and_restarted_writes_every_input_once(spark, pg_cl
     acknowledged = client.stream(INPUT).tail_cut()
     assert (sub.reader_group, sub.positions) == (GROUP, acknowledged.positions)
     write_input(client, 260, 280)  # not read by the query
-    client.retention.run(INPUT)
+    client.stream(INPUT).retention.run()
     assert client.stream(INPUT).head_cut() == acknowledged
     assert sorted(e.payload.decode() for e in client.stream(INPUT).read()) == sorted(
         f"ev{i}@{event_time(i)}" for i in range(260, 280))
@@ -172,7 +172,7 @@ def test_query_dying_after_a_sink_commit_replays_that_batch_once(spark, sqlite_c
     first = len(output(client))
     assert 0 < first < 120  # tidekeep committed batch 0 ...
     assert not (checkpoint / "commits" / "0").exists()  # ... Spark never logged it
-    client.retention.run(INPUT)
+    client.stream(INPUT).retention.run()
     assert client.stream(INPUT).head_cut() == head  # nothing acknowledged past the uncommitted batch's start
 
     restart_to_the_end(spark, client, checkpoint)
@@ -180,7 +180,7 @@ def test_query_dying_after_a_sink_commit_replays_that_batch_once(spark, sqlite_c
     assert [t.end_reason for t in client.transactions.list(OUTPUT)].count("duplicate batch") == 1
     (sub,) = client.stream(INPUT).subscribers()
     assert sub.positions == client.stream(INPUT).tail_cut().positions
-    client.retention.run(INPUT)
+    client.stream(INPUT).retention.run()
     assert client.stream(INPUT).head_cut() == client.stream(INPUT).tail_cut()
     assert list(client.stream(INPUT).read()) == []
     assert stored_files(client) == referenced_paths(client)  # no staged or replayed file left behind

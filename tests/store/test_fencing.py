@@ -38,7 +38,7 @@ from tidekeep.store.leases import LeaseAction, LeaseStore
 from tidekeep.store.schema_archives import archive_gc_journal, archive_search_jobs, archives
 from tidekeep.store.schema_catalog import catalog_records, catalog_runs
 from tidekeep.store.schema_leases import leases as leases_table
-from tidekeep.streams.of_workspace import stream_controller
+from tidekeep.streams.of_workspace import retention_manager, stream_controller, watermark_store
 from tidekeep.streams.retention_store import fenced
 
 TTL = 30_000
@@ -163,8 +163,8 @@ def prepare_stream(client: tk.Client) -> dict[int, int]:
     client.create_stream(STREAM, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size("1TB")))
     for batch in range(2):
         write_batch(client, batch)
-        client.retention.run(STREAM, now=base + batch * HOUR)
-    first, second = client.retention.records(STREAM)
+        client.stream(STREAM).retention.run(now=base + batch * HOUR)
+    first, second = client.stream(STREAM).retention.records()
     client.stream(STREAM).update(tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(
         (second.recording_size - first.recording_size) * 3 // 2)))
     write_batch(client, 2)
@@ -173,7 +173,7 @@ def prepare_stream(client: tk.Client) -> dict[int, int]:
 
 def stream_snapshot(client: tk.Client) -> tuple[Any, ...]:
     return (dict(client.stream(STREAM).state().head), [tuple(r) for r in chunk_rows(client, STREAM)],
-            stored_files(client), [r.recording_time_ms for r in client.retention.records(STREAM)],
+            stored_files(client), [r.recording_time_ms for r in client.stream(STREAM).retention.records()],
             audit_actions(client))
 
 
@@ -181,7 +181,7 @@ def test_a_stale_lease_truncation_is_refused_and_changes_nothing(fclient: tk.Cli
     expected = prepare_stream(fclient)
     resource = f"retention:{STREAM}"
     a = take(fclient, resource, "A")
-    assert fclient.retention.preview(STREAM).cut == expected  # what A decided under its lease
+    assert fclient.stream(STREAM).retention.preview().cut == expected  # what A decided under its lease
     b = take_over(fclient, resource, a)
     before = stream_snapshot(fclient)
     # the truncation itself: its guard checks the lease under the stream lock, in the truncating transaction
@@ -192,14 +192,14 @@ def test_a_stale_lease_truncation_is_refused_and_changes_nothing(fclient: tk.Cli
     assert stream_snapshot(fclient) == before
     # a whole cycle under the stale lease: not even the tail is recorded
     with pytest.raises(LeaseLost, match="the work decided under version 1 is not applied"):
-        fclient.retention.run(STREAM, fence=a)
+        retention_manager(fclient.workspace).run(STREAM, fence=a)
     assert stream_snapshot(fclient) == before
     # the new holder decides again and truncates where the policy says; a manual run needs no lease
-    decided = fclient.retention.run(STREAM, fence=b)
+    decided = retention_manager(fclient.workspace).run(STREAM, fence=b)
     assert decided.cut == expected and dict(fclient.stream(STREAM).state().head) == expected
     assert audit_actions(fclient).count("truncate") == 1
     clock_of(fclient).advance(MIN)
-    assert fclient.retention.run(STREAM).cut is None
+    assert fclient.stream(STREAM).retention.run().cut is None
 
 
 # ---- the catalog --------------------------------------------------------------------------------
@@ -361,7 +361,8 @@ def test_housekeeping_whose_lease_was_taken_over_changes_nothing(fclient: tk.Cli
     os.utime(orphan, (old, old))
     a = take(fclient, SWEEP_RESOURCE, "A")
     b = take_over(fclient, SWEEP_RESOURCE, a)  # the transaction's 1 s lease has run out by now too
-    for stale_work in (lambda: fclient.transactions.expire(a), lambda: fclient.watermarks.prune(STREAM, a),
+    for stale_work in (lambda: fclient.transactions.expire(a),
+                       lambda: watermark_store(fclient.workspace).prune(STREAM, a),
                        lambda: fclient.sweep(fence=a)):
         with pytest.raises(LeaseLost) as refused:
             stale_work()

@@ -262,7 +262,7 @@ def test_retention_run_on_a_read_only_data_directory(rclient: tk.Client, clock: 
     client = rclient
     client.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(1_000, 2_500)))
     write_batches(client, 2)  # two chunks, 2,000 bytes
-    assert client.retention.run(STREAM).cut is None  # records the tail at 2,000
+    assert client.stream(STREAM).retention.run().cut is None  # records the tail at 2,000
     clock.advance(2 * MIN)
     write_batches(client, 3)  # 5,000 bytes: above the maximum
     rows = chunk_rows(client, STREAM)
@@ -270,14 +270,14 @@ def test_retention_run_on_a_read_only_data_directory(rclient: tk.Client, clock: 
     caplog.set_level(logging.WARNING, logger="tidekeep")
 
     with read_only(*segment_dirs(client)):
-        decision = client.retention.run(STREAM)
+        decision = client.stream(STREAM).retention.run()
 
         assert decision.cut == {0: 2_000} and decision.freed_bytes == 2_000
         assert client.stream(STREAM).head_cut().positions == {0: 2_000}
         assert [f.path for f in decision.files_left] == [rows[0].path, rows[1].path]
         assert_permission_reasons(decision.files_left)
         assert [f["path"] for f in decision.to_dict()["files_left"]] == [rows[0].path, rows[1].path]
-        assert [h["reason"].startswith("retention ") for h in client.retention.history(STREAM)] == [True]
+        assert [h["reason"].startswith("retention ") for h in client.stream(STREAM).retention.history()] == [True]
         assert len(files_left_warnings(caplog)) == 1
 
     clock.set(max(clock.now_ms(), now_ms()))
@@ -290,7 +290,7 @@ def test_retention_run_on_a_read_only_data_directory_through_the_cli(
     home, url, client = workspace
     client.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(1_000, 2_500)))
     write_batches(client, 2)
-    client.retention.run(STREAM, now=now_ms() - 10 * MIN)  # the tail at 2,000 recorded ten minutes ago
+    client.stream(STREAM).retention.run(now=now_ms() - 10 * MIN)  # the tail at 2,000 recorded ten minutes ago
     write_batches(client, 3)
     rows = chunk_rows(client, STREAM)
 

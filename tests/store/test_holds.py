@@ -355,7 +355,7 @@ def test_retention_cycles_never_truncate_a_held_stream_and_resume_once_it_is_rel
             _write(client, round_number * 50, (round_number + 1) * 50)
             clock.advance(31 * 60_000)  # past the default 30-minute retention frequency
             try:
-                decision = client.retention.run(STREAM)
+                decision = client.stream(STREAM).retention.run()
             except HoldActive as refusal:
                 assert refusal.hold_id == hold_id and "retention must wait" in str(refusal)
                 refused += 1
@@ -365,16 +365,16 @@ def test_retention_cycles_never_truncate_a_held_stream_and_resume_once_it_is_rel
         state = client.stream(STREAM).state()
         assert state.truncated_bytes == 0 and all(seg.head == 0 for seg in state.segments.values())
         assert len(list(client.stream(STREAM).read())) == 300
-        assert client.retention.history(STREAM) == []
+        assert client.stream(STREAM).retention.history() == []
 
         client.holds.remove(hold_id)
         clock.advance(31 * 60_000)
-        decision = client.retention.run(STREAM)
+        decision = client.stream(STREAM).retention.run()
         assert decision.cut is not None and decision.freed_bytes > 0
         state = client.stream(STREAM).state()
         retained = sum(seg.tail - seg.head for seg in state.segments.values())
         assert state.truncated_bytes == decision.freed_bytes and 1000 <= retained <= 2000
-        assert [e["action"] for e in client.retention.history(STREAM)] == ["truncate"]
+        assert [e["action"] for e in client.stream(STREAM).retention.history()] == ["truncate"]
     finally:
         client.close()
 
@@ -388,16 +388,16 @@ def test_retention_preview_of_a_held_stream_says_the_hold_blocks_it(
         for round_number in range(4):
             _write(client, round_number * 50, (round_number + 1) * 50)
             clock.advance(31 * 60_000)
-            client.retention.run(STREAM)
+            client.stream(STREAM).retention.run()
         _write(client, 200, 400)
         clock.advance(31 * 60_000)
-        unheld = client.retention.preview(STREAM)
+        unheld = client.stream(STREAM).retention.preview()
         assert unheld.truncates and unheld.freed_bytes > 0
         hold_id = client.holds.add("stream", STREAM, "litigation 7")
-        held = client.retention.preview(STREAM)
+        held = client.stream(STREAM).retention.preview()
         assert held.rule == "held" and held.cut is None and held.freed_bytes == 0
         assert f"hold {hold_id} (litigation 7)" in held.reason and unheld.reason in held.reason
         client.holds.remove(hold_id)
-        assert client.retention.preview(STREAM) == unheld
+        assert client.stream(STREAM).retention.preview() == unheld
     finally:
         client.close()

@@ -141,7 +141,7 @@ class Cycles:
 
     def cycle(self) -> RetentionDecision:
         self.readers.check_alive()
-        decision = self.client.retention.run(STREAM)
+        decision = self.client.stream(STREAM).retention.run()
         self.decisions.append(decision)
         head = self.client.stream(STREAM).head_cut().positions
         # acknowledgements only move forward, so checking against the cuts read now is safe
@@ -255,6 +255,6 @@ def test_two_subscribers_at_different_speeds_release_and_stop_acknowledging(
     assert not at_or_before(client, client.stream(STREAM).head_cut().positions, fast_cut)  # the max overrode it
 
     # consumption truncations are audited with the subscribers that allowed them
-    history = client.retention.history(STREAM, limit=200)
+    history = client.stream(STREAM).retention.history(limit=200)
     details = [h["details"] for h in history if h["details"] and "consumption" in h["details"]]
     assert len(details) == sum(d.cut is not None and d.case is not None for d in cycles.decisions)

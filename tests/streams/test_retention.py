@@ -16,6 +16,7 @@ import tidekeep as tk
 from helpers.procs import worker_env
 from tidekeep.streams.cuts import CutOrder
 from tidekeep.streams.model import routing_key_position, segment_id
+from tidekeep.streams.of_workspace import retention_manager
 from tidekeep.streams.retention import BEHIND_HEAD, BELOW_MIN, NO_POLICY, RetentionDecision
 
 STREAM = "ret/s"
@@ -61,7 +62,7 @@ def test_size_policy_keeps_the_stream_within_limits_over_simulated_hours(rclient
         write(rclient, 10 + (cycle * 7) % 25, 92)  # 100-byte events, an uneven rate
         clock.advance(11 * MINUTE)
         before, head_before = size_now(rclient), rclient.stream(STREAM).head_cut()
-        decision = rclient.retention.run(STREAM)
+        decision = rclient.stream(STREAM).retention.run()
         after = size_now(rclient)
         assert decision.recorded is not None  # 11 min > 10 min frequency: the tail is recorded every cycle
         if decision.cut is None:
@@ -75,7 +76,7 @@ def test_size_policy_keeps_the_stream_within_limits_over_simulated_hours(rclient
             assert low <= after <= high, (cycle, decision.rule, after)
     assert truncations >= 5 and within_checked >= 15
     assert low <= size_now(rclient) <= high
-    history = rclient.retention.history(STREAM)
+    history = rclient.stream(STREAM).retention.history()
     assert len(history) == truncations and all(h["reason"].startswith("retention ") for h in history)
 
 
@@ -90,7 +91,7 @@ def test_time_policy_never_deletes_data_younger_than_min(rclient: tk.Client, clo
         write(rclient, 5, 50)
         written.append(clock.now_ms())
         head_before = rclient.stream(STREAM).head_cut()
-        decision = rclient.retention.run(STREAM)
+        decision = rclient.stream(STREAM).retention.run()
         for r in decision.records:
             recorded_at[tuple(r.record.positions.items())] = r.record.recording_time_ms
         now = clock.now_ms()
@@ -125,11 +126,11 @@ def test_retention_set_sizes_count_sealed_segments_across_a_scale(rclient: tk.Cl
     w.write(b"d" * 22, high_key)  # 30 bytes in segment 1.3
     w.close()
     clock.advance(MINUTE)
-    decision = rclient.retention.run(STREAM)
+    decision = rclient.stream(STREAM).retention.run()
     assert decision.recorded is not None
     assert decision.recorded.positions == {segment_id(1, 2): 29, segment_id(1, 3): 30}
     assert decision.recorded.recording_size == 199
-    assert [(r.recording_size, r.positions) for r in rclient.retention.records(STREAM)] == [
+    assert [(r.recording_size, r.positions) for r in rclient.stream(STREAM).retention.records()] == [
         (199, {segment_id(1, 2): 29, segment_id(1, 3): 30})]
 
 
@@ -139,26 +140,26 @@ def test_sizes_stay_absolute_after_truncation_and_pruning(rclient: tk.Client, cl
     for _ in range(4):
         write(rclient, 10, 2)  # 10 events of 10 bytes
         clock.advance(11 * MINUTE)
-        sizes.append(rclient.retention.run(STREAM))
+        sizes.append(rclient.stream(STREAM).retention.run())
     # records at 100, 200, 300, 400: absolute positions even after the head moved
     assert [d.recorded.recording_size for d in sizes if d.recorded] == [100, 200, 300, 400]
     # the last cycle truncated at the size-200 cut (Cmin: retains 200 >= 150) and pruned it and older
     assert sizes[-1].cut is not None and sizes[-1].retained == 200
-    assert [r.recording_size for r in rclient.retention.records(STREAM)] == [300, 400]
+    assert [r.recording_size for r in rclient.stream(STREAM).retention.records()] == [300, 400]
     assert rclient.stream(STREAM).describe()["truncated_bytes"] == 200
 
 
 def test_cadence_records_only_after_the_frequency(rclient: tk.Client, clock: tk.ManualClock) -> None:
     rclient.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(10)))
     write(rclient, 2, 2)
-    assert rclient.retention.run(STREAM).recorded is not None
+    assert rclient.stream(STREAM).retention.run().recorded is not None
     clock.advance(5 * MINUTE)
-    assert rclient.retention.run(STREAM).recorded is None  # 5 min later: not recorded
+    assert rclient.stream(STREAM).retention.run().recorded is None  # 5 min later: not recorded
     clock.advance(5 * MINUTE)
-    assert rclient.retention.run(STREAM).recorded is None  # exactly the frequency: not recorded
+    assert rclient.stream(STREAM).retention.run().recorded is None  # exactly the frequency: not recorded
     clock.advance(1)
-    assert rclient.retention.run(STREAM).recorded is not None  # frequency + 1 ms: recorded
-    assert len(rclient.retention.records(STREAM)) == 2
+    assert rclient.stream(STREAM).retention.run().recorded is not None  # frequency + 1 ms: recorded
+    assert len(rclient.stream(STREAM).retention.records()) == 2
 
 
 def test_preview_changes_nothing_and_matches_the_following_run(rclient: tk.Client, clock: tk.ManualClock) -> None:
@@ -166,14 +167,15 @@ def test_preview_changes_nothing_and_matches_the_following_run(rclient: tk.Clien
     for _ in range(4):
         write(rclient, 10, 2)
         clock.advance(11 * MINUTE)
-        rclient.retention.run(STREAM)
+        rclient.stream(STREAM).retention.run()
     write(rclient, 10, 2)
     clock.advance(11 * MINUTE)
-    records_before, head_before = rclient.retention.records(STREAM), rclient.stream(STREAM).head_cut()
-    preview = rclient.retention.preview(STREAM)
+    records_before, head_before = rclient.stream(STREAM).retention.records(), rclient.stream(STREAM).head_cut()
+    preview = rclient.stream(STREAM).retention.preview()
     assert preview.recorded is not None and preview.cut is not None  # would record the tail, then truncate
-    assert rclient.retention.records(STREAM) == records_before and rclient.stream(STREAM).head_cut() == head_before
-    run = rclient.retention.run(STREAM)
+    assert rclient.stream(STREAM).retention.records() == records_before
+    assert rclient.stream(STREAM).head_cut() == head_before
+    run = rclient.stream(STREAM).retention.run()
     assert (run.rule, run.cut, run.freed_bytes, run.retained) == (
         preview.rule, preview.cut, preview.freed_bytes, preview.retained)
     assert rclient.stream(STREAM).head_cut().positions == run.cut
@@ -183,10 +185,10 @@ def test_preview_at_a_later_time(rclient: tk.Client, clock: tk.ManualClock) -> N
     rclient.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_time("1h")))
     write(rclient, 3, 2)
     clock.advance(MINUTE)
-    rclient.retention.run(STREAM)  # records the tail at t1
+    rclient.stream(STREAM).retention.run()  # records the tail at t1
     write(rclient, 3, 2)
-    assert rclient.retention.preview(STREAM).cut is None  # too young
-    later = rclient.retention.preview(STREAM, now=clock.now_ms() + 2 * 60 * MINUTE)
+    assert rclient.stream(STREAM).retention.preview().cut is None  # too young
+    later = rclient.stream(STREAM).retention.preview(now=clock.now_ms() + 2 * 60 * MINUTE)
     assert later.cut is not None and later.freed_bytes == 30 and later.recorded is not None
     assert rclient.stream(STREAM).head_cut().positions == {segment_id(0, 0): 0}
 
@@ -196,32 +198,32 @@ def test_a_manual_truncation_ahead_of_the_chosen_cut_wins(rclient: tk.Client, cl
     for _ in range(3):  # records at sizes 100, 200, 300; cycles truncate at 100, then 200
         write(rclient, 10, 2)
         clock.advance(11 * MINUTE)
-        rclient.retention.run(STREAM)
+        rclient.stream(STREAM).retention.run()
     write(rclient, 20, 2)
     clock.advance(11 * MINUTE)
     seg = segment_id(0, 0)
-    preview = rclient.retention.preview(STREAM)  # would record 500 and truncate at the size-300 cut
+    preview = rclient.stream(STREAM).retention.preview()  # would record 500 and truncate at the size-300 cut
     assert preview.cut == {seg: 300}
     rclient.stream(STREAM).truncate(tk.StreamCut(STREAM, {seg: 330}, {seg: (0.0, 1.0)}))  # ahead of it, 170 B left
-    decision = rclient.retention.run(STREAM)
+    decision = rclient.stream(STREAM).retention.run()
     assert decision.rule == BEHIND_HEAD and decision.cut is None and decision.freed_bytes == 0
     assert rclient.stream(STREAM).head_cut().positions == {seg: 330}  # the manual truncation stands
-    assert rclient.retention.history(STREAM)[0]["reason"] == "manual truncation"
+    assert rclient.stream(STREAM).retention.history()[0]["reason"] == "manual truncation"
     # the discarded cut (and anything older) can never be chosen again: pruned
-    assert [r.recording_size for r in rclient.retention.records(STREAM)] == [500]
+    assert [r.recording_size for r in rclient.stream(STREAM).retention.records()] == [500]
 
 
 def test_removing_the_policy_stops_retention(rclient: tk.Client, clock: tk.ManualClock) -> None:
     rclient.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(10)))
     assert rclient.stream(STREAM).describe()["retention"] == "by size: keep at least 10 B (no maximum)"
-    assert rclient.retention.streams_with_policy() == [STREAM]
-    assert rclient.retention.run(STREAM).rule == BELOW_MIN  # the first cycle records the (empty) tail
+    assert retention_manager(rclient.workspace).streams_with_policy() == [STREAM]
+    assert rclient.stream(STREAM).retention.run().rule == BELOW_MIN  # the first cycle records the (empty) tail
     rclient.stream(STREAM).update(tk.StreamConfig())
     write(rclient, 10, 2)
     clock.advance(11 * MINUTE)
-    decision = rclient.retention.run(STREAM)
+    decision = rclient.stream(STREAM).retention.run()
     assert decision.rule == NO_POLICY and decision.cut is None and decision.recorded is None
-    assert rclient.retention.streams_with_policy() == []
+    assert retention_manager(rclient.workspace).streams_with_policy() == []
     assert rclient.stream(STREAM).describe()["retention"] is None
     assert rclient.stream(STREAM).head_cut().positions == {segment_id(0, 0): 0}
 
@@ -239,12 +241,12 @@ def test_bad_input_is_a_typed_error_and_changes_nothing(rclient: tk.Client) -> N
     with pytest.raises(tk.NotFound, match="does not exist"):
         rclient.stream("ret/nope").update(tk.StreamConfig(retention=tk.RetentionPolicy.by_size(10)))
     with pytest.raises(tk.NotFound):
-        rclient.retention.run("ret/nope")
+        rclient.stream("ret/nope").retention.run()
     with pytest.raises(tk.InvalidInput, match="invalid time"):
-        rclient.retention.preview(STREAM, now=-1)
+        rclient.stream(STREAM).retention.preview(now=-1)
     with pytest.raises(tk.InvalidInput, match="invalid limit"):
-        rclient.retention.history(STREAM, limit=0)
-    assert rclient.retention.records(STREAM) == []
+        rclient.stream(STREAM).retention.history(limit=0)
+    assert rclient.stream(STREAM).retention.records() == []
     assert rclient.stream(STREAM).describe()["retention"] == "by size: keep at least 10 B (no maximum)"
 
 
@@ -257,7 +259,7 @@ def test_a_crash_between_truncation_and_pruning_neither_repeats_nor_loses_work(
         create=True) as client:
         client.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(100)))
         write(client, 10, 2)
-        client.retention.run(STREAM)  # records size 100
+        client.stream(STREAM).retention.run()  # records size 100
         write(client, 10, 2)
     env = worker_env(metadata_url, storage, home, fault="retention.after_truncate")
     env["TIDEKEEP_RETENTION_FREQUENCY"] = "1ms"
@@ -268,14 +270,15 @@ def test_a_crash_between_truncation_and_pruning_neither_repeats_nor_loses_work(
     with tk.connect(home=home, metadata_url=metadata_url, storage=str(storage), settings=settings,
         create=True) as client:
         assert client.stream(STREAM).head_cut().positions == {seg: 100}  # the truncation landed...
-        assert [r.recording_size for r in client.retention.records(STREAM)] == [100, 200]  # ...the pruning did not
-        again = client.retention.run(STREAM)
+        sizes = [r.recording_size for r in client.stream(STREAM).retention.records()]
+        assert sizes == [100, 200]  # ...the pruning did not
+        again = client.stream(STREAM).retention.run()
         assert again.rule == BEHIND_HEAD and again.cut is None  # the same cut is not truncated twice
-        assert [r.recording_size for r in client.retention.records(STREAM)] == [200, 200]  # pruned now
-        assert len(client.retention.history(STREAM)) == 1
+        assert [r.recording_size for r in client.stream(STREAM).retention.records()] == [200, 200]  # pruned now
+        assert len(client.stream(STREAM).retention.history()) == 1
         write(client, 10, 2)
-        resumed = client.retention.run(STREAM)
-        assert resumed.cut == {seg: 200} and len(client.retention.history(STREAM)) == 2
+        resumed = client.stream(STREAM).retention.run()
+        assert resumed.cut == {seg: 200} and len(client.stream(STREAM).retention.history()) == 2
 
 
 def test_cycles_across_a_scale_truncate_whole_sealed_segments(rclient: tk.Client, clock: tk.ManualClock) -> None:
@@ -289,7 +292,7 @@ def test_cycles_across_a_scale_truncate_whole_sealed_segments(rclient: tk.Client
         write(rclient, 20, 2)  # 200 bytes per cycle
         clock.advance(11 * MINUTE)
         before = size_now(rclient)
-        decision = rclient.retention.run(STREAM)
+        decision = rclient.stream(STREAM).retention.run()
         decisions.append(decision)
         described = rclient.stream(STREAM).describe()
         assert decision.recorded is not None
@@ -320,10 +323,10 @@ def test_concurrent_cycles_never_report_or_audit_one_truncation_twice(
         for _ in range(12):
             write(a, 10, 2)
             clock.advance(11 * MINUTE)
-            decisions = list(pool.map(lambda c: c.retention.run(STREAM), [a, b]))
+            decisions = list(pool.map(lambda c: c.stream(STREAM).retention.run(), [a, b]))
             assert sum(d.recorded is not None for d in decisions) == 1  # one record per due instant
             assert sum(d.cut is not None for d in decisions) <= 1
             reported += sum(d.cut is not None for d in decisions)
-        history = a.retention.history(STREAM)
+        history = a.stream(STREAM).retention.history()
         assert len(history) == reported >= 10
         assert sum(h["bytes_freed"] for h in history) == a.stream(STREAM).describe()["truncated_bytes"]

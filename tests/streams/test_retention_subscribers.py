@@ -24,7 +24,7 @@ import tidekeep as tk
 from helpers.cli import run_cli as cli
 from helpers.procs import worker_env
 from tidekeep.errors import HoldActive
-from tidekeep.streams.of_workspace import stream_controller
+from tidekeep.streams.of_workspace import retention_manager, stream_controller
 from tidekeep.streams.retention_store import SubscribersChanged, subscribers_unchanged
 
 STREAM = "cbr/s"
@@ -63,7 +63,7 @@ def build(client: tk.Client, clock: tk.ManualClock, kind: str, subscriber: bool 
         w.write_many([b"e" * 92] * 10)
         w.flush()
         clock.advance(11 * MINUTE)
-        assert client.retention.run(STREAM).cut is None
+        assert client.stream(STREAM).retention.run().cut is None
     w.close()
     client.stream(STREAM).update(tk.StreamConfig(segments=1, retention=POLICIES[kind]))
     return group
@@ -85,16 +85,16 @@ def test_preview_and_run_land_in_the_case_of_the_lower_bound(cclient: tk.Client,
     group = build(cclient, clock, kind)
     assert group is not None
     acknowledge(group, acked)
-    preview = cclient.retention.preview(STREAM)
+    preview = cclient.stream(STREAM).retention.preview()
     assert head_offset(cclient) == 0  # a preview changes nothing
     assert preview.case == case and preview.cut == {0: expected} and preview.lower_bound == {0: acked}
     assert [(v.reader_group, v.acknowledged, v.positions, v.unconsumed_bytes) for v in preview.subscribers] == [
         ("billing", True, {0: acked}, 9_000 - acked)]
     assert preview.rule == {"i": "cbr-within-limits", "ii": "cbr-below-min", "iii": "cbr-above-max"}[case]
-    ran = cclient.retention.run(STREAM)
+    ran = cclient.stream(STREAM).retention.run()
     assert (ran.case, ran.cut, ran.freed_bytes) == (case, {0: expected}, expected)
     assert head_offset(cclient) == expected
-    entry = cclient.retention.history(STREAM, limit=1)[0]
+    entry = cclient.stream(STREAM).retention.history(limit=1)[0]
     details = json.loads(entry["details"])["consumption"]
     assert details["case"] == case and details["rule"] == ran.rule and details["lower_bound"] == {SEG: acked}
     # the subscriber allowed it unless the maximum overrode it (case iii truncates past its cut)
@@ -110,25 +110,25 @@ def test_without_subscribers_retention_is_unchanged(cclient: tk.Client, clock: t
     build(cclient, clock, kind, subscriber=False)
     # a group that is not a subscriber (retention type NONE) holds nothing back
     cclient.create_reader_group("audit", tk.ReaderGroupConfig(streams=[STREAM]))
-    preview = cclient.retention.preview(STREAM)
+    preview = cclient.stream(STREAM).retention.preview()
     assert preview.lower_bound is None and preview.case is None and preview.subscribers == ()
     # plain rules: the stream is above max, so Cmax (size: 3,000; time: 4,000)
     expected = {"size": 3_000, "time": 4_000}[kind]
     assert preview.rule == "above-max" and preview.cut == {0: expected}
-    ran = cclient.retention.run(STREAM)
+    ran = cclient.stream(STREAM).retention.run()
     assert ran.cut == {0: expected} and head_offset(cclient) == expected
-    assert "consumption" not in json.loads(cclient.retention.history(STREAM, limit=1)[0]["details"])
+    assert "consumption" not in json.loads(cclient.stream(STREAM).retention.history(limit=1)[0]["details"])
 
 
 def test_a_subscriber_that_acknowledged_nothing_holds_the_stream_at_its_start_cut(
         cclient: tk.Client, clock: tk.ManualClock) -> None:
     build(cclient, clock, "size")
     cclient.stream(STREAM).update(tk.StreamConfig(segments=1, retention=tk.RetentionPolicy.by_size(0, 20_000)))
-    preview = cclient.retention.preview(STREAM)
+    preview = cclient.stream(STREAM).retention.preview()
     view = preview.subscribers[0]
     assert (view.acknowledged, view.positions, view.unconsumed_bytes) == (False, {0: 0}, 9_000)
     assert preview.lower_bound == {0: 0} and preview.cut is None
-    assert cclient.retention.run(STREAM).cut is None and head_offset(cclient) == 0
+    assert cclient.stream(STREAM).retention.run().cut is None and head_offset(cclient) == 0
 
 
 def test_the_slower_of_two_subscribers_sets_the_bound(cclient: tk.Client, clock: tk.ManualClock) -> None:
@@ -138,13 +138,13 @@ def test_the_slower_of_two_subscribers_sets_the_bound(cclient: tk.Client, clock:
         streams=[STREAM], retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
     acknowledge(fast, 8_000)
     acknowledge(slow, 4_000)
-    ran = cclient.retention.run(STREAM)
+    ran = cclient.stream(STREAM).retention.run()
     assert (ran.case, ran.lower_bound, ran.cut) == ("i", {0: 4_000}, {0: 4_000})
-    details = json.loads(cclient.retention.history(STREAM, limit=1)[0]["details"])["consumption"]
+    details = json.loads(cclient.stream(STREAM).retention.history(limit=1)[0]["details"])["consumption"]
     assert {s["reader_group"]: s["allowed"] for s in details["subscribers"]} == {"billing": True, "slow": True}
     # the slow group leaves: the next cycle follows the other one (case ii: Cmin at 7,000 keeps 2,000)
     cclient.delete_reader_group("slow")
-    again = cclient.retention.run(STREAM)
+    again = cclient.stream(STREAM).retention.run()
     assert (again.case, again.cut) == ("ii", {0: 7_000}) and head_offset(cclient) == 7_000
 
 
@@ -153,13 +153,13 @@ def test_a_legal_hold_still_wins(cclient: tk.Client, clock: tk.ManualClock) -> N
     assert group is not None
     acknowledge(group, 5_000)
     hold_id = cclient.holds.add("stream", STREAM, "litigation")
-    preview = cclient.retention.preview(STREAM)
+    preview = cclient.stream(STREAM).retention.preview()
     assert preview.rule == "held" and preview.cut is None and preview.case == "i"
     with pytest.raises(HoldActive):
-        cclient.retention.run(STREAM)
-    assert head_offset(cclient) == 0 and cclient.retention.history(STREAM) == []
+        cclient.stream(STREAM).retention.run()
+    assert head_offset(cclient) == 0 and cclient.stream(STREAM).retention.history() == []
     cclient.holds.remove(hold_id)
-    assert cclient.retention.run(STREAM).cut == {0: 5_000}
+    assert cclient.stream(STREAM).retention.run().cut == {0: 5_000}
 
 
 @pytest.mark.parametrize("release", ["acknowledge", "reset", "delete"])
@@ -177,19 +177,19 @@ def test_a_reader_group_releasing_a_held_stream_frees_nothing(cclient: tk.Client
         group.reset(tk.ReaderGroupConfig(streams=[STREAM]))  # retention type NONE: no longer a subscriber
     else:
         cclient.delete_reader_group("billing")
-    assert cclient.retention.preview(STREAM).rule == "held"
-    recorded = len(cclient.retention.records(STREAM))
+    assert cclient.stream(STREAM).retention.preview().rule == "held"
+    recorded = len(cclient.stream(STREAM).retention.records())
     for cycle in range(1, 3):
         clock.advance(11 * MINUTE)
         with pytest.raises(HoldActive) as caught:
-            cclient.retention.run(STREAM)
+            cclient.stream(STREAM).retention.run()
         assert caught.value.hold_id == hold_id and "litigation 9" in str(caught.value)
-        assert len(cclient.retention.records(STREAM)) == recorded + cycle
+        assert len(cclient.stream(STREAM).retention.records()) == recorded + cycle
     state = cclient.stream(STREAM).state()
     assert head_offset(cclient) == 0 and state.truncated_bytes == 0
-    assert len(list(cclient.stream(STREAM).read())) == 90 and cclient.retention.history(STREAM) == []
+    assert len(list(cclient.stream(STREAM).read())) == 90 and cclient.stream(STREAM).retention.history() == []
     cclient.holds.remove(hold_id)
-    assert cclient.retention.run(STREAM).cut is not None and head_offset(cclient) > 0
+    assert cclient.stream(STREAM).retention.run().cut is not None and head_offset(cclient) > 0
 
 
 def test_cli_preview_shows_subscribers_lower_bound_and_case(tmp_path: Path) -> None:
@@ -237,16 +237,16 @@ def test_a_truncation_is_refused_when_a_subscriber_appears_after_the_decision(
     group = build(cclient, clock, "size")
     assert group is not None
     acknowledge(group, 5_000)
-    decision = cclient.retention.preview(STREAM)
+    decision = cclient.stream(STREAM).retention.preview()
     assert decision.cut == {0: 5_000}
-    manager = cclient.retention
+    manager = retention_manager(cclient.workspace)
     guard = subscribers_unchanged(STREAM, list(decision.subscribers), manager.subscribers)
     # a group created now starts at the head (0): the decision did not know it would be holding data
     cclient.create_reader_group("newcomer", tk.ReaderGroupConfig(
         streams=[STREAM], retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
     with pytest.raises(SubscribersChanged, match="subscriber newcomer changed since the decision"):
         stream_controller(cclient.workspace).truncate(STREAM, f"{STREAM}:{SEG}=5000", reason="retention", guard=guard)
-    assert head_offset(cclient) == 0 and cclient.retention.history(STREAM) == []
+    assert head_offset(cclient) == 0 and cclient.stream(STREAM).retention.history() == []
     # an acknowledgement that moved forward is no change that matters
     cclient.delete_reader_group("newcomer")
     acknowledge(group, 6_000)
@@ -255,7 +255,7 @@ def test_a_truncation_is_refused_when_a_subscriber_appears_after_the_decision(
     # and a cycle now decides with the newcomer: it holds the stream at its start cut
     cclient.create_reader_group("newcomer", tk.ReaderGroupConfig(
         streams=[STREAM], retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
-    ran = cclient.retention.run(STREAM)
+    ran = cclient.stream(STREAM).retention.run()
     assert ran.lower_bound == {0: 5_000} and ran.cut is None and head_offset(cclient) == 5_000
 
 
@@ -265,8 +265,8 @@ def test_a_cycle_decides_again_when_a_subscriber_appears_before_its_truncation(
     assert group is not None
     cclient.stream(STREAM).update(tk.StreamConfig(segments=1, retention=tk.RetentionPolicy.by_size(0, 100_000)))
     acknowledge(group, 5_000)
-    assert cclient.retention.preview(STREAM).cut == {0: 5_000}
-    recorded = len(cclient.retention.records(STREAM))
+    assert cclient.stream(STREAM).retention.preview().cut == {0: 5_000}
+    recorded = len(cclient.stream(STREAM).retention.records())
     env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
     gate = tmp_path / "truncate-paused"  # the cycle waits before its truncation until the newcomer exists
     gate.touch()
@@ -279,7 +279,7 @@ def test_a_cycle_decides_again_when_a_subscriber_appears_before_its_truncation(
     while not Path(f"{gate}.reached").exists():
         assert cycle.poll() is None, cycle.communicate()
         time.sleep(0.02)
-    assert len(cclient.retention.records(STREAM)) > recorded
+    assert len(cclient.stream(STREAM).retention.records()) > recorded
     cclient.create_reader_group("newcomer", tk.ReaderGroupConfig(
         streams=[STREAM], retention_type=tk.RetentionType.MANUAL_RELEASE_AT_USER_STREAMCUT))
     gate.unlink()
@@ -289,7 +289,7 @@ def test_a_cycle_decides_again_when_a_subscriber_appears_before_its_truncation(
     # the truncation refused the stale decision; deciding again, the newcomer holds the stream at 0
     assert decided["lower_bound"] == {SEG: 0} and decided["cut"] is None
     assert sorted(s["reader_group"] for s in decided["subscribers"]) == ["billing", "newcomer"]
-    assert head_offset(cclient) == 0 and cclient.retention.history(STREAM) == []
+    assert head_offset(cclient) == 0 and cclient.stream(STREAM).retention.history() == []
 
 
 def test_after_the_maximum_overrode_a_stopped_subscriber_cycles_keep_the_maximum(
@@ -305,12 +305,12 @@ def test_after_the_maximum_overrode_a_stopped_subscriber_cycles_keep_the_maximum
         if round_ == 0:
             acknowledge(group, 1_000)  # and never again
         clock.advance(11 * MINUTE)
-        cclient.retention.run(STREAM)
+        cclient.stream(STREAM).retention.run()
     w.close()
     assert head_offset(cclient) == 3_000 and cclient.stream(STREAM).describe()["size_bytes"] == 6_000  # max forced
     for _ in range(3):
         clock.advance(11 * MINUTE)
-        quiet = cclient.retention.run(STREAM)
+        quiet = cclient.stream(STREAM).retention.run()
         assert quiet.cut is None and quiet.lower_bound == {0: 3_000}, quiet.reason
     assert head_offset(cclient) == 3_000 and cclient.stream(STREAM).describe()["size_bytes"] == 6_000
 
@@ -321,9 +321,9 @@ def test_a_truncation_at_the_lower_bound_prunes_the_records_it_passed(cclient: t
     at or before it goes (reference A5); otherwise a queue always truncated at LB would never prune."""
     group = build(cclient, clock, "size")
     assert group is not None
-    before = [r.recording_size for r in cclient.retention.records(STREAM)]
+    before = [r.recording_size for r in cclient.stream(STREAM).retention.records()]
     acknowledge(group, 5_000)
-    ran = cclient.retention.run(STREAM)
+    ran = cclient.stream(STREAM).retention.run()
     assert (ran.case, ran.cut, ran.chosen) == ("i", {0: 5_000}, None)
-    after = [r.recording_size for r in cclient.retention.records(STREAM)]
+    after = [r.recording_size for r in cclient.stream(STREAM).retention.records()]
     assert after == [size for size in before if size > 5_000] and len(after) < len(before)

@@ -38,7 +38,7 @@ def test_a_subscribers_retention_type_is_the_enum_and_its_dict_the_text(client: 
 
 def test_a_decisions_rule_is_a_retention_rule_and_its_dict_the_code(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(segments=1, retention=tk.RetentionPolicy.by_size(10)))
-    decision = client.retention.preview(STREAM)
+    decision = client.stream(STREAM).retention.preview()
     assert decision.rule is RuleCode.BELOW_MIN  # the preview records the empty tail: it holds 0 B
     rendered = decision.to_dict()["rule"]
     assert type(rendered) is str and rendered == decision.rule.value

@@ -83,11 +83,11 @@ def test_retention_and_watermarks_are_the_streams_own(tmp_path: Path, metadata_u
         write(client, OTHER, 10)
         stream = client.stream(STREAM)
         preview = stream.retention.preview()
-        assert preview == client.retention.preview(STREAM) and preview.truncates
+        assert preview == client.stream(STREAM).retention.preview() and preview.truncates
         ran = stream.retention.run()
-        assert ran.truncates and stream.retention.records() == client.retention.records(STREAM)
+        assert ran.truncates and stream.retention.records() == client.stream(STREAM).retention.records()
         assert [h["target"] for h in stream.retention.history()] == [STREAM]
-        assert client.retention.history(OTHER) == []  # the other stream's retention did not run
+        assert client.stream(OTHER).retention.history() == []  # the other stream's retention did not run
 
         mark = stream.watermarks.note("w1", 5_000)
         assert mark.time_ms == 5_000 and stream.watermarks.marks() == [mark]
@@ -116,7 +116,7 @@ def test_the_client_keeps_its_internals_private_and_each_operation_once(client: 
     moved = {"stream_state", "describe_stream", "seal_stream", "delete_stream", "update_stream", "head_cut",
              "tail_cut", "resolve_cut", "size_between", "truncate", "writer", "read", "read_batches",
              "transactional_writer", "scale", "split", "merge", "subscribers", "list_transactions",
-             "abort_transaction", "expire_transactions"}
+             "abort_transaction", "expire_transactions", "retention", "watermarks"}
     assert not public & moved
     assert not hasattr(client.catalog, "hold")  # holds are added in one place: client.holds.add
 

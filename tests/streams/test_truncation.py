@@ -239,13 +239,13 @@ def test_a_cut_from_a_deleted_stream_is_refused_by_the_recreated_stream(tclient:
                     lambda c: list(client.stream(STREAM).read(end=c)),
                     lambda c: client.stream(STREAM).size_between(c, client.stream(STREAM).tail_cut()),
                     lambda c: client.create_reader_group("g", tk.ReaderGroupConfig({STREAM: (c, None)})),
-                    lambda c: client.watermarks.note(STREAM, "w", 1_000, position=c)):
+                    lambda c: client.stream(STREAM).watermarks.note("w", 1_000, position=c)):
             with pytest.raises(tk.InvalidStreamCut) as caught:
                 use(form)
             assert str(caught.value) == message
     after = client.stream(STREAM).state()
     assert after.head == new.head and after.truncated_bytes == 0 and len(list(client.stream(STREAM).read())) == 60
-    assert client.list_reader_groups() == [] and client.watermarks.writers(STREAM) == []
+    assert client.list_reader_groups() == [] and client.stream(STREAM).watermarks.writers() == []
     # without its uid the compact form is checked against the stream's segments only
     # (docs/streams.md): here they cannot tell the incarnations apart, so it is accepted
     assert client.stream(STREAM).resolve_cut(old_tail.display()) == client.stream(STREAM).tail_cut()

@@ -97,7 +97,7 @@ def _check_windows_forward(windows: list[TimeWindow]) -> None:
 def _check_stored_watermarks(client: tk.Client, stream: str) -> list[Watermark]:
     """Consecutive revisions from 0, strictly increasing lower times, non-decreasing upper times,
     every cut a valid complete cut of the stream at or after the previous one."""
-    marks = client.watermarks.list(stream)
+    marks = client.stream(stream).watermarks.list()
     state = client.stream(stream).state()
     topology = state.topology()
     assert [m.revision for m in marks] == list(range(len(marks)))
@@ -150,7 +150,7 @@ def test_concurrent_writers_controller_and_readers(mclient: tk.Client, clock: tk
 
     def logs() -> str:
         return "\n".join([*log[-30:], *map(repr, errors),
-                          *(repr(s.to_dict()) for s in client.watermarks.writers(STREAM))])
+                          *(repr(s.to_dict()) for s in client.stream(STREAM).watermarks.writers())])
 
     def guarded(fn: Callable[[], None]) -> Callable[[], None]:
         def run() -> None:
@@ -166,7 +166,7 @@ def test_concurrent_writers_controller_and_readers(mclient: tk.Client, clock: tk
     txn_writer = client.stream(STREAM).transactional_writer("txn")
 
     def auto_mark() -> int | None:
-        return next((m.time_ms for m in client.watermarks.marks(STREAM) if m.writer_id == "auto"), None)
+        return next((m.time_ms for m in client.stream(STREAM).watermarks.marks() if m.writer_id == "auto"), None)
 
     # Every writer notes before its first event, so every watermark (computed only once the threads
     # start) covers all three and every event has a "time noted just before it".
@@ -232,7 +232,7 @@ def test_concurrent_writers_controller_and_readers(mclient: tk.Client, clock: tk
 
     def run_compute() -> None:
         while not stop.is_set():
-            watermark = client.watermarks.compute(STREAM)
+            watermark = client.stream(STREAM).watermarks.compute()
             if watermark is not None:
                 computed.append(watermark)
                 log.append(f"watermark {watermark.to_dict()}")
@@ -287,7 +287,7 @@ def test_concurrent_writers_controller_and_readers(mclient: tk.Client, clock: tk
         assert window.upper_ms is None or window.lower_ms is None or window.lower_ms <= window.upper_ms
     # the closed writers left the time aggregation: their marks are closed, or gone once a watermark
     # covered them; the transactional writer's mark is left
-    left = {s.mark.writer_id: s for s in client.watermarks.writers(STREAM)}
+    left = {s.mark.writer_id: s for s in client.stream(STREAM).watermarks.writers()}
     assert "txn" in left and not left["txn"].mark.closed
     assert all(s.mark.closed and not s.active for w, s in left.items() if w != "txn"), left
 
@@ -325,7 +325,7 @@ def test_scale_in_the_middle_of_writing(client: tk.Client) -> None:
             t += 5
             writer.note_time(t)
             noted[name] = t
-            watermark = client.watermarks.compute(STREAM)
+            watermark = client.stream(STREAM).watermarks.compute()
             if watermark is not None:
                 emitted.append(watermark)
     for writer in writers.values():
@@ -355,7 +355,7 @@ def _write_and_note(client: tk.Client, writer: tk.Writer, start: int, count: int
     for i in range(start, start + count):
         writer.write(_payload(writer.writer_id, i, None))
     writer.note_time(t)
-    watermark = client.watermarks.compute(STREAM)
+    watermark = client.stream(STREAM).watermarks.compute()
     assert watermark is not None
     return watermark
 
@@ -435,7 +435,7 @@ def test_unwritten_segment_does_not_hide_the_lower_bound(client: tk.Client) -> N
                 count += 1
             writer.note_time(t + n)
             noted[name] = t + n
-        last = client.watermarks.compute(STREAM) or last
+        last = client.stream(STREAM).watermarks.compute() or last
     assert last is not None and last.lower_time_ms == 300
     assert client.stream(STREAM).state().segments[untouched.id].tail == 0  # really never written
     assert last.cut[untouched.id] == 0  # filled at its start, not at "beyond everything"

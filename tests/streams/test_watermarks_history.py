@@ -11,6 +11,7 @@ import pytest
 import tidekeep as tk
 from helpers.cli import run_cli
 from tidekeep.streams import reader_window
+from tidekeep.streams.of_workspace import watermark_store
 from tidekeep.streams.watermarks import time_window
 
 STREAM = "wm/history"
@@ -22,7 +23,7 @@ def write_and_note(client: tk.Client, writer: tk.Writer, rounds: int, start: int
         writer.write(f"a{rnd}".encode(), routing_key="a")
         writer.write(f"b{rnd}".encode(), routing_key="b")
         writer.note_time(10 * (rnd + 1))
-        assert client.watermarks.compute(STREAM) is not None
+        assert client.stream(STREAM).watermarks.compute() is not None
 
 
 def read_all(reader: tk.streams.readergroup.Reader) -> list[tk.EventRead]:
@@ -39,13 +40,13 @@ def test_prune_keeps_the_newest_watermark_at_or_before_the_head(client: tk.Clien
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     writer = client.stream(STREAM).writer("w")
     write_and_note(client, writer, 6)
-    marks = client.watermarks.list(STREAM)
+    marks = client.stream(STREAM).watermarks.list()
     assert [m.revision for m in marks] == list(range(6))
-    assert client.watermarks.prune(STREAM) == 0  # the head is at the start: every watermark may be needed
+    assert client.stream(STREAM).watermarks.prune() == 0  # the head is at the start: every watermark may be needed
     client.stream(STREAM).truncate(client.stream(STREAM).resolve_cut(tk.StreamCut(STREAM, marks[3].cut)))
-    assert client.watermarks.prune(STREAM) == 3
-    assert [m.revision for m in client.watermarks.list(STREAM)] == [3, 4, 5]
-    assert client.watermarks.prune(STREAM) == 0  # idempotent
+    assert client.stream(STREAM).watermarks.prune() == 3
+    assert [m.revision for m in client.stream(STREAM).watermarks.list()] == [3, 4, 5]
+    assert client.stream(STREAM).watermarks.prune() == 0  # idempotent
     # a reader at the head has passed revision 3, which alone gives its lower bound
     reader = client.create_reader_group("g", tk.ReaderGroupConfig(streams=[STREAM])).reader("r")
     assert reader.time_window(STREAM) == tk.TimeWindow(marks[3].lower_time_ms, marks[4].upper_time_ms)
@@ -53,8 +54,8 @@ def test_prune_keeps_the_newest_watermark_at_or_before_the_head(client: tk.Clien
     assert reader.time_window(STREAM) == tk.TimeWindow(marks[5].lower_time_ms, None)
     # pruning everything the head has passed works through prune_all (the service's sweep)
     client.stream(STREAM).truncate(client.stream(STREAM).tail_cut())
-    assert client.watermarks.prune_all() == 2
-    assert [m.revision for m in client.watermarks.list(STREAM)] == [5]
+    assert watermark_store(client.workspace).prune_all() == 2
+    assert [m.revision for m in client.stream(STREAM).watermarks.list()] == [5]
 
 
 def test_a_reader_after_a_long_history_sees_the_full_scan_window(
@@ -66,7 +67,7 @@ def test_a_reader_after_a_long_history_sees_the_full_scan_window(
     writer = client.stream(STREAM).writer("w")
     write_and_note(client, writer, 30)
     segments = client.stream(STREAM).state().segments
-    history = client.watermarks.list(STREAM)
+    history = client.stream(STREAM).watermarks.list()
     # a group starting at watermark 20's cut
     middle = client.stream(STREAM).resolve_cut(tk.StreamCut(STREAM, history[20].cut))
     group = client.create_reader_group("g", tk.ReaderGroupConfig(streams={STREAM: (middle, None)}))
@@ -118,7 +119,7 @@ def test_rg_read_shows_the_time_window(tmp_path: Path) -> None:
             for rnd in range(3):
                 writer.write(b"x")
                 writer.note_time(100 * (rnd + 1))
-                client.watermarks.compute(STREAM)
+                client.stream(STREAM).watermarks.compute()
             writer.write(b"after the last note")
             writer.flush()
         client.create_reader_group("g", tk.ReaderGroupConfig(streams=[STREAM]))
@@ -139,19 +140,20 @@ def test_a_writer_closed_before_a_watermark_covered_its_last_events_still_bounds
     w1, w2 = client.stream(STREAM).writer("w1"), client.stream(STREAM).writer("w2")
     w1.note_time(100)
     w2.note_time(100)
-    assert client.watermarks.compute(STREAM) is not None
+    assert client.stream(STREAM).watermarks.compute() is not None
     w1.write(b"e1, noted at 100")
     w1.note_time(150)
     w1.write(b"e2, noted at 150, flushed by close")
     w2.note_time(200)
     w1.close()
-    [closed] = [m for m in client.watermarks.marks(STREAM) if m.writer_id == "w1"]
+    [closed] = [m for m in client.stream(STREAM).watermarks.marks() if m.writer_id == "w1"]
     assert closed.closed and closed.positions == {0: client.stream(STREAM).state().tail()[0]}  # after e2
-    assert [(s.mark.writer_id, s.active) for s in client.watermarks.writers(STREAM)] == [("w1", False), ("w2", True)]
-    watermark = client.watermarks.compute(STREAM)
+    statuses = client.stream(STREAM).watermarks.writers()
+    assert [(s.mark.writer_id, s.active) for s in statuses] == [("w1", False), ("w2", True)]
+    watermark = client.stream(STREAM).watermarks.compute()
     assert watermark is not None and watermark.lower_time_ms == 200
     assert watermark.cut == closed.positions
-    assert [m.writer_id for m in client.watermarks.marks(STREAM)] == ["w2"]  # covered: the closed mark went
+    assert [m.writer_id for m in client.stream(STREAM).watermarks.marks()] == ["w2"]  # covered: the closed mark went
     reader = client.create_reader_group("g", tk.ReaderGroupConfig(streams=[STREAM])).reader("r")
     for noted in (100, 150):
         window = reader.time_window(STREAM)
@@ -168,10 +170,10 @@ def test_a_note_after_transaction_commits_keeps_where_they_landed(client: tk.Cli
     txn = client.stream(STREAM).transactional_writer("batch").begin()
     txn.write(b"in the transaction, noted at 100")
     landed = txn.commit(timestamp=100).positions
-    client.watermarks.note(STREAM, "other", 100)
-    assert client.watermarks.compute(STREAM) is not None
-    client.watermarks.note(STREAM, "batch", 200)  # no position: its committed positions, merged with its mark
-    assert {m.writer_id: m.positions for m in client.watermarks.marks(STREAM)}["batch"] == landed
-    client.watermarks.note(STREAM, "other", 300)
-    watermark = client.watermarks.compute(STREAM)
+    client.stream(STREAM).watermarks.note("other", 100)
+    assert client.stream(STREAM).watermarks.compute() is not None
+    client.stream(STREAM).watermarks.note("batch", 200)  # no position: its committed positions, merged with its mark
+    assert {m.writer_id: m.positions for m in client.stream(STREAM).watermarks.marks()}["batch"] == landed
+    client.stream(STREAM).watermarks.note("other", 300)
+    watermark = client.stream(STREAM).watermarks.compute()
     assert watermark is not None and watermark.lower_time_ms == 200 and watermark.cut == landed

@@ -23,6 +23,7 @@ from tidekeep.store import schema as t
 from tidekeep.store.database import _alembic_config
 from tidekeep.store.schema_watermarks import watermarks as wm_table
 from tidekeep.streams.model import EVENT_HEADER_BYTES, routing_key_position, segment_id
+from tidekeep.streams.of_workspace import watermark_store
 from tidekeep.streams.watermarks import Watermark, WriterMark, next_watermark
 
 STREAM = "wm/store"
@@ -64,7 +65,7 @@ def summary(wm: Watermark | None) -> tuple[int, int, int] | None:
 
 def statuses(client: tk.Client, stream: str = STREAM) -> dict[str, tuple[bool, bool]]:
     """writer -> (active, participating)."""
-    return {s.mark.writer_id: (s.active, s.participating) for s in client.watermarks.writers(stream)}
+    return {s.mark.writer_id: (s.active, s.participating) for s in client.stream(stream).watermarks.writers()}
 
 
 # ---- 1. what a note records --------------------------------------------------------------------------
@@ -89,8 +90,8 @@ def test_note_time_records_the_offsets_after_the_writers_own_last_committed_even
     assert set(ends) == {S0, S1}
     tail = client.stream(STREAM).state().tail()
     assert all(ends[s] < tail[s] for s in ends)
-    assert client.watermarks.marks(STREAM) == [WriterMark("a", 1_000, ends, clock.now_ms())]
-    [status] = client.watermarks.writers(STREAM)
+    assert client.stream(STREAM).watermarks.marks() == [WriterMark("a", 1_000, ends, clock.now_ms())]
+    [status] = client.stream(STREAM).watermarks.writers()
     assert (status.source, status.active, status.participating) == ("note", True, True)
     a.close()
     b.close()
@@ -111,10 +112,10 @@ def test_a_note_flushes_pending_events_first_and_an_idle_writer_notes_an_empty_p
     idle = client.stream(STREAM).writer("idle")
     clock.advance(3)
     idle.note_time(40)
-    assert client.watermarks.marks(STREAM) == [
+    assert client.stream(STREAM).watermarks.marks() == [
         WriterMark("idle", 40, {}, clock.now_ms()), WriterMark("w", 50, ends, clock.now_ms() - 3)]
     # an idle writer bounds the time (lower 40) but not the cut, which is w's position
-    wm = client.watermarks.compute(STREAM)
+    wm = client.stream(STREAM).watermarks.compute()
     assert wm == Watermark(0, 40, 50, ends)
     writer.close()
     idle.close()
@@ -133,10 +134,10 @@ def test_after_a_scale_the_stored_position_drops_the_predecessors_the_writer_lef
     ends = writer_ends(client, STREAM, "w")
     assert set(ends) == {S0, S1, low.id}  # the writer did write to 0.0 ...
     # ... but its mark keeps only the successor: 1.2 is later than 0.0 and overlaps it
-    assert client.watermarks.marks(STREAM) == [
+    assert client.stream(STREAM).watermarks.marks() == [
         WriterMark("w", 10, {S1: ends[S1], low.id: ends[low.id]}, clock.now_ms())]
     # the watermark cut passes 0.0 entirely and starts 1.3 (unwritten) at 0
-    assert client.watermarks.compute(STREAM) == Watermark(0, 10, 10, {S1: ends[S1], low.id: ends[low.id],
+    assert client.stream(STREAM).watermarks.compute() == Watermark(0, 10, 10, {S1: ends[S1], low.id: ends[low.id],
                                                                       high.id: 0})
     writer.close()
 
@@ -148,7 +149,7 @@ def test_a_lagging_writer_holds_watermarks_back_until_its_timeout_then_rejoins_a
         client: tk.Client, clock: tk.ManualClock) -> None:
     client.create_stream(STREAM, tk.StreamConfig(timestamp_aggregation_timeout="10s"))
     a, b = client.stream(STREAM).writer("a"), client.stream(STREAM).writer("b")
-    marks = client.watermarks
+    marks = watermark_store(client.workspace)
     a.note_time(1_000)
     b.note_time(1_000)
     assert summary(marks.compute(STREAM)) == (0, 1_000, 1_000)
@@ -206,25 +207,25 @@ def test_a_lagging_writer_holds_watermarks_back_until_its_timeout_then_rejoins_a
 def test_the_default_timeout_is_sixty_seconds(client: tk.Client, clock: tk.ManualClock) -> None:
     client.create_stream(STREAM)
     assert client.stream(STREAM).state().info.config.timestamp_aggregation_timeout_ms == 60_000
-    client.watermarks.note(STREAM, "a", 10)
-    client.watermarks.note(STREAM, "b", 10)
-    assert summary(client.watermarks.compute(STREAM)) == (0, 10, 10)
+    client.stream(STREAM).watermarks.note("a", 10)
+    client.stream(STREAM).watermarks.note("b", 10)
+    assert summary(client.stream(STREAM).watermarks.compute()) == (0, 10, 10)
     b_noted = clock.now_ms()
-    client.watermarks.note(STREAM, "a", 20)
+    client.stream(STREAM).watermarks.note("a", 20)
     clock.set(b_noted + 59_999)
-    assert client.watermarks.compute(STREAM) is None
+    assert client.stream(STREAM).watermarks.compute() is None
     clock.advance(1)
-    assert summary(client.watermarks.compute(STREAM)) == (1, 20, 20)
+    assert summary(client.stream(STREAM).watermarks.compute()) == (1, 20, 20)
 
 
 def test_timeout_zero_drops_a_lagging_writer_immediately(client: tk.Client) -> None:
     client.create_stream(STREAM, tk.StreamConfig(timestamp_aggregation_timeout=0))
-    client.watermarks.note(STREAM, "a", 10)
-    client.watermarks.note(STREAM, "b", 10)
-    assert summary(client.watermarks.compute(STREAM)) == (0, 10, 10)
-    client.watermarks.note(STREAM, "a", 20)
+    client.stream(STREAM).watermarks.note("a", 10)
+    client.stream(STREAM).watermarks.note("b", 10)
+    assert summary(client.stream(STREAM).watermarks.compute()) == (0, 10, 10)
+    client.stream(STREAM).watermarks.note("a", 20)
     assert statuses(client) == {"a": (True, True), "b": (False, False)}
-    assert summary(client.watermarks.compute(STREAM)) == (1, 20, 20)
+    assert summary(client.stream(STREAM).watermarks.compute()) == (1, 20, 20)
 
 
 # ---- 3. transactions ----------------------------------------------------------------------------------------
@@ -239,7 +240,7 @@ def test_a_transaction_commit_records_its_writers_mark_where_it_landed(
     first.write(b"first", k0)
     r1 = first.commit(timestamp=1_000)
     assert r1.positions == {S0: EVENT_HEADER_BYTES + 5}
-    [status] = client.watermarks.writers(STREAM)
+    [status] = client.stream(STREAM).watermarks.writers()
     assert status.source == "txn"
     assert status.mark == WriterMark("t", 1_000, r1.positions, clock.now_ms())
 
@@ -254,12 +255,12 @@ def test_a_transaction_commit_records_its_writers_mark_where_it_landed(
     assert r2.positions == {S1: client.stream(STREAM).state().tail()[S1]}
     # the mark merges: the first transaction's offset in 0.0 stays, the second's in 0.1 joins
     merged = {S0: r1.positions[S0], S1: r2.positions[S1]}
-    assert client.watermarks.marks(STREAM) == [WriterMark("t", 2_000, merged, clock.now_ms())]
+    assert client.stream(STREAM).watermarks.marks() == [WriterMark("t", 2_000, merged, clock.now_ms())]
 
     # a timestamp below the writer's last mark refuses the commit and changes nothing
     third = tw.begin()
     third.write(b"third", k0)
-    tail, marks = client.stream(STREAM).tail_cut(), client.watermarks.marks(STREAM)
+    tail, marks = client.stream(STREAM).tail_cut(), client.stream(STREAM).watermarks.marks()
     events = list(client.stream(STREAM).read())
     clock.advance(10)
     with pytest.raises(InvalidInput, match=r"time went backwards from 2000 to 1999") as err:
@@ -267,7 +268,7 @@ def test_a_transaction_commit_records_its_writers_mark_where_it_landed(
     assert "\n" not in err.value.args[0]
     assert third.status() == tk.TxnState.OPEN
     assert client.stream(STREAM).tail_cut() == tail
-    assert client.watermarks.marks(STREAM) == marks
+    assert client.stream(STREAM).watermarks.marks() == marks
     assert list(client.stream(STREAM).read()) == events
     # ... and it commits with a proper timestamp (equal to the last one is allowed)
     r3 = third.commit(timestamp=2_000)
@@ -275,7 +276,7 @@ def test_a_transaction_commit_records_its_writers_mark_where_it_landed(
     assert b"third" in [e.payload for e in client.stream(STREAM).read()]
     assert r3.positions == {S0: client.stream(STREAM).state().tail()[S0]} and r3.positions[S0] > r1.positions[S0]
     after_third = [WriterMark("t", 2_000, {S0: r3.positions[S0], S1: r2.positions[S1]}, clock.now_ms())]
-    assert client.watermarks.marks(STREAM) == after_third
+    assert client.stream(STREAM).watermarks.marks() == after_third
 
     # commit without a timestamp records no mark (and a writer without one has none at all)
     clock.advance(10)
@@ -285,7 +286,7 @@ def test_a_transaction_commit_records_its_writers_mark_where_it_landed(
     quiet = client.stream(STREAM).transactional_writer("quiet").begin()
     quiet.write(b"quiet", k0)
     quiet.commit()
-    assert client.watermarks.marks(STREAM) == after_third
+    assert client.stream(STREAM).watermarks.marks() == after_third
 
 
 # ---- 4. the conditional append ----------------------------------------------------------------------------
@@ -302,30 +303,30 @@ def test_two_controllers_computing_from_the_same_watermark_append_it_once(
     client.create_stream(STREAM)
     other = _connect(tmp_path, metadata_url, clock)  # a second controller on the same store
     try:
-        client.watermarks.note(STREAM, "w", 100)
-        first = client.watermarks.compute(STREAM, owner="c1")
+        client.stream(STREAM).watermarks.note("w", 100)
+        first = client.stream(STREAM).watermarks.compute(owner="c1")
         assert summary(first) == (0, 100, 100)
-        client.watermarks.note(STREAM, "w", 200)
+        client.stream(STREAM).watermarks.note("w", 200)
         computed = []
-        for store in (client.watermarks, other.watermarks):
+        for store in (watermark_store(client.workspace), watermark_store(other.workspace)):
             state = store.controller.state(STREAM)
             computed.append((state, next_watermark(store.marks(STREAM), store.latest(STREAM), state.segments,
                                                    clock.now_ms(), state.info.config.timestamp_aggregation_timeout_ms)))
         (state1, wm1), (state2, wm2) = computed
         assert wm1 == wm2 and summary(wm1) == (1, 200, 200)
-        assert client.watermarks.append(state1, wm1, clock.now_ms(), owner="c1") is True
-        assert other.watermarks.append(state2, wm2, clock.now_ms(), owner="c2") is False
+        assert watermark_store(client.workspace).append(state1, wm1, clock.now_ms(), owner="c1") is True
+        assert watermark_store(other.workspace).append(state2, wm2, clock.now_ms(), owner="c2") is False
         # neither a revision already there nor one that skips a revision is appended
-        assert other.watermarks.append(state2, dataclasses.replace(wm2, revision=3, lower_time_ms=300),
+        assert watermark_store(other.workspace).append(state2, dataclasses.replace(wm2, revision=3, lower_time_ms=300),
                                        clock.now_ms(), owner="c2") is False
-        assert other.watermarks.append(state2, dataclasses.replace(wm2, revision=0), clock.now_ms(),
+        assert watermark_store(other.workspace).append(state2, dataclasses.replace(wm2, revision=0), clock.now_ms(),
                                        owner="c2") is False
         assert _owners(client) == [(0, "c1"), (1, "c1")]
         # the other controller continues from the stored watermark
-        client.watermarks.note(STREAM, "w", 300)
-        third = other.watermarks.compute(STREAM, owner="c2")
+        client.stream(STREAM).watermarks.note("w", 300)
+        third = other.stream(STREAM).watermarks.compute(owner="c2")
         assert summary(third) == (2, 300, 300)
-        assert other.watermarks.list(STREAM) == client.watermarks.list(STREAM) == [first, wm1, third]
+        assert other.stream(STREAM).watermarks.list() == client.stream(STREAM).watermarks.list() == [first, wm1, third]
         assert _owners(client) == [(0, "c1"), (1, "c1"), (2, "c2")]
     finally:
         other.close()
@@ -346,7 +347,7 @@ def test_racing_computations_append_each_revision_exactly_once(
         try:
             for _ in range(rounds):
                 barrier.wait()  # the round's note is stored
-                results[index].append(others[index].watermarks.compute(STREAM, owner=f"c{index}"))
+                results[index].append(others[index].stream(STREAM).watermarks.compute(owner=f"c{index}"))
                 barrier.wait()  # both computed
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
@@ -357,7 +358,7 @@ def test_racing_computations_append_each_revision_exactly_once(
         for thread in threads:
             thread.start()
         for r in range(rounds):
-            client.watermarks.note(STREAM, "w", 1_000 + r)
+            client.stream(STREAM).watermarks.note("w", 1_000 + r)
             barrier.wait()
             barrier.wait()
     except threading.BrokenBarrierError as exc:  # a controller failed (in errors) or the round hung
@@ -373,7 +374,7 @@ def test_racing_computations_append_each_revision_exactly_once(
         appended = [(i, results[i][r]) for i in range(2) if results[i][r] is not None]
         assert len(appended) == 1, (r, results[0][r], results[1][r])
         winners.append(appended[0])
-    stored = client.watermarks.list(STREAM)
+    stored = client.stream(STREAM).watermarks.list()
     assert [w.revision for w in stored] == list(range(rounds))
     assert [w.lower_time_ms for w in stored] == [1_000 + r for r in range(rounds)]  # strictly increasing
     assert stored == [wm for _, wm in winners]
@@ -389,7 +390,7 @@ def test_streams_due_are_those_with_a_fresh_mark_or_one_noted_after_their_last_w
     fresh, stale, late, never, quiet = (f"wm/{n}" for n in ("fresh", "stale", "late", "never", "quiet"))
     for name in (fresh, stale, late, never, quiet):
         client.create_stream(name, config)
-    marks = client.watermarks
+    marks = watermark_store(client.workspace)
     start = clock.now_ms()
     # stale: its only mark is folded into a watermark at once
     marks.note(stale, "w", 1)
@@ -429,7 +430,7 @@ def test_reference_d4_worked_example_through_the_store(client: tk.Client) -> Non
             for _ in range(8):
                 loader.write(payload, key)
     assert client.stream(STREAM).state().tail() == {s0: 400, s1: 400, s2: 400}
-    marks = client.watermarks
+    marks = watermark_store(client.workspace)
     # the previous watermark, from marks at the old segments (w3 has written nothing yet)
     marks.note(STREAM, "w1", 250, position={s0: 200, s1: 300})
     marks.note(STREAM, "w2", 200, position={s1: 100, s2: 300})
@@ -478,12 +479,13 @@ def test_a_database_upgraded_from_0009_keeps_working(client: tk.Client, clock: t
     assert writer.last_sequence == 1  # the writer's row survived
     # its committed positions are unknown until its next batch: the note bounds the time only
     writer.note_time(100)
-    assert client.watermarks.marks(STREAM) == [WriterMark("w", 100, {}, clock.now_ms())]
+    assert client.stream(STREAM).watermarks.marks() == [WriterMark("w", 100, {}, clock.now_ms())]
     writer.write(b"new-1", k1)
     writer.note_time(200)
     ends = writer_ends(client, STREAM, "w")
     # the next batch sets the positions of the segments it wrote to
-    assert client.watermarks.marks(STREAM) == [WriterMark("w", 200, {S1: ends[S1]}, clock.now_ms())]
-    assert client.watermarks.compute(STREAM) == Watermark(0, 200, 200, {S0: 0, S1: ends[S1]})
+    assert client.stream(STREAM).watermarks.marks() == [WriterMark("w", 200, {S1: ends[S1]}, clock.now_ms())]
+    assert client.stream(STREAM).watermarks.compute() == Watermark(0, 200, 200, {S0: 0, S1: ends[S1]})
     writer.close()
-    assert client.watermarks.marks(STREAM) == [WriterMark("w", 200, {S1: ends[S1]}, clock.now_ms(), closed=True)]
+    closed = WriterMark("w", 200, {S1: ends[S1]}, clock.now_ms(), closed=True)
+    assert client.stream(STREAM).watermarks.marks() == [closed]

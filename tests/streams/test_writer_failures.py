@@ -86,10 +86,10 @@ def test_a_fenced_writer_cannot_move_or_close_the_newer_writers_time_mark(client
         older.note_time(5_000)
     older._noted = True  # as if it had noted before being fenced: closing must still leave the mark alone
     older.close()  # nothing was pending; leaving the aggregation is refused (logged)
-    (mark,) = client.watermarks.marks(STREAM)
+    (mark,) = client.stream(STREAM).watermarks.marks()
     assert (mark.time_ms, mark.closed) == (2_000, False)
     newer.close()
-    assert client.watermarks.marks(STREAM)[0].closed
+    assert client.stream(STREAM).watermarks.marks()[0].closed
 
 
 def test_two_processes_sharing_a_writer_id_lose_no_acknowledged_event(tmp_path: Path, metadata_url: str) -> None:

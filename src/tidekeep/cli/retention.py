@@ -181,7 +181,7 @@ def preview(
     would be freed and the rule that chose it. Changes nothing."""
     with open_client(ctx) as client:
         now = None if at is None else parse_at(at, client.clock.now_ms())
-        decision = client.retention.preview(stream, now)
+        decision = client.stream(stream).retention.preview(now)
     output(ctx, json_output).show(decision_document(decision, dry_run=True),
                                   lambda: emit_decision(decision, dry_run=True))
 
@@ -190,7 +190,7 @@ def preview(
 def run(ctx: typer.Context, stream: StreamArgument, json_output: JsonFlag = False) -> None:
     """Run one retention cycle now: record the tail if due, decide, truncate (audited), prune."""
     with open_client(ctx) as client:
-        decision = client.retention.run(stream)
+        decision = client.stream(stream).retention.run()
     output(ctx, json_output).show(decision_document(decision, dry_run=False),
                                   lambda: emit_decision(decision, dry_run=False))
     warn_files_left(decision.files_left)
@@ -205,7 +205,7 @@ def history(
 ) -> None:
     """Past truncations of STREAM (by retention and by hand), newest first, from the audit table."""
     with open_client(ctx) as client:
-        entries = [history_record(e) for e in client.retention.history(stream, limit)]
+        entries = [history_record(e) for e in client.stream(stream).retention.history(limit)]
     output(ctx, json_output).show(entries, lambda: emit_history(stream, entries))
 
 

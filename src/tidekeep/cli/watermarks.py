@@ -82,7 +82,7 @@ def list_watermarks(
 
     Up to each watermark's cut, every active writer had reached at least its lower time."""
     with open_client(ctx) as client:
-        marks = client.watermarks.list(stream) if all_ else client.watermarks.tail(stream, limit)
+        marks = client.stream(stream).watermarks.list() if all_ else client.stream(stream).watermarks.tail(limit)
     output(ctx, json_output).show([m.to_dict() for m in marks], lambda: emit_watermarks(stream, marks))
 
 
@@ -93,7 +93,7 @@ def writers(ctx: typer.Context, stream: StreamArg, json_output: JsonFlag = False
     States: participating (noted past the last watermark), lagging (holds watermarks back until the
     stream's timestamp aggregation timeout) or inactive (timed out; rejoins on its next note)."""
     with open_client(ctx) as client:
-        statuses = client.watermarks.writers(stream)
+        statuses = client.stream(stream).watermarks.writers()
     output(ctx, json_output).show([writer_json(s) for s in statuses], lambda: emit_writers(stream, statuses))
 
 
@@ -104,8 +104,8 @@ def compute(ctx: typer.Context, stream: StreamArg, json_output: JsonFlag = False
     `tidekeep serve` does this every watermark.frequency. The append is conditional: nothing is
     appended if another process appended first."""
     with open_client(ctx) as client:
-        mark = client.watermarks.compute(stream, owner="cli")
-        statuses = [] if mark is not None else client.watermarks.writers(stream)
+        mark = client.stream(stream).watermarks.compute(owner="cli")
+        statuses = [] if mark is not None else client.stream(stream).watermarks.writers()
     output(ctx, json_output).show(
         {"emitted": mark is not None, "watermark": None if mark is None else mark.to_dict(),
          "writers": [writer_json(s) for s in statuses]},
@@ -129,7 +129,7 @@ def note(
     E.g. a batch job that has finished a time range. Time and offsets never go backwards for one
     writer."""
     with open_client(ctx) as client:
-        mark = client.watermarks.note(stream, writer, parse_time_ms(time, "time"), position)
+        mark = client.stream(stream).watermarks.note(writer, parse_time_ms(time, "time"), position)
     output(ctx, json_output).show(mark.to_dict(),
                                   f"noted {writer} at time {mark.time_ms}, position {cut_text(mark.positions)}")
 
