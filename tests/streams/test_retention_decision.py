@@ -1,5 +1,5 @@
-"""The pure retention decision (DESIGN §5): properties against a brute-force oracle, the seed's four
-rules, the worked examples of reference A4, pruning (A5) and the record cadence (A2)."""
+"""The pure retention decision (docs/design/streams.md): properties against a brute-force oracle, the
+four rules, the worked examples of docs/retention.md, pruning and the record cadence."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ T0 = 1_700_000_000_000
 MIN = 60_000
 
 
-# ---- the brute-force oracle: the DESIGN §5 rules applied literally, per segment --------------------------
+# ---- the brute-force oracle: the rules of docs/design/streams.md applied literally, per segment ------------
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def test_a_chosen_cut_keeps_min_moves_the_head_forward_and_respects_max_when_it_
         assert d.retained <= policy.max  # type: ignore[operator]
 
 
-# ---- the seed's four rules ------------------------------------------------------------------------------
+# ---- the four rules -------------------------------------------------------------------------------------
 
 SIZES = [rec(T0 + i * MIN, 50 * i, 50 * i) for i in range(1, 7)]  # sizes 100, 200, ..., 600; tail 600
 
@@ -204,7 +204,7 @@ def test_no_policy_and_empty_set() -> None:
                   T0).rule == EMPTY_SET
 
 
-# ---- reference A4 worked examples (SMTT.sizeBasedRetentionStreamTest, min = 100) -------------------------
+# ---- worked examples (Pravega's SMTT.sizeBasedRetentionStreamTest, min = 100) ----------------------------
 
 A4 = {19: rec(T0, 9, 10), 100: rec(T0 + 1, 50, 50), 120: rec(T0 + 2, 60, 60),
       199: rec(T0 + 3, 99, 100), 221: rec(T0 + 4, 110, 111)}
@@ -228,15 +228,15 @@ def test_a4_second_truncation_at_the_size_120_cut() -> None:
 
 def test_a4_with_a_max_the_seed_governs() -> None:
     # Adapted: Pravega always truncates at limitMin (the size-120 cut). With max = 150 and the stream
-    # holding 202 bytes (> max), the seed's rule "above max -> the cut closest to but below max" picks
-    # Cmax, the size-100 cut (retains 121, within [100, 150]); DESIGN §5 follows the seed.
+    # holding 202 bytes (> max), the rule "above max -> the cut closest to but below max" picks
+    # Cmax, the size-100 cut (retains 121, within [100, 150]); docs/design/streams.md#limits.
     records = [A4[100], A4[120], A4[199], A4[221]]
     d = decide(RetentionStream.of(two_segments(110, 111), {S0: 9, S1: 10}, 221), records,
                RetentionPolicy.by_size(100, 150), T0 + 10)
     assert d.rule == ABOVE_MAX and d.cut == {S0: 50, S1: 50} and d.retained == 121
 
 
-# ---- pruning (reference A5) -----------------------------------------------------------------------------
+# ---- pruning ---------------------------------------------------------------------------------------------
 
 TOPOLOGY = Topology(two_segments(200, 200))  # key ranges [0, .5) and [.5, 1)
 
@@ -254,7 +254,7 @@ def test_prune_drops_everything_recorded_before_the_latest_pruned_record() -> No
     assert prune(records, {S0: 60, S1: 60}, TOPOLOGY) == [A4[199]]
 
 
-# ---- the record cadence (reference A2) ------------------------------------------------------------------
+# ---- the record cadence ----------------------------------------------------------------------------------
 
 FREQ = 30 * MIN
 
