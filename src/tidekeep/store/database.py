@@ -36,6 +36,7 @@ from ..errors import ConfigError, ConflictError, NotFound, ReadOnlyWorkspace, Sc
 from ..redaction import redact
 from .local_dirs import ensure_directory
 from .private import create_private_file, open_private_lock_file
+from .sqlite_regexp import register_sqlite_functions
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -165,10 +166,7 @@ class Database:
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute(f"PRAGMA synchronous={synchronous}")
             cursor.close()
-            # catalog expressions compile MATCHES_REGEX to regexp(); imported here to avoid an import cycle
-            from ..catalog.expressions.sql import register_sqlite_functions
-
-            register_sqlite_functions(dbapi_connection)
+            register_sqlite_functions(dbapi_connection)  # RE2 regexp(), store/sqlite_regexp.py
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:

@@ -25,7 +25,6 @@ Matching has search semantics everywhere: a match anywhere in the value counts u
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ from typing import Any
 import re2
 
 from ...errors import InvalidRegex
+from ...store.sqlite_regexp import compile_re2, re2_search
 
 MAX_PATTERN = 1000
 MAX_REPEAT = 255
@@ -58,29 +58,6 @@ _GROUPS = (  # what follows "(?" -> why it is refused
     ("'", "named groups are not supported (write '(' or '(?:')"),
     ("#", "comments '(?#' are not supported"),
 )
-
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False  # a refused pattern is an InvalidRegex, not a line on stderr
-
-
-@functools.lru_cache(maxsize=256)
-def compile_re2(pattern: str) -> Any:
-    """A compiled RE2 pattern (google-re2) for an RE2 translation; InvalidRegex if RE2 refuses it."""
-    try:
-        return re2.compile(pattern, _OPTIONS)
-    except re2.error as exc:
-        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise InvalidRegex(f"invalid regex: RE2 refuses it: {reason}") from None
-
-
-def re2_search(compiled: Any, value: str) -> bool:
-    """Whether the compiled pattern matches anywhere in `value`. RE2 reads UTF-8, so a lone
-    surrogate (only JSON text can carry one) is read as U+FFFD, one character, as it then is."""
-    try:
-        return compiled.search(value) is not None
-    except UnicodeEncodeError:
-        return compiled.search(value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")) is not None
-
 
 @dataclass(frozen=True)
 class Regex:

@@ -33,10 +33,11 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement, ColumnElement, FunctionElement
 
 from ...store.schema_catalog import catalog_records
+from ...store.sqlite_regexp import register_sqlite_functions
 from ..fields import Field, FieldKind
 from .ast import Expr
 from .bind import BoundTerm, CompileContext, bind
-from .regex import compile_re2, parse_regex, re2_search
+from .regex import parse_regex
 from .shape import balanced
 from .visitor import BoundCompiler
 
@@ -151,22 +152,6 @@ _in_texts = _two_argument_sql("tk_in_texts", sa.Boolean(), "({0} = ANY(CAST({1} 
                               "({0} IN (SELECT value FROM json_each({1})))")
 _in_integers = _two_argument_sql("tk_in_integers", sa.Boolean(), "({0} = ANY(CAST({1} AS BIGINT[])))",
                                  "({0} IN (SELECT value FROM json_each({1})))")
-
-
-# ---- SQLite functions -----------------------------------------------------------------------------
-
-
-def _sqlite_regexp(pattern: str | None, value: str | None) -> int | None:
-    if pattern is None or value is None:
-        return None
-    return 1 if re2_search(compile_re2(pattern), value) else 0
-
-
-def register_sqlite_functions(dbapi_connection: Any) -> None:
-    """Give a sqlite3 connection `regexp(pattern, value)` (an RE2 pattern, search semantics, in
-    linear time; also SQLite's REGEXP operator). The engine calls this on connect; raw sqlite3
-    connections must call it too."""
-    dbapi_connection.create_function("regexp", 2, _sqlite_regexp, deterministic=True)
 
 
 def sqlite_statement(statement: ClauseElement) -> tuple[str, list[Any]]:
