@@ -4,6 +4,9 @@ the holds table; no family imports the client-level holds module)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,3 +85,25 @@ def test_no_family_imports_the_holds_above_it(family: str) -> None:
     offenders = [f"{p.relative_to(SRC)} imports {name}" for p in sorted((SRC / family).rglob("*.py"))
                  for name in imported_modules(p) if name == "tidekeep.holds"]
     assert offenders == []
+
+
+def test_the_families_hold_rules_load_on_the_first_lookup_not_on_import() -> None:
+    """Importing the client-level holds module (the client does) registers a loader only: the
+    families' hold modules, and the catalog expressions a records hold needs, load on the first
+    lookup, which then finds every kind and the catalog's coverage of an archive."""
+    probe = """
+import json, sys
+import tidekeep.holds
+from tidekeep.store.holds import kind_named
+before = sorted(m for m in sys.modules if m.endswith(".holds") and m.startswith("tidekeep.")
+                or m.startswith("tidekeep.catalog.expressions"))
+kinds = sorted(kind_named(k).name for k in ("stream", "records", "dataset", "archive"))
+after = [m for m in ("tidekeep.streams.holds", "tidekeep.catalog.holds", "tidekeep.archives.holds")
+         if m in sys.modules]
+print(json.dumps([before, kinds, after]))
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    before, kinds, after = json.loads(done.stdout)
+    assert before == ["tidekeep.holds", "tidekeep.store.holds"]
+    assert kinds == ["archive", "dataset", "records", "stream"]
+    assert after == ["tidekeep.streams.holds", "tidekeep.catalog.holds", "tidekeep.archives.holds"]

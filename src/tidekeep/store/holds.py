@@ -18,6 +18,7 @@ the same transaction (actions "hold_add" and "hold_remove", target = the held ta
 from __future__ import annotations
 
 import builtins
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -129,6 +130,8 @@ Coverage = Callable[[Connection, str, int], list[Hold]]
 
 _kinds: dict[str, HoldKind] = {}
 _coverage: dict[str, list[Coverage]] = {}
+_loaders: builtins.list[Callable[[], None]] = []
+_loading = threading.RLock()
 
 
 def register_kind(kind: HoldKind) -> None:
@@ -141,8 +144,24 @@ def register_coverage(subject: str, coverage: Coverage) -> None:
     _coverage.setdefault(subject, []).append(coverage)
 
 
+def register_loader(load: Callable[[], None]) -> None:
+    """Add `load`, which imports the modules that register kinds and coverage. Loaders run once,
+    before the first lookup (`kind_named`, `holds_covering`): a process that never looks a hold up
+    (`tidekeep stream describe`) never imports the families' hold rules."""
+    _loaders.append(load)
+
+
+def _run_loaders() -> None:
+    # under a lock, popped only once run: a second thread's lookup waits for the rules being loaded
+    with _loading:
+        while _loaders:
+            _loaders[0]()
+            _loaders.pop(0)
+
+
 def kind_named(name: object) -> HoldKind:
     kind = check_kind(name)
+    _run_loaders()
     found = _kinds.get(kind)
     if found is None:  # the family module that registers it was not imported: a wiring error, not input
         raise LookupError(f"no family has registered the hold kind {kind!r}")
@@ -153,6 +172,7 @@ def holds_covering(conn: Connection, subject: str, identifier: str, now_ms: int)
     """The one question: which holds cover this thing — a stream (by "scope/name"), an archive (by
     id), a catalog record (by id), or a dataset or records expression (exactly) — oldest first.
     Empty when nothing holds it."""
+    _run_loaders()
     found = {h.id: h for h in holds_on(conn, subject, identifier)} if subject in HOLD_KINDS else {}
     for coverage in _coverage.get(subject, []):
         found.update((h.id, h) for h in coverage(conn, identifier, now_ms))
@@ -218,4 +238,4 @@ class HoldStore:
 
 __all__ = ["HOLD_KINDS", "MAX_TARGET_CHARS", "Coverage", "Hold", "HoldKind", "HoldStore", "check_hold_id",
            "check_kind", "check_reason", "hold_active", "hold_from_row", "holds_covering", "holds_of", "holds_on",
-           "holds_under", "kind_named", "refuse_if_held", "register_coverage", "register_kind"]
+           "holds_under", "kind_named", "refuse_if_held", "register_coverage", "register_kind", "register_loader"]
