@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -58,6 +60,37 @@ def test_keys_are_relative_to_the_root_and_a_relative_root_is_resolved(
 def test_a_uri_pyarrow_cannot_open_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^bad value for 'storage.uri': 'nosuch://x/y': "):
         FileIO("nosuch://x/y")
+
+
+def test_a_local_root_answers_as_its_pyarrow_filesystem_does(tmp_path: Path) -> None:
+    """A local path opens without pyarrow and answers `is_dir` and `read` itself (opening a
+    workspace needs nothing else); the same root opened as a file:// URI goes through
+    pyarrow.fs, and the two agree on a file, a directory, a missing key and the root."""
+    root = tmp_path / "data"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.json").write_bytes(b'{"x": 1}')
+    plain, through_arrow = FileIO(str(root)), FileIO(root.as_uri())
+    assert plain.is_local and through_arrow.is_local and plain.root == through_arrow.root
+    for key in ("", "a.json", "sub", "missing"):
+        assert plain.is_dir(key) == through_arrow.is_dir(key), key
+    assert plain.read("a.json") == through_arrow.read("a.json") == b'{"x": 1}'
+    for storage in (plain, through_arrow):
+        with pytest.raises(FileNotFoundError):
+            storage.read("missing")
+        with pytest.raises(Exception) as failed:  # the type differs by filesystem; both are read failures
+            storage.read("sub")
+        assert storage.is_read_failure(failed.value)
+    assert not FileIO.is_read_failure(ValueError("not a read failure"))
+
+
+def test_opening_a_local_root_and_reading_a_file_import_no_pyarrow(tmp_path: Path) -> None:
+    (tmp_path / "stamp.json").write_text("{}")
+    probe = ("import sys; from tidekeep.store.fileio import FileIO; s = FileIO(sys.argv[1]); "
+             "assert s.is_dir() and s.read('stamp.json') == b'{}'; print(sorted(m for m in sys.modules "
+             "if m.split('.')[0] in ('pyarrow', 'numpy')))")
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_create_root_makes_an_owner_only_directory_and_refuses_a_path_under_a_file(tmp_path: Path) -> None:

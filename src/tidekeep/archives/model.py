@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput
 from ..integers import check_int64
@@ -21,20 +20,48 @@ from ..store.layout import ARCHIVES_DIR, RESULTS_DIR
 
 ARCHIVE_TYPE = "Archive"  # the catalog record type of an archive
 
-# one row per log message (a multi-line message is one row); sorted by timestamp within a file
-ARCHIVE_SCHEMA = pa.schema([
-    pa.field("timestamp", pa.int64()),  # ms UTC; null for a message without a timestamp
-    pa.field("message", pa.string(), nullable=False),
-    pa.field("source", pa.string(), nullable=False),  # the log file the message came from
-])
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-# the results cache: one Parquet file per searched archive under search-results/<job id>/
-RESULT_SCHEMA = pa.schema([
-    pa.field("job_id", pa.int64(), nullable=False),
-    pa.field("timestamp", pa.int64()),
-    pa.field("message", pa.string(), nullable=False),
-    pa.field("archive_id", pa.string(), nullable=False),
-])
+    # built on first use by __getattr__ below: looking up archives (and registering their holds)
+    # needs this module, not pyarrow
+    ARCHIVE_SCHEMA: pa.Schema
+    RESULT_SCHEMA: pa.Schema
+
+
+def _archive_schema() -> pa.Schema:
+    """One row per log message (a multi-line message is one row); sorted by timestamp within a file."""
+    import pyarrow as pa
+
+    return pa.schema([
+        pa.field("timestamp", pa.int64()),  # ms UTC; null for a message without a timestamp
+        pa.field("message", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),  # the log file the message came from
+    ])
+
+
+def _result_schema() -> pa.Schema:
+    """The results cache: one Parquet file per searched archive under search-results/<job id>/."""
+    import pyarrow as pa
+
+    return pa.schema([
+        pa.field("job_id", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.int64()),
+        pa.field("message", pa.string(), nullable=False),
+        pa.field("archive_id", pa.string(), nullable=False),
+    ])
+
+
+_SCHEMAS: dict[str, Callable[[], pa.Schema]] = {"ARCHIVE_SCHEMA": _archive_schema, "RESULT_SCHEMA": _result_schema}
+
+
+def __getattr__(name: str) -> Any:
+    build = _SCHEMAS.get(name)
+    if build is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = schema = build()  # later lookups find it directly
+    return schema
+
 
 _ARCHIVE_ID = re.compile(r"[0-9a-f]{32}")
 

@@ -11,21 +11,39 @@ file is reported by name and never read as wrong or missing data.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ChunkMissing, CorruptChunk, NotFound
 from .fileio import FileIO, StoredFile
 from .segment_ids import EVENT_HEADER_BYTES, segment_name
 
-CHUNK_SCHEMA = pa.schema(
-    [
-        pa.field("rel_offset", pa.int64(), nullable=False),
-        pa.field("routing_key", pa.string()),
-        pa.field("payload", pa.binary(), nullable=False),
-    ]
-)
+CHUNK_COLUMNS = ("rel_offset", "routing_key", "payload")  # CHUNK_SCHEMA's, in order
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    CHUNK_SCHEMA: pa.Schema  # chunk_schema(), built on first use: opening a workspace needs no pyarrow
+
+
+@functools.cache
+def chunk_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("rel_offset", pa.int64(), nullable=False),
+            pa.field("routing_key", pa.string()),
+            pa.field("payload", pa.binary(), nullable=False),
+        ]
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CHUNK_SCHEMA":
+        return chunk_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -45,17 +63,17 @@ def build_chunk_table(
     payloads: list[bytes] | pa.Array, routing_keys: list[str | None] | pa.Array
 ) -> tuple[pa.Table, int]:
     """The chunk table for a batch and its logical length (8-byte header + payload per event)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc  # only writers need pyarrow and its compute kernels; opening a workspace does not
 
     payload_array = payloads if isinstance(payloads, pa.Array) else pa.array(payloads, type=pa.binary())
     key_array = routing_keys if isinstance(routing_keys, pa.Array) else pa.array(routing_keys, type=pa.string())
-    import pyarrow.compute as pc  # only writers need the compute kernels; opening a workspace does not
-
     sizes = pc.add(pc.binary_length(payload_array).cast(pa.int64()), EVENT_HEADER_BYTES)
     ends = pc.cumulative_sum(sizes)
     rel_offsets = pc.subtract(ends, sizes)
     length = ends[-1].as_py() if len(ends) else 0
     table = pa.Table.from_arrays(
-        [rel_offsets, key_array, payload_array], schema=CHUNK_SCHEMA
+        [rel_offsets, key_array, payload_array], schema=chunk_schema()
     )
     return table, length
 
@@ -101,8 +119,10 @@ class ChunkStorage(FileIO):
 def read_chunk_file(storage: FileIO, ref: ChunkRef, columns: list[str] | None = None) -> pa.Table:
     """Read a committed chunk and check it against its metadata. Runs on Spark executors too, so
     it takes any FileIO on the storage root rather than a ChunkStorage."""
+    import pyarrow as pa
+
     wanted = None if columns is None else sorted(set(columns) | {"rel_offset", "payload"},
-                                                  key=CHUNK_SCHEMA.names.index)
+                                                  key=CHUNK_COLUMNS.index)
     try:
         table = storage.read_parquet(ref.path, columns=wanted)
     except FileNotFoundError:

@@ -39,21 +39,22 @@ import builtins
 import logging
 import os
 import posixpath
+import sys
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, WorkspaceMismatch
 from .deletion import DeleteOutcome, FileLeft, failure_reason
 from .durable import forget_directory, make_directories, sync_directory_entries
 from .local_dirs import check_can_be_directory, read_only_as_typed
 from .private import create_private_file, make_private_directories
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.fs as pafs
 
 log = logging.getLogger("tidekeep.storage")
 
@@ -80,10 +81,16 @@ class StoredEntry:
 
 
 def _open_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    if "://" in uri:
-        fs, root = pafs.FileSystem.from_uri(uri)
-        return fs, root
-    return pafs.LocalFileSystem(), str(Path(uri).resolve())
+    import pyarrow.fs as pafs
+
+    fs, root = pafs.FileSystem.from_uri(uri)
+    return fs, root
+
+
+def _is_local_filesystem(fs: pafs.FileSystem) -> bool:
+    import pyarrow.fs as pafs
+
+    return isinstance(fs, pafs.LocalFileSystem)
 
 
 def _normal_root(root: str) -> str:
@@ -97,21 +104,39 @@ class FileIO:
     is a ConfigError naming 'storage.uri'."""
 
     def __init__(self, uri: str, *, fsync: bool = True) -> None:
+        if "://" not in uri:  # a local path: pyarrow's filesystem waits for the first call that needs it
+            try:
+                root = str(Path(uri).resolve())
+            except OSError as exc:
+                raise ConfigError(f"bad value for 'storage.uri': {uri!r}: {exc}") from None
+            self._init(None, root, uri, fsync)
+            return
+        import pyarrow as pa
+
         try:
             fs, root = _open_filesystem(uri)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
             raise ConfigError(f"bad value for 'storage.uri': {uri!r}: {exc}") from None
         self._init(fs, root, uri, fsync)
 
-    def _init(self, fs: pafs.FileSystem, root: str, uri: str, fsync: bool) -> None:
-        self._fs = fs
+    def _init(self, fs: pafs.FileSystem | None, root: str, uri: str, fsync: bool) -> None:
+        # None: a local root whose pyarrow filesystem is created on first use (`_fs`)
+        self._opened_fs = fs
         self.uri = uri
         self.root = _normal_root(root)  # the root inside its filesystem: for messages
         self.fsync = fsync  # as configured; `durable` says whether it applies here
-        self.is_local = isinstance(self._fs, pafs.LocalFileSystem)
+        self.is_local = fs is None or _is_local_filesystem(fs)
         self.durable = fsync and self.is_local
         self.workspace_id: str | None = None
         self._foreign = False
+
+    @property
+    def _fs(self) -> pafs.FileSystem:
+        if self._opened_fs is None:
+            import pyarrow.fs as pafs
+
+            self._opened_fs = pafs.LocalFileSystem()
+        return self._opened_fs
 
     @classmethod
     def outside(cls, uri: str) -> FileIO:
@@ -119,7 +144,7 @@ class FileIO:
         checkpoint): what may be deleted there is the caller's rules' decision, not a workspace
         stamp's. Nothing there is written durably on our behalf. A URI pyarrow cannot open raises
         pyarrow's own error (an ArrowException or OSError) for the caller to report."""
-        fs, root = _open_filesystem(uri)
+        fs, root = _open_filesystem(uri) if "://" in uri else (None, str(Path(uri).resolve()))
         opened = cls.__new__(cls)
         opened._init(fs, root, uri, fsync=False)
         opened._foreign = True
@@ -160,21 +185,34 @@ class FileIO:
                 self._make_directories(self.root)
 
     def is_dir(self, key: str = "") -> bool:
-        return bool(self._fs.get_file_info(self.full_path(key) if key else self.root).type == pafs.FileType.Directory)
+        path = self.full_path(key) if key else self.root
+        if self._opened_fs is None:  # a local root (opening a workspace asks this; see `_fs`)
+            return os.path.isdir(path)
+        import pyarrow.fs as pafs
+
+        return bool(self._fs.get_file_info(path).type == pafs.FileType.Directory)
 
     # ---- reading ------------------------------------------------------------------------------
     def exists(self, key: str) -> bool:
+        import pyarrow.fs as pafs
+
         return bool(self._fs.get_file_info(self.full_path(key)).type != pafs.FileType.NotFound)
 
     def size(self, key: str) -> int:
         """The size of the file at `key`; FileNotFoundError when there is none."""
+        import pyarrow.fs as pafs
+
         info = self._fs.get_file_info(self.full_path(key))
         if info.type == pafs.FileType.NotFound:
             raise FileNotFoundError(f"no file {key} in storage {self.root}")
         return int(info.size or 0)
 
     def read(self, key: str) -> bytes:
-        """The whole file; FileNotFoundError (or pyarrow's OSError) when it cannot be read."""
+        """The whole file; FileNotFoundError (or another OSError, or pyarrow's ArrowException, see
+        `is_read_failure`) when it cannot be read."""
+        if self._opened_fs is None:  # a local root (opening a workspace reads its stamp; see `_fs`)
+            with open(self.full_path(key), "rb") as handle:
+                return handle.read()
         with self._fs.open_input_stream(self.full_path(key)) as handle:
             return bytes(handle.read())
 
@@ -182,11 +220,22 @@ class FileIO:
         """A random-access file handle (a context manager), e.g. for pq.ParquetFile."""
         return self._fs.open_input_file(self.full_path(key))
 
+    @staticmethod
+    def is_read_failure(exc: BaseException) -> bool:
+        """Whether `exc` is how `read` reports a file it cannot read: an OSError, or an error of
+        pyarrow's (checked without importing pyarrow: a read that never loaded it cannot raise one)."""
+        arrow = sys.modules.get("pyarrow")
+        return isinstance(exc, OSError) or (arrow is not None and isinstance(exc, arrow.ArrowException))
+
     def read_parquet(self, key: str, columns: builtins.list[str] | None = None) -> pa.Table:
+        import pyarrow.parquet as pq
+
         return pq.read_table(self.full_path(key), filesystem=self._fs, columns=columns)
 
     def list(self, prefix: str, recursive: bool = True) -> builtins.list[StoredEntry]:
         """The files and directories under the directory `prefix` (none when it does not exist)."""
+        import pyarrow.fs as pafs
+
         selector = pafs.FileSelector(self.full_path(prefix), recursive=recursive, allow_not_found=True)
         entries = []
         for info in self._fs.get_file_info(selector):
@@ -210,6 +259,8 @@ class FileIO:
         if self.is_local:
             create_private_file(full)  # the open below truncates it and keeps its mode
         if self.durable:
+            import pyarrow as pa
+
             return pa.OSFile(full, "wb")  # a real file descriptor, to fsync
         return self._fs.open_output_stream(full)
 
@@ -255,6 +306,8 @@ class FileIO:
 
     def write_parquet(self, key: str, table: pa.Table, **options: Any) -> None:
         """Write `table` as one Parquet file (`options` as for `pq.write_table`)."""
+        import pyarrow.parquet as pq
+
         if not self.durable:
             full = self.full_path(key)
             self._make_directories(posixpath.dirname(full))
@@ -355,6 +408,8 @@ class FileIO:
         meanwhile counts too). IsADirectoryError for anything but a file: a directory tree is never
         deleted on a single name's say-so. Other OSErrors are raised. Ownership as `delete`."""
         self.require_deletable()
+        import pyarrow.fs as pafs
+
         full = self.full_path(key)
         info = self._fs.get_file_info(full)
         if info.type == pafs.FileType.NotFound:

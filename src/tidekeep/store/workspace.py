@@ -18,7 +18,6 @@ import posixpath
 import uuid
 from dataclasses import dataclass
 
-import pyarrow as pa
 import sqlalchemy as sa
 
 from ..errors import TidekeepError, WorkspaceMismatch
@@ -114,7 +113,9 @@ def read_storage_id(storage: FileIO) -> str | None:
         raw = storage.read(MARKER_FILE)
     except FileNotFoundError:
         return None
-    except (OSError, pa.ArrowException) as exc:
+    except Exception as exc:
+        if not storage.is_read_failure(exc):
+            raise
         if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
             return None
         problem = str(exc).splitlines()[0]

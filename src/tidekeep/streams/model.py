@@ -13,8 +13,7 @@ import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidInput
 
@@ -25,6 +24,9 @@ from ..store.segment_ids import segment_epoch as segment_epoch
 from ..store.segment_ids import segment_id as segment_id
 from ..store.segment_ids import segment_name as segment_name
 from ..store.segment_ids import segment_number as segment_number
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def segment_key(seg_id: int) -> str:
@@ -144,6 +146,8 @@ class Router:
 
     def segments_for(self, positions: np.ndarray) -> np.ndarray:
         """segment_for over an array of positions."""
+        import numpy as np  # only writers route arrays of keys; describing a stream needs no numpy
+
         ids = np.array(self._ids, dtype=np.int64)
         return ids[np.searchsorted(np.array(self._lows), positions, side="right") - 1]
 
