@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/bench_cli.py [--runs N] [--events N] [--json FILE] [--before-src DIR]
 
 Each command runs N times (default 15) in a fresh interpreter, the commands taking turns so that
-load from other processes falls on all of them alike:
+load from other processes falls on all of them alike, with warm bytecode caches (kept in the run's
+temporary directory, PYTHONPYCACHEPREFIX) as an installed package has them:
 
   python -c pass            the interpreter alone: the floor every command stands on
   tidekeep --help           builds the whole command tree and renders its help; no data
@@ -97,7 +98,12 @@ def main() -> None:
     options = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="tidekeep-bench-cli-") as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TIDEKEEP_")}
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("TIDEKEEP_") and k != "PYTHONDONTWRITEBYTECODE"}
+        # bytecode caches in a directory of this run, written by the warm-up below: an installed
+        # package has them, and without them every run would compile tidekeep's sources again
+        # (PYTHONDONTWRITEBYTECODE) or write into a source tree that may not be ours (--before-src)
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
         env["TIDEKEEP_HOME"] = str(Path(tmp) / "home")
         make_workspace(Path(env["TIDEKEEP_HOME"]), options.events, env)
         commands: dict[str, list[str]] = {
