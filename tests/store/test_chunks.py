@@ -13,7 +13,7 @@ import tidekeep as tk
 from helpers.procs import run_worker, worker_env
 from helpers.storage import chunk_rows, referenced_paths, stored_files
 from tidekeep.faults import FAULT_EXIT_CODE
-from tidekeep.store.chunks import CHUNK_SCHEMA
+from tidekeep.store.chunks import CHUNK_COLUMNS, CHUNK_SCHEMA
 
 STREAM = "s/chunks"
 
@@ -132,3 +132,8 @@ def test_chunk_file_is_written_before_its_metadata_commit(client: tk.Client, met
     assert all(offset == 0 for offset in client.stream(STREAM).tail_cut().positions.values())
     with client.stream(STREAM).writer("w1") as writer:
         assert writer.last_sequence == 0
+
+
+def test_chunk_columns_name_the_schema_in_order() -> None:
+    """Reading a chunk orders the columns it asks for by CHUNK_COLUMNS, which must stay the schema's."""
+    assert list(CHUNK_COLUMNS) == CHUNK_SCHEMA.names
