@@ -35,7 +35,7 @@ from ..catalog.schedule import parse_cron
 
 # Every family's hold kinds and coverage are registered before any deleting work runs
 # (docs/holds.md): the client imports them as it is built, and the service runs without a client.
-from ..holds import REGISTERED  # noqa: F401
+from ..holds import load_family_holds  # noqa: F401 (importing it registers the families' hold kinds)
 from ..store.fencing import LeaseFence
 from ..store.house import Workspace
 from ..store.leases import LeaseStore, new_owner_id

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ReadOnlyWorkspace
-from .database import Database
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -29,6 +28,10 @@ def require_writable_workspace(settings: Settings, *, metadata: bool, storage: b
     """The local parts of the workspace a job writes to are writable: the SQLite database file and
     its directory (SQLite creates its journal beside it) with `metadata`, a local storage root with
     `storage`. Remote stores answer for themselves when written."""
+    # on use: the CLI's root imports the Spark session module, and with it this one, for every
+    # command, `--help` included, which must not pay for SQLAlchemy (docs/cli.md, "Start-up time")
+    from .database import Database
+
     database = Database.sqlite_file(settings.metadata_url) if metadata else None
     if database is not None:
         require_writable(database, "the metadata database")

@@ -225,8 +225,7 @@ def test_the_purge_and_explain_honour_a_hold_on_a_dictionary_of_70000_words(tmp_
 
 @pytest.mark.spark
 def test_the_job_runs_rules_of_hundreds_of_terms_long_lists_and_many_holds(client: tk.Client, spark) -> None:
-    from test_catalog_job import NOW, oracle, statuses
-
+    from helpers.catalog_job import NOW, oracle, statuses
     from tidekeep.catalog.ages import Age
     from tidekeep.catalog.rules import RetentionRule
 
