@@ -20,7 +20,10 @@ from helpers.cli import run_cli
 NEVER_FOR_HELP = ("pyspark", "pyarrow", "alembic", "pandas", "sqlalchemy", "numpy", "yaml", "tidekeep.client")
 NEVER_FOR_METADATA = ("pyspark", "alembic", "pandas", "pyarrow", "numpy", "tidekeep.catalog.expressions",
                       "tidekeep.streams.writer", "tidekeep.streams.reader",
-                      "tidekeep.streams.readergroup", "tidekeep.catalog.job", "tidekeep.archives.search")
+                      "tidekeep.streams.readergroup", "tidekeep.catalog.job", "tidekeep.archives.search",
+                      # a command builds only its own noun's part of the command tree (cli/main.py)
+                      "tidekeep.cli.catalog", "tidekeep.cli.archives", "tidekeep.cli.rg", "tidekeep.cli.serve",
+                      "tidekeep.cli.holds", "tidekeep.cli.txn")
 
 # runs the CLI as `python -m tidekeep.cli` does, then prints the loaded modules as one JSON line on stderr
 PROBE = """

@@ -11,12 +11,13 @@ otherwise (docs/cli.md, "Errors and exit codes").
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -24,46 +25,87 @@ from ..errors import INTERRUPTED_EXIT, StoreUnavailable, TidekeepError
 from ..printable import printable
 from ..redaction import redact
 from ..spark import session as spark_session
-from . import (
-    admin,
-    archives,
-    audit,
-    catalog,
-    config_show,
-    db,
-    holds,
-    retention,
-    rg,
-    serve,
-    streams,
-    txn,
-    watermarks,
-)
 from .context import GlobalOptions, parse_set_options
 from .failures import describe
 from .help_format import use_metavars_in_help
 from .output import Output
 
 use_metavars_in_help()  # --help shows metavars, not <bool>/<str> (cli/help_format.py)
-app = typer.Typer(
-    name="tidekeep",
-    help="Keep streaming and log data exactly as long as policy says.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,  # a genuine bug shows a plain traceback, never local variables
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
 
-app.command("init")(admin.init)
-app.command("sweep")(admin.sweep)
-app.command("serve")(serve.serve_command)
-for noun, noun_app in (("stream", streams.app), ("audit", audit.app), ("db", db.app), ("txn", txn.app),
-                       ("rg", rg.app), ("retention", retention.app), ("hold", holds.app), ("catalog", catalog.app),
-                       ("archives", archives.app), ("watermark", watermarks.app), ("config", config_show.app)):
-    app.add_typer(noun_app, name=noun)
+# The top-level commands in the order `tidekeep --help` lists them: name -> (module under
+# tidekeep.cli, the attribute it is registered from, whether it is a noun's sub-app or one command).
+COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "init": ("admin", "init", False),
+    "sweep": ("admin", "sweep", False),
+    "serve": ("serve", "serve_command", False),
+    "stream": ("streams", "app", True),
+    "audit": ("audit", "app", True),
+    "db": ("db", "app", True),
+    "txn": ("txn", "app", True),
+    "rg": ("rg", "app", True),
+    "retention": ("retention", "app", True),
+    "hold": ("holds", "app", True),
+    "catalog": ("catalog", "app", True),
+    "archives": ("archives", "app", True),
+    "watermark": ("watermarks", "app", True),
+    "config": ("config_show", "app", True),
+}
 
 
-@app.callback()
+def build_app(commands: Iterable[str] = COMMANDS) -> typer.Typer:
+    """The tidekeep app with the root options and `commands` (default: all of them), importing only
+    the modules those commands live in."""
+    application = typer.Typer(
+        name="tidekeep",
+        help="Keep streaming and log data exactly as long as policy says.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,  # a genuine bug shows a plain traceback, never local variables
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    application.callback()(root)
+    for name in commands:
+        module_name, attribute, is_noun = COMMANDS[name]
+        target = getattr(importlib.import_module(f"{__package__}.{module_name}"), attribute)
+        if is_noun:
+            application.add_typer(target, name=name)
+        else:
+            application.command(name)(target)
+    return application
+
+
+def app_for(args: Sequence[str]) -> typer.Typer:
+    """The app that runs `args`: when they name a command, an app with the root options and that one
+    command, so a command imports and builds only its own part of the tree (docs/cli.md, "Start-up
+    time"); for the root's help, an unknown name or no command at all, the whole app, whose usage
+    errors and suggestions see every command."""
+    command = command_name(args)
+    return build_app([command]) if command in COMMANDS else build_app()
+
+
+def command_name(args: Sequence[str]) -> str | None:
+    """The first argument after the root options, or None when a root option asks for help or none
+    is given."""
+    tokens = iter(args)
+    for token in tokens:
+        if token in _ROOT_VALUE_OPTIONS:
+            next(tokens, None)
+        elif token in ("-h", "--help"):
+            return None
+        elif not token.startswith("-"):
+            return token
+    return None
+
+
+def __getattr__(name: str) -> Any:
+    """`app`: the whole tidekeep app, built on first use (tests and documentation tools inspect it)."""
+    if name == "app":
+        application = build_app()
+        globals()["app"] = application
+        return application
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def root(
     ctx: typer.Context,
     home: Annotated[Path | None, typer.Option(
@@ -96,7 +138,8 @@ _TRACEBACK_FLAGS = frozenset({"--debug", "--verbose", "-v"})
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    run(app, sys.argv[1:] if argv is None else list(argv))
+    args = sys.argv[1:] if argv is None else list(argv)
+    run(app_for(args), args)
 
 
 def run(application: typer.Typer, args: list[str]) -> None:
