@@ -30,17 +30,17 @@ from .store.workspace import (
     storage_has_data,
     write_storage_id,
 )
-from .stream_handle import Stream
+from .stream_handle import Stream, StreamStores
 from .streams.config import StreamConfig
 from .streams.controller import StreamInfo, SweepResult
-from .streams.of_workspace import retention_manager, stream_controller, watermark_store
-from .streams.txn_store import TransactionStore
+from .streams.of_workspace import stream_controller
 from .units import parse_duration_ms
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from .streams.readergroup import ReaderGroup, ReaderGroupConfig
+    from .streams.txn_store import TransactionStore
 
 log = logging.getLogger("tidekeep")
 
@@ -64,13 +64,16 @@ class Client:
         self._storage = self._workspace.storage
         self.workspace_id = self._workspace.workspace_id
         self._streams = stream_controller(self._workspace)
-        self.transactions = TransactionStore(self._streams)  # list/abort/expire (streams/txn_store.py)
+        # the stores behind every handle's `retention`, `watermarks` and transactions, built on first use
+        self._stream_stores = StreamStores(self._workspace, self._streams)
         self.holds = HoldStore(self._db, clock, self._workspace.audit.actor)  # legal holds: add/list/remove/active_for
-        # the stores behind every handle's `retention` and `watermarks` (stream_handle.py)
-        self._retention = retention_manager(self._workspace, self._streams)
-        self._watermarks = watermark_store(self._workspace, self._streams)
         self.catalog = Catalog(self._workspace)  # meta records, rules, the retention job, purge (catalog/)
         self.archives = Archives(self._workspace)  # log archives, searches, the garbage collectors (archives/)
+
+    @property
+    def transactions(self) -> TransactionStore:
+        """The workspace's transactions: list, abort, expire (streams/txn_store.py)."""
+        return self._stream_stores.transactions
 
     @property
     def workspace(self) -> Workspace:
@@ -107,8 +110,7 @@ class Client:
     def stream(self, name: str) -> Stream:
         """The handle of one stream: cuts, reads, writers, truncation, scaling, its retention and
         watermarks. Creating it reads nothing; its calls raise NotFound for an unknown stream."""
-        return Stream(name, controller=self._streams, settings=self.settings, transactions=self.transactions,
-                      retention=self._retention, watermarks=self._watermarks)
+        return Stream(name, controller=self._streams, settings=self.settings, stores=self._stream_stores)
 
     # ---- reader groups -------------------------------------------------------------------------
     def create_reader_group(self, name: str, config: ReaderGroupConfig) -> ReaderGroup:

@@ -7,6 +7,7 @@ a handle of a stream that does not exist (yet) is fine and its calls raise NotFo
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,20 +16,21 @@ from .streams.config import StreamConfig
 from .streams.controller import DeleteResult, StreamController, StreamInfo, StreamState, TruncateResult
 from .streams.cuts import StreamCut
 from .streams.model import Segment, SegmentId
-from .streams.retention import RetentionDecision, RetentionRecord
-from .streams.retention_store import RetentionManager
-from .streams.subscriber_store import Subscriber, SubscriberStore
-from .streams.txn_store import TransactionStore
-from .streams.watermark_store import WatermarkStore, WriterStatus
-from .streams.watermarks import Watermark, WriterMark
 from .units import parse_duration_ms, parse_size_bytes
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from .config import Settings
+    from .store.house import Workspace
     from .streams.reader import Event
+    from .streams.retention import RetentionDecision, RetentionRecord
+    from .streams.retention_store import RetentionManager
+    from .streams.subscriber_store import Subscriber
     from .streams.txn import TransactionalWriter
+    from .streams.txn_store import TransactionStore
+    from .streams.watermark_store import WatermarkStore, WriterStatus
+    from .streams.watermarks import Watermark, WriterMark
     from .streams.writer import Writer, WriterConfig
 
 SegmentRef = int | str  # a segment id, or its "epoch.number" display form
@@ -43,9 +45,13 @@ def parse_segment(ref: SegmentRef) -> int:
 class StreamRetention:
     """`handle.retention`: the stream's size/time retention (streams/retention_store.py)."""
 
-    def __init__(self, name: str, manager: RetentionManager) -> None:
+    def __init__(self, name: str, stores: StreamStores) -> None:
         self._name = name
-        self._manager = manager
+        self._stores = stores
+
+    @property
+    def _manager(self) -> RetentionManager:
+        return self._stores.retention
 
     def preview(self, now: int | None = None) -> RetentionDecision:
         """What a retention cycle would do at `now` (default: the clock), changing nothing."""
@@ -67,9 +73,13 @@ class StreamRetention:
 class StreamWatermarks:
     """`handle.watermarks`: writer marks and the stream's watermarks (streams/watermark_store.py)."""
 
-    def __init__(self, name: str, store: WatermarkStore) -> None:
+    def __init__(self, name: str, stores: StreamStores) -> None:
         self._name = name
-        self._store = store
+        self._stores = stores
+
+    @property
+    def _store(self) -> WatermarkStore:
+        return self._stores.watermarks
 
     def note(self, writer_id: str, time_ms: int, position: StreamCut | str | Mapping[int, int] | None = None,
              epoch: int | None = None) -> WriterMark:
@@ -108,17 +118,44 @@ class StreamWatermarks:
         return self._store.prune(self._name)
 
 
+class StreamStores:
+    """The stores behind the stream handles of one client, each built on first use: a command that
+    only describes a stream loads no retention, watermark or transaction code (docs/cli.md,
+    "Start-up time")."""
+
+    def __init__(self, workspace: Workspace, controller: StreamController) -> None:
+        self._workspace = workspace
+        self._controller = controller
+
+    @functools.cached_property
+    def transactions(self) -> TransactionStore:
+        from .streams.txn_store import TransactionStore
+
+        return TransactionStore(self._controller)
+
+    @functools.cached_property
+    def retention(self) -> RetentionManager:
+        from .streams.of_workspace import retention_manager
+
+        return retention_manager(self._workspace, self._controller)
+
+    @functools.cached_property
+    def watermarks(self) -> WatermarkStore:
+        from .streams.of_workspace import watermark_store
+
+        return watermark_store(self._workspace, self._controller)
+
+
 class Stream:
     """One stream of the workspace: `client.stream("scope/name")`."""
 
-    def __init__(self, name: str, *, controller: StreamController, settings: Settings,
-                 transactions: TransactionStore, retention: RetentionManager, watermarks: WatermarkStore) -> None:
+    def __init__(self, name: str, *, controller: StreamController, settings: Settings, stores: StreamStores) -> None:
         self._name = name
         self._controller = controller
         self._settings = settings
-        self._transactions = transactions
-        self.retention = StreamRetention(name, retention)
-        self.watermarks = StreamWatermarks(name, watermarks)
+        self._stores = stores
+        self.retention = StreamRetention(name, stores)
+        self.watermarks = StreamWatermarks(name, stores)
 
     @property
     def name(self) -> str:
@@ -211,7 +248,7 @@ class Stream:
         size = self._batch_size(batch_size)
         from .streams.txn import TransactionalWriter
 
-        return TransactionalWriter(self._transactions, self._name, writer_id, parse_duration_ms(lease), size)
+        return TransactionalWriter(self._stores.transactions, self._name, writer_id, parse_duration_ms(lease), size)
 
     def read(self, start: CutLike | None = None, end: CutLike | None = None) -> Iterator[Event]:
         """Events from `start` (default: head) to `end` (default: the tail now), per-key ordered."""
@@ -227,6 +264,8 @@ class Stream:
 
     def subscribers(self) -> builtins.list[Subscriber]:
         """The stream's subscriber reader groups with their acknowledged cuts (consumption-based retention)."""
+        from .streams.subscriber_store import SubscriberStore
+
         return SubscriberStore(self._controller).list(self._name)
 
     def _batch_size(self, batch_size: int | str | None) -> int:

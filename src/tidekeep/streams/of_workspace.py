@@ -5,10 +5,14 @@ handle, `client.stream(name)` (docs/python-api.md)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..store.house import Workspace
 from .controller import StreamController
-from .retention_store import RetentionManager
-from .watermark_store import WatermarkStore
+
+if TYPE_CHECKING:
+    from .retention_store import RetentionManager
+    from .watermark_store import WatermarkStore
 
 
 def stream_controller(workspace: Workspace) -> StreamController:
@@ -19,9 +23,13 @@ def stream_controller(workspace: Workspace) -> StreamController:
 
 def retention_manager(workspace: Workspace, controller: StreamController | None = None) -> RetentionManager:
     """Size/time retention cycles over the workspace, at its `retention.frequency`."""
+    from .retention_store import RetentionManager  # on use: describing a stream needs no retention code
+
     return RetentionManager(controller or stream_controller(workspace), workspace.settings["retention.frequency"])
 
 
 def watermark_store(workspace: Workspace, controller: StreamController | None = None) -> WatermarkStore:
     """Writer marks and watermarks over the workspace."""
+    from .watermark_store import WatermarkStore  # on use, as retention_manager
+
     return WatermarkStore(controller or stream_controller(workspace))
