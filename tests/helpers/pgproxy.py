@@ -99,6 +99,10 @@ class CommitDroppingProxy:
 
     def _serve(self, client: socket.socket) -> None:
         server = socket.create_connection(self.server)
+        # the proxy forwards one protocol message per write: with Nagle's algorithm on, each write
+        # after the first waits for the peer's delayed ACK (tens of ms), about 40 ms per round trip
+        for end in (client, server):
+            end.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         swallow = threading.Event()  # set: the server's next answers are read and dropped, then both close
         done = threading.Event()
         try:
