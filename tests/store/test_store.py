@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 import tidekeep as tk
 from tidekeep.errors import SchemaError
 from tidekeep.store import schema as t
-from tidekeep.store.database import head_revision, migration_revisions
+from tidekeep.store.database import alembic_config, head_revision, migration_revisions
 
 DDL_WORDS = ("CREATE", "ALTER", "DROP")
 
@@ -71,14 +72,64 @@ def test_init_applies_the_migrations_and_reconnect_is_a_noop(tmp_path: Path, met
     second.close()
 
 
-def test_migrated_schema_matches_the_declared_metadata_exactly(client: tk.Client) -> None:
-    client.workspace.db.ensure_schema()
+def schema_snapshot(conn: sa.Connection) -> dict[str, dict[str, object]]:
+    """Every table as the database reflects it: columns with types, nullability and defaults, the
+    primary key, foreign keys, indexes, unique and check constraints, with their names."""
+    inspector = sa.inspect(conn)
+    snapshot: dict[str, dict[str, object]] = {}
+    for table in sorted(inspector.get_table_names()):
+        snapshot[table] = {
+            "columns": [(c["name"], str(c["type"]), c["nullable"], str(c.get("default")))
+                        for c in inspector.get_columns(table)],
+            "primary key": inspector.get_pk_constraint(table)["constrained_columns"],
+            "foreign keys": sorted((fk["name"] or "", tuple(fk["constrained_columns"]), fk["referred_table"],
+                                    tuple(fk["referred_columns"]), str(sorted(fk.get("options", {}).items())))
+                                   for fk in inspector.get_foreign_keys(table)),
+            "indexes": sorted((ix["name"] or "", tuple(str(c) for c in ix["column_names"]), bool(ix["unique"]))
+                              for ix in inspector.get_indexes(table)),
+            "unique": sorted((u["name"] or "", tuple(u["column_names"]))
+                             for u in inspector.get_unique_constraints(table)),
+            "checks": sorted((c["name"] or "", " ".join(str(c["sqltext"]).split()))
+                             for c in inspector.get_check_constraints(table)),
+        }
+    return snapshot
+
+
+def test_a_new_database_gets_in_one_step_the_schema_every_migration_gives(tmp_path: Path, metadata_url: str) -> None:
+    """A database holding no tidekeep table is created from the declared schema and stamped at head
+    (store/database.py) instead of running every migration in turn: both ways must give the same
+    tables, columns, types, defaults, keys, indexes and constraints, by name, so that a later
+    migration finds what it alters in either."""
+    engine = sa.create_engine(metadata_url)
+    with engine.connect() as conn:
+        config = alembic_config()
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+        conn.commit()
+        migrated = schema_snapshot(conn)
+        assert compare_metadata(MigrationContext.configure(conn), t.metadata) == []
+    with engine.begin() as conn:
+        t.metadata.drop_all(conn)
+        conn.execute(sa.text("DROP TABLE alembic_version"))
+        assert sa.inspect(conn).get_table_names() == []
+    engine.dispose()
+
+    statements: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
+        statements.append(statement.lstrip().upper())
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
+    try:
+        client = _connect(tmp_path, metadata_url)
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
     with client.workspace.db.engine.connect() as conn:
-        differences = compare_metadata(MigrationContext.configure(conn), t.metadata)
-    assert differences == []
-    with client.workspace.db.engine.connect() as conn:
-        tables = set(sa.inspect(conn).get_table_names())
-    assert tables == set(t.metadata.tables) | {"alembic_version"}
+        declared = schema_snapshot(conn)
+    assert _version_rows(client) == [head_revision()]
+    client.close()
+    assert not [s for s in statements if s.startswith(("ALTER", "DROP"))]  # the one-step path was taken
+    assert declared == migrated
 
 
 def test_concurrent_first_use_migrates_once(tmp_path: Path, metadata_url: str) -> None:

@@ -20,7 +20,7 @@ import tidekeep as tk
 from helpers.procs import worker_env
 from strategies import ScaledStream, position_in, streams_with_cuts
 from tidekeep.errors import InvalidInput, InvalidStreamCut, NotFound, StaleGeneration
-from tidekeep.store.database import _alembic_config
+from tidekeep.store.database import alembic_config
 from tidekeep.store.schema_subscribers import stream_subscribers
 from tidekeep.streams.cuts import Topology
 from tidekeep.streams.model import segment_id
@@ -152,7 +152,7 @@ def test_upgrading_registers_subscribing_groups_created_before_subscribers_exist
     client.reader_group("old").reset(tk.ReaderGroupConfig(streams=[STREAM, OTHER], retention_type=MANUAL))
     client.create_reader_group("plain", tk.ReaderGroupConfig(streams=[STREAM]))
     with client.workspace.db.engine.connect() as conn:  # back to the schema before subscribers
-        config = _alembic_config()
+        config = alembic_config()
         config.attributes["connection"] = conn
         command.downgrade(config, "0008")
         conn.commit()

@@ -20,7 +20,7 @@ from alembic import command
 import tidekeep as tk
 from tidekeep.errors import InvalidInput
 from tidekeep.store import schema as t
-from tidekeep.store.database import _alembic_config
+from tidekeep.store.database import alembic_config
 from tidekeep.store.schema_watermarks import watermarks as wm_table
 from tidekeep.streams.model import EVENT_HEADER_BYTES, routing_key_position, segment_id
 from tidekeep.streams.of_workspace import watermark_store
@@ -465,7 +465,7 @@ def test_a_database_upgraded_from_0009_keeps_working(client: tk.Client, clock: t
         writer.write(b"old-0", k0)
         writer.write(b"old-1", k1)
     with client.workspace.db.engine.connect() as conn:  # back to the schema before watermarks
-        config = _alembic_config()
+        config = alembic_config()
         config.attributes["connection"] = conn
         command.downgrade(config, "0009")
         conn.commit()
