@@ -1,5 +1,5 @@
-"""The collectors' pure decisions (archives/expiry.py): the seed's worked example, CLP's safe
-expiry, dead searches (no heartbeat) and overlong ones, and property tests against brute-force
+"""The collectors' pure decisions (archives/expiry.py): the worked example of docs/archives-retention.md,
+CLP's safe expiry, dead searches (no heartbeat) and overlong ones, and property tests against brute-force
 oracles — above all, no archive a live RUNNING search may read is ever a candidate."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def job(job_id: int, created_ms: int, state: JobState = JobState.RUNNING, comple
                      results_expired_ms, None, "t", heartbeat_ms, heartbeat_interval_ms)
 
 
-# ---- the seed's example: TTL 1 h, archive.T = 16:00 UTC ---------------------------------------
+# ---- docs/archives-retention.md's example: TTL 1 h, archive end 16:00 UTC -----------------------
 def test_seed_example_kept_at_1700_expired_after() -> None:
     end = ms(2024, 5, 1, 16, 0)
     assert not is_expired(end, safe_expiry_ms(ms(2024, 5, 1, 16, 59), 60, None))

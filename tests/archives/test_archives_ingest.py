@@ -257,7 +257,8 @@ def test_range_partitions_follow_input_size_target_and_parallelism() -> None:
 
 
 def test_the_seeds_utc_minus_4_log_expires_at_the_right_instant(tmp_path: Path, metadata_url: str, spark) -> None:
-    """The seed's caution: a log written at 16:00 in UTC-4 with zone-less timestamps, TTL 1 hour.
+    """CLP's time-zone pitfall (docs/design/archives.md#time-zones): a log written at 16:00 in UTC-4
+    with zone-less timestamps, TTL 1 hour.
     Ingested with --timezone America/New_York it is kept until 17:00 local (21:00 UTC) and expired
     just after; read as UTC (what CLP does) the same file would already be expired at 16:30 local."""
     clock = tk.ManualClock(ms("2024-07-01T20:00:00"))

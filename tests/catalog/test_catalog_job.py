@@ -1,6 +1,7 @@
-"""The data retention job on Spark, end to end on SQLite and PostgreSQL: the seed's example, Stroom's
-integration scenarios (multiple runs, batching, trackers), holds, LOCKED rows, dry runs, the impact
-summary and explain — each checked against a plain-Python oracle of the rules."""
+"""The data retention job on Spark, end to end on SQLite and PostgreSQL: the four-rule example of
+docs/catalog-rules.md, Stroom's integration scenarios (multiple runs, batching, trackers), holds, LOCKED
+rows, dry runs, the impact summary and explain — each checked against a plain-Python oracle of the
+rules."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def rule(number: int, expression: str, age: str | None, name: str | None = None,
 
 
 def seed_rules() -> list[RetentionRule]:
-    """The seed's example: 10 years SPECIAL_DATA, 3 months INTERNAL_LOGS, 5 years everything, forever."""
+    """The four-rule example of docs/catalog-rules.md: 10 years SPECIAL_DATA, 3 months INTERNAL_LOGS,
+    5 years everything, forever."""
     return [rule(1, 'feed = "SPECIAL_DATA"', "10 years"), rule(2, 'feed = "INTERNAL_LOGS"', "3 months"),
             rule(3, 'feed = "*"', "5 years"), rule(4, "all", None, "Default forever rule")]
 

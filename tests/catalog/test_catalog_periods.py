@@ -1,5 +1,5 @@
-"""Processing periods: Stroom's TestDataRetentionPolicyExecutor scenarios (reference 1.10), the
-seed's four-rule example, and the decision helpers. Expected times are written out by hand."""
+"""Processing periods: Stroom's TestDataRetentionPolicyExecutor scenarios, the four-rule example of
+docs/catalog-rules.md, and the decision helpers. Expected times are written out by hand."""
 
 from __future__ import annotations
 
@@ -167,7 +167,7 @@ def test_seed_four_rule_example() -> None:
     assert shape(process_periods(rules, now)) == [
         (ms("2015-01-01T00:00:00"), ms("2019-10-01T00:00:00"), "5 Years", "1R 2D 3R 4R"),
         (ms("2010-01-01T00:00:00"), ms("2015-01-01T00:00:00"), "10 Years", "1R 2D 3D 4R"),
-        # the seed lists DELETE for the forever rule here; a forever rule always retains (DESIGN §5)
+        # a forever rule always retains, in the oldest period too (docs/design/catalog.md#precedence)
         (0, ms("2010-01-01T00:00:00"), "Forever", "1D 2D 3D 4R"),
     ]
     # the next day, with the trackers of that run: every period is one day long

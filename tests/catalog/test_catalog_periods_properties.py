@@ -1,9 +1,10 @@
 """Property tests of the period algorithm against a brute-force oracle.
 
-The oracle is the rule of DESIGN §5 applied to one record at a time: the first active rule (by
-ascending rule number) that matches decides; the record is deleted iff that rule is not forever
-and the record was created before the rule's cutoff. Records here carry their match flags
-directly (one boolean per rule), so the test is about periods and precedence, not expressions.
+The oracle is the precedence rule (docs/design/catalog.md#precedence) applied to one record at a
+time: the first active rule (by ascending rule number) that matches decides; the record is deleted
+iff that rule is not forever and the record was created before the rule's cutoff. Records here
+carry their match flags directly (one boolean per rule), so the test is about periods and
+precedence, not expressions.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The catalog purge (reference 1.7 and Stroom's TestPhysicalDeleteExecutor scenarios, 1.10): records
+"""The catalog purge (docs/design/catalog.md#purge; Stroom's TestPhysicalDeleteExecutor scenarios): records
 DELETED for longer than catalog.purge_age lose their data files, then their rows; batches slide
 down by status time; failures are excluded and counted; every scenario runs twice to show the
 second run finds nothing to do. On SQLite and PostgreSQL."""

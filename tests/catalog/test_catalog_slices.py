@@ -1,4 +1,4 @@
-"""Create-time slices (reference 1.6) against Stroom's own loop as the oracle."""
+"""Create-time slices (docs/design/catalog.md#slices) against Stroom's own loop as the oracle."""
 
 from __future__ import annotations
 

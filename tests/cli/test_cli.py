@@ -288,7 +288,7 @@ def bad_input_workspace(tmp_path: Path) -> dict[str, str]:
 
 def test_bad_input_gives_one_error_line_and_changes_nothing(tmp_path: Path,
                                                             bad_input_workspace: dict[str, str]) -> None:
-    """The cases the issue lists, each in a real subprocess."""
+    """Bad names, counts, key ranges and stream cuts, each in a real subprocess."""
     home = tmp_path / "ws"
     cuts = bad_input_workspace
     cases: list[tuple[int, str, tuple[str, ...]]] = [

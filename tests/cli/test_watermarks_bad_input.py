@@ -1,4 +1,4 @@
-"""Bad input to watermarks (issue 8), on SQLite and PostgreSQL: every refusal is the typed error class
+"""Bad input to watermarks (docs/watermarks.md), on SQLite and PostgreSQL: every refusal is the typed error class
 with a one-line message naming the problem, and changes nothing — the stream's marks, its watermarks,
 its tail and its events are exactly as before. Ends with a fuzz test of the `position` argument of
 WatermarkStore.note: it only ever raises tidekeep errors, and never changes anything when it does."""

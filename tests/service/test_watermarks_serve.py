@@ -1,4 +1,4 @@
-"""Watermarks under `tidekeep serve`, run as real subprocesses (issue 8, point 4).
+"""Watermarks under `tidekeep serve`, run as real subprocesses (docs/watermarks.md, "Storage and the service").
 
 Two processes on PostgreSQL: the owner of a stream's lease is SIGKILLed while writers keep noting
 time; the survivor takes the lease over and continues from the stored watermark, so the stored

@@ -1,4 +1,4 @@
-"""The tidekeep Spark sink (issue 9, point 3): df.write / df.writeStream .format("tidekeep").
+"""The tidekeep Spark sink (docs/spark.md, "Writing"): df.write / df.writeStream .format("tidekeep").
 
 Real Spark (the shared local[2] session), real SQLite and PostgreSQL, real files. Rows written once
 and read back by client.read, per-key order within a partition, one transaction per batch, the

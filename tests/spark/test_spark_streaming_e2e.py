@@ -1,4 +1,4 @@
-"""End to end: a tidekeep stream -> a Structured Streaming query -> a tidekeep stream (issue 9).
+"""End to end: a tidekeep stream -> a Structured Streaming query -> a tidekeep stream (docs/spark.md).
 
 A query in its own process (tests/helpers/spark_query.py, its own local[2] Spark) reads an input
 stream as a MANUAL subscriber with small micro-batches, transforms each event and writes it through

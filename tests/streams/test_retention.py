@@ -1,6 +1,7 @@
 """Retention cycles end to end on SQLite and PostgreSQL with an injected clock: size and time
-policies over simulated hours, the retention set across a scale (reference A3), preview vs run,
-manual truncation winning, policy removal, history, bad input."""
+policies over simulated hours, the retention set across a scale (as in Pravega's
+SMTT.sizeBasedRetentionStreamTest), preview vs run, manual truncation winning, policy removal,
+history, bad input."""
 
 from __future__ import annotations
 
@@ -112,7 +113,8 @@ def test_time_policy_never_deletes_data_younger_than_min(rclient: tk.Client, clo
 
 
 def test_retention_set_sizes_count_sealed_segments_across_a_scale(rclient: tk.Client, clock: tk.ManualClock) -> None:
-    # reference A3: segments 0 and 1 sealed at 70 bytes each, then the cut {2:29, 3:30} has size 199
+    # Pravega's SMTT.sizeBasedRetentionStreamTest (docs/retention.md, "The retention set"): segments 0 and 1
+    # sealed at 70 bytes each, then the cut {2:29, 3:30} has size 199
     rclient.create_stream(STREAM, tk.StreamConfig(segments=2, retention=tk.RetentionPolicy.by_size(1_000)))
     low_key, high_key = key_in(0.0, 0.5), key_in(0.5, 1.0)
     w = rclient.stream(STREAM).writer("w")
@@ -233,7 +235,7 @@ def test_bad_input_is_a_typed_error_and_changes_nothing(rclient: tk.Client) -> N
     with pytest.raises(tk.InvalidInput, match="max 5 B is less than min 10 B"):
         tk.RetentionPolicy.by_size(10, 5)
     with pytest.raises(tk.InvalidInput, match="min must not be negative, got -1"):
-        tk.RetentionPolicy(tk.RetentionKind.TIME, -1)  # min 0 is allowed (a message queue, issue 7)
+        tk.RetentionPolicy(tk.RetentionKind.TIME, -1)  # min 0 is allowed (a message queue; docs/retention.md)
     with pytest.raises(tk.InvalidInput):
         tk.RetentionPolicy.by_size(-5)
     with pytest.raises(tk.InvalidInput, match="unit"):

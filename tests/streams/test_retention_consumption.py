@@ -1,6 +1,7 @@
-"""Consumption-based retention, the pure decision (DESIGN §5 cases i-v): the seed's five cases for SIZE
-and TIME, reference B3's worked cases adapted where the seed governs, a property test against a
-brute-force oracle, and min = 0."""
+"""Consumption-based retention, the pure decision (cases i-v, docs/design/streams.md#consumption): the
+five cases on one retention set for SIZE and TIME, the cases of Pravega's tests
+SMTT.consumptionBasedRetentionSizeLimitTest and ...TimeLimitTest (adapted where tidekeep's rules differ
+from Pravega's code, docs/retention.md), a property test against a brute-force oracle, and min = 0."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def cut(a: int, b: int) -> dict[int, int]:
     return {S0: a, S1: b}
 
 
-# The seed's retention set: six records at one-minute steps, sizes 100 .. 600 (50 bytes per segment and
+# The retention set of the five cases: six records at one-minute steps, sizes 100 .. 600 (50 bytes per segment and
 # step); the tail is the last one. SIZE retained: 500, 400, 300, 200, 100, 0. TIME at T0 + 10 min,
 # ages 9, 8, 7, 6, 5, 4 minutes.
 R = [rec(T0 + i * MIN, 50 * i, 50 * i) for i in range(1, 7)]
@@ -57,7 +58,7 @@ def seed_decision(policy: RetentionPolicy, lb: dict[int, int], head: dict[int, i
                   consumption=Consumption(lb))
 
 
-# ---- the seed's five cases, SIZE ------------------------------------------------------------------------
+# ---- the five cases, SIZE -------------------------------------------------------------------------------
 
 
 def test_size_case_i_lb_within_the_limits_is_the_cut() -> None:
@@ -84,14 +85,14 @@ def test_size_case_iv_lb_overlapping_cmin_takes_the_latest_cut_before_lb() -> No
 
 
 def test_size_case_v_lb_overlapping_cmax_takes_the_first_cut_after_lb() -> None:
-    # keeps 460 > 450 and overlaps Cmax (100, 100). The seed: the first non-overlapping cut after LB,
+    # keeps 460 > 450 and overlaps Cmax (100, 100). Case (v): the first non-overlapping cut after LB,
     # (150, 150). Pravega's code has no overlap test for SIZE and truncates at its limitMax (100, 100),
     # which retains less than LB -- and drops 70 bytes of segment 0.1 the subscribers have not read.
     d = seed_decision(SIZE_POLICY, cut(110, 30))
     assert (d.case, d.rule, d.cut, d.retained) == ("v", CBR_OVERLAPS_MAX, R[2].positions, 300)
 
 
-# ---- the seed's five cases, TIME ------------------------------------------------------------------------
+# ---- the five cases, TIME -------------------------------------------------------------------------------
 
 
 def test_time_case_i_lb_between_cmax_and_cmin_is_the_cut() -> None:
@@ -118,7 +119,7 @@ def test_time_case_iv_lb_overlapping_cmin_takes_the_latest_cut_before_lb() -> No
 
 def test_time_case_v_lb_overlapping_cmax_takes_the_first_cut_after_lb() -> None:
     # Pravega's TIME code truncates at maxBound (the newest record at least max old, here R[0] (50, 50),
-    # which LB is after: it would truncate at LB, keeping data 8+ minutes old). The seed: first
+    # which LB is after: it would truncate at LB, keeping data 8+ minutes old). Case (v): the first
     # non-overlapping cut after LB, within the limits.
     d = seed_decision(TIME_POLICY, cut(110, 30))
     assert (d.case, d.rule, d.cut, d.retained) == ("v", CBR_OVERLAPS_MAX, R[2].positions, 7 * MIN)
@@ -229,7 +230,7 @@ def test_time_stream_below_min_truncates_nothing() -> None:
     assert (d.rule, d.cut, d.case, d.lower_bound) == (BELOW_MIN, None, None, cut(20, 30))
 
 
-# ---- reference B3's worked cases (SMTT.consumptionBasedRetentionSizeLimitTest, min 2, max 10) -------------
+# ---- Pravega's test SMTT.consumptionBasedRetentionSizeLimitTest (min 2, max 10) ----------------------------
 
 
 B3_POLICY = RetentionPolicy.by_size(2, 10)
@@ -356,7 +357,7 @@ def test_min_zero_with_subscribers_is_a_message_queue() -> None:
     assert (d.case, d.rule, d.cut, d.retained) == ("v", CBR_OVERLAPS_MAX, R[5].positions, 0)
 
 
-# ---- property: against a brute-force oracle applying DESIGN §5 per segment --------------------------------
+# ---- property: against a brute-force oracle applying docs/design/streams.md#consumption per segment -------
 
 
 def order(a: dict[int, int], b: dict[int, int]) -> str:

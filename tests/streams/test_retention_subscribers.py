@@ -1,7 +1,8 @@
 """Consumption-based retention inside the retention cycle, on SQLite and PostgreSQL: preview and run
-with subscriber reader groups land in DESIGN §5's cases i, ii and iii for SIZE and TIME; no subscriber
-leaves size/time retention unchanged; consumption truncations are audited with the subscribers that
-allowed them; a legal hold still wins; `tidekeep retention preview` shows subscribers, LB and case.
+with subscriber reader groups land in cases i, ii and iii (docs/design/streams.md#consumption) for
+SIZE and TIME; no subscriber leaves size/time retention unchanged; consumption truncations are
+audited with the subscribers that allowed them; a legal hold still wins; `tidekeep retention
+preview` shows subscribers, LB and case.
 
 Every scenario: a one-segment stream, nine rounds of ten 100-byte events with a cycle 11 minutes
 apart, while a min-only policy too large to truncate anything builds the retention set (records at
@@ -318,7 +319,8 @@ def test_after_the_maximum_overrode_a_stopped_subscriber_cycles_keep_the_maximum
 def test_a_truncation_at_the_lower_bound_prunes_the_records_it_passed(cclient: tk.Client,
                                                                       clock: tk.ManualClock) -> None:
     """LB is no retention-set record, so the set is pruned by the truncation cut itself: every record
-    at or before it goes (reference A5); otherwise a queue always truncated at LB would never prune."""
+    at or before it goes (docs/design/streams.md#retention-set); otherwise a queue always truncated at
+    LB would never prune."""
     group = build(cclient, clock, "size")
     assert group is not None
     before = [r.recording_size for r in cclient.stream(STREAM).retention.records()]

@@ -1,5 +1,6 @@
-"""The subscriber lower bound (DESIGN §5, reference B2): properties against a brute-force oracle on
-random scaled streams, and the two worked examples of reference B2."""
+"""The subscriber lower bound (docs/design/streams.md#consumption): properties against a brute-force
+oracle on random scaled streams, and Pravega's two worked examples (docs/retention.md): a split, and
+the merges and splits of SMTT.consumptionBasedRetentionWithScale2."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def test_lower_bound_is_associative(case) -> None:
     assert pairwise == lower_bound([a, b, c], stream.segments)
 
 
-# ---- reference B2's worked examples ---------------------------------------------------------------------
+# ---- Pravega's worked examples ----------------------------------------------------------------------------
 
 
 def sid(epoch: int, number: int) -> int:

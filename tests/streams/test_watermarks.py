@@ -1,4 +1,4 @@
-"""Watermark computation and reader time windows (issue 8 points 3 and 5, pure core)."""
+"""Watermark computation and reader time windows, the pure core (docs/watermarks.md)."""
 
 from __future__ import annotations
 
@@ -40,8 +40,9 @@ class Scenario:
 @st.composite
 def repartitioned_streams(draw: st.DrawFn) -> ScaledStream:
     """scaled_streams only splits one segment or merges whole ones; add up to two many-to-many scales
-    (2..3 adjacent active segments replaced by 2 at a different boundary, as in reference D4). Those
-    are what open key-range gaps that the cut computation has to fill."""
+    (2..3 adjacent active segments replaced by 2 at a different boundary, as in Pravega's
+    WatermarkWorkflowTest.testWatermarkingWorkflow). Those are what open key-range gaps that the cut
+    computation has to fill."""
     stream = draw(scaled_streams(max_scales=3))
     segments, grid, epoch = dict(stream.segments), dict(stream.grid), stream.epoch
     next_number = max(s & 0xFFFFFFFF for s in segments) + 1
@@ -217,7 +218,7 @@ def test_timed_out_writer_still_bounds_the_cut_with_its_last_position() -> None:
     assert wm1 is not None and (wm1.lower_time_ms, wm1.cut) == (20, {0: 4})
 
 
-# ---- the D4 worked example ---------------------------------------------------------------------------
+# ---- Pravega's worked example (WatermarkWorkflowTest.testWatermarkingWorkflow; docs/watermarks.md) -----
 
 
 def test_reference_d4_worked_example() -> None:
@@ -270,7 +271,7 @@ def test_unwritten_segment_is_filled_at_its_start_so_readers_get_a_lower_bound()
     assert time_window({s0: 10, s1: 0}, [wm], segments) == TimeWindow(None, 42)
 
 
-# ---- the reader's window: reference D6 -----------------------------------------------------------------
+# ---- the reader's window: Pravega's WatermarkReaderImpl (docs/watermarks.md) ----------------------------
 
 
 S0, S1, S2, S3 = make_id(0, 0), make_id(0, 1), make_id(1, 2), make_id(2, 3)

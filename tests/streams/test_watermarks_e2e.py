@@ -1,11 +1,11 @@
-"""Watermarks end to end (issue 8): real writers noting time (automatically, explicitly, and through
+"""Watermarks end to end (docs/watermarks.md): real writers noting time (automatically, explicitly, and through
 transaction commits), the controller computing watermarks, and a reader group reading concurrently
 with its time windows — on real SQLite and PostgreSQL.
 
-The invariant checked for every event E (Pravega's WatermarkingTest idea, the issue's first required
-test): "the time E's writer noted just before writing E is >= the lower bound of the window the reader
-saw at or before E". Why it must hold: a reader's lower bound is the lower time of a watermark W whose
-cut its position has passed; a reader positioned at E has passed W only if E lies at or after W's
+The invariant checked for every event E (the idea of Pravega's WatermarkingTest): "the time E's
+writer noted just before writing E is >= the lower bound of the window the reader saw at or before
+E". Why it must hold: a reader's lower bound is the lower time of a watermark W whose cut its
+position has passed; a reader positioned at E has passed W only if E lies at or after W's
 cut; W's cut is at or after the position of every writer mark in W; so E was committed after its
 writer's mark in W, hence written after that note, and the time noted just before E is >= that
 mark's time >= min over W's writers = W.lower.
@@ -374,7 +374,8 @@ def test_reader_window_basics(client: tk.Client) -> None:
     second = _write_and_note(client, writer, 5, 5, 200)
     assert (first.lower_time_ms, second.lower_time_ms) == (100, 200)
     # at the head, before the first watermark's cut (5 events in): lower unknown, upper from the
-    # first watermark ahead (D6: the tracker stops loading at the first mark the reader has not passed)
+    # first watermark ahead (as in Pravega's WatermarkReaderImpl, the tracker stops loading at the first
+    # mark the reader has not passed)
     assert reader.time_window(STREAM) == TimeWindow(None, first.upper_time_ms)
     assert off.time_window(STREAM) == TimeWindow(None, None)  # watermarks exist, but windows are off
 

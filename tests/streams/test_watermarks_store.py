@@ -1,9 +1,9 @@
-"""Watermarks through the real store (issue 8 points 1, 2 and 4) on SQLite and PostgreSQL, with a
+"""Watermarks through the real store (docs/watermarks.md) on SQLite and PostgreSQL, with a
 ManualClock: a writer's note records the offsets after its last committed event (read back from the
 events themselves), the aggregation timeout drops and readmits a lagging writer, a closed writer never
 holds watermarks back, a transaction's timestamp records its mark where it landed (and a time going
 backwards refuses the commit, leaving it open), the conditional append lets exactly one of two
-controllers append a revision, streams_due, the reference's D4 worked example on a really scaled
+controllers append a revision, streams_due, Pravega's worked watermark example on a really scaled
 stream, and a database upgraded from revision 0009."""
 
 from __future__ import annotations
@@ -412,14 +412,14 @@ def test_streams_due_are_those_with_a_fresh_mark_or_one_noted_after_their_last_w
     assert marks.streams_due() == sorted([fresh, late, never])
 
 
-# ---- 6. the reference's D4 worked example on a real stream ------------------------------------------------
+# ---- 6. Pravega's worked watermark example on a real stream ------------------------------------------------
 
 
 def test_reference_d4_worked_example_through_the_store(client: tk.Client) -> None:
-    """Reference D4 with its exact offsets: segments 0.0, 0.1, 0.2 scaled into 1.3 [0, .5) and 1.4
-    [.5, 1); writers at {0:300, 1:400}@302, {1:100, 2:400}@301, {3:100}@300 after a watermark at
-    {0:200, 1:300, 2:300} give {3:100, 4:0} with lower 300 and upper 302. Events of 50 bytes make
-    every one of those offsets an event boundary."""
+    """Pravega's WatermarkWorkflowTest.testWatermarkingWorkflow with its exact offsets: segments 0.0,
+    0.1, 0.2 scaled into 1.3 [0, .5) and 1.4 [.5, 1); writers at {0:300, 1:400}@302, {1:100, 2:400}@301,
+    {3:100}@300 after a watermark at {0:200, 1:300, 2:300} give {3:100, 4:0} with lower 300 and upper
+    302. Events of 50 bytes make every one of those offsets an event boundary."""
     client.create_stream(STREAM, tk.StreamConfig(segments=3))
     state = client.stream(STREAM).state()
     s0, s1, s2 = (segment_id(0, n) for n in range(3))
@@ -448,7 +448,7 @@ def test_reference_d4_worked_example_through_the_store(client: tk.Client) -> Non
     marks.note(STREAM, "w2", 301, position={s1: 100, s2: 400})
     marks.note(STREAM, "w3", 300, position={s3: 100})
     assert statuses(client) == {"w1": (True, True), "w2": (True, True), "w3": (True, True)}
-    # the reference's result (its revision is 8 after a previous 7; ours follows our revision 0)
+    # Pravega's expected result (its revision is 8 after a previous 7; ours follows our revision 0)
     wm = marks.compute(STREAM)
     assert wm == Watermark(1, 300, 302, {s3: 100, s4: 0})
     assert wm.to_dict()["cut"] == {"1.3": 100, "1.4": 0}

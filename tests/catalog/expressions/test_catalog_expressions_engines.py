@@ -1,6 +1,7 @@
 """The three compilers (Python, SQLAlchemy on SQLite and PostgreSQL, Spark) agree: Stroom's
-scenarios (reference 1.8, 1.10 testLogicalDelete, Part 3 item 8) on fixed records, and random
-expressions over random records (hypothesis; Spark batched, one job per example)."""
+expression scenarios (testLogicalDelete among them; the semantics are in docs/catalog-expressions.md)
+on fixed records, and random expressions over random records (hypothesis; Spark batched, one job per
+example)."""
 
 from __future__ import annotations
 
