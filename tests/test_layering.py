@@ -162,3 +162,34 @@ def test_only_the_justified_imports_point_up() -> None:
 ])
 def test_what_the_settings_and_the_chunk_format_use_stands_below_them(module: str, allowed: set[str]) -> None:
     assert import_graph()[module] <= allowed
+
+
+# `x._name` on something other than self or cls, allowed only where the name is public by its
+# owner's documentation or the object is the module's own
+PUBLIC_UNDERSCORE_NAMES = {"_mapping", "_asdict", "_replace", "_fields", "_exit"}  # SQLAlchemy rows, named tuples, os
+OWN_OR_EXPLAINED = {
+    ("store/fileio.py", "_init"),  # a FileIO the class itself builds around a given filesystem
+    ("store/fileio.py", "_foreign"),
+    ("catalog/expressions/sql.py", "_bind_processors"),  # SQLAlchemy's, to render literal parameters
+    ("spark/session.py", "_tidekeep_sources_registered"),  # tidekeep's own marker on a session
+}
+
+
+def private_accesses(path: Path) -> Iterator[tuple[int, str]]:
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            owner = node.value
+            if isinstance(owner, ast.Name) and owner.id in {"self", "cls"}:
+                continue
+            yield node.lineno, node.attr
+
+
+def test_no_module_reaches_into_another_objects_private_names() -> None:
+    found = [f"{path.relative_to(SRC)}:{line}: .{name}"
+             for path in sorted(SRC.rglob("*.py"))
+             for line, name in private_accesses(path)
+             if name not in PUBLIC_UNDERSCORE_NAMES
+             and (path.relative_to(SRC).as_posix(), name) not in OWN_OR_EXPLAINED]
+    assert found == []

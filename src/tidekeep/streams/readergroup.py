@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from ..errors import ChunkMissing, ConflictError, InvalidInput, InvalidStreamCut, NotFound, TidekeepError, TruncatedData
 from ..names import check_name, split_stream_name
 from ..store import schema as t
+from ..store.audit import AuditEntry, AuditLog
 from ..units import parse_duration_ms
 from . import rg_state as core
 from .config import RetentionType
@@ -626,10 +627,11 @@ class Reader:
             log.warning("reader group %s, reader %s: skipped truncated data at %s (head is %d)", self.group.name,
                         self.reader_id, where, segment.head)
             with self.controller.db.write() as conn:
-                self.controller._audit(conn, "rg_skip_truncated", cursor.stream, None, None, segment.head - old,
-                                       f"reader group {self.group.name}: reader {self.reader_id} skipped truncated "
-                                       "data", {"segment": segment_name(cursor.segment), "from": old,
-                                                "to": segment.head, "group": self.group.name})
+                AuditLog(self.clock, self.controller.actor).append(conn, AuditEntry(
+                    "rg_skip_truncated", cursor.stream,
+                    f"reader group {self.group.name}: reader {self.reader_id} skipped truncated data",
+                    segment.head - old, {"segment": segment_name(cursor.segment), "from": old,
+                                         "to": segment.head, "group": self.group.name}))
             return
         raise TruncatedData(f"reader {self.reader_id} of group {self.group.name}: data at {where} has been "
                             f"truncated (head is {segment.head}); reading goes on from the head")
