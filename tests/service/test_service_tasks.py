@@ -4,9 +4,7 @@ layering rule that no family imports the service."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -14,14 +12,12 @@ from hypothesis import strategies as st
 
 import tidekeep as tk
 from helpers.imports import SRC, imported_modules
+from helpers.service_env import T0, TTL
 from tidekeep.errors import LeaseLost
 from tidekeep.service.scheduler import RetentionService
 from tidekeep.service.tasks import DoneAt, LeaseUse, PeriodicTask, backoff_ms, interval_due, run_exclusive
 from tidekeep.store.fencing import LeaseFence
 from tidekeep.store.leases import LeaseStore
-
-T0 = 1_700_000_000_000
-TTL = 30_000
 
 
 @dataclass
@@ -53,16 +49,6 @@ class Probe:
     def failed(self, error: Exception, now_ms: int) -> bool:
         self.failures.append(str(error))
         return self.outcome == "fail-counts"
-
-
-@pytest.fixture
-def env(tmp_path: Path, metadata_url: str) -> Iterator[tuple[RetentionService, LeaseStore, tk.ManualClock]]:
-    clock = tk.ManualClock(T0)
-    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
-                   create=True)
-    leases = LeaseStore(c.workspace.db, clock)
-    yield RetentionService(leases, clock, "A", ttl_ms=TTL), leases, clock
-    c.close()
 
 
 def test_a_task_of_its_own_kind_runs_once_per_interval_under_its_lease(

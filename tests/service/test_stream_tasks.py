@@ -8,23 +8,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import tidekeep as tk
 from helpers.imports import SRC, imported_modules
+from helpers.service_env import T0, TTL
 from tidekeep.errors import ConflictError, LeaseLost, NotFound
 from tidekeep.service.scheduler import RetentionService
 from tidekeep.service.stream_tasks import RetentionTask, WatermarkTask, stream_resource
 from tidekeep.service.tasks import Outcome, run_exclusive
 from tidekeep.store.leases import LeaseStore
 
-T0 = 1_700_000_000_000
-TTL = 30_000
 FREQ = 60_000
 
 # ---- pure decisions against oracles --------------------------------------------------------------
@@ -129,16 +125,6 @@ def test_watermarks_keep_their_own_interval_from_each_start(every: int, last_don
 
 
 # ---- on real leases ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def env(tmp_path: Path, metadata_url: str) -> Iterator[tuple[RetentionService, LeaseStore, tk.ManualClock]]:
-    clock = tk.ManualClock(T0)
-    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
-                   create=True)
-    leases = LeaseStore(c.workspace.db, clock)
-    yield RetentionService(leases, clock, "A", ttl_ms=TTL), leases, clock
-    c.close()
 
 
 def test_a_retention_cycle_renews_its_stream_lease_and_keeps_it(
