@@ -41,7 +41,7 @@ def job(job_id: int, created_ms: int, state: JobState = JobState.RUNNING, comple
 
 
 # ---- docs/archives-retention.md's example: TTL 1 h, archive end 16:00 UTC -----------------------
-def test_seed_example_kept_at_1700_expired_after() -> None:
+def test_the_worked_expiry_example_kept_at_1700_expired_after() -> None:
     end = ms(2024, 5, 1, 16, 0)
     assert not is_expired(end, safe_expiry_ms(ms(2024, 5, 1, 16, 59), 60, None))
     assert not is_expired(end, safe_expiry_ms(ms(2024, 5, 1, 17, 0), 60, None))  # T − archive.T = TTL: kept

@@ -64,7 +64,7 @@ def journal_rows(client: tk.Client) -> list[str]:
         return list(conn.execute(sa.select(archive_gc_journal.c.archive_id)).scalars())
 
 
-def test_seed_example_on_real_archives(gc_client: tk.Client) -> None:
+def test_the_worked_expiry_example_on_real_archives(gc_client: tk.Client) -> None:
     """TTL 1 h, archive end 16:00 UTC: kept at 17:00:00.000, deleted at 17:00:00.001 — row,
     catalog record and file together."""
     clock = clock_of(gc_client)

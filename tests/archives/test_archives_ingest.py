@@ -256,7 +256,7 @@ def test_range_partitions_follow_input_size_target_and_parallelism() -> None:
     assert range_partitions(1 << 30, 256_000_000, 1) == 1
 
 
-def test_the_seeds_utc_minus_4_log_expires_at_the_right_instant(tmp_path: Path, metadata_url: str, spark) -> None:
+def test_a_utc_minus_4_log_expires_at_the_right_instant(tmp_path: Path, metadata_url: str, spark) -> None:
     """CLP's time-zone pitfall (docs/design/archives.md#time-zones): a log written at 16:00 in UTC-4
     with zone-less timestamps, TTL 1 hour.
     Ingested with --timezone America/New_York it is kept until 17:00 local (21:00 UTC) and expired

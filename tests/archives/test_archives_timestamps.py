@@ -165,7 +165,7 @@ def test_impossible_or_misplaced_times_are_no_timestamp(line: str) -> None:
     assert parse_timestamp(line, make_rules("UTC", None, 1_720_000_000_000)) is None
 
 
-def test_the_seeds_zone_example_and_dst_edges() -> None:
+def test_the_utc_minus_4_zone_example_and_dst_edges() -> None:
     ny = make_rules("America/New_York", None, 0)
     assert parse_timestamp("2024-07-01 16:00:00 app", ny) == 1_719_864_000_000  # 20:00 UTC, not 16:00
     assert parse_timestamp("2024-07-01 12:00:00 app", ny) == 1_719_849_600_000  # 16:00 UTC

@@ -42,7 +42,7 @@ def add_aged(client: tk.Client, feeds: list[str], ages_days: list[int]) -> list[
                                for feed in feeds for days in ages_days])
 
 
-def test_the_seed_example_deletes_exactly_what_its_periods_say(client: tk.Client, spark) -> None:
+def test_the_four_rule_example_deletes_exactly_what_its_periods_say(client: tk.Client, spark) -> None:
     rules = seed_rules()
     client.catalog.set_rules(rules)
     add_aged(client, ["SPECIAL_DATA", "INTERNAL_LOGS", "OTHER"], [1, 80, 100, 365 * 4, 365 * 6, 365 * 11])

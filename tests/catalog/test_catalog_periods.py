@@ -157,7 +157,7 @@ def test_actions_follow_rule_numbers_not_list_order() -> None:
     assert [[a.rule_number for a in p.actions] for p in periods] == [[2, 5, 9], [2, 5, 9]]
 
 
-def test_seed_four_rule_example() -> None:
+def test_the_four_rule_example() -> None:
     special = RetentionRule(1, "Special", True, Term("Feed", Condition.EQUALS, "SPECIAL_DATA"), Age(10, "YEARS"))
     internal = RetentionRule(2, "Internal", True, Term("Feed", Condition.EQUALS, "INTERNAL_LOGS"), Age(3, "MONTHS"))
     everything = RetentionRule(3, "All feeds", True, Term("Feed", Condition.EQUALS, "*"), Age(5, "YEARS"))

@@ -244,31 +244,31 @@ def b3(tail: tuple[int, int], records: list[RetentionRecord], subscribers: list[
                   consumption=Consumption(lb))
 
 
-def test_b3_case_1_lb_within_the_limits() -> None:
+def test_pravegas_consumption_case_1_lb_within_the_limits() -> None:
     d = b3((2, 2), [rec(T0 + 1, 2, 2)], [cut(2, 1), cut(1, 2)], (0, 0))
     # LB (1, 1) keeps 2 bytes. No record keeps at least min (only the tail is recorded), but SIZE knows
     # exactly what LB keeps, so (i) needs no Cmin -- as Pravega's code, which truncates here too.
     assert d.lower_bound == cut(1, 1) and (d.case, d.cut, d.retained) == ("i", cut(1, 1), 2)
 
 
-def test_b3_case_2_everything_consumed_but_no_cmin() -> None:
+def test_pravegas_consumption_case_2_everything_consumed_but_no_cmin() -> None:
     d = b3((2, 2), [rec(T0 + 1, 2, 2)], [cut(2, 2), cut(2, 2)], (1, 1))
     assert (d.case, d.rule, d.cut) == ("ii", CBR_NO_TRUNCATION, None)  # keeps 0 < min, nothing keeps min
 
 
-def test_b3_case_3_lb_below_min_truncates_at_cmin() -> None:
+def test_pravegas_consumption_case_3_lb_below_min_truncates_at_cmin() -> None:
     records = [rec(T0 + 1, 2, 2), rec(T0 + 2, 2, 2), rec(T0 + 3, 10, 10)]
     d = b3((10, 10), records, [cut(10, 9), cut(10, 10)], (1, 1))  # LB (10, 9) keeps 1
     assert (d.case, d.rule, d.cut, d.chosen) == ("ii", CBR_BELOW_MIN, cut(2, 2), records[0])  # ties keep the older
 
 
-def test_b3_case_4_lb_above_max_truncates_at_cmin_when_no_cut_is_within_the_limits() -> None:
+def test_pravegas_consumption_case_4_lb_above_max_truncates_at_cmin_when_no_cut_is_within_the_limits() -> None:
     records = [rec(T0 + 3, 10, 10), rec(T0 + 4, 20, 20)]
     d = b3((20, 20), records, [cut(10, 9), cut(20, 20)], (2, 2))  # LB keeps 21 > 10; (10, 10) keeps 20
     assert d.cmax is None and (d.case, d.rule, d.cut, d.retained) == ("iii", CBR_ABOVE_MAX, cut(10, 10), 20)
 
 
-def test_b3_case_5_lb_keeping_no_more_than_the_candidate_is_kept() -> None:
+def test_pravegas_consumption_case_5_lb_keeping_no_more_than_the_candidate_is_kept() -> None:
     records = [rec(T0 + 4, 20, 20), rec(T0 + 5, 30, 30)]
     d = b3((30, 30), records, [cut(21, 19), cut(30, 30)], (10, 10))  # LB keeps 20, so does (20, 20)
     # (20, 20) overlaps LB and frees nothing more; LB is as close to max and spares the subscribers. The
@@ -276,7 +276,7 @@ def test_b3_case_5_lb_keeping_no_more_than_the_candidate_is_kept() -> None:
     assert (d.case, d.rule, d.cut, d.retained) == ("v", CBR_OVERLAPS_MAX, cut(21, 19), 20)
 
 
-def test_b3_time_case_adapted_the_seed_governs() -> None:
+def test_pravegas_consumption_time_example_lb_keeping_more_than_max() -> None:
     # SMTT.consumptionBasedRetentionTimeLimitTest (min 1 ms, max 10 ms) ends with LB (22, 21) overlapping
     # Pravega's maxBound (21, 22), the newest record at least max old, and truncates there -- keeping
     # 12 ms, more than max. Here byte 21 of segment 0.1 lies at LB and before that cut, recorded 12 ms

@@ -210,7 +210,7 @@ A4 = {19: rec(T0, 9, 10), 100: rec(T0 + 1, 50, 50), 120: rec(T0 + 2, 60, 60),
       199: rec(T0 + 3, 99, 100), 221: rec(T0 + 4, 110, 111)}
 
 
-def test_a4_first_truncation_at_the_size_19_cut() -> None:
+def test_pravegas_size_example_first_truncation_at_the_size_19_cut() -> None:
     records = [A4[19], A4[100], A4[120]]  # deltas 101, 20, 0
     d = decide(RetentionStream.of(two_segments(60, 60), {S0: 0, S1: 0}, 120), records, RetentionPolicy.by_size(100),
                T0 + 10)
@@ -218,7 +218,7 @@ def test_a4_first_truncation_at_the_size_19_cut() -> None:
     assert d.rule == NO_MAX and d.cut == {S0: 9, S1: 10} and d.freed_bytes == 19
 
 
-def test_a4_second_truncation_at_the_size_120_cut() -> None:
+def test_pravegas_size_example_second_truncation_at_the_size_120_cut() -> None:
     records = [A4[100], A4[120], A4[199], A4[221]]  # deltas 121, 101, 22, 0
     head = {S0: 9, S1: 10}
     d = decide(RetentionStream.of(two_segments(110, 111), head, 221), records, RetentionPolicy.by_size(100), T0 + 10)
@@ -226,7 +226,7 @@ def test_a4_second_truncation_at_the_size_120_cut() -> None:
     assert d.cut == {S0: 60, S1: 60} and d.freed_bytes == 120 - 19
 
 
-def test_a4_with_a_max_the_seed_governs() -> None:
+def test_pravegas_size_example_with_a_max_truncates_at_cmax() -> None:
     # Adapted: Pravega always truncates at limitMin (the size-120 cut). With max = 150 and the stream
     # holding 202 bytes (> max), the rule "above max -> the cut closest to but below max" picks
     # Cmax, the size-100 cut (retains 121, within [100, 150]); docs/design/streams.md#limits.

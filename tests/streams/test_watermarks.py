@@ -221,7 +221,7 @@ def test_timed_out_writer_still_bounds_the_cut_with_its_last_position() -> None:
 # ---- Pravega's worked example (WatermarkWorkflowTest.testWatermarkingWorkflow; docs/watermarks.md) -----
 
 
-def test_reference_d4_worked_example() -> None:
+def test_pravegas_watermarking_workflow_example() -> None:
     third = 1 / 3
     s0, s1, s2 = make_id(0, 0), make_id(0, 1), make_id(0, 2)
     s3, s4 = make_id(1, 3), make_id(1, 4)
@@ -292,7 +292,7 @@ def test_compare_as_in_pravega_testCompare() -> None:
         assert compare(overlap, mark, D6_SEGMENTS) == 0
 
 
-def test_reference_d6_testUpdates_sequence() -> None:
+def test_pravegas_watermark_reader_updatesUpdates_sequence() -> None:
     cuts = [
         {S0: 0, S1: 0}, {S0: 2, S1: 0}, {S0: 2, S1: 2}, {S2: 0, S1: 2},
         {S2: 4, S1: 2}, {S2: 4, S1: 4}, {S2: 4, S3: 0}, {S2: 6, S3: 4},

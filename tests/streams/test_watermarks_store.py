@@ -415,7 +415,7 @@ def test_streams_due_are_those_with_a_fresh_mark_or_one_noted_after_their_last_w
 # ---- 6. Pravega's worked watermark example on a real stream ------------------------------------------------
 
 
-def test_reference_d4_worked_example_through_the_store(client: tk.Client) -> None:
+def test_pravegas_watermarking_workflow_example_through_the_store(client: tk.Client) -> None:
     """Pravega's WatermarkWorkflowTest.testWatermarkingWorkflow with its exact offsets: segments 0.0,
     0.1, 0.2 scaled into 1.3 [0, .5) and 1.4 [.5, 1); writers at {0:300, 1:400}@302, {1:100, 2:400}@301,
     {3:100}@300 after a watermark at {0:200, 1:300, 2:300} give {3:100, 4:0} with lower 300 and upper
