@@ -4,11 +4,14 @@ applied from what a test uses; the hypothesis profiles.
 PostgreSQL: TIDEKEEP_TEST_PG_URL names a server (`.ci/run` starts one and exports it). Without it
 the tests try the local default; when no server answers they skip with a loud reason, except in
 CI (CI=true or TIDEKEEP_TEST_REQUIRE_PG=1), where an unreachable server fails them.
-Each PostgreSQL-backed test gets its own schema, dropped afterwards.
+Each PostgreSQL-backed test gets a schema of its own: `pg_url` a new empty one, dropped afterwards;
+the postgres side of `metadata_url` (and so of `client`) an empty one already at head, taken from
+a per-process pool and emptied afterwards (tests/helpers/pg_schemas.py); `new_store_url` is both
+backends with nothing in them, for the tests of creating and migrating a store.
 
 In parallel (pytest-xdist, `-n`): every worker process is a pytest session of its own, so it starts
 its own Spark session and gets its own temporary base directory (`popen-gwN`); schema names are
-random per test, so workers never share one (tests/test_parallel.py checks all three).
+random and each pool belongs to one worker, so workers never share one (tests/test_parallel.py checks all three).
 
 Markers are never written by hand; collection applies them (docs/testing.md):
 - `spark`: the test uses the `spark` fixture;
@@ -34,7 +37,6 @@ import inspect
 import os
 import sys
 import types
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,7 @@ from hypothesis import settings as hypothesis_settings
 
 import tidekeep as tk
 from helpers.cli_runner import InProcess
+from helpers.pg_schemas import HeadSchemas, new_schema_name, url_in_schema
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -88,22 +91,49 @@ def pg_base_url() -> str:
 def pg_url() -> Iterator[str]:
     """A PostgreSQL URL whose search_path is a fresh schema, dropped after the test."""
     base = pg_base_url()
-    schema = f"t_{uuid.uuid4().hex[:12]}"
+    schema = new_schema_name()
     engine = sa.create_engine(base)
     with engine.begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    url = sa.make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
     try:
-        yield url.render_as_string(hide_password=False)
+        yield url_in_schema(base, schema)
     finally:
         with engine.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
         engine.dispose()
 
 
+@pytest.fixture(scope="session")
+def head_schemas() -> Iterator[HeadSchemas]:
+    """This test process's pool of empty PostgreSQL schemas at head (tests/helpers/pg_schemas.py)."""
+    pool = HeadSchemas(pg_base_url())
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def pg_head_url(head_schemas: HeadSchemas) -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is an empty schema at head, emptied (or dropped) after."""
+    schema = head_schemas.take()
+    try:
+        yield url_in_schema(head_schemas.base_url, schema)
+    finally:
+        head_schemas.give_back(schema)
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def metadata_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Parametrises a test over both metadata backends."""
+    """Parametrises a test over both metadata backends: a store no workspace uses yet. On SQLite a new
+    file; on PostgreSQL an empty schema at head — creating the schema costs more than most tests, so
+    the tests whose subject is creating a store from nothing use `new_store_url`."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'metadata.db'}"
+    return request.getfixturevalue("pg_head_url")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def new_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Both metadata backends with nothing in them: a new SQLite file, an empty PostgreSQL schema."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'metadata.db'}"
     return request.getfixturevalue("pg_url")
@@ -243,7 +273,7 @@ def _fixture_functions(item: pytest.Function) -> list[types.FunctionType]:
 
 
 def _uses_postgres(item: pytest.Function) -> bool:
-    if "pg_url" in item.fixturenames:
+    if {"pg_url", "pg_head_url", "head_schemas"} & set(item.fixturenames):
         return True
     params = getattr(item, "callspec", None)
     return params is not None and any(

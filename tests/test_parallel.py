@@ -37,6 +37,16 @@ PROBE = textwrap.dedent('''
         (tmp_path / "mine").mkdir()  # fails if another test has the directory
         record(kind="pg", schema=schema, tmp=str(tmp_path))
 
+    @pytest.mark.parametrize("n", range(3))
+    def test_pooled_schemas(n, pg_head_url):
+        engine = sa.create_engine(pg_head_url)
+        with engine.begin() as conn:
+            schema = conn.execute(sa.text("select current_schema()")).scalar()
+            # fails on a schema another test left rows in, or that another worker is using
+            conn.execute(sa.text("insert into scopes (name, created_ms) values ('probe', 0)"))
+        engine.dispose()
+        record(kind="pooled", schema=schema)
+
     def test_spark(spark):
         from pyspark import SparkFiles
 
@@ -67,5 +77,10 @@ def test_each_worker_has_its_own_schemas_temp_dirs_and_spark_session(tmp_path: P
     assert len({s["tmp"] for s in pg}) == 6
     for worker in workers:  # each worker's temporary directories under a base of its own
         assert {Path(s["tmp"]).parent.name for s in pg if s["worker"] == worker} == {f"popen-{worker}"}
+    pooled = [s for s in seen if s["kind"] == "pooled"]
+    assert len(pooled) == 6 and not ({s["schema"] for s in pooled} & {s["schema"] for s in pg})
+    for worker in workers:  # a worker reuses its pooled schema; no other worker ever gets it
+        own = {s["schema"] for s in pooled if s["worker"] == worker}
+        assert len(own) == 1 and not own & {s["schema"] for s in pooled if s["worker"] != worker}
     spark = {s["worker"]: s["files"] for s in seen if s["kind"] == "spark"}
     assert set(spark) == workers and len(set(spark.values())) == 2  # one session per worker

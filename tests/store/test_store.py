@@ -24,6 +24,12 @@ from tidekeep.store.database import alembic_config, head_revision, migration_rev
 DDL_WORDS = ("CREATE", "ALTER", "DROP")
 
 
+@pytest.fixture
+def metadata_url(new_store_url: str) -> str:
+    """This module's subject is creating a store, so both backends start with nothing in them."""
+    return new_store_url
+
+
 def _connect(tmp_path: Path, metadata_url: str, **settings: object) -> tk.Client:
     return tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
                       settings={"writer.linger": 0, **settings}, create=True)

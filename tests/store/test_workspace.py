@@ -28,6 +28,12 @@ from tidekeep.store.workspace import (
 STREAM = "s/a"
 
 
+@pytest.fixture
+def metadata_url(new_store_url: str) -> str:
+    """This module's subject is creating a store, so both backends start with nothing in them."""
+    return new_store_url
+
+
 # ---- the pure decisions ----------------------------------------------------------------------------
 IDS = (None, "aaaa", "bbbb")
 

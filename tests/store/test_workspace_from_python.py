@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,6 +16,12 @@ from helpers.cli import run_cli
 from tidekeep.config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT, config_file_text, read_config_file
 
 STREAM = "py/made"
+
+
+@pytest.fixture
+def metadata_url(new_store_url: str) -> str:
+    """This module's subject is creating a store, so both backends start with nothing in them."""
+    return new_store_url
 
 
 def write_events(client: tk.Client, count: int) -> None:
