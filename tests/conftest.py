@@ -13,6 +13,12 @@ In parallel (pytest-xdist, `-n`): every worker process is a pytest session of it
 its own Spark session and gets its own temporary base directory (`popen-gwN`); schema names are
 random and each pool belongs to one worker, so workers never share one (tests/test_parallel.py checks all three).
 
+Object storage: `s3_server` is this process's S3-protocol server on loopback (moto in server mode,
+tests/helpers/s3.py; one per pytest process, like the Spark session, so it does not make a test
+`slow`); `s3_bucket` a new bucket with the AWS credential variables set; `storage_uri` parametrises
+a test over a local directory and an S3 prefix, and `storage_client` is `client` on both. Without a
+server the S3 tests skip, except in CI (CI=true or TIDEKEEP_TEST_REQUIRE_S3=1), where they fail.
+
 Markers are never written by hand; collection applies them (docs/testing.md):
 - `spark`: the test uses the `spark` fixture;
 - `postgres`: it uses PostgreSQL (`pg_url`, the postgres side of `metadata_url` or of another
@@ -48,6 +54,9 @@ from hypothesis import settings as hypothesis_settings
 import tidekeep as tk
 from helpers.cli_runner import InProcess
 from helpers.pg_schemas import HeadSchemas, new_schema_name, url_in_schema
+from helpers.s3 import S3Server, drop_bucket, moto_server, new_bucket
+from helpers.s3 import ci as _in_ci
+from helpers.s3 import environment as s3_environment
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -137,6 +146,64 @@ def new_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'metadata.db'}"
     return request.getfixturevalue("pg_url")
+
+
+# ---- object storage ----------------------------------------------------------------------------
+_s3_status: dict[str, str] = {}
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """This test process's S3-protocol server on loopback (moto, tests/helpers/s3.py), started on
+    first use. One that cannot start skips the S3 tests — and fails them in CI."""
+    if "error" in _s3_status:
+        _s3_unavailable(_s3_status["error"])
+    log = tmp_path_factory.mktemp("s3-server") / "moto.log"
+    try:
+        with moto_server(log) as server:
+            yield server
+            return
+    except (OSError, RuntimeError) as exc:
+        _s3_status["error"] = f"{type(exc).__name__}: {exc}"
+    _s3_unavailable(_s3_status["error"])
+
+
+def _s3_unavailable(reason: str) -> None:
+    if _in_ci():
+        pytest.fail(f"the S3 test server is required in CI and did not start: {reason}")
+    pytest.skip(f"the S3 test server did not start: {reason}")
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A new empty bucket on the test server, with the AWS credential variables set in the
+    environment (processes the test starts inherit them); the bucket is dropped afterwards."""
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)  # a developer's own AWS set-up must not redirect the tests
+    for name, value in s3_environment(s3_server).items():
+        monkeypatch.setenv(name, value)
+    bucket = new_bucket(s3_server)
+    yield bucket
+    drop_bucket(s3_server, bucket)
+
+
+@pytest.fixture(params=["local", "s3"])
+def storage_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Parametrises a test over storage: a local directory, and a prefix in a new S3 bucket."""
+    if request.param == "local":
+        return str(tmp_path / "data")
+    server: S3Server = request.getfixturevalue("s3_server")
+    return server.uri(request.getfixturevalue("s3_bucket"), "data")
+
+
+@pytest.fixture
+def storage_client(tmp_path: Path, metadata_url: str, storage_uri: str) -> Iterator[tk.Client]:
+    """`client` over both storages as well: the test modules whose subject depends on storage
+    name it as their `client`."""
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=storage_uri,
+                   settings={"writer.linger": 0}, create=True)
+    yield c
+    c.close()
 
 
 @pytest.fixture
@@ -264,9 +331,16 @@ def _uses(function: types.FunctionType, seen: set[types.CodeType] | None = None)
     return result
 
 
+# Session fixtures that start one server for the whole test process, as the Spark session does:
+# starting it is not the test's doing, and the tests that merely use it stay fast.
+_PER_PROCESS_SERVERS = {"s3_server"}
+
+
 def _fixture_functions(item: pytest.Function) -> list[types.FunctionType]:
     functions = []
-    for definitions in item._fixtureinfo.name2fixturedefs.values():
+    for name, definitions in item._fixtureinfo.name2fixturedefs.items():
+        if name in _PER_PROCESS_SERVERS:
+            continue
         for definition in definitions:
             functions.extend(_functions_of(definition.func))
     return functions

@@ -55,15 +55,21 @@ def _per_key(events: list[tk.Event]) -> dict[str | None, list[bytes]]:
 
 
 @pytest.fixture
+def client(storage_client: tk.Client) -> tk.Client:
+    """Every transaction test on local storage and on S3 (workers and the CLI get the same URI)."""
+    return storage_client
+
+
+@pytest.fixture
 def stream(client: tk.Client) -> str:
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     return STREAM
 
 
 @pytest.fixture
-def clocked(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tk.Client]:
-    """A client on a manual clock (for leases), on both backends."""
-    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
+def clocked(tmp_path: Path, metadata_url: str, storage_uri: str, clock: tk.ManualClock) -> Iterator[tk.Client]:
+    """A client on a manual clock (for leases), on both backends and both storages."""
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=storage_uri, clock=clock,
                    settings={"writer.linger": 0}, create=True)
     c.create_stream(STREAM, tk.StreamConfig(segments=2))
     yield c
@@ -162,7 +168,7 @@ def test_concurrent_reader_never_sees_part_of_a_transaction(client: tk.Client, s
 def test_reader_never_sees_part_of_a_transaction_committed_by_another_process(
         client: tk.Client, stream: str, metadata_url: str, tmp_path: Path) -> None:
     per_txn, txns = 60, 10
-    env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
+    env = worker_env(metadata_url, client.workspace.storage.location(), tmp_path / "ws")
     worker = subprocess.Popen([sys.executable, str(TXN_WORKERS), "commit-many", "--stream", stream, "--writer",
                                "tw1", "--txns", str(txns), "--per-txn", str(per_txn)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -274,7 +280,7 @@ def _run_txn_worker(args: list[str], env: dict[str, str]) -> subprocess.Complete
 @pytest.mark.parametrize("split", [False, True])
 def test_crash_after_commit_then_commit_again_by_id(client: tk.Client, stream: str, metadata_url: str,
                                                      tmp_path: Path, split: bool) -> None:
-    env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws", fault="txn.after_commit")
+    env = worker_env(metadata_url, client.workspace.storage.location(), tmp_path / "ws", fault="txn.after_commit")
     id_file = tmp_path / "txn-id"
     args = ["commit", "--stream", stream, "--writer", "tw1", "--events", "40", "--timestamp", "555",
             "--id-file", str(id_file)] + (["--split-before-commit"] if split else [])
@@ -295,7 +301,7 @@ def test_crash_after_commit_then_commit_again_by_id(client: tk.Client, stream: s
 @pytest.mark.parametrize("split", [False, True])
 def test_crash_before_commit_leaves_it_open_and_a_later_commit_lands_it_once(
         client: tk.Client, stream: str, metadata_url: str, tmp_path: Path, split: bool) -> None:
-    env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws", fault="txn.before_commit")
+    env = worker_env(metadata_url, client.workspace.storage.location(), tmp_path / "ws", fault="txn.before_commit")
     id_file = tmp_path / "txn-id"
     args = ["commit", "--stream", stream, "--writer", "tw1", "--events", "40", "--id-file", str(id_file)]
     done = _run_txn_worker(args + (["--split-before-commit"] if split else []), env)
@@ -323,7 +329,7 @@ def test_crash_between_abort_and_file_deletion_leaves_only_orphans_for_the_sweep
     txn.flush()
     staged = stored_files(client)
     assert staged and referenced_paths(client) == set()
-    env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws", fault="txn.abort.after_commit")
+    env = worker_env(metadata_url, client.workspace.storage.location(), tmp_path / "ws", fault="txn.abort.after_commit")
     done = _run_txn_worker(["abort", "--txn", txn.id], env)
     assert done.returncode == FAULT_EXIT_CODE, done.stderr
     assert txn.status() == tk.TxnState.ABORTED
@@ -509,10 +515,9 @@ def test_lease_expired_only_for_open_transactions_past_their_expiry(state: str, 
 
 
 # ---- CLI -----------------------------------------------------------------------------------------
-def _cli(tmp_path: Path, metadata_url: str, *args: str,
+def _cli(tmp_path: Path, metadata_url: str, storage: str, *args: str,
          capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    argv = ["--home", str(tmp_path / "ws"), "--metadata-url", metadata_url, "--storage", str(tmp_path / "data"),
-            *args]
+    argv = ["--home", str(tmp_path / "ws"), "--metadata-url", metadata_url, "--storage", storage, *args]
     try:
         cli_main(argv)
         code = 0
@@ -524,6 +529,7 @@ def _cli(tmp_path: Path, metadata_url: str, *args: str,
 
 def test_cli_lists_and_aborts_transactions(client: tk.Client, stream: str, metadata_url: str, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
+    storage = client.workspace.storage.location()
     tw = client.stream(stream).transactional_writer("tw1")
     done = tw.begin()
     done.write(b"a", "k")
@@ -532,25 +538,25 @@ def test_cli_lists_and_aborts_transactions(client: tk.Client, stream: str, metad
     open_txn.write(b"b", "k")
     open_txn.flush()
 
-    code, out, err = _cli(tmp_path, metadata_url, "txn", "list", "--stream", stream, "--json", capsys=capsys)
+    code, out, err = _cli(tmp_path, metadata_url, storage, "txn", "list", "--stream", stream, "--json", capsys=capsys)
     assert (code, err) == (0, "")
     records = json.loads(out)
     assert [(r["id"], r["state"], r["writer_id"], r["commit_timestamp"]) for r in records] == [
         (done.id, "COMMITTED", "tw1", 42), (open_txn.id, "OPEN", "tw1", None)]
     assert records[0]["positions"] and records[1]["staged_chunks"] == 1
 
-    code, out, err = _cli(tmp_path, metadata_url, "txn", "list", capsys=capsys)
+    code, out, err = _cli(tmp_path, metadata_url, storage, "txn", "list", capsys=capsys)
     assert code == 0 and done.id in out and open_txn.id in out and "COMMITTED" in out
 
-    code, out, err = _cli(tmp_path, metadata_url, "txn", "abort", open_txn.id, "--json", capsys=capsys)
+    code, out, err = _cli(tmp_path, metadata_url, storage, "txn", "abort", open_txn.id, "--json", capsys=capsys)
     assert (code, err) == (0, "") and json.loads(out) == {"id": open_txn.id, "aborted": True,
                                                             "files_left": []}
     assert open_txn.status() == tk.TxnState.ABORTED and stored_files(client) == referenced_paths(client)
 
-    code, out, err = _cli(tmp_path, metadata_url, "txn", "abort", done.id, capsys=capsys)
+    code, out, err = _cli(tmp_path, metadata_url, storage, "txn", "abort", done.id, capsys=capsys)
     assert code == 2 and out == "" and err == f"error: cannot abort transaction {done.id}: it is committed\n"
-    code, out, err = _cli(tmp_path, metadata_url, "txn", "abort", "f" * 32, capsys=capsys)
+    code, out, err = _cli(tmp_path, metadata_url, storage, "txn", "abort", "f" * 32, capsys=capsys)
     assert code == 3 and err == f"error: transaction {'f' * 32} does not exist\n"
-    code, out, err = _cli(tmp_path, metadata_url, "txn", "list", "--stream", "s/none", capsys=capsys)
+    code, out, err = _cli(tmp_path, metadata_url, storage, "txn", "list", "--stream", "s/none", capsys=capsys)
     assert code == 3 and err == "error: stream 's/none' does not exist\n"
     assert done.status() == tk.TxnState.COMMITTED

@@ -28,10 +28,23 @@ def clock() -> tk.ManualClock:
     return tk.ManualClock(time.time_ns() // 1_000_000)
 
 
+def _open(tmp_path: Path, metadata_url: str, clock: tk.ManualClock, storage: str) -> tk.Client:
+    return tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=storage, clock=clock,
+                      settings={"writer.linger": 0}, create=True)
+
+
 @pytest.fixture
-def tclient(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tk.Client]:
-    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
-                   settings={"writer.linger": 0}, create=True)
+def tclient(tmp_path: Path, metadata_url: str, clock: tk.ManualClock, storage_uri: str) -> Iterator[tk.Client]:
+    """A client on local storage and on S3."""
+    c = _open(tmp_path, metadata_url, clock, storage_uri)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def local_tclient(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tk.Client]:
+    """A client on local storage, for the tests that set files' modification times by hand."""
+    c = _open(tmp_path, metadata_url, clock, str(tmp_path / "data"))
     yield c
     c.close()
 
@@ -43,7 +56,7 @@ def _write(client: tk.Client, first: int, last: int, writer_id: str = "w1") -> N
 
 
 def _exists(client: tk.Client, rel: str) -> bool:
-    return Path(client.workspace.storage.full_path(rel)).exists()
+    return client.workspace.storage.exists(rel)
 
 
 def _positions(events: list[tk.Event]) -> set[tuple[int, int, bytes]]:
@@ -180,8 +193,8 @@ def test_truncation_across_a_scale_frees_whole_predecessors(tclient: tk.Client) 
         list(client.stream(STREAM).read(start=f"{STREAM}:0.0={predecessor.tail},0.1=0"))
 
 
-def test_sweep_deletes_only_old_unreferenced_files(tclient: tk.Client, clock: tk.ManualClock) -> None:
-    client = tclient
+def test_sweep_deletes_only_old_unreferenced_files(local_tclient: tk.Client, clock: tk.ManualClock) -> None:
+    client = local_tclient
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     _write(client, 0, 40)
     referenced = referenced_paths(client)
@@ -213,6 +226,28 @@ def test_sweep_deletes_only_old_unreferenced_files(tclient: tk.Client, clock: tk
     assert sorted(e.payload for e in client.stream(STREAM).read()) == sorted(
         f"event-{i:04d}".encode() for i in range(40))
     assert client.sweep(grace=0).files_deleted == 0
+
+
+def test_the_sweep_ages_a_file_by_its_modification_time_in_storage(tclient: tk.Client,
+                                                                  clock: tk.ManualClock) -> None:
+    """On local storage the file's mtime, on S3 the object's last-modified time: an orphan goes
+    exactly when it is older than the grace period by the workspace clock, a referenced file never."""
+    client = tclient
+    client.create_stream(STREAM, tk.StreamConfig(segments=2))
+    _write(client, 0, 10)
+    referenced = referenced_paths(client)
+    orphan = f"{client.stream(STREAM).state().storage_dir()}/0.0/crashed-1-aaaa.parquet"
+    client.workspace.storage.write_chunk(orphan, build_chunk_table([b"orphan"], ["k"])[0])
+    (stored,) = [f for f in client.workspace.storage.list_files("streams") if f.path == orphan]
+    assert stored.mtime_ms > 0
+    grace_ms = 3_600_000
+    clock.advance(stored.mtime_ms + grace_ms - 1 - clock.now_ms())
+    assert client.sweep(grace=grace_ms).files_deleted == 0
+    clock.advance(1)
+    assert client.sweep(grace=grace_ms).files_deleted == 1
+    assert stored_files(client) == referenced
+    assert sorted(e.payload for e in client.stream(STREAM).read()) == sorted(
+        f"event-{i:04d}".encode() for i in range(10))
 
 
 def test_a_cut_from_a_deleted_stream_is_refused_by_the_recreated_stream(tclient: tk.Client) -> None:

@@ -20,6 +20,12 @@ STREAM = "s/w"
 EVENT = 100  # payload bytes; 108 logical bytes with the header
 
 
+@pytest.fixture
+def client(storage_client: tk.Client) -> tk.Client:
+    """Every writer test on local storage and on S3."""
+    return storage_client
+
+
 def _payloads(client: tk.Client) -> list[bytes]:
     return [e.payload for e in client.stream(STREAM).read()]
 
