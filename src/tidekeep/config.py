@@ -31,6 +31,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from .errors import ConfigError, InvalidInput
 from .units import parse_duration_ms, parse_minutes, parse_size_bytes
+from .uri_credentials import CREDENTIALS_CHAIN, credentials_in_uri, is_credential_setting
 
 CONFIG_FILE_NAME = "tidekeep.yaml"
 DEFAULT_HOME = ".tidekeep"
@@ -455,9 +456,16 @@ def _checked_layer(layer: _Layer) -> dict[str, Any]:
         for error in exc.errors():
             problems.setdefault(str(error["loc"][0]) if error["loc"] else "", error["msg"])
     for key in layer.values:
+        if key not in KEYS and is_credential_setting(key):  # named, its value never shown
+            raise ConfigError(f"setting {key!r} in {layer.where} is refused: {CREDENTIALS_CHAIN}")
         if key not in KEYS:
             # a misspelt section ("writr") is compared with the sections, a misspelt key with the keys
             raise ConfigError(f"unknown setting {key!r} in {layer.where}{did_you_mean(key, [*KEYS, *_SECTIONS])}")
+        carried = credentials_in_uri(layer.values[key]) if key == "storage.uri" and isinstance(
+            layer.values[key], str) else None
+        if carried is not None:
+            raise ConfigError(f"bad value for 'storage.uri' in {layer.where}: it carries credentials ({carried}); "
+                              f"{CREDENTIALS_CHAIN}")
         if key in problems:
             raise ConfigError(f"bad value for {key!r} in {layer.where}: {problems[key]}")
     if problems:  # not expected: every error is at a key of the layer

@@ -80,7 +80,8 @@ def build_chunk_table(
 
 class ChunkStorage(FileIO):
     """The workspace's storage root (a FileIO, store/fileio.py) with the chunk format on top.
-    Without `create` a local root must exist (NotFound otherwise: nothing is created). Deleting
+    Without `create` a local root must exist (NotFound otherwise: nothing is created), and an
+    object store's bucket (ConfigError otherwise). Deleting
     files needs `workspace_id`: the client sets it once it has matched the root's workspace id with
     the metadata store's (store/workspace.py); until then `delete` and `delete_dir` refuse, and only
     `discard` removes files — those this process just wrote itself. With `fsync` every file is
@@ -93,6 +94,8 @@ class ChunkStorage(FileIO):
         elif self.is_local and not self.is_dir():
             raise NotFound(f"no tidekeep workspace storage at {uri}: {self.root} is not a directory; run "
                            "'tidekeep init' first, or check storage.uri")
+        else:
+            self.require_bucket()  # on an object store: a missing bucket is named now, not at the first write
         self._offsets_cache: dict[str, frozenset[int]] = {}
 
     def write_chunk(self, rel_path: str, table: pa.Table) -> None:

@@ -29,8 +29,10 @@ Contracts every method keeps:
 
 Local-only assumptions, each confined to this module: fsync and owner-only modes apply to local
 roots only; directories exist only on filesystems that have them (on an object store `list` shows
-no directory entries and `delete_dir` removes the objects under the prefix); `move` is a rename
-only on local roots.
+no directory entries, no directory is ever created — pyarrow would write an empty marker object per
+level on every write — and `delete_dir` removes the objects under the prefix); `move` is a rename
+only on local roots. A URI carrying credentials is refused (tidekeep/uri_credentials.py), and an
+object store's bucket must exist (`require_bucket`). docs/storage.md tells the whole story.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, WorkspaceMismatch
+from ..uri_credentials import CREDENTIALS_CHAIN, credentials_in_uri
 from .deletion import DeleteOutcome, FileLeft, failure_reason
 from .durable import forget_directory, make_directories, sync_directory_entries
 from .local_dirs import check_can_be_directory, read_only_as_typed
@@ -59,6 +62,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("tidekeep.storage")
 
 PARTIAL_SUFFIX = ".partial"  # a file being written by write_atomic: <key>.<random>.partial
+# pyarrow filesystems that are object stores: flat key spaces with no directories, no rename and
+# no directory times (the module docstring, "Object stores")
+OBJECT_STORE_TYPES = frozenset({"s3", "gcs"})
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,10 @@ def _is_local_filesystem(fs: pafs.FileSystem) -> bool:
     return isinstance(fs, pafs.LocalFileSystem)
 
 
+def _is_object_store(fs: pafs.FileSystem) -> bool:
+    return fs.type_name in OBJECT_STORE_TYPES
+
+
 def _normal_root(root: str) -> str:
     stripped = root.rstrip("/")
     return stripped if stripped or not root.startswith("/") else "/"
@@ -113,6 +123,9 @@ class FileIO:
             return
         import pyarrow as pa
 
+        carried = credentials_in_uri(uri)
+        if carried is not None:  # the URI is not shown: it holds the secret
+            raise ConfigError(f"bad value for 'storage.uri': it carries credentials ({carried}); {CREDENTIALS_CHAIN}")
         try:
             fs, root = _open_filesystem(uri)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
@@ -126,6 +139,7 @@ class FileIO:
         self.root = _normal_root(root)  # the root inside its filesystem: for messages
         self.fsync = fsync  # as configured; `durable` says whether it applies here
         self.is_local = fs is None or _is_local_filesystem(fs)
+        self.is_object_store = fs is not None and _is_object_store(fs)
         self.durable = fsync and self.is_local
         self.workspace_id: str | None = None
         self._foreign = False
@@ -175,7 +189,11 @@ class FileIO:
     def create_root(self, setting: str = "'storage.uri'") -> None:
         """Create the root if missing (durably with fsync: every new directory's entry is synced).
         A local root under a file is a ConfigError naming `setting`; a parent that cannot be
-        written is ReadOnlyWorkspace."""
+        written is ReadOnlyWorkspace. On an object store there is nothing to create, but the bucket
+        must exist (`require_bucket`)."""
+        if self.is_object_store:
+            self.require_bucket(setting)
+            return
         if self.is_local:
             check_can_be_directory(Path(self.root), setting)
         with read_only_as_typed(Path(self.root)):
@@ -183,6 +201,24 @@ class FileIO:
                 make_directories(self.root)
             else:
                 self._make_directories(self.root)
+
+    def require_bucket(self, setting: str = "'storage.uri'") -> None:
+        """On an object store, the root's bucket must exist: a ConfigError naming `setting` when it
+        does not. tidekeep never creates a bucket (its region, policies and lifecycle rules are the
+        operator's choice)."""
+        if not self.is_object_store:
+            return
+        import pyarrow.fs as pafs
+
+        bucket = self.root.split("/", 1)[0]
+        try:
+            found = self._fs.get_file_info(bucket).type == pafs.FileType.Directory
+        except OSError as exc:
+            raise ConfigError(f"bad value for {setting}: bucket {bucket!r} cannot be reached: "
+                              f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        if not found:
+            raise ConfigError(f"bad value for {setting}: bucket {bucket!r} does not exist; create it first "
+                              "(tidekeep never creates buckets)")
 
     def is_dir(self, key: str = "") -> bool:
         path = self.full_path(key) if key else self.root
@@ -339,10 +375,12 @@ class FileIO:
             sync_directory_entries(self.full_path(directory) if directory else self.root, self.root)
 
     def _make_directories(self, directory: str) -> None:
-        # owner-only on a local filesystem; the entry is made durable by the file written into it
+        # owner-only on a local filesystem; the entry is made durable by the file written into it.
+        # An object store has no directories: pyarrow would write an empty marker object per level,
+        # costing requests on every chunk write and leaving objects that hold nothing
         if self.is_local:
             make_private_directories(directory)
-        else:
+        elif not self.is_object_store:
             self._fs.create_dir(directory, recursive=True)
 
     # ---- deleting -----------------------------------------------------------------------------
