@@ -101,8 +101,13 @@ def new_bucket(server: S3Server) -> str:
 
 
 def drop_bucket(server: S3Server, bucket: str) -> None:
-    """Delete a bucket and everything in it (moto keeps objects in memory)."""
-    admin_filesystem(server).delete_dir(bucket)
+    """Delete a bucket and everything in it (moto keeps objects in memory); a bucket already gone
+    (a test dropped it) is no failure."""
+    import pyarrow.fs as pafs
+
+    filesystem = admin_filesystem(server)
+    if filesystem.get_file_info(bucket).type != pafs.FileType.NotFound:
+        filesystem.delete_dir(bucket)
 
 
 def object_keys(server: S3Server, bucket: str) -> list[str]:

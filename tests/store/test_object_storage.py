@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 import tidekeep as tk
 from helpers.cli_runner import InProcess
-from helpers.s3 import S3Server, object_keys
+from helpers.s3 import S3Server, admin_filesystem, drop_bucket, object_keys
+from tidekeep.cli.failures import describe
+from tidekeep.errors import EnvironmentFailure
 from tidekeep.store.fileio import FileIO
 from tidekeep.store.workspace import MARKER_FILE, read_storage_id
 from tidekeep.uri_credentials import credentials_in_uri, is_credential_setting
@@ -169,3 +171,31 @@ def test_a_credential_is_found_wherever_it_is_put_and_a_uri_without_one_passes(
     ("writr.linger", False)])
 def test_is_credential_setting(key: str, expected: bool) -> None:
     assert is_credential_setting(key) is expected
+
+
+# ---- the store failing under a running workspace -------------------------------------------------
+def test_a_failing_object_store_is_an_environment_failure_and_the_writer_keeps_its_events(
+        tmp_path: Path, s3_server: S3Server, s3_bucket: str, in_process: InProcess) -> None:
+    """The bucket vanishes under a workspace: the store's refusal (pyarrow's OSError, which has no
+    errno) is reported in one line as an environment failure, not an internal error; a command
+    opening the workspace then names the missing bucket; the writer keeps its unflushed events and
+    writes them once when the store is back."""
+    uri = s3_server.uri(s3_bucket, "data")
+    assert in_process("--storage", uri, "init").code == 0
+    with tk.connect(home=in_process.home, settings={"writer.linger": 0}) as client:
+        client.create_stream(STREAM, tk.StreamConfig(segments=1))
+        writer = client.stream(STREAM).writer("w")
+        drop_bucket(s3_server, s3_bucket)
+        writer.write(b"kept", routing_key="k")
+        with pytest.raises(OSError, match="bucket does not exist") as failed:
+            writer.flush()
+        message, code = describe(failed.value)
+        assert code == EnvironmentFailure.exit_code, message
+        assert "The specified bucket does not exist" in message and "\n" not in message
+        done = in_process("stream", "write", STREAM, stdin=b"never\n")
+        assert done.code == tk.ConfigError.exit_code and done.stderr.count("\n") == 1
+        assert f"bucket '{s3_bucket}' does not exist" in done.stderr
+        admin_filesystem(s3_server).create_dir(s3_bucket)
+        writer.flush()
+        writer.close()
+        assert [e.payload for e in client.stream(STREAM).read()] == [b"kept"]

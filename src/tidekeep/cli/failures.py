@@ -2,7 +2,8 @@
 codes"): one line and an exit code from the documented table, never a traceback.
 
 The operating system's refusals are the user's environment, not a defect, and get the exit code of
-their class with the path they name: a path that is not writable says "read-only". Anything else is
+their class with the path they name: a path that is not writable says "read-only". So are a remote
+store's (an object store's errors reach us as OSErrors without errno). Anything else is
 an internal error (exit 70) whose line says how to see the traceback.
 """
 
@@ -26,8 +27,12 @@ def environment_error(exc: BaseException) -> TidekeepError | None:
     """The typed error for an operating-system failure, or None when `exc` is not one."""
     if isinstance(exc, MemoryError):
         return EnvironmentFailure("out of memory")
-    if not isinstance(exc, OSError) or exc.errno is None:
+    if not isinstance(exc, OSError):
         return None
+    if exc.errno is None:
+        # pyarrow reports a remote store's refusal (S3, GCS, HDFS: a missing bucket, access denied,
+        # the endpoint unreachable) as an OSError without errno, its text naming the store's error
+        return EnvironmentFailure(f"storage failure: {_first_line(exc)}")
     path = _path_of(exc)
     reason = exc.strerror or errno.errorcode.get(exc.errno, str(exc.errno))
     # pyarrow's errors carry no filename: their text names the path, so it is the whole message
@@ -58,6 +63,11 @@ def describe(exc: BaseException) -> tuple[str, int]:
     if typed is not None:
         return str(typed), typed.exit_code
     return internal_error_message(exc), INTERNAL_ERROR_EXIT
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return (text[:300] + "…" if len(text) > 300 else text) or type(exc).__name__
 
 
 def _path_of(exc: OSError) -> str | None:
