@@ -28,16 +28,17 @@ STREAM = "rg/events"
 DEADLINE_S = 120
 
 
-def _connect(tmp_path: Path, metadata_url: str, clock: tk.Clock | None = None) -> tk.Client:
-    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
+def _connect(tmp_path: Path, metadata_url: str, storage: str, clock: tk.Clock | None = None) -> tk.Client:
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=storage,
                         settings={"writer.linger": 0}, clock=clock, create=True)
     client.workspace.db.ensure_schema()
     return client
 
 
 @pytest.fixture
-def client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
-    c = _connect(tmp_path, metadata_url)
+def client(tmp_path: Path, metadata_url: str, storage_uri: str) -> Iterator[tk.Client]:
+    """A client on both metadata backends and both storages (local, S3); reader processes get the same."""
+    c = _connect(tmp_path, metadata_url, storage_uri)
     yield c
     c.close()
 
@@ -91,8 +92,9 @@ def drain(readers: list[Any], rounds: int = 10_000) -> list[tuple[str, tk.EventR
 
 
 class ReaderProcesses:
-    def __init__(self, tmp_path: Path, metadata_url: str, group: str, names: list[str], pace: float = 0.0) -> None:
-        self.env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
+    def __init__(self, tmp_path: Path, metadata_url: str, storage: str, group: str, names: list[str],
+                 pace: float = 0.0) -> None:
+        self.env = worker_env(metadata_url, storage, tmp_path / "ws")
         self.stop_file = tmp_path / f"stop-{group}"
         self.outs = {n: tmp_path / f"{group}-{n}.jsonl" for n in names}
         self.logs = {n: tmp_path / f"{group}-{n}.log" for n in names}
@@ -172,7 +174,8 @@ def test_three_reader_processes_read_every_event_exactly_once_while_the_stream_s
     writer = KeyedWriter(client, STREAM, keys=10_000)
     writer.write(4000)
     client.create_reader_group("three", tk.ReaderGroupConfig(streams=[STREAM]))
-    procs = ReaderProcesses(tmp_path, metadata_url, "three", ["ra", "rb", "rc"], pace=0.0005)
+    procs = ReaderProcesses(tmp_path, metadata_url, client.workspace.storage.location(), "three",
+                            ["ra", "rb", "rc"], pace=0.0005)
     try:
         writer.write(3000)
         client.stream(STREAM).split("0.0", 2)  # -> 1.2, 1.3
@@ -214,7 +217,8 @@ def test_sigkilled_reader_handed_on_with_reader_offline_loses_nothing(
     writer.write(6000)
     writer.close()
     group = client.create_reader_group("crashy", tk.ReaderGroupConfig(streams=[STREAM]))
-    procs = ReaderProcesses(tmp_path, metadata_url, "crashy", ["ra", "rb"], pace=0.002)
+    procs = ReaderProcesses(tmp_path, metadata_url, client.workspace.storage.location(), "crashy",
+                            ["ra", "rb"], pace=0.002)
     try:
         procs.wait_for(lambda: all(len(procs.events(n)) >= 300 for n in ("ra", "rb")), "both readers to read")
         # a checkpoint while both run: its cut is exactly where each reader said it passed it
@@ -380,8 +384,9 @@ def test_end_cut_is_honoured_and_describe_shows_lag(client: tk.Client) -> None:
     assert {s["status"] for s in described["segments"]} == {"COMPLETED"}
 
 
-def test_automatic_checkpoints_follow_the_clock(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> None:
-    client = _connect(tmp_path, metadata_url, clock)
+def test_automatic_checkpoints_follow_the_clock(tmp_path: Path, metadata_url: str, storage_uri: str,
+                                                clock: tk.ManualClock) -> None:
+    client = _connect(tmp_path, metadata_url, storage_uri, clock)
     try:
         client.create_stream(STREAM, tk.StreamConfig(segments=1))
         writer = KeyedWriter(client, STREAM, keys=5)

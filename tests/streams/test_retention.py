@@ -25,8 +25,9 @@ MINUTE = 60_000
 
 
 @pytest.fixture
-def rclient(tmp_path: Path, metadata_url: str, clock: tk.ManualClock) -> Iterator[tk.Client]:
-    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
+def rclient(tmp_path: Path, metadata_url: str, storage_uri: str, clock: tk.ManualClock) -> Iterator[tk.Client]:
+    """A client on both metadata backends and both storages (local, S3)."""
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=storage_uri, clock=clock,
                    settings={"writer.linger": 0, "retention.frequency": "10m"}, create=True)
     yield c
     c.close()
@@ -253,11 +254,11 @@ def test_bad_input_is_a_typed_error_and_changes_nothing(rclient: tk.Client) -> N
 
 
 def test_a_crash_between_truncation_and_pruning_neither_repeats_nor_loses_work(
-        tmp_path: Path, metadata_url: str) -> None:
+        tmp_path: Path, metadata_url: str, storage_uri: str) -> None:
 
-    home, storage = tmp_path / "ws", tmp_path / "data"
+    home, storage = tmp_path / "ws", storage_uri
     settings = {"writer.linger": 0, "retention.frequency": "1ms"}
-    with tk.connect(home=home, metadata_url=metadata_url, storage=str(storage), settings=settings,
+    with tk.connect(home=home, metadata_url=metadata_url, storage=storage, settings=settings,
         create=True) as client:
         client.create_stream(STREAM, tk.StreamConfig(retention=tk.RetentionPolicy.by_size(100)))
         write(client, 10, 2)
@@ -269,7 +270,7 @@ def test_a_crash_between_truncation_and_pruning_neither_repeats_nor_loses_work(
                           capture_output=True, text=True, timeout=120, check=False)
     assert died.returncode == 77, died.stderr  # killed right after the truncation committed
     seg = segment_id(0, 0)
-    with tk.connect(home=home, metadata_url=metadata_url, storage=str(storage), settings=settings,
+    with tk.connect(home=home, metadata_url=metadata_url, storage=storage, settings=settings,
         create=True) as client:
         assert client.stream(STREAM).head_cut().positions == {seg: 100}  # the truncation landed...
         sizes = [r.recording_size for r in client.stream(STREAM).retention.records()]
