@@ -98,6 +98,34 @@ def test_init_refuses_another_workspaces_s3_root(tmp_path: Path, s3_server: S3Se
     first.close()
 
 
+def test_another_workspaces_store_deletes_nothing_in_an_s3_root(tmp_path: Path, s3_server: S3Server,
+                                                                s3_bucket: str) -> None:
+    """Workspace B's metadata store pointed at workspace A's S3 root: every object of A's would be an
+    orphan to B. The stamps do not match, so B cannot open the root, and no object goes."""
+    uri = s3_server.uri(s3_bucket, "data")
+    with tk.connect(home=tmp_path / "a", storage=uri, settings={"writer.linger": 0}, create=True) as a:
+        a.create_stream(STREAM, tk.StreamConfig(segments=2))
+        with a.stream(STREAM).writer("w") as writer:
+            writer.write_many([b"e%d" % i for i in range(20)], [f"k{i}" for i in range(20)])
+        a.workspace.storage.write("streams/s/orphan.parquet", b"a crashed writer's file")
+        a_id = a.workspace_id
+    before = object_keys(s3_server, s3_bucket)
+    b = tk.connect(home=tmp_path / "b", storage=str(tmp_path / "b-data"), create=True)
+    b.close()
+    with pytest.raises(tk.WorkspaceMismatch, match=f"workspace {a_id}"):
+        tk.connect(home=tmp_path / "b", storage=uri)
+    assert object_keys(s3_server, s3_bucket) == before
+
+
+def test_a_stamp_left_half_moved_on_s3_is_not_data(tmp_path: Path, s3_server: S3Server, s3_bucket: str) -> None:
+    """On S3 the stamp is uploaded as <name>.<random>.partial and copied into place: a crash between
+    the copy and the delete leaves the .partial object, which is not the workspace's data."""
+    uri = s3_server.uri(s3_bucket, "data")
+    FileIO(uri).write(f"{MARKER_FILE}.{'0' * 32}.partial", b'{"workspace')
+    with tk.connect(home=tmp_path / "ws", storage=uri, create=True) as client:
+        assert read_storage_id(FileIO(uri)) == client.workspace_id
+
+
 def test_a_missing_bucket_is_a_config_error_and_nothing_is_created(tmp_path: Path, s3_server: S3Server,
                                                                    s3_bucket: str) -> None:
     uri = s3_server.uri("no-such-bucket", "data")

@@ -21,9 +21,15 @@ PER_BATCH = 30
 
 
 @pytest.fixture
-def env_for(metadata_url: str, tmp_path: Path):  # type: ignore[no-untyped-def]
+def client(storage_client: tk.Client) -> tk.Client:
+    """Every crash test on local storage and on S3: the killed worker writes to the same root."""
+    return storage_client
+
+
+@pytest.fixture
+def env_for(metadata_url: str, tmp_path: Path, client: tk.Client):  # type: ignore[no-untyped-def]
     def make(fault: str | None) -> dict[str, str]:
-        return worker_env(metadata_url, tmp_path / "data", tmp_path / "ws", fault=fault)
+        return worker_env(metadata_url, client.workspace.storage.location(), tmp_path / "ws", fault=fault)
 
     return make
 
