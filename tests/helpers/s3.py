@@ -30,9 +30,10 @@ _LISTENING = re.compile(rb"Running on http://127\.0\.0\.1:(\d+)")
 
 @dataclass(frozen=True)
 class S3Server:
-    """A running server: where it listens."""
+    """A running server: where it listens, and its request log (one line per HTTP request)."""
 
     port: int
+    log: Path
 
     @property
     def endpoint(self) -> str:
@@ -72,7 +73,7 @@ def moto_server(log: Path) -> Iterator[S3Server]:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the moto S3 server did not start (exit code {process.poll()}); see {log}")
             time.sleep(0.05)
-        yield S3Server(int(found.group(1)))
+        yield S3Server(int(found.group(1)), log)
     finally:
         process.terminate()
         try:
@@ -122,3 +123,8 @@ def object_keys(server: S3Server, bucket: str) -> list[str]:
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
         keys.extend(item["Key"] for item in page.get("Contents", []))
     return sorted(keys)
+
+
+def requests_logged(server: S3Server) -> list[str]:
+    """The requests the server has answered so far, as "METHOD /path?query" (from its log)."""
+    return re.findall(r'"([A-Z]+ /[^ "]*) HTTP/1\.1"', server.log.read_text(errors="replace"))

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import tidekeep as tk
 from helpers.cli_runner import InProcess
-from helpers.s3 import S3Server, admin_filesystem, drop_bucket, object_keys
+from helpers.s3 import S3Server, admin_filesystem, drop_bucket, object_keys, requests_logged
 from tidekeep.cli.failures import describe
 from tidekeep.errors import EnvironmentFailure
 from tidekeep.store.fileio import FileIO
@@ -151,6 +151,22 @@ def test_chunk_writes_create_no_directory_marker_objects(tmp_path: Path, s3_serv
         assert len(stored) > 2
         assert stored == sorted(f"data/{f.path}" for f in client.workspace.storage.list_files("streams"))
         assert not [key for key in stored if key.endswith("/")], stored
+
+
+def test_a_chunk_write_is_one_put_request(tmp_path: Path, s3_server: S3Server, s3_bucket: str) -> None:
+    """A chunk is far smaller than an upload part: it goes up in one PUT, not a multipart upload's
+    three requests (initiate, upload the part, complete)."""
+    with tk.connect(home=tmp_path / "ws", storage=s3_server.uri(s3_bucket, "data"),
+                    settings={"writer.linger": 0}, create=True) as client:
+        client.create_stream(STREAM, tk.StreamConfig(segments=2))
+        before = len(requests_logged(s3_server))
+        with client.stream(STREAM).writer("w") as writer:
+            writer.write_many([b"e%d" % i for i in range(40)], [f"k{i}" for i in range(40)])
+        during = requests_logged(s3_server)[before:]
+        chunks = [f.path for f in client.workspace.storage.list_files("streams")]
+    assert len(chunks) == 2  # one batch over two segments
+    writes = [request for request in during if not request.startswith(("GET", "HEAD"))]
+    assert sorted(writes) == sorted(f"PUT /{s3_bucket}/data/{path}" for path in chunks), during
 
 
 # ---- the pure decision ---------------------------------------------------------------------------

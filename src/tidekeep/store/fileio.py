@@ -47,6 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..errors import ConfigError, WorkspaceMismatch
 from ..uri_credentials import CREDENTIALS_CHAIN, credentials_in_uri
@@ -89,8 +90,20 @@ class StoredEntry:
 def _open_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     import pyarrow.fs as pafs
 
-    fs, root = pafs.FileSystem.from_uri(uri)
+    fs, root = pafs.FileSystem.from_uri(with_delayed_open(uri))
     return fs, root
+
+
+def with_delayed_open(uri: str) -> str:
+    """An s3:// URI with pyarrow's `allow_delayed_open` on (unless the URI sets it): an output stream
+    then starts no multipart upload when opened, and a file smaller than one part — every chunk
+    file — is a single PUT instead of three requests (initiate, upload the part, complete). Errors
+    are still raised, when the file is written or closed, before any metadata names it."""
+    parts = urlsplit(uri)
+    if parts.scheme.lower() != "s3" or any(name == "allow_delayed_open" for name, _ in parse_qsl(parts.query)):
+        return uri
+    return urlunsplit(parts._replace(query=f"{parts.query}&allow_delayed_open=true" if parts.query
+                                     else "allow_delayed_open=true"))
 
 
 def _is_local_filesystem(fs: pafs.FileSystem) -> bool:
