@@ -18,6 +18,8 @@ tests/helpers/s3.py; one per pytest process, like the Spark session, so it does 
 `slow`); `s3_bucket` a new bucket with the AWS credential variables set; `storage_uri` parametrises
 a test over a local directory and an S3 prefix, and `storage_client` is `client` on both. Without a
 server the S3 tests skip, except in CI (CI=true or TIDEKEEP_TEST_REQUIRE_S3=1), where they fail.
+Outside CI the S3 side of `storage_uri` runs with SQLite metadata only (the pair postgres x s3 is
+deselected; TIDEKEEP_TEST_FULL_MATRIX=1 keeps it).
 
 Markers are never written by hand; collection applies them (docs/testing.md):
 - `spark`: the test uses the `spark` fixture;
@@ -363,7 +365,21 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
 
 
+def _postgres_on_s3(item: pytest.Item) -> bool:
+    params = getattr(item, "callspec", None)
+    return params is not None and params.params.get("storage_uri") == "s3" and params.params.get(
+        "metadata_url") == "postgres"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("CI", "").lower() not in {"1", "true", "yes"} and not os.environ.get(
+            "TIDEKEEP_TEST_FULL_MATRIX"):
+        # Storage and metadata backend are independent paths: outside CI, S3 runs with SQLite only
+        # (postgres x s3 would add a minute to make test-fast and no path); CI runs every pair
+        dropped = [item for item in items if _postgres_on_s3(item)]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if not _postgres_on_s3(item)]
     for item in items:
         if not isinstance(item, pytest.Function):
             continue
