@@ -22,7 +22,7 @@ Outside CI the S3 side of `storage_uri` runs with SQLite metadata only (the pair
 deselected; TIDEKEEP_TEST_FULL_MATRIX=1 keeps it).
 
 Markers are never written by hand; collection applies them (docs/testing.md):
-- `spark`: the test uses the `spark` fixture;
+- `spark`: the test uses the `spark` fixture or the `connect_server` one (a Spark Connect server);
 - `postgres`: it uses PostgreSQL (`pg_url`, the postgres side of `metadata_url` or of another
   fixture parametrised over backends by name);
 - `slow`: it starts a process (a worker, the CLI, a crash test): its code, the test-module and helper
@@ -240,6 +240,18 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL (sc://127.0.0.1:PORT) of a Spark Connect server on local[2], started from the pyspark
+    install once per test process and stopped at its end. A server that cannot start fails the
+    tests that need it (never a skip: nothing outside this machine is needed to start one)."""
+    from helpers.connect_server import start_connect_server
+
+    server = start_connect_server(tmp_path_factory.mktemp("connect") / "server.log")
+    yield server.url
+    server.stop()
+
+
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests must not pick up the developer's TIDEKEEP_* settings."""
@@ -358,7 +370,8 @@ def _uses_postgres(item: pytest.Function) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for line in ("spark: uses the shared Spark session (applied from the spark fixture)",
+    for line in ("spark: uses the shared Spark session or a Connect server (applied from the spark and "
+                 "connect_server fixtures)",
                  "postgres: uses PostgreSQL (applied from pg_url and postgres-parametrised fixtures)",
                  "slow: starts a process: a worker, the CLI, a crash test (applied from subprocess use)",
                  "cli: runs the tidekeep command line (applied from run_cli / CliRunner use)"):
@@ -383,7 +396,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if not isinstance(item, pytest.Function):
             continue
-        if "spark" in item.fixturenames:
+        if "spark" in item.fixturenames or "connect_server" in item.fixturenames:
             item.add_marker(pytest.mark.spark)
         if _uses_postgres(item):
             item.add_marker(pytest.mark.postgres)

@@ -64,7 +64,8 @@ def test_each_layer_overrides_the_one_below(tmp_path: Path) -> None:
 
 def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
     raw = {"metadata.url": "postgresql+psycopg://u@h/db", "metadata.busy_timeout": "5s", "storage.uri": "/data/x",
-           "spark.master": "local[2]", "spark.app_name": "tk", "writer.batch_size": "64KiB", "writer.linger": "0",
+           "spark.master": "local[2]", "spark.app_name": "tk", "spark.remote": "sc://head:15002",
+           "writer.batch_size": "64KiB", "writer.linger": "0",
            "sweep.grace": "10m", "retention.frequency": "1h", "log.level": "warning",
            "catalog.delete_batch_size": "500", "catalog.partitions": "4", "catalog.schedule": "30 2 * * *",
            "catalog.purge_age": "3d", "catalog.purge_batch_size": "250", "catalog.purge_failure_threshold": "0",
@@ -78,7 +79,8 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
     assert env_name("writer.batch_size") == "TIDEKEEP_WRITER_BATCH_SIZE"
     assert s.values == {
         "metadata.url": "postgresql+psycopg://u@h/db", "metadata.busy_timeout": 5000, "storage.uri": "/data/x",
-        "spark.master": "local[2]", "spark.app_name": "tk", "writer.batch_size": 65536, "writer.linger": 0,
+        "spark.master": "local[2]", "spark.app_name": "tk", "spark.remote": "sc://head:15002",
+        "writer.batch_size": 65536, "writer.linger": 0,
         "sweep.grace": 600_000, "retention.frequency": 3_600_000, "log.level": "WARNING",
         "catalog.delete_batch_size": 500, "catalog.partitions": 4, "catalog.schedule": "30 2 * * *",
         "catalog.purge_age": 3 * 86_400_000, "catalog.purge_batch_size": 250, "catalog.purge_failure_threshold": 0,

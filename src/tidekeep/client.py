@@ -257,10 +257,13 @@ def _storage_exists(uri: str) -> bool:
 
 def connect(home: str | os.PathLike[str] | None = None, *, metadata_url: str | None = None,
             storage: str | None = None, clock: Clock | None = None,
-            settings: Mapping[str, Any] | None = None, create: bool = False) -> Client:
+            settings: Mapping[str, Any] | None = None, create: bool = False,
+            spark: SparkSession | None = None) -> Client:
     """Open a workspace. Settings: defaults < tidekeep.yaml < TIDEKEEP_* env < these arguments.
     The workspace must exist (NotFound otherwise, nothing is created) unless `create`, which first
-    does what `tidekeep init` does (init_workspace)."""
+    does what `tidekeep init` does (init_workspace). `spark`: an existing SparkSession, classic or
+    Spark Connect, that every Spark job of this process then uses (`client.spark()` returns it), with
+    the tidekeep data sources registered on it; `spark.master` and `spark.remote` are not used."""
     overrides = dict(settings or {})
     if metadata_url is not None:
         overrides["metadata.url"] = metadata_url
@@ -268,4 +271,13 @@ def connect(home: str | os.PathLike[str] | None = None, *, metadata_url: str | N
         overrides["storage.uri"] = storage
     if create:
         init_workspace(home, overrides, clock or SYSTEM_CLOCK)
-    return Client(load_settings(home, overrides), clock or SYSTEM_CLOCK)
+    client = Client(load_settings(home, overrides), clock or SYSTEM_CLOCK)
+    if spark is not None:
+        from .spark.session import use_session
+
+        try:
+            use_session(spark)
+        except BaseException:
+            client.close()
+            raise
+    return client

@@ -216,6 +216,10 @@ class TidekeepSettings(BaseSettings):
         "SQLite with synchronous=FULL")
     spark_master: Text = _key("spark.master", "local[*]", "Spark master URL")
     spark_app_name: Text = _key("spark.app_name", "tidekeep", "Spark application name")
+    spark_remote: OptionalText = _key(
+        "spark.remote", None,
+        "Spark Connect server (sc://host:port) every Spark job runs on instead of a JVM started here; "
+        "default: the SPARK_REMOTE environment variable, else none")
     spark_shared_filesystem: Boolean = _key(
         "spark.shared_filesystem", False,
         "every Spark executor sees the driver's files at the same paths (so a SQLite metadata file and local "

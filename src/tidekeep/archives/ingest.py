@@ -303,11 +303,12 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
             report_progress(int(fraction * raw_estimate), raw_estimate)
 
     target_size = int(workspace.settings["archives.target_size"])
+    from ..spark.connect import default_parallelism
     from ..spark.session import job_spark
 
     # executors read the files, write archives
     spark = job_spark(workspace.settings, storage=True, inputs=files, writes=True)
-    partitions = range_partitions(raw_estimate, target_size, spark.sparkContext.defaultParallelism)
+    partitions = range_partitions(raw_estimate, target_size, default_parallelism(spark))
     storage_uri = workspace.storage.uri_of("")
     staging = f"{ARCHIVES_DIR}/{dataset}/_ingest-{ingest_id}"
     storage = workspace.storage

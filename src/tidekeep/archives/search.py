@@ -239,6 +239,9 @@ def run_search(workspace: Workspace, dataset: str, query: str, *, begin: int | s
     from ..spark.session import job_spark
 
     spark = job_spark(workspace.settings, storage=True, writes=True)  # executors read archives, write results
+    from ..spark.connect import require_classic
+
+    require_classic(spark, "archives search")
     interval = workspace.settings["search.heartbeat_interval"]
     job = jobs.create(dataset, query, regex=regex, ignore_case=ignore_case, begin_ts=time_range.begin_ms,
                       end_ts=time_range.end_ms, retention_minutes=workspace.settings["archive_output.retention_period"],

@@ -104,6 +104,7 @@ def impact_summary(workspace: Workspace, rules: Any = None, now_ms: int | None =
     cutoffs = {r.rule_number: cutoff_ms(now, r.age) for r in expiring}
     case_rules = rules_that_matter(active, set(cutoffs))
     columns = sorted(set(needed_columns(case_rules, holds)) | {"feed", "type"})
+    from ..spark.connect import default_parallelism
     from ..spark.session import job_spark
 
     spark = job_spark(workspace.settings, metadata=True)  # executors read the records from the metadata store
@@ -112,7 +113,7 @@ def impact_summary(workspace: Workspace, rules: Any = None, now_ms: int | None =
     with workspace.db.read() as conn:
         stats = source.scan_stats(conn, 0, upper, "UNLOCKED")
     ranges = source.plan_ranges(0, upper, stats, partition_count(
-        workspace.settings["catalog.partitions"], spark.sparkContext.defaultParallelism, stats.rows))
+        workspace.settings["catalog.partitions"], default_parallelism(spark), stats.rows))
     frame = period_frame(spark, url, source.check_columns(columns), ranges, 0, upper,
                          workspace.settings["spark.shared_filesystem"])
     cutoff = None

@@ -417,6 +417,9 @@ def import_records(workspace: Workspace, path: str | os.PathLike[str], format: s
 
     # executors read the input files and write the records into the metadata store
     spark = job_spark(workspace.settings, metadata=True, inputs=files, writes=True)
+    from ..spark.connect import require_classic
+
+    require_classic(spark, "catalog import")
     sc = spark.sparkContext
     items = _parquet_items(sc, files) if kind == "parquet" else _text_items(sc, kind, files)
 

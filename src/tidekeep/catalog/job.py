@@ -37,6 +37,7 @@ import sqlalchemy as sa
 from ..errors import LeaseLost
 from ..faults import fault_point
 from ..spark.cluster import check_settings_reach
+from ..spark.connect import default_parallelism
 from ..spark.progress import monotonic, track_tasks
 from ..spark.session import job_spark
 from ..store.audit import AuditEntry
@@ -317,7 +318,7 @@ def _run_period(spark: SparkSession, workspace: Workspace, url: str, inputs: Job
     columns = needed_columns(rules, inputs.holds)
     ranges = source.plan_ranges(period.from_ms, period.to_ms, stats,
                                 partition_count(workspace.settings["catalog.partitions"],
-                                                spark.sparkContext.defaultParallelism, stats.rows))
+                                                default_parallelism(spark), stats.rows))
     frame = period_frame(spark, url, columns, ranges, period.from_ms, period.to_ms,
                          workspace.settings["spark.shared_filesystem"])
     ruled = frame.withColumn("rule", first_match_column(rules, ctx))

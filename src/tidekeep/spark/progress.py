@@ -1,5 +1,7 @@
 """Progress of Spark work for tidekeep's progress bars: the fraction of a job group's work done,
-read from Spark's status tracker (the catalog job, `catalog impact`, the archive ingest), turned
+read from Spark's status tracker on a classic session, or from the progress a Spark Connect
+server streams with each operation on a Connect session, which has no status tracker (the catalog
+job, `catalog impact`, the archive ingest), turned
 into the operation's own unit with a known total (records, bytes), and a wrapper that never lets a
 bar go back.
 
@@ -46,7 +48,14 @@ def units_done(fraction: float, total: int) -> int:
 
 @contextmanager
 def track_tasks(spark: SparkSession, group: str, on_fraction: Callable[[float], None]) -> Iterator[None]:
-    """Report the fraction of finished tasks of the Spark jobs in `group` every half second."""
+    """Report the fraction of finished tasks of the Spark jobs in `group` every half second (on a
+    Connect session: of this session's operations, as the server reports them)."""
+    from .connect import is_connect_session
+
+    if is_connect_session(spark):
+        with _track_connect_operations(spark, on_fraction):
+            yield
+        return
     sc = spark.sparkContext
     sc.setJobGroup(group, group)
     done = threading.Event()
@@ -72,6 +81,25 @@ def track_tasks(spark: SparkSession, group: str, on_fraction: Callable[[float], 
         done.set()
         thread.join()
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None removes it; the stub says str
+
+
+@contextmanager
+def _track_connect_operations(spark: SparkSession, on_fraction: Callable[[float], None]) -> Iterator[None]:
+    """The Connect client calls a progress handler with the stages of the running operation each
+    time the server reports; a stage the server has not started yet is not among them."""
+
+    def handler(stages: Sequence[object] | None, inflight_tasks: int, operation_id: str | None,
+                done: bool) -> None:
+        fraction = stage_fraction([StageTasks(int(getattr(s, "num_tasks", 0)),
+                                              int(getattr(s, "num_completed_tasks", 0))) for s in stages or ()])
+        if fraction is not None:
+            on_fraction(fraction)
+
+    spark.registerProgressHandler(handler)  # type: ignore[arg-type]  # the ProgressHandler protocol
+    try:
+        yield
+    finally:
+        spark.removeProgressHandler(handler)  # type: ignore[arg-type]
 
 
 def monotonic(progress: Progress) -> Progress:

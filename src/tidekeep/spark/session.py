@@ -1,9 +1,14 @@
 """The Spark session tidekeep uses: started on demand from settings, with the tidekeep data
 source registered so spark.read.format("tidekeep") works.
 
+The session is, in this order: the one given to `tidekeep.connect(spark=...)` (`use_session`), a
+Spark Connect session to the server `spark.remote` (or SPARK_REMOTE) names (connect.py), or a
+classic session started in this process on `spark.master`.
+
 Every tidekeep job that runs Spark (archive ingest and search, catalog import, job and impact)
 gets its session from `job_spark`, which refuses, before Spark starts, files its executors could
-not reach on the configured master (cluster.py), and checks the running session's master again.
+not reach on the configured master (cluster.py), and checks the running session's master again
+(for a Connect session: the server's, judged as connect.py says).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import TYPE_CHECKING, NoReturn
 from ..redaction import SPARK_CONF_REDACTION, SPARK_STRING_REDACTION
 from ..store.writable import require_writable_workspace
 from .cluster import check_settings_reach
+from .connect import REMOTE_SETTING, check_remote_url, is_connect_session, job_master
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -35,6 +41,11 @@ _lock = threading.Lock()
 # connection the interrupt broke, and the JVM would log the tasks it kills on the user's terminal.
 end_process_on_interrupt: Callable[[], NoReturn] | None = None
 _LOG4J = Path(__file__).with_name("log4j2.properties").as_uri()
+# the session `tidekeep.connect(spark=...)` was given: every tidekeep job in this process uses it,
+# as every job uses the one classic session Spark's getOrCreate keeps per process
+_given_session: SparkSession | None = None
+# how long Ctrl-C waits for a Connect server to confirm it interrupted this session's operations
+_INTERRUPT_WAIT_S = 10.0
 
 
 def build_spark(master: str = "local[*]", app_name: str = "tidekeep") -> SparkSession:
@@ -62,6 +73,49 @@ def build_spark(master: str = "local[*]", app_name: str = "tidekeep") -> SparkSe
         register_data_sources(spark)
         install_interrupt_handler(spark.sparkContext)
         return spark
+
+
+def build_remote_spark(url: str) -> SparkSession:
+    """A Spark Connect session to the server at `url` (`sc://host:port`): no JVM in this process.
+    Only session (runtime) settings can be given to a running server; the static ones, such as the
+    redaction of configuration values, are the server's (docs/spark.md, "Spark Connect")."""
+    from pyspark.sql import SparkSession
+
+    with _lock:
+        spark = (
+            SparkSession.builder.remote(url)
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.shuffle.partitions", "8")
+            .config("spark.sql.redaction.string.regex", SPARK_STRING_REDACTION)
+            .getOrCreate()
+        )
+        register_data_sources(spark)
+        install_connect_interrupt_handler(spark)
+        return spark
+
+
+def install_connect_interrupt_handler(spark: SparkSession) -> None:
+    """Ctrl-C while a Connect session waits for the server: interrupt this session's operations on
+    the server (from another thread: the interrupted call holds the main thread), then, with
+    `end_process_on_interrupt` set, call it once the server confirmed or the wait ran out; otherwise
+    raise KeyboardInterrupt. Ending this process alone would leave the server running the job."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupt_quietly() -> None:
+        with contextlib.suppress(Exception):  # the server may be gone; the interrupt stands anyway
+            spark.interruptAll()
+
+    def on_interrupt(signum: int, frame: FrameType | None) -> None:
+        interrupter = threading.Thread(target=interrupt_quietly, name="tidekeep-interrupt", daemon=True)
+        interrupter.start()
+        end_process = end_process_on_interrupt
+        if end_process is not None:
+            interrupter.join(_INTERRUPT_WAIT_S)
+            end_process()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_interrupt)
 
 
 def install_interrupt_handler(sc: SparkContext) -> None:
@@ -100,7 +154,33 @@ def _kill_jvm(sc: SparkContext) -> None:
             process.wait(timeout=10)
 
 
+def remote_url(settings: Settings) -> str | None:
+    """The Spark Connect server the settings name: `spark.remote`, else Spark's own SPARK_REMOTE
+    environment variable; None for a classic session. ConfigError naming the source for a value
+    that is not an `sc://` URL."""
+    configured = settings[REMOTE_SETTING]
+    if configured:
+        return check_remote_url(configured)
+    from_environment = os.environ.get("SPARK_REMOTE", "").strip()
+    return check_remote_url(from_environment, "SPARK_REMOTE") if from_environment else None
+
+
+def use_session(spark: SparkSession | None) -> None:
+    """Make `spark` (classic or Connect) the session of every tidekeep job in this process, with the
+    tidekeep data sources registered on it; `spark.master`, `spark.remote` are then not used.
+    None: back to the session the settings name."""
+    global _given_session
+    if spark is not None:
+        register_data_sources(spark)
+    _given_session = spark
+
+
 def get_spark(settings: Settings) -> SparkSession:
+    if _given_session is not None:
+        return _given_session
+    url = remote_url(settings)
+    if url is not None:
+        return build_remote_spark(url)
     return build_spark(settings["spark.master"], settings["spark.app_name"])
 
 
@@ -109,14 +189,17 @@ def job_spark(settings: Settings, *, metadata: bool = False, storage: bool = Fal
     """The session for a job whose executors open the metadata store (`metadata`), the storage
     (`storage`) and the files `inputs`. A configuration they could not reach on the `spark.master`
     setting is refused with ConfigError before Spark starts; a session already running in this
-    process (which Spark returns whatever the setting) is checked against its own master too.
+    process (which Spark returns whatever the setting) is checked against its own master too. A
+    Connect session or one given to `use_session` is checked once it is known (connect.py,
+    `job_master`): connecting starts no JVM here.
     With `writes` the executors write to the stores they open: a local one that is read-only is
     refused (ReadOnlyWorkspace, naming it) before Spark starts, not reported by a failed task."""
-    check_settings_reach(settings, metadata=metadata, storage=storage, inputs=inputs)
+    if _given_session is None and remote_url(settings) is None:
+        check_settings_reach(settings, metadata=metadata, storage=storage, inputs=inputs)
     if writes:
         require_writable_workspace(settings, metadata=metadata, storage=storage)
     spark = get_spark(settings)
-    check_settings_reach(settings, spark.sparkContext.master, metadata=metadata, storage=storage, inputs=inputs)
+    check_settings_reach(settings, job_master(spark), metadata=metadata, storage=storage, inputs=inputs)
     return spark
 
 
@@ -133,9 +216,12 @@ def register_data_sources(spark: SparkSession) -> None:
     # the spark.master setting, through the environment PySpark gives the workers of every Python
     # function made from now on (it reads SparkContext.environment when it wraps one), so their
     # check of the storage and metadata store against the master (cluster.py) sees the real one.
+    # A Connect session has no SparkContext: its sources plan on the server, whose workers judge
+    # by the server's environment; job_spark has judged the files by the server's master already.
     from ..config import env_name
 
-    spark.sparkContext.environment[env_name("spark.master")] = spark.sparkContext.master
+    if not is_connect_session(spark):
+        spark.sparkContext.environment[env_name("spark.master")] = spark.sparkContext.master
     spark.dataSource.register(TidekeepDataSource)
     from ..catalog.source import CatalogDataSource
 
