@@ -148,6 +148,10 @@ def test_spark_remote_comes_from_spark_remote_and_a_bad_one_is_one_line(tmp_path
     seeded_workspace(home)
     ingested = ok(home, {"SPARK_REMOTE": connect_server}, "archives", "ingest", "app", str(_log(tmp_path)))
     assert ingested["messages"] == 4
+    # two commands reattach to one server session (its data sources registered already)
+    shared = {"TIDEKEEP_SPARK_REMOTE": f"{connect_server}/;session_id=6a1c3e2f-0b7d-4c55-9e1a-2f4b8d0c7e91"}
+    impacts = [ok(home, shared, "catalog", "impact") for _ in range(2)]
+    assert impacts[0]["rows"] == impacts[1]["rows"] != []
     for env, source in (({"TIDEKEEP_SPARK_REMOTE": "spark://head:7077"}, "spark.remote"),
                         ({"SPARK_REMOTE": "head:15002"}, "SPARK_REMOTE")):
         done = run_cli(home, "catalog", "impact", env=env)

@@ -86,12 +86,21 @@ def track_tasks(spark: SparkSession, group: str, on_fraction: Callable[[float], 
 @contextmanager
 def _track_connect_operations(spark: SparkSession, on_fraction: Callable[[float], None]) -> Iterator[None]:
     """The Connect client calls a progress handler with the stages of the running operation each
-    time the server reports; a stage the server has not started yet is not among them."""
+    time the server reports; a stage the server has not started yet is not among them. A stage the
+    server calls done counts as complete (a stage Spark skipped, its output reused, reports no
+    completed task), and so does everything once the operation is done."""
 
     def handler(stages: Sequence[object] | None, inflight_tasks: int, operation_id: str | None,
                 done: bool) -> None:
-        fraction = stage_fraction([StageTasks(int(getattr(s, "num_tasks", 0)),
-                                              int(getattr(s, "num_completed_tasks", 0))) for s in stages or ()])
+        if done:
+            on_fraction(1.0)
+            return
+        known = []
+        for stage in stages or ():
+            total = int(getattr(stage, "num_tasks", 0))
+            completed = total if getattr(stage, "done", False) else int(getattr(stage, "num_completed_tasks", 0))
+            known.append(StageTasks(total, completed))
+        fraction = stage_fraction(known)
         if fraction is not None:
             on_fraction(fraction)
 

@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
@@ -90,12 +91,16 @@ def build_remote_spark(url: str) -> SparkSession:
             .getOrCreate()
         )
         register_data_sources(spark)
-        install_connect_interrupt_handler(spark)
+        # this process's operations carry a tag of their own: Ctrl-C interrupts them alone, not those of
+        # other processes sharing the server session (a `session_id` in the URL, docs/spark.md)
+        tag = f"tidekeep-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        spark.addTag(tag)
+        install_connect_interrupt_handler(spark, tag)
         return spark
 
 
-def install_connect_interrupt_handler(spark: SparkSession) -> None:
-    """Ctrl-C while a Connect session waits for the server: interrupt this session's operations on
+def install_connect_interrupt_handler(spark: SparkSession, tag: str) -> None:
+    """Ctrl-C while a Connect session waits for the server: interrupt the operations tagged `tag` on
     the server (from another thread: the interrupted call holds the main thread), then, with
     `end_process_on_interrupt` set, call it once the server confirmed or the wait ran out; otherwise
     raise KeyboardInterrupt. Ending this process alone would leave the server running the job."""
@@ -104,7 +109,7 @@ def install_connect_interrupt_handler(spark: SparkSession) -> None:
 
     def interrupt_quietly() -> None:
         with contextlib.suppress(Exception):  # the server may be gone; the interrupt stands anyway
-            spark.interruptAll()
+            spark.interruptTag(tag)
 
     def on_interrupt(signum: int, frame: FrameType | None) -> None:
         interrupter = threading.Thread(target=interrupt_quietly, name="tidekeep-interrupt", daemon=True)
