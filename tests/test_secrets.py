@@ -169,14 +169,19 @@ def test_working_commands_never_show_the_real_password(tmp_path: Path, pg_url: s
 
 
 @pytest.mark.spark
-def test_spark_jobs_keep_the_password_out_of_logs_configuration_and_event_logs(tmp_path: Path, pg_url: str) -> None:
+@pytest.mark.parametrize("reference", ["file", "env"])
+def test_spark_jobs_keep_the_password_out_of_logs_configuration_and_event_logs(tmp_path: Path, pg_url: str,
+                                                                             reference: str) -> None:
     """Stream writes, a catalog import and job, an archive ingest and search and a Spark sink write
-    on PostgreSQL, logging at DEBUG, with Spark's event log on: the password is in none of it."""
+    on PostgreSQL, logging at DEBUG, with Spark's event log on: the password is in none of it. The
+    executors read it from the driver's private file, or (`env`) from TIDEKEEP_METADATA_PASSWORD as a
+    cluster deployment sets it on every node (docs/security.md)."""
     password = sa.make_url(pg_url).password
     assert password
     events = tmp_path / "events"
     events.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),
+    by_env = {"TIDEKEEP_METADATA_PASSWORD": password} if reference == "env" else {}
+    env = {**os.environ, **by_env, "PYTHONPATH": os.pathsep.join(sys.path),
            "PYSPARK_SUBMIT_ARGS": f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir={events.as_uri()} "
                                   "--conf spark.eventLog.compress=false pyspark-shell"}
     done = subprocess.run([sys.executable, str(WORKLOAD), "022", str(tmp_path / "ws"), str(tmp_path / "work"),

@@ -152,8 +152,13 @@ class Client:
 
     def spark_options(self) -> dict[str, str]:
         """Options that point spark.read.format("tidekeep") (and the sink) at this workspace (absolute
-        paths), with its spark.shared_filesystem declaration and its storage.fsync setting."""
-        return {"metadata_url": self.settings.metadata_url, "storage": self.settings.storage_uri,
+        paths), with its spark.shared_filesystem declaration and its storage.fsync setting. The
+        metadata password is passed by reference, as it works on the spark.master setting's
+        executors (spark/credentials.py; ConfigError when no reference would)."""
+        from .spark.credentials import metadata_reference
+
+        metadata = metadata_reference(self.settings.metadata_url, self.settings["spark.master"])
+        return {**metadata.options(), "storage": self.settings.storage_uri,
                 "shared_filesystem": str(self.settings["spark.shared_filesystem"]).lower(),
                 "fsync": "true" if self.settings["storage.fsync"] else "false"}
 

@@ -38,7 +38,9 @@ DEFAULT_HOME = ".tidekeep"
 MAX_EVENT_SIZE = 8 * 1024 * 1024
 
 # Environment variables with the TIDEKEEP_ prefix that are not settings.
-_ENV_NOT_SETTINGS = {"TIDEKEEP_HOME", "TIDEKEEP_FAULT", "TIDEKEEP_FAULT_RAISE", "TIDEKEEP_PAUSE"}
+# TIDEKEEP_METADATA_PASSWORD: how Spark executors get the metadata password (spark/credentials.py)
+_ENV_NOT_SETTINGS = {"TIDEKEEP_HOME", "TIDEKEEP_FAULT", "TIDEKEEP_FAULT_RAISE", "TIDEKEEP_PAUSE",
+                     "TIDEKEEP_METADATA_PASSWORD"}
 _ENV_IGNORED_PREFIXES = ("TIDEKEEP_TEST_",)
 
 

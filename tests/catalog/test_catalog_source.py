@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import tidekeep as tk
 from tidekeep.catalog.source import ScanStats, plan_ranges
 from tidekeep.errors import InvalidInput
+from tidekeep.spark.credentials import metadata_reference
 
 
 @given(st.integers(0, 10_000), st.integers(0, 10_000), st.lists(st.integers(0, 20_000), max_size=40),
@@ -30,6 +31,11 @@ def test_ranges_are_disjoint_ascending_and_cover_every_row_of_the_period(a: int,
     assert all(from_ms <= lo and hi <= to_ms for lo, hi in ranges)
 
 
+def metadata_options(client: tk.Client) -> dict[str, str]:
+    """The catalog source's options for the client's store: the password by reference."""
+    return metadata_reference(client.settings.metadata_url, "local[2]").options()
+
+
 def _records(client: tk.Client) -> list[int]:
     return client.catalog.add([
         {"feed": "A", "type": "Raw Events", "create_time": 1_000 + i * 10, "file_size": i,
@@ -40,7 +46,7 @@ def _records(client: tk.Client) -> list[int]:
 def test_spark_reads_the_records_of_a_period_in_create_time_order(client: tk.Client, spark) -> None:
     ids = _records(client)
     client.catalog.records()  # the store is migrated
-    frame = (spark.read.format("tidekeep_catalog").option("metadata_url", client.settings.metadata_url)
+    frame = (spark.read.format("tidekeep_catalog").options(**metadata_options(client))
              .option("columns", "id,create_time,pipeline,attributes,status").option("from", "1020")
              .option("to", "1100").option("status", "UNLOCKED").option("partitions", "3").load())
     assert frame.columns == ["id", "create_time", "status", "pipeline", "attributes"]
@@ -55,7 +61,7 @@ def test_spark_reads_the_records_of_a_period_in_create_time_order(client: tk.Cli
 
 def test_an_empty_period_reads_no_rows(client: tk.Client, spark) -> None:
     _records(client)
-    frame = (spark.read.format("tidekeep_catalog").option("metadata_url", client.settings.metadata_url)
+    frame = (spark.read.format("tidekeep_catalog").options(**metadata_options(client))
              .option("from", "5000").option("to", "6000").load())
     assert frame.count() == 0
 

@@ -10,9 +10,15 @@ import sqlalchemy as sa
 import tidekeep as tk
 from tidekeep.catalog.expressions import parse
 from tidekeep.catalog.writeback import DeleteSpec, delete_partition
+from tidekeep.spark.credentials import MetadataReference, metadata_reference
 from tidekeep.store.schema_catalog import catalog_records
 
 NOW = 1_711_843_200_000
+
+
+def metadata_of(client: tk.Client) -> MetadataReference:
+    """The client's metadata store as a task gets it: the password by reference."""
+    return metadata_reference(client.settings.metadata_url, "local[2]")
 
 
 def verdicts(rows: list[tuple[int, int, int | None, bool]]) -> pa.RecordBatch:
@@ -41,7 +47,7 @@ def test_a_slice_by_range_leaves_the_kept_rows_and_counts_exactly(client: tk.Cli
                               for i in range(10)])
     kept = {ids[2], ids[5]}
     batch = verdicts([(i, 1000 + n, 1 if i not in kept else None, i not in kept) for n, i in enumerate(ids)])
-    out = list(delete_partition(DeleteSpec(client.settings.metadata_url, NOW, 100), iter([batch])))
+    out = list(delete_partition(DeleteSpec(metadata_of(client), NOW, 100), iter([batch])))
     after = status_of(client)
     assert {i for i, s in after.items() if s == "DELETED"} == set(ids) - kept
     assert summary(out) == {1: (8, 80)}
@@ -51,7 +57,7 @@ def test_a_row_added_to_the_range_after_spark_read_it_is_not_deleted(client: tk.
     ids = client.catalog.add([{"feed": "F", "type": "T", "create_time": 1000 + i} for i in range(6)])
     batch = verdicts([(i, 1000 + n, 1, True) for n, i in enumerate(ids)])  # Spark saw these six
     late = client.catalog.add([{"feed": "F", "type": "T", "create_time": 1003}])[0]  # written since
-    out = list(delete_partition(DeleteSpec(client.settings.metadata_url, NOW, 100), iter([batch])))
+    out = list(delete_partition(DeleteSpec(metadata_of(client), NOW, 100), iter([batch])))
     after = status_of(client)
     assert after[late] == "UNLOCKED"  # the range form saw it, rolled back, and went by id
     assert all(after[i] == "DELETED" for i in ids)
@@ -65,7 +71,7 @@ def test_locked_and_held_rows_are_guarded_inside_the_statement(client: tk.Client
                               for i in range(8)])
     RecordStore(client.workspace).set_status([ids[1]], "LOCKED")  # locked after Spark read it UNLOCKED
     batch = verdicts([(i, 1000 + n, 2, True) for n, i in enumerate(ids)])
-    spec = DeleteSpec(client.settings.metadata_url, NOW, 3, holds=(parse('feed = "HELD"'),))
+    spec = DeleteSpec(metadata_of(client), NOW, 3, holds=(parse('feed = "HELD"'),))
     out = list(delete_partition(spec, iter([batch])))
     after = status_of(client)
     assert after[ids[1]] == "LOCKED" and after[ids[4]] == "UNLOCKED"
@@ -81,7 +87,7 @@ def test_sqlite_deletes_a_slice_by_rowid_not_by_walking_the_status_index(sqlite_
     from tidekeep.catalog.writeback import by_ids
 
     sqlite_client.catalog.add([{"feed": "F", "type": "T", "create_time": i} for i in range(50)])
-    spec = DeleteSpec(sqlite_client.settings.metadata_url, NOW, 10)
+    spec = DeleteSpec(metadata_of(sqlite_client), NOW, 10)
     [statement] = by_ids(list(range(1, 30)), spec, sa.false(), postgres=False)
     with sqlite_client.workspace.db.engine.connect() as conn:
         sql = str(statement.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))

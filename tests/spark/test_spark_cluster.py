@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from hypothesis import given
 from hypothesis import strategies as st
 from pyspark.errors import AnalysisException
@@ -32,6 +33,7 @@ from tidekeep.spark.cluster import (
     is_local_path,
     is_sqlite_url,
 )
+from tidekeep.spark.credentials import PASSWORD_ENV
 from tidekeep.spark.datasource import TidekeepDataSource, load_stream
 from tidekeep.spark.sink import save_to_stream
 
@@ -197,8 +199,10 @@ def test_catalog_import_job_and_impact_refuse_sqlite_on_a_cluster(spark, sqlite_
         assert cluster.catalog.count() == 0 and cluster.catalog.runs() == []  # nothing recorded
 
 
-def test_catalog_import_on_postgresql_refuses_only_the_local_input_files(spark, pg_url: str,
-                                                                         tmp_path: Path) -> None:
+def test_catalog_import_on_postgresql_refuses_only_the_local_input_files(spark, pg_url: str, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # the deployment gives every node the metadata password (docs/security.md)
+    monkeypatch.setenv(PASSWORD_ENV, str(sa.make_url(pg_url).password))
     csv = tmp_path / "records.csv"
     csv.write_text("feed,type,create_time\nF,Raw,2024-01-01T00:00:00Z\n", encoding="utf-8")
     with tk.connect(tmp_path / "ws", metadata_url=pg_url, storage=str(tmp_path / "data"),
@@ -207,6 +211,29 @@ def test_catalog_import_on_postgresql_refuses_only_the_local_input_files(spark, 
         assert repr(str(csv.resolve())) in message
         assert cluster.catalog.count() == 0
         check_settings_reach(cluster.settings, metadata=True)  # PostgreSQL is reachable from anywhere
+
+
+def test_a_metadata_password_the_executors_have_no_reference_to_is_refused_before_any_work(
+        spark, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a cluster the executors can read the metadata password only from TIDEKEEP_METADATA_PASSWORD:
+    unset (or another password) on the driver, the jobs that open the store on executors are refused
+    before Spark starts, even on a shared filesystem, and the message never holds the password."""
+    password = str(sa.make_url(pg_url).password)
+    csv = tmp_path / "records.csv"
+    csv.write_text("feed,type,create_time\nF,Raw,2024-01-01T00:00:00Z\n", encoding="utf-8")
+    for driver_value, shared in ((None, False), ("not the password", False), (None, True)):
+        if driver_value is None:
+            monkeypatch.delenv(PASSWORD_ENV, raising=False)
+        else:
+            monkeypatch.setenv(PASSWORD_ENV, driver_value)
+        with tk.connect(tmp_path / "ws", metadata_url=pg_url, storage=str(tmp_path / "data"),
+                        settings={"spark.master": CLUSTER, "spark.shared_filesystem": shared}, create=True) as cluster:
+            cluster.catalog.set_rules([RetentionRule(1, "old", True, parse("all"), Age(1, "days"))])
+            for job in (lambda: cluster.catalog.import_path(csv), cluster.catalog.run, cluster.catalog.impact,
+                        cluster.spark_options):
+                message = refused(job, "metadata.url")
+                assert PASSWORD_ENV in message and f":{password}@" not in message
+            assert cluster.catalog.count() == 0 and cluster.catalog.runs() == []  # nothing recorded
 
 
 def test_a_declared_shared_filesystem_is_accepted(spark, sqlite_client: tk.Client, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from tidekeep.catalog.rules import RetentionRule
 from tidekeep.config import load_settings
 from tidekeep.errors import NotFound, WorkspaceMismatch
 from tidekeep.holds import HoldStore
+from tidekeep.spark.credentials import MetadataReference
 from tidekeep.spark.driver_workspace import open_driver_workspace
 from tidekeep.store.audit import AuditEntry, audit_rows
 from tidekeep.store.house import Workspace, open_workspace
@@ -125,4 +126,5 @@ def test_the_spark_driver_opens_the_workspace_without_a_client(home: Path, tmp_p
     finally:
         driver.close()
     with pytest.raises(NotFound):
-        open_driver_workspace(str(tmp_path / "nowhere"), f"sqlite:///{tmp_path / 'none.db'}", None, None)
+        open_driver_workspace(str(tmp_path / "nowhere"), MetadataReference(f"sqlite:///{tmp_path / 'none.db'}"), None,
+                              None)

@@ -51,6 +51,7 @@ from .locations import LocationRules, check_location
 from .records import ATTRIBUTE_NAME, ATTRIBUTE_PREFIX, COLUMNS, MetaRecord, record_from_mapping
 
 if TYPE_CHECKING:
+    from ..spark.credentials import MetadataReference
     from ..store.house import Workspace
 
 Progress = Callable[[int, int], None]
@@ -349,13 +350,14 @@ def _write_postgres(conn: Any, rows: list[dict[str, Any]]) -> int:
     return inserted
 
 
-def _write_partition(kind: str, files: list[str], headers: dict[int, list[str]], rules: LocationRules, url: str,
+def _write_partition(kind: str, files: list[str], headers: dict[int, list[str]], rules: LocationRules,
+                     metadata: MetadataReference,
                      only: bool | None, items: Iterable[Item]) -> Iterator[tuple[int, int]]:
     """Write one partition's records in batches; `only` True/False restricts to rows with/without id.
     The task opens its own engine and closes it after, so no connection outlives the task."""
     from ..store.database import Database
 
-    db = Database(url)
+    db = Database(metadata.url())
     inserted = skipped = 0
     batch: list[MetaRecord] = []
     try:
@@ -448,12 +450,17 @@ def import_records(workspace: Workspace, path: str | os.PathLike[str], format: s
 
             with workspace.db.write() as conn:
                 bump_id_sequence(conn, checked.max_id)
-    url = workspace.db.url.render_as_string(hide_password=False)
+    from ..spark.credentials import metadata_reference
+    from ..spark.options import session_master
+
+    # the tasks get the metadata password by reference, never in their closures (spark/credentials.py)
+    metadata = metadata_reference(workspace.db.url.render_as_string(hide_password=False), session_master(spark))
     inserted = skipped = done = 0
     partitions = items.getNumPartitions()
     step = max(1, sc.defaultParallelism)
     for only in phases:
-        writer = items.mapPartitions(lambda part, o=only: _write_partition(kind, files, headers, rules, url, o, part))
+        writer = items.mapPartitions(
+            lambda part, o=only: _write_partition(kind, files, headers, rules, metadata, o, part))
         for start in range(0, partitions, step):
             counts = sc.runJob(writer, lambda it: it, list(range(start, min(start + step, partitions))))
             inserted += sum(c[0] for c in counts)

@@ -38,6 +38,8 @@ from ..errors import LeaseLost
 from ..faults import fault_point
 from ..spark.cluster import check_settings_reach
 from ..spark.connect import default_parallelism
+from ..spark.credentials import MetadataReference, metadata_reference
+from ..spark.options import session_master
 from ..spark.progress import monotonic, track_tasks
 from ..spark.session import job_spark
 from ..store.audit import AuditEntry
@@ -168,9 +170,11 @@ def needed_columns(rules: Sequence[Any], holds: Sequence[Any]) -> list[str]:
     return list(source.check_columns(sorted(columns)))
 
 
-def period_frame(spark: SparkSession, url: str, columns: Sequence[str], ranges: Sequence[tuple[int, int]],
-                 from_ms: int, to_ms: int, shared_filesystem: bool = False) -> DataFrame:
-    return (spark.read.format(source.SOURCE_NAME).option("metadata_url", url).option("columns", ",".join(columns))
+def period_frame(spark: SparkSession, metadata: MetadataReference, columns: Sequence[str],
+                 ranges: Sequence[tuple[int, int]], from_ms: int, to_ms: int,
+                 shared_filesystem: bool = False) -> DataFrame:
+    """The catalog source over one period; the metadata password by reference (spark/credentials.py)."""
+    return (spark.read.format(source.SOURCE_NAME).options(**metadata.options()).option("columns", ",".join(columns))
             .option("shared_filesystem", str(shared_filesystem).lower())
             .option("status", "UNLOCKED").option("from", str(from_ms)).option("to", str(to_ms))
             .option("ranges", json.dumps([list(r) for r in ranges])).load())
@@ -319,7 +323,8 @@ def _run_period(spark: SparkSession, workspace: Workspace, url: str, inputs: Job
     ranges = source.plan_ranges(period.from_ms, period.to_ms, stats,
                                 partition_count(workspace.settings["catalog.partitions"],
                                                 default_parallelism(spark), stats.rows))
-    frame = period_frame(spark, url, columns, ranges, period.from_ms, period.to_ms,
+    metadata = metadata_reference(url, session_master(spark))
+    frame = period_frame(spark, metadata, columns, ranges, period.from_ms, period.to_ms,
                          workspace.settings["spark.shared_filesystem"])
     ruled = frame.withColumn("rule", first_match_column(rules, ctx))
     # the rule says DELETE in this period and no hold matches (null rule: no match, kept)
@@ -328,7 +333,7 @@ def _run_period(spark: SparkSession, workspace: Workspace, url: str, inputs: Job
         summary = ruled.where(doomed).groupBy("rule").agg(
             F.count(F.lit(1)).alias("rows"), F.sum(F.coalesce(F.col("file_size"), F.lit(0))).alias("bytes"))
     else:
-        spec = DeleteSpec(url, inputs.now_ms, workspace.settings["catalog.delete_batch_size"], inputs.holds,
+        spec = DeleteSpec(metadata, inputs.now_ms, workspace.settings["catalog.delete_batch_size"], inputs.holds,
                           inputs.dictionaries, os.getpid(), fence)
         # every row goes to its task with its verdict, so a slice can be written as its create-time
         # range minus the kept rows; the output is one small row per rule per task, summed here

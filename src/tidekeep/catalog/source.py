@@ -23,6 +23,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from ..errors import InvalidInput
+from ..spark.credentials import REFERENCE_OPTIONS, MetadataReference, deployed_reference, reference_from_options
 from ..store.schema_catalog import catalog_records
 
 SOURCE_NAME = "tidekeep_catalog"
@@ -145,7 +146,7 @@ def read_range(url: str, columns: Sequence[str], status: str | None, from_ms: in
 # ---- options ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CatalogReadOptions:
-    url: str
+    metadata: MetadataReference  # the metadata password by reference: these options go to executors
     columns: tuple[str, ...]
     status: str | None
     from_ms: int
@@ -155,7 +156,7 @@ class CatalogReadOptions:
 
 
 _KNOWN_OPTIONS = {"metadata_url", "home", "shared_filesystem", "columns", "status", "from", "to", "partitions",
-                  "ranges", "path"}
+                  "ranges", "path"} | REFERENCE_OPTIONS
 END_OF_TIME = 253_402_300_800_000  # 10000-01-01T00:00Z: beyond any valid record time
 
 
@@ -176,8 +177,15 @@ def parse_options(options: Mapping[str, str]) -> CatalogReadOptions:
     from ..config import absolute_metadata_url, load_settings
 
     url = options.get("metadata_url")
-    # executors open the URL: a relative SQLite path is made absolute here, where Spark plans
-    url = absolute_metadata_url(url) if url else load_settings(options.get("home")).metadata_url
+    # executors open the URL: a relative SQLite path is made absolute here, where Spark plans; its
+    # password only ever by reference (spark/credentials.py)
+    if url:
+        metadata = reference_from_options({**options, "metadata_url": absolute_metadata_url(url)})
+    else:
+        # this runs in a Spark worker: no private password file may be made here
+        metadata = deployed_reference(load_settings(options.get("home")).metadata_url,
+                                      "the tidekeep_catalog source with only 'home'")
+    assert metadata is not None
     columns = check_columns([c.strip() for c in options.get("columns", ",".join(COLUMN_TYPES)).split(",")
                              if c.strip()])
     status = options.get("status") or None
@@ -192,7 +200,7 @@ def parse_options(options: Mapping[str, str]) -> CatalogReadOptions:
     from_ms, to_ms = _int_option(options, "from", 0), _int_option(options, "to", END_OF_TIME)
     if from_ms > to_ms:
         raise InvalidInput(f"catalog source: 'from' ({from_ms}) is after 'to' ({to_ms})")
-    return CatalogReadOptions(url, columns, status, from_ms, to_ms, _int_option(options, "partitions", 0), ranges)
+    return CatalogReadOptions(metadata, columns, status, from_ms, to_ms, _int_option(options, "partitions", 0), ranges)
 
 
 def spark_schema(columns: Sequence[str]) -> Any:
@@ -207,7 +215,7 @@ def plan(options: CatalogReadOptions) -> list[tuple[int, int]]:
         return list(options.ranges)
     from ..store.database import Database
 
-    db = Database(options.url)
+    db = Database(options.metadata.url())
     try:
         with db.read() as conn:
             stats = scan_stats(conn, options.from_ms, options.to_ms, options.status)
@@ -250,7 +258,8 @@ def options_for_executors(options: Mapping[str, str]) -> CatalogReadOptions:
 
     parsed = parse_options(options)
     shared = options.get("shared_filesystem") or None
-    settings = load_settings(options.get("home"), {"metadata.url": parsed.url, "spark.shared_filesystem": shared})
+    settings = load_settings(options.get("home"), {"metadata.url": parsed.metadata.public_url,
+                                                         "spark.shared_filesystem": shared})
     check_settings_reach(settings, metadata=True)
     return parsed
 
@@ -266,5 +275,5 @@ class CatalogReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, CatalogRange)
-        yield from read_range(self.options.url, self.options.columns, self.options.status,
+        yield from read_range(self.options.metadata.url(), self.options.columns, self.options.status,
                               partition.from_ms, partition.to_ms)

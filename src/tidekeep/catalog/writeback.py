@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
+from ..spark.credentials import MetadataReference
 from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_catalog import catalog_records
 from .slices import slice_ends
@@ -46,9 +47,9 @@ SUMMARY_DDL = "rule int, rows long, bytes long"
 
 @dataclass(frozen=True)
 class DeleteSpec:
-    """Everything a task needs, pickled into the Spark closure."""
+    """Everything a task needs, pickled into the Spark closure: the metadata password by reference."""
 
-    url: str
+    metadata: MetadataReference
     status_time_ms: int  # the run's fixed now
     batch_size: int
     holds: tuple[Any, ...] = ()  # hold expressions (AST) re-checked inside every UPDATE
@@ -181,7 +182,7 @@ def delete_partition(spec: DeleteSpec, batches: Iterator[pa.RecordBatch]) -> Ite
 
     from ..store.database import Database
 
-    db = Database(spec.url)  # the driver has migrated the schema: no check per task
+    db = Database(spec.metadata.url())  # the driver has migrated the schema: no check per task
     totals: dict[int, list[int]] = {}
     try:
         held = held_condition(spec.holds, spec.status_time_ms, spec.dictionaries)

@@ -16,6 +16,7 @@ may run executors elsewhere.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -80,8 +81,17 @@ def check_cluster_reach(master: str, *, shared_filesystem: bool, metadata_url: s
 def check_settings_reach(settings: Settings, master: str | None = None, *, metadata: bool = False,
                          storage: bool = False, inputs: Sequence[str] = ()) -> None:
     """check_cluster_reach for a job whose executors open the settings' metadata store (`metadata`),
-    their storage (`storage`) and `inputs`, on `master` (default: the `spark.master` setting)."""
-    check_cluster_reach(settings["spark.master"] if master is None else master,
+    their storage (`storage`) and `inputs`, on `master` (default: the `spark.master` setting). With
+    `metadata`, also refused: a metadata password the executors could get no reference to
+    (credentials.py), as it would have to travel in clear."""
+    master = settings["spark.master"] if master is None else master
+    if metadata:
+        from .credentials import password_refusal
+
+        refusal = password_refusal(settings.metadata_url, master, os.environ)
+        if refusal is not None:
+            raise ConfigError(refusal)
+    check_cluster_reach(master,
                         shared_filesystem=settings["spark.shared_filesystem"],
                         metadata_url=settings.metadata_url if metadata else None,
                         storage_uri=settings.storage_uri if storage else None, inputs=inputs)

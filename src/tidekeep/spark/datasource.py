@@ -27,7 +27,15 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from ..streams.cuts import StreamCut
-from .options import KNOWN_READ_OPTIONS, SOURCE_NAME, STREAM_ONLY, ReadOptions, caller_options, parse_read_options
+from .options import (
+    KNOWN_READ_OPTIONS,
+    SOURCE_NAME,
+    STREAM_ONLY,
+    ReadOptions,
+    caller_options,
+    parse_read_options,
+    session_master,
+)
 from .partitions import SPARK_SCHEMA, ChunkPartition, check_read, plan_partitions, read_partition
 
 if TYPE_CHECKING:
@@ -92,8 +100,9 @@ def load_stream(spark: SparkSession, stream: str, start: StreamCut | str | None 
                 end: StreamCut | str | None = None, **options: str | int | Path) -> DataFrame:
     """spark.read.format("tidekeep") with the options checked in the caller first, so bad input
     raises tidekeep's typed errors here rather than a Spark AnalysisException that wraps them.
-    `options`: home, metadata_url, storage, partition_size (as for the data source)."""
-    raw = caller_options({"stream": stream, "start": start, "end": end, **options})
+    `options`: home, metadata_url, storage, partition_size (as for the data source); a password in
+    metadata_url is passed on by reference (credentials.py)."""
+    raw = caller_options({"stream": stream, "start": start, "end": end, **options}, session_master(spark))
     check_read(parse_read_options(raw))
     return spark.read.format(SOURCE_NAME).options(**raw).load()
 

@@ -19,6 +19,7 @@ from ..streams.txn_store import TransactionStore
 from ..streams.watermark_store import WatermarkStore
 from ..units import parse_duration_ms
 from .cluster import check_settings_reach
+from .credentials import MetadataReference
 
 
 @dataclass(frozen=True)
@@ -39,16 +40,17 @@ class DriverWorkspace:
         self.workspace.close()
 
 
-def open_driver_workspace(home: str | None, metadata_url: str | None, storage: str | None,
+def open_driver_workspace(home: str | None, metadata: MetadataReference | None, storage: str | None,
                           shared_filesystem: str | None, fsync: str | None = None) -> DriverWorkspace:
     """The workspace the options name (settings: defaults < tidekeep.yaml < TIDEKEEP_* env < these
-    options). Executors of the sources and the sink open its storage: one they could not reach on
-    the session's master (the spark.master setting, which register_data_sources sets to the
-    session's) is refused with ConfigError, unless the filesystem is declared shared (cluster.py)."""
+    options; the metadata password read from its reference here). Executors of the sources and
+    the sink open its storage: one they could not reach on the session's master (the spark.master
+    setting, which register_data_sources sets to the session's) is refused with ConfigError,
+    unless the filesystem is declared shared (cluster.py)."""
     overrides: dict[str, Any] = {key: value for key, value in (("spark.shared_filesystem", shared_filesystem),
                                                                ("storage.fsync", fsync)) if value}
-    if metadata_url is not None:
-        overrides["metadata.url"] = metadata_url
+    if metadata is not None:
+        overrides["metadata.url"] = metadata.url()
     if storage is not None:
         overrides["storage.uri"] = storage
     workspace = open_workspace(load_settings(home, overrides))

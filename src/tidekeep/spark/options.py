@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import InvalidInput, InvalidStreamCut
 from ..names import split_stream_name
 from ..streams.cuts import StreamCut
 from ..units import parse_size_bytes
+from .credentials import REFERENCE_OPTIONS, MetadataReference, metadata_reference, reference_from_options
 
 SOURCE_NAME = "tidekeep"
 
@@ -26,8 +28,9 @@ PARTITION_TARGET_BYTES = 64 * 1024 * 1024
 BATCH_ONLY = frozenset({"end"})
 # options of spark.readStream only (stream_source.py); schema() accepts them, the batch reader refuses them
 STREAM_ONLY = frozenset({"reader_group", "max_bytes_per_trigger", "on_truncated"})
-# where the workspace is: the options every tidekeep source and the sink take
-WORKSPACE_OPTIONS = frozenset({"home", "metadata_url", "storage", "shared_filesystem", "fsync"})
+# where the workspace is: the options every tidekeep source and the sink take; the metadata password
+# only by reference (credentials.py)
+WORKSPACE_OPTIONS = frozenset({"home", "metadata_url", "storage", "shared_filesystem", "fsync"}) | REFERENCE_OPTIONS
 # the options of every read, batch or streaming
 COMMON_OPTIONS = frozenset({"stream", "start", "partition_size", "path"}) | WORKSPACE_OPTIONS
 KNOWN_READ_OPTIONS = COMMON_OPTIONS | BATCH_ONLY | STREAM_ONLY
@@ -45,7 +48,7 @@ class ReadOptions:
     start: CutSpec
     end: CutSpec
     home: str | None
-    metadata_url: str | None
+    metadata: MetadataReference | None  # the metadata URL, its password by reference
     storage: str | None
     partition_size: int = PARTITION_TARGET_BYTES
     shared_filesystem: str | None = None  # the spark.shared_filesystem setting, as given
@@ -82,7 +85,7 @@ def parse_read_options(options: Mapping[str, str], known: Set[str] | None = None
             raise InvalidInput(f"invalid partition_size {lowered['partition_size']!r}: must be greater than zero")
     return ReadOptions(stream, _parse_cut_option(lowered.get("start"), stream, "start", HEAD),
                        _parse_cut_option(lowered.get("end"), stream, "end", TAIL),
-                       lowered.get("home") or None, lowered.get("metadata_url") or None,
+                       lowered.get("home") or None, reference_from_options(lowered),
                        lowered.get("storage") or None, partition_size, lowered.get("shared_filesystem") or None,
                        lowered.get("fsync") or None)
 
@@ -98,9 +101,11 @@ def _parse_cut_option(value: str | None, stream: str, which: str, default: str) 
     return cut
 
 
-def caller_options(options: Mapping[str, object]) -> dict[str, str]:
+def caller_options(options: Mapping[str, object], master: str) -> dict[str, str]:
     """Options as strings, with the workspace's paths made absolute here, in the caller's process:
-    the Python worker Spark plans in, and the executors, may run in another directory or elsewhere."""
+    the Python worker Spark plans in, and the executors, may run in another directory or elsewhere.
+    A `metadata_url` with a password becomes the URL without it and a reference to it that works
+    on Spark master `master` (credentials.py)."""
     from ..config import absolute_metadata_url, absolute_storage_uri
 
     raw: dict[str, str] = {}
@@ -112,7 +117,7 @@ def caller_options(options: Mapping[str, object]) -> dict[str, str]:
         elif key == "home":
             raw[key] = str(Path(str(value)).resolve())
         elif key == "metadata_url":
-            raw[key] = absolute_metadata_url(str(value))
+            raw.update(metadata_reference(absolute_metadata_url(str(value)), master).options())
         elif key == "storage":
             raw[key] = absolute_storage_uri(str(value))
         else:
@@ -120,6 +125,11 @@ def caller_options(options: Mapping[str, object]) -> dict[str, str]:
     return raw
 
 
+def session_master(spark: Any) -> str:
+    """The master of a SparkSession, which decides how a metadata password reaches its executors."""
+    return str(spark.conf.get("spark.master", ""))
+
+
 __all__ = ["BATCH_ONLY", "COMMON_OPTIONS", "HEAD", "KNOWN_READ_OPTIONS", "PARTITION_TARGET_BYTES", "SOURCE_NAME",
            "STREAM_ONLY", "TAIL", "WORKSPACE_OPTIONS", "CutSpec", "ReadOptions", "caller_options", "checked_options",
-           "parse_read_options"]
+           "parse_read_options", "session_master"]

@@ -54,7 +54,7 @@ def open_read_workspace(options: ReadOptions) -> DriverWorkspace:
     """The workspace the options name; settings resolve as tidekeep.connect() does."""
     from .driver_workspace import open_driver_workspace
 
-    return open_driver_workspace(options.home, options.metadata_url, options.storage, options.shared_filesystem,
+    return open_driver_workspace(options.home, options.metadata, options.storage, options.shared_filesystem,
                                  options.fsync)
 
 

@@ -78,7 +78,8 @@ from ..streams.model import EVENT_HEADER_BYTES, Router
 from ..streams.repository import StreamStatus
 from ..streams.txn import write_chunks
 from ..units import parse_size_bytes
-from .options import SOURCE_NAME, WORKSPACE_OPTIONS, caller_options, checked_options
+from .credentials import MetadataReference, reference_from_options
+from .options import SOURCE_NAME, WORKSPACE_OPTIONS, caller_options, checked_options, session_master
 from .partitions import StorageLocation
 from .staged import StagedFile, describe_task, verify_staged
 
@@ -123,7 +124,7 @@ class SinkOptions:
     checkpoint_location: str | None
     chunk_size: int
     home: str | None
-    metadata_url: str | None
+    metadata: MetadataReference | None  # the metadata URL, its password by reference
     storage: str | None
     shared_filesystem: str | None = None  # the spark.shared_filesystem setting, as given
     fsync: str | None = None  # the storage.fsync setting, checked when the workspace opens
@@ -151,7 +152,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     return SinkOptions(stream, lowered.get("payload_column") or DEFAULT_PAYLOAD_COLUMN,
                        lowered.get("routing_key_column") or None, event_time, note_time, writer_id,
                        lowered.get("checkpointlocation") or None, chunk_size, lowered.get("home") or None,
-                       lowered.get("metadata_url") or None, lowered.get("storage") or None,
+                       reference_from_options(lowered), lowered.get("storage") or None,
                        lowered.get("shared_filesystem") or None, lowered.get("fsync") or None)
 
 
@@ -383,7 +384,7 @@ class SinkPlan:
 def open_sink_workspace(options: SinkOptions) -> DriverWorkspace:
     from .driver_workspace import open_driver_workspace
 
-    return open_driver_workspace(options.home, options.metadata_url, options.storage, options.shared_filesystem,
+    return open_driver_workspace(options.home, options.metadata, options.storage, options.shared_filesystem,
                                  options.fsync)
 
 
@@ -573,7 +574,7 @@ def make_stream_writer(options: Mapping[str, str], schema: StructType, overwrite
 def save_to_stream(df: DataFrame, stream: str, **options: Any) -> None:
     """df.write.format("tidekeep").mode("append").save() with the options checked here first, so bad
     input raises tidekeep's typed error rather than a Spark exception wrapping it."""
-    raw = caller_options({"stream": stream, **options})
+    raw = caller_options({"stream": stream, **options}, session_master(df.sparkSession))
     plan_sink(raw, df.schema, overwrite=False, streaming=False)
     df.write.format(SOURCE_NAME).mode("append").options(**raw).save()
 
@@ -581,7 +582,7 @@ def save_to_stream(df: DataFrame, stream: str, **options: Any) -> None:
 def write_stream(df: DataFrame, stream: str, **options: Any) -> DataStreamWriter:
     """df.writeStream.format("tidekeep") with the options checked here first (the writer id, which may
     come from the checkpoint, is checked when the query starts). Add a checkpoint and start() it."""
-    raw = caller_options({"stream": stream, **options})
+    raw = caller_options({"stream": stream, **options}, session_master(df.sparkSession))
     plan_sink(raw, df.schema, overwrite=False, streaming=True, require_writer_id=False)
     return df.writeStream.format(SOURCE_NAME).outputMode("append").options(**raw)
 
