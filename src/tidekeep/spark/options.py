@@ -126,8 +126,12 @@ def caller_options(options: Mapping[str, object], master: str) -> dict[str, str]
 
 
 def session_master(spark: Any) -> str:
-    """The master of a SparkSession, which decides how a metadata password reaches its executors."""
-    return str(spark.conf.get("spark.master", ""))
+    """The master of a SparkSession, which decides how a metadata password reaches its executors: on
+    a Connect session the server's master, or `sc://host` for a server on another machine
+    (spark/connect.py `job_master`), whose executors cannot read a file made on this one."""
+    from .connect import job_master
+
+    return job_master(spark)
 
 
 __all__ = ["BATCH_ONLY", "COMMON_OPTIONS", "HEAD", "KNOWN_READ_OPTIONS", "PARTITION_TARGET_BYTES", "SOURCE_NAME",
