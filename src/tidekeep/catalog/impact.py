@@ -114,10 +114,10 @@ def impact_summary(workspace: Workspace, rules: Any = None, now_ms: int | None =
         stats = source.scan_stats(conn, 0, upper, "UNLOCKED")
     ranges = source.plan_ranges(0, upper, stats, partition_count(
         workspace.settings["catalog.partitions"], default_parallelism(spark), stats.rows))
+    from ..spark.connect import job_master
     from ..spark.credentials import metadata_reference
-    from ..spark.options import session_master
 
-    metadata = metadata_reference(url, session_master(spark))  # the password by reference (spark/credentials.py)
+    metadata = metadata_reference(url, job_master(spark))  # the password by reference (spark/credentials.py)
     frame = period_frame(spark, metadata, source.check_columns(columns), ranges, 0, upper,
                          workspace.settings["spark.shared_filesystem"])
     cutoff = None

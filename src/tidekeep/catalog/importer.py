@@ -450,11 +450,11 @@ def import_records(workspace: Workspace, path: str | os.PathLike[str], format: s
 
             with workspace.db.write() as conn:
                 bump_id_sequence(conn, checked.max_id)
+    from ..spark.connect import job_master
     from ..spark.credentials import metadata_reference
-    from ..spark.options import session_master
 
     # the tasks get the metadata password by reference, never in their closures (spark/credentials.py)
-    metadata = metadata_reference(workspace.db.url.render_as_string(hide_password=False), session_master(spark))
+    metadata = metadata_reference(workspace.db.url.render_as_string(hide_password=False), job_master(spark))
     inserted = skipped = done = 0
     partitions = items.getNumPartitions()
     step = max(1, sc.defaultParallelism)

@@ -37,9 +37,8 @@ import sqlalchemy as sa
 from ..errors import LeaseLost
 from ..faults import fault_point
 from ..spark.cluster import check_settings_reach
-from ..spark.connect import default_parallelism
+from ..spark.connect import default_parallelism, job_master
 from ..spark.credentials import MetadataReference, metadata_reference
-from ..spark.options import session_master
 from ..spark.progress import monotonic, track_tasks
 from ..spark.session import job_spark
 from ..store.audit import AuditEntry
@@ -323,7 +322,7 @@ def _run_period(spark: SparkSession, workspace: Workspace, url: str, inputs: Job
     ranges = source.plan_ranges(period.from_ms, period.to_ms, stats,
                                 partition_count(workspace.settings["catalog.partitions"],
                                                 default_parallelism(spark), stats.rows))
-    metadata = metadata_reference(url, session_master(spark))
+    metadata = metadata_reference(url, job_master(spark))
     frame = period_frame(spark, metadata, columns, ranges, period.from_ms, period.to_ms,
                          workspace.settings["spark.shared_filesystem"])
     ruled = frame.withColumn("rule", first_match_column(rules, ctx))

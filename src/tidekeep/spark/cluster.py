@@ -8,31 +8,23 @@ executors would open a SQLite metadata file, a local storage path or local input
 master is not local, unless `spark.shared_filesystem` declares that every executor sees the
 driver's paths (the same files at the same paths: NFS, a cluster filesystem mount).
 
-Local masters are `local`, `local[N]`, `local[*]`, `local[N,F]`, `local[*,F]` and
-`local-cluster[...]` (Spark's test cluster: executor processes on this machine, so they share its
-disk). Everything else — `spark://`, `yarn`, `k8s://`, `mesos://`, a Spark Connect `sc://` URL —
-may run executors elsewhere.
+Which masters are local (their executors on the driver's machine) is masters.py's decision.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from .credentials import password_refusal
+from .masters import is_local_master
 
 if TYPE_CHECKING:
     from ..config import Settings
 
-_LOCAL_MASTER = re.compile(r"local(\[[^\[\]]*\])?|local-cluster\[[^\[\]]*\]")
 _SHARED_HINT = "set spark.shared_filesystem: true if every executor sees the driver's files at the same paths"
-
-
-def is_local_master(master: str) -> bool:
-    """True for the masters whose executors run on the driver's machine (see the module docstring)."""
-    return _LOCAL_MASTER.fullmatch(master) is not None
 
 
 def is_sqlite_url(url: str) -> bool:
@@ -86,8 +78,6 @@ def check_settings_reach(settings: Settings, master: str | None = None, *, metad
     (credentials.py), as it would have to travel in clear."""
     master = settings["spark.master"] if master is None else master
     if metadata:
-        from .credentials import password_refusal
-
         refusal = password_refusal(settings.metadata_url, master, os.environ)
         if refusal is not None:
             raise ConfigError(refusal)

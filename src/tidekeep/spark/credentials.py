@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import ConfigError, InvalidInput
-from .cluster import is_local_master
+from .masters import is_local_master
 
 URL_OPTION = "metadata_url"
 PASSWORD_FILE_OPTION = "metadata_password_file"

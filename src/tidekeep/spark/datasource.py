@@ -27,6 +27,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from ..streams.cuts import StreamCut
+from .connect import job_master
 from .options import (
     KNOWN_READ_OPTIONS,
     SOURCE_NAME,
@@ -34,7 +35,6 @@ from .options import (
     ReadOptions,
     caller_options,
     parse_read_options,
-    session_master,
 )
 from .partitions import SPARK_SCHEMA, ChunkPartition, check_read, plan_partitions, read_partition
 
@@ -102,7 +102,7 @@ def load_stream(spark: SparkSession, stream: str, start: StreamCut | str | None 
     raises tidekeep's typed errors here rather than a Spark AnalysisException that wraps them.
     `options`: home, metadata_url, storage, partition_size (as for the data source); a password in
     metadata_url is passed on by reference (credentials.py)."""
-    raw = caller_options({"stream": stream, "start": start, "end": end, **options}, session_master(spark))
+    raw = caller_options({"stream": stream, "start": start, "end": end, **options}, job_master(spark))
     check_read(parse_read_options(raw))
     return spark.read.format(SOURCE_NAME).options(**raw).load()
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..errors import InvalidInput, InvalidStreamCut
 from ..names import split_stream_name
@@ -125,15 +124,6 @@ def caller_options(options: Mapping[str, object], master: str) -> dict[str, str]
     return raw
 
 
-def session_master(spark: Any) -> str:
-    """The master of a SparkSession, which decides how a metadata password reaches its executors: on
-    a Connect session the server's master, or `sc://host` for a server on another machine
-    (spark/connect.py `job_master`), whose executors cannot read a file made on this one."""
-    from .connect import job_master
-
-    return job_master(spark)
-
-
 __all__ = ["BATCH_ONLY", "COMMON_OPTIONS", "HEAD", "KNOWN_READ_OPTIONS", "PARTITION_TARGET_BYTES", "SOURCE_NAME",
            "STREAM_ONLY", "TAIL", "WORKSPACE_OPTIONS", "CutSpec", "ReadOptions", "caller_options", "checked_options",
-           "parse_read_options", "session_master"]
+           "parse_read_options"]

@@ -78,8 +78,9 @@ from ..streams.model import EVENT_HEADER_BYTES, Router
 from ..streams.repository import StreamStatus
 from ..streams.txn import write_chunks
 from ..units import parse_size_bytes
+from .connect import job_master
 from .credentials import MetadataReference, reference_from_options
-from .options import SOURCE_NAME, WORKSPACE_OPTIONS, caller_options, checked_options, session_master
+from .options import SOURCE_NAME, WORKSPACE_OPTIONS, caller_options, checked_options
 from .partitions import StorageLocation
 from .staged import StagedFile, describe_task, verify_staged
 
@@ -574,7 +575,7 @@ def make_stream_writer(options: Mapping[str, str], schema: StructType, overwrite
 def save_to_stream(df: DataFrame, stream: str, **options: Any) -> None:
     """df.write.format("tidekeep").mode("append").save() with the options checked here first, so bad
     input raises tidekeep's typed error rather than a Spark exception wrapping it."""
-    raw = caller_options({"stream": stream, **options}, session_master(df.sparkSession))
+    raw = caller_options({"stream": stream, **options}, job_master(df.sparkSession))
     plan_sink(raw, df.schema, overwrite=False, streaming=False)
     df.write.format(SOURCE_NAME).mode("append").options(**raw).save()
 
@@ -582,7 +583,7 @@ def save_to_stream(df: DataFrame, stream: str, **options: Any) -> None:
 def write_stream(df: DataFrame, stream: str, **options: Any) -> DataStreamWriter:
     """df.writeStream.format("tidekeep") with the options checked here first (the writer id, which may
     come from the checkpoint, is checked when the query starts). Add a checkpoint and start() it."""
-    raw = caller_options({"stream": stream, **options}, session_master(df.sparkSession))
+    raw = caller_options({"stream": stream, **options}, job_master(df.sparkSession))
     plan_sink(raw, df.schema, overwrite=False, streaming=True, require_writer_id=False)
     return df.writeStream.format(SOURCE_NAME).outputMode("append").options(**raw)
 
