@@ -293,3 +293,19 @@ def test_registration_tells_the_planning_workers_the_sessions_master(spark, sqli
     assert list(client.stream(STREAM).read()) == []
     df.write.format("tidekeep").mode("append").option("stream", STREAM).options(**client.spark_options()).save()
     assert [e.payload for e in client.stream(STREAM).read()] == [b"a"]
+
+
+def test_jobs_are_judged_by_the_running_masters_not_by_what_a_later_builder_asked_for(spark) -> None:
+    """`getOrCreate()` copies a builder's master into an existing session's conf without moving the
+    session: the jobs still run on the SparkContext's master, and are judged by it."""
+    from pyspark.sql import SparkSession
+
+    from tidekeep.spark.connect import job_master
+
+    running = spark.sparkContext.master
+    try:
+        assert SparkSession.builder.master(CLUSTER).getOrCreate() is spark
+        assert spark.conf.get("spark.master") == CLUSTER  # what the builder left behind
+        assert job_master(spark) == running == "local[2]"
+    finally:
+        spark.conf.set("spark.master", running)

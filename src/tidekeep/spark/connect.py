@@ -78,8 +78,12 @@ def connect_host(spark: SparkSession) -> str | None:
 
 
 def job_master(spark: SparkSession) -> str:
-    """The master a running session's jobs are judged by (reach_master); the session conf carries
-    the master on both kinds of session."""
+    """The master a running session's jobs are judged by (reach_master). A classic session's is its
+    SparkContext's: the session conf's `spark.master` is whatever the last builder asked for, as
+    `getOrCreate()` copies a builder's master into an existing session's conf without moving it. A
+    Connect session has no SparkContext; its conf carries the server's master."""
+    if not is_connect_session(spark):
+        return str(spark.sparkContext.master)
     return reach_master(connect_host(spark), str(spark.conf.get("spark.master")))
 
 
