@@ -221,6 +221,21 @@ def test_a_running_ingest_protects_its_dataset() -> None:
     assert plan.staging_dirs == ["archives/db/_ingest-2"] and plan.busy_datasets == ["web"]
 
 
+def test_a_staging_file_of_unknown_age_protects_its_dataset() -> None:
+    """A store that gives a file no modification time says nothing about its age: a staging file
+    without one may be an ingest's upload in flight, so its dataset is busy and its staging
+    directory stays (on an object store a "directory" never has a time, and says nothing)."""
+    from tidekeep.archives.expiry import StoredEntry, plan_orphans
+
+    entries = [StoredEntry("archives/web/_ingest-1", None, 0, True),
+               StoredEntry("archives/web/_ingest-1/part-0.parquet", None, 7, False),
+               StoredEntry("archives/web/" + "a" * 32 + ".parquet", 10, 5, False),  # moved in, not yet registered
+               StoredEntry("archives/db/_ingest-2", None, 0, True)]  # an empty staging "directory", no time
+    plan = plan_orphans(entries, set(), 10**15)
+    assert plan.files == [] and plan.busy_datasets == ["web"]
+    assert plan.staging_dirs == ["archives/db/_ingest-2"]
+
+
 entry_specs = st.lists(st.tuples(st.sampled_from(["d1", "d2"]), st.sampled_from([None, "_ingest-1", "_ingest-2"]),
                                  st.integers(0, 5), st.none() | st.integers(0, 20), st.booleans()), max_size=15)
 
@@ -242,8 +257,9 @@ def test_orphans_match_brute_force(specs, cutoff, named_numbers) -> None:
     plan = plan_orphans(entries, named, cutoff)
 
     def busy(dataset: str) -> bool:
-        return any(e.path.startswith(f"archives/{dataset}/_ingest-") and e.mtime_ms is not None
-                   and e.mtime_ms >= cutoff for e in entries)
+        # a staging file changed within the grace, or one whose age the store does not give
+        return any(e.path.startswith(f"archives/{dataset}/_ingest-")
+                   and (e.mtime_ms >= cutoff if e.mtime_ms is not None else not e.is_dir) for e in entries)
 
     expected = {e.path for e in entries if not e.is_dir and e.path not in named and e.mtime_ms is not None
                 and e.mtime_ms < cutoff and not busy(e.path.split("/")[1])}

@@ -14,7 +14,9 @@ import pytest
 
 import tidekeep as tk
 from helpers.storage import chunk_rows, referenced_paths, stored_files
-from tidekeep.store.chunks import build_chunk_table
+from helpers.timeless_fs import timeless_local_filesystem
+from tidekeep.store.chunks import ChunkStorage, build_chunk_table
+from tidekeep.streams.controller import StreamController
 from tidekeep.streams.model import segment_id
 from tidekeep.streams.of_workspace import stream_controller
 
@@ -239,7 +241,7 @@ def test_the_sweep_ages_a_file_by_its_modification_time_in_storage(tclient: tk.C
     orphan = f"{client.stream(STREAM).state().storage_dir()}/0.0/crashed-1-aaaa.parquet"
     client.workspace.storage.write_chunk(orphan, build_chunk_table([b"orphan"], ["k"])[0])
     (stored,) = [f for f in client.workspace.storage.list_files("streams") if f.path == orphan]
-    assert stored.mtime_ms > 0
+    assert stored.mtime_ms is not None and stored.mtime_ms > 0
     grace_ms = 3_600_000
     clock.advance(stored.mtime_ms + grace_ms - 1 - clock.now_ms())
     assert client.sweep(grace=grace_ms).files_deleted == 0
@@ -248,6 +250,34 @@ def test_the_sweep_ages_a_file_by_its_modification_time_in_storage(tclient: tk.C
     assert stored_files(client) == referenced
     assert sorted(e.payload for e in client.stream(STREAM).read()) == sorted(
         f"event-{i:04d}".encode() for i in range(10))
+
+
+def test_an_orphan_whose_store_gives_no_modification_time_is_never_swept(local_tclient: tk.Client,
+                                                                          clock: tk.ManualClock) -> None:
+    """A store that lists a file without a modification time says nothing about its age: it may be
+    a writer's upload not yet committed. The sweep keeps it, however long the grace has passed,
+    and counts it as kept for that reason; orphans with a time still go by the grace rule."""
+    client = local_tclient
+    client.create_stream(STREAM, tk.StreamConfig(segments=2))
+    _write(client, 0, 10)
+    referenced = referenced_paths(client)
+    orphan = f"{client.stream(STREAM).state().storage_dir()}/0.0/uploading-1-aaaa.parquet"
+    client.workspace.storage.write_chunk(orphan, build_chunk_table([b"orphan"], ["k"])[0])
+    timeless = ChunkStorage(client.workspace.storage.root, fsync=False, filesystem=timeless_local_filesystem())
+    timeless.workspace_id = client.workspace.storage.workspace_id
+    assert {f.path: f.mtime_ms for f in timeless.list_files("streams")} == {
+        p: None for p in referenced | {orphan}}
+    sweeper = StreamController(client.workspace.db, timeless, clock)
+    clock.advance(10 * 365 * 86_400_000)  # ten years on: any file with a time would be long past the grace
+
+    swept = sweeper.sweep(grace_ms=3_600_000)
+    assert (swept.files_seen, swept.files_deleted, swept.files_unknown_age) == (len(referenced) + 1, 0, 1)
+    assert stored_files(client) == referenced | {orphan}
+    assert [e for e in client.audit() if e["action"] == "sweep"] == []  # nothing deleted, nothing audited
+
+    # the same orphan seen with its time, through the ordinary storage, goes
+    assert client.sweep(grace="1h").files_deleted == 1
+    assert stored_files(client) == referenced
 
 
 def test_a_cut_from_a_deleted_stream_is_refused_by_the_recreated_stream(tclient: tk.Client) -> None:

@@ -176,8 +176,10 @@ def plan_orphans(entries: Iterable[StoredEntry], named: Collection[str], cutoff_
     """Files under archives/ that no archive row or journal row names and that are older than the
     grace (`cutoff_ms = now − sweep.grace`) are left by a crashed ingest. A running ingest shows as a
     staging directory that changed within the grace (a file written, or a file moved out of it
-    into place — a move keeps the file's own mtime but touches the directory); its dataset is left
-    alone until the ingest has registered its archives and removed its staging directory."""
+    into place — a move keeps the file's own mtime but touches the directory), or as a staging file
+    whose modification time the store does not give; its dataset is left alone until the ingest
+    has registered its archives and removed its staging directory. A file of unknown age is never
+    deleted."""
     entries = list(entries)
     busy: set[str] = set()
     staging_dirs: set[str] = set()
@@ -186,7 +188,9 @@ def plan_orphans(entries: Iterable[StoredEntry], named: Collection[str], cutoff_
         if dataset is None or staging is None:
             continue
         staging_dirs.add(staging)
-        if entry.mtime_ms is not None and entry.mtime_ms >= cutoff_ms:
+        # a staging file the store gives no time is of unknown age: an ingest may be writing it. A
+        # directory without one says nothing (object stores have no directory times)
+        if entry.mtime_ms >= cutoff_ms if entry.mtime_ms is not None else not entry.is_dir:
             busy.add(dataset)
     files = [e for e in entries if not e.is_dir and e.path not in named and e.mtime_ms is not None
              and e.mtime_ms < cutoff_ms and _dataset_and_staging(e.path)[0] not in busy]

@@ -111,7 +111,9 @@ def sweep(
     output(ctx, json_output).show(
         {"files_seen": result.files_seen, "files_deleted": result.files_deleted,
          "bytes_deleted": result.bytes_deleted, "grace_ms": grace_ms,
-         "files_left": files_left_json(result.files_left)},
+         "files_left": files_left_json(result.files_left), "files_unknown_age": result.files_unknown_age},
         f"swept {result.files_seen} chunk files: deleted {result.files_deleted} orphan(s) "
-        f"({human_size(result.bytes_deleted)}) older than {format_duration(grace_ms)}")
+        f"({human_size(result.bytes_deleted)}) older than {format_duration(grace_ms)}"
+        + (f"; kept {result.files_unknown_age} orphan(s) whose age the store does not give"
+           if result.files_unknown_age else ""))
     warn_files_left(result.files_left, left_for="the next sweep")

@@ -23,6 +23,7 @@ CHUNK_COLUMNS = ("rel_offset", "routing_key", "payload")  # CHUNK_SCHEMA's, in o
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.fs as pafs
 
     CHUNK_SCHEMA: pa.Schema  # chunk_schema(), built on first use: opening a workspace needs no pyarrow
 
@@ -87,8 +88,9 @@ class ChunkStorage(FileIO):
     `discard` removes files — those this process just wrote itself. With `fsync` every file is
     durable before its write returns (store/durable.py)."""
 
-    def __init__(self, uri: str, create: bool = False, fsync: bool = True) -> None:
-        super().__init__(uri, fsync=fsync)
+    def __init__(self, uri: str, create: bool = False, fsync: bool = True,
+                 filesystem: pafs.FileSystem | None = None) -> None:
+        super().__init__(uri, fsync=fsync, filesystem=filesystem)
         if create:
             self.create_root()  # durably, when fsync is on
         elif self.is_local and not self.is_dir():

@@ -70,10 +70,11 @@ OBJECT_STORE_TYPES = frozenset({"s3", "gcs"})
 
 @dataclass(frozen=True)
 class StoredFile:
-    """A file in storage: its key, modification time (ms, 0 when the store has none) and size."""
+    """A file in storage: its key, modification time (ms; None when the store gives none, so the
+    file's age is unknown — never 0, which would make it look decades old) and size."""
 
     path: str
-    mtime_ms: int
+    mtime_ms: int | None
     size: int
 
 
@@ -124,9 +125,14 @@ def _normal_root(root: str) -> str:
 class FileIO:
     """One storage root; see the module docstring for the contracts. `uri` is a pyarrow URI or a
     local path (a relative one resolved against the working directory); a URI pyarrow cannot open
-    is a ConfigError naming 'storage.uri'."""
+    is a ConfigError naming 'storage.uri'. `filesystem`: a pyarrow filesystem no URI reaches (a
+    `pyarrow.fs.PyFileSystem` over another store); `uri` is then the root's path inside it, and
+    only this process can open it (`location` names the path, not the filesystem)."""
 
-    def __init__(self, uri: str, *, fsync: bool = True) -> None:
+    def __init__(self, uri: str, *, fsync: bool = True, filesystem: pafs.FileSystem | None = None) -> None:
+        if filesystem is not None:
+            self._init(filesystem, uri, uri, fsync)
+            return
         if "://" not in uri:  # a local path: pyarrow's filesystem waits for the first call that needs it
             try:
                 root = str(Path(uri).resolve())
@@ -297,7 +303,7 @@ class FileIO:
 
     def list_files(self, prefix: str, recursive: bool = True) -> builtins.list[StoredFile]:
         """The files under the directory `prefix` (none when it does not exist)."""
-        return [StoredFile(e.path, e.mtime_ms or 0, e.size) for e in self.list(prefix, recursive) if not e.is_dir]
+        return [StoredFile(e.path, e.mtime_ms, e.size) for e in self.list(prefix, recursive) if not e.is_dir]
 
     # ---- writing ------------------------------------------------------------------------------
     def create(self, key: str) -> Any:

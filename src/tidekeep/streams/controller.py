@@ -53,6 +53,7 @@ from .cuts import (
 )
 from .model import Segment, SegmentId, equal_ranges, initial_segments, plan_scale, segment_name
 from .repository import StreamInfo, StreamRepository, StreamState, StreamStatus, chunk_ref, stream_info
+from .sweep_plan import plan_sweep
 
 log = logging.getLogger("tidekeep.streams")
 
@@ -136,6 +137,8 @@ class SweepResult:
     bytes_deleted: int = 0
     # orphans the sweep could not delete (read-only storage, permissions); the next sweep tries again
     files_left: tuple[FileLeft, ...] = field(default=(), repr=False)
+    # orphans kept because the store gave no modification time: their age is unknown (sweep_plan.py)
+    files_unknown_age: int = 0
 
 
 SWEEP_BATCH = 1000  # orphan files deleted per confirmation of the sweep's lease
@@ -564,7 +567,8 @@ class StreamController:
     # ---- sweep -------------------------------------------------------------------------------
     def sweep(self, grace_ms: int, fence: LeaseFence | None = None) -> SweepResult:
         """Delete chunk files no committed chunk refers to, once older than the grace period (so a
-        writer between writing its file and committing it is never robbed). With a `fence` (the
+        writer between writing its file and committing it is never robbed); a file whose store gives
+        no modification time is kept, its age unknown (streams/sweep_plan.py). With a `fence` (the
         service's sweep lease) the lease is confirmed before each batch of deletions and the sweep
         stops with LeaseLost once another process has taken it over. A sweep that deleted files is
         audited (action "sweep": the files, the bytes)."""
@@ -577,7 +581,11 @@ class StreamController:
             # COMMITTED the later query sees the move, so a committing path is never missed by both
             known = set(conn.execute(sa.select(transaction_chunks.c.path)).scalars())
             known.update(conn.execute(sa.select(t.chunks.c.path)).scalars())
-        doomed = [f for f in files if f.path not in known and f.mtime_ms <= cutoff]
+        plan = plan_sweep(files, known, cutoff)
+        doomed = plan.doomed
+        if plan.unknown_age:
+            log.warning("sweep kept %d unreferenced chunk file(s) whose modification time the store does not "
+                        "give (their age is unknown), e.g. %s", len(plan.unknown_age), plan.unknown_age[0].path)
         deleted = 0
         removed: list[StoredFile] = []
         failed: list[FileLeft] = []
@@ -594,7 +602,7 @@ class StreamController:
             if removed:  # audited even when a lost lease stopped the sweep part-way
                 self._audit_sweep(removed, grace_ms)
             warn_files_left(log, "sweep", tuple(failed), left_for="the next sweep")
-        return SweepResult(len(files), deleted, sum(f.size for f in removed), tuple(failed))
+        return SweepResult(len(files), deleted, sum(f.size for f in removed), tuple(failed), len(plan.unknown_age))
 
     def _audit_sweep(self, removed: Sequence[StoredFile], grace_ms: int) -> None:
         freed = sum(f.size for f in removed)
