@@ -9,13 +9,13 @@ import os
 import stat
 import subprocess
 import sys
-import tempfile
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.durability import DurabilityRecorder, assert_on_disk
@@ -256,42 +256,92 @@ def test_a_root_outside_the_workspace_deletes_on_its_callers_rules(tmp_path: Pat
         FileIO.outside("nosuch://x/y")  # pyarrow's own error, for the caller to report
 
 
-# ---- a model: any sequence of writes, moves and deletions ---------------------------------------------
-KEYS = st.sampled_from(["a", "d/b", "d/c", "d/e/f", "g/h"])
+# ---- a model: any sequence of writes, moves, deletions and reads, on local storage and on S3 ---------------
+KEYS = st.sampled_from(["a", "d/b", "d/c", "d/e/f", "g/h"])  # never a directory: see `exists` below
+DIRECTORIES = st.sampled_from(["d", "d/e", "g", "x"])
 OPERATIONS = st.lists(st.one_of(
     st.tuples(st.just("write"), KEYS, st.binary(max_size=16)),
     st.tuples(st.just("atomic"), KEYS, st.binary(max_size=16)),
     st.tuples(st.just("move"), KEYS, KEYS),
     st.tuples(st.just("delete"), KEYS, st.just(b"")),
+    st.tuples(st.just("delete_dir"), DIRECTORIES, st.just(b"")),
+    st.tuples(st.just("read"), KEYS, st.just(b"")),
+    st.tuples(st.just("exists"), KEYS, st.just(b"")),
+    st.tuples(st.just("list"), st.sampled_from(["", "d", "d/e", "x"]), st.just(b"")),
 ), max_size=12)
+EXAMPLES = {"local": 40, "s3": 40}  # ~50 ms a sequence on the loopback S3 server: a few seconds
 
 
-@settings(max_examples=40, deadline=None)
-@given(OPERATIONS)
-def test_storage_agrees_with_a_dictionary(operations: list[tuple[str, str, object]]) -> None:
+def _under(directory: str, key: str) -> bool:
+    return not directory or key.startswith(directory + "/")
+
+
+def _agrees_with_a_dictionary(storage: FileIO, run: str, operations: list[tuple[str, str, object]]) -> None:
+    """Replays `operations` on storage under the fresh directory `run` and on a dict, checking every
+    answer against the dict's."""
     model: dict[str, bytes] = {}
-    with tempfile.TemporaryDirectory() as directory:
-        root = Path(directory) / "data"
-        storage = _owned(root, fsync=False)
-        for name, key, arg in operations:
-            # a key cannot be both a file and a directory: skip what the model says would collide
-            others = [k for k in model if k != key]
-            if any(k.startswith(key + "/") or key.startswith(k + "/") for k in others):
+
+    def listed(directory: str) -> dict[str, int]:
+        prefix = f"{run}/{directory}".rstrip("/")
+        return {f.path.removeprefix(run + "/"): f.size for f in storage.list_files(prefix)}
+
+    for name, key, arg in operations:
+        # a key cannot be both a file and a directory: skip what the model says would collide
+        others = [k for k in model if k != key]
+        if name in ("write", "atomic", "move") and any(
+                k.startswith(key + "/") or key.startswith(k + "/") for k in others):
+            continue
+        full = f"{run}/{key}"
+        if name in ("write", "atomic"):
+            assert isinstance(arg, bytes)
+            (storage.write if name == "write" else storage.write_atomic)(full, arg)
+            model[key] = arg
+        elif name == "move":
+            assert isinstance(arg, str)
+            if key not in model:  # on every store: moving nothing is FileNotFoundError, and changes nothing
+                with pytest.raises(FileNotFoundError):
+                    storage.move(full, f"{run}/{arg}")
                 continue
-            if name in ("write", "atomic"):
-                assert isinstance(arg, bytes)
-                (storage.write if name == "write" else storage.write_atomic)(key, arg)
-                model[key] = arg
-            elif name == "move":
-                assert isinstance(arg, str)
-                if key not in model or key == arg or any(
-                        k.startswith(arg + "/") or arg.startswith(k + "/") for k in model if k != key):
-                    continue
-                storage.move(key, arg)
-                model[arg] = model.pop(key)
+            if key == arg or any(k.startswith(arg + "/") or arg.startswith(k + "/") for k in model if k != key):
+                continue
+            storage.move(full, f"{run}/{arg}")
+            model[arg] = model.pop(key)
+        elif name == "delete":
+            assert storage.delete([full]).deleted == (1 if key in model else 0)
+            model.pop(key, None)
+        elif name == "delete_dir":
+            gone = [k for k in model if _under(key, k)]
+            outcome = storage.delete_dir(full)
+            assert (outcome.deleted, outcome.failed) == (len(gone), ())
+            for k in gone:
+                del model[k]
+        elif name == "read":
+            if key in model:
+                assert storage.read(full) == model[key]
             else:
-                assert storage.delete([key]).deleted == (1 if key in model else 0)
-                model.pop(key, None)
-        assert {f.path: f.size for f in storage.list_files("")} == {k: len(v) for k, v in model.items()}
-        assert all(storage.read(k) == v and storage.exists(k) for k, v in model.items())
-        assert os.path.isdir(root)
+                with pytest.raises(FileNotFoundError):
+                    storage.read(full)
+        elif name == "exists":  # no key is ever a directory, so it exists exactly when it is a file
+            assert storage.exists(full) == (key in model)
+        else:
+            assert listed(key) == {k: len(v) for k, v in model.items() if _under(key, k)}
+    assert listed("") == {k: len(v) for k, v in model.items()}
+    assert all(storage.read(f"{run}/{k}") == v and storage.exists(f"{run}/{k}") for k, v in model.items())
+    assert not any(f.path.endswith(PARTIAL_SUFFIX) for f in storage.list_files(run))
+
+
+def test_storage_agrees_with_a_dictionary(storage_uri: str) -> None:
+    storage = FileIO(storage_uri, fsync=False)
+    storage.create_root()
+    storage.workspace_id = WORKSPACE_ID
+    kind = "s3" if storage.is_object_store else "local"
+
+    # the storage is the test's own; each example works in a directory of its own under it
+    @settings(max_examples=EXAMPLES[kind], deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(OPERATIONS)
+    def agrees(operations: list[tuple[str, str, object]]) -> None:
+        _agrees_with_a_dictionary(storage, f"run-{uuid.uuid4().hex}", operations)
+
+    agrees()
+    if storage.is_local:
+        assert os.path.isdir(storage.root)

@@ -381,12 +381,28 @@ class FileIO:
     def move(self, source: str, target: str, *, sync: bool = True) -> None:
         """Move a file (a rename on a local root; the target's directory is created if missing).
         With `sync` (and durable) the new name, and the way to it, is on disk on return; a caller
-        moving many files into one directory passes False and calls `sync_names` once after."""
-        full_target = self.full_path(target)
+        moving many files into one directory passes False and calls `sync_names` once after. No file
+        at `source` is FileNotFoundError on every store (pyarrow's S3 move says OSError, or nothing
+        when source and target are one key)."""
+        full_source, full_target = self.full_path(source), self.full_path(target)
         self._make_directories(posixpath.dirname(full_target))
-        self._fs.move(self.full_path(source), full_target)
+        if self.is_object_store and full_source == full_target and not self._is_file(full_source):
+            raise FileNotFoundError(f"no file {source} in storage {self.root} to move")
+        try:
+            self._fs.move(full_source, full_target)
+        except FileNotFoundError:
+            raise
+        except OSError:
+            if self.is_object_store and not self._is_file(full_source):
+                raise FileNotFoundError(f"no file {source} in storage {self.root} to move") from None
+            raise
         if sync:
             self.sync_names(posixpath.dirname(target))
+
+    def _is_file(self, full: str) -> bool:
+        import pyarrow.fs as pafs
+
+        return bool(self._fs.get_file_info(full).type == pafs.FileType.File)
 
     def sync_names(self, directory: str) -> None:
         """Files were moved into `directory`: make their names durable (nothing unless durable)."""
