@@ -309,3 +309,77 @@ def test_jobs_are_judged_by_the_running_masters_not_by_what_a_later_builder_aske
         assert job_master(spark) == running == "local[2]"
     finally:
         spark.conf.set("spark.master", running)
+
+
+# ---- refused before the workspace is touched -------------------------------------------------------
+
+NOWHERE = "spark://nowhere:7077"
+
+
+def older_workspace(home: Path, metadata_url: str, storage: Path) -> None:
+    """A workspace whose store is at the revision before the workspace ids (0012) and whose storage
+    root carries no id: one an older tidekeep left, which the next opening migrates to head."""
+    from importlib import resources
+
+    from alembic import command
+    from alembic.config import Config
+
+    from tidekeep.workspace_areas import MARKER_FILE
+
+    with tk.connect(home, metadata_url=metadata_url, storage=str(storage), create=True) as client:
+        client.create_stream(STREAM, tk.StreamConfig(segments=1))
+    engine = sa.create_engine(metadata_url)
+    with engine.connect() as conn:
+        config = Config()
+        config.set_main_option("script_location", str(resources.files("tidekeep.store") / "migrations"))
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0012")
+        conn.commit()
+    engine.dispose()
+    (storage / MARKER_FILE).unlink()
+
+
+def store_state(metadata_url: str, storage: Path) -> tuple[object, ...]:
+    """Everything a job could change: every table with its rows, and every file of the storage root."""
+    engine = sa.create_engine(metadata_url)
+    with engine.connect() as conn:
+        tables = {name: sorted(map(repr, conn.execute(sa.text(f'SELECT * FROM "{name}"')).all()))
+                  for name in sorted(sa.inspect(conn).get_table_names())}
+    engine.dispose()
+    return tables, sorted(str(p.relative_to(storage)) for p in storage.rglob("*"))
+
+
+def test_a_refused_command_leaves_an_older_store_unmigrated(spark, in_process, new_store_url: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening a workspace migrates its store to head: every Spark command refuses a job its
+    executors could not reach before it opens the workspace, so the refused command leaves the
+    store at its revision, with no audit row, run or search job — as every bad input does."""
+    monkeypatch.delenv(PASSWORD_ENV, raising=False)  # on PostgreSQL the metadata jobs are refused for it
+    storage = tmp_path / "data"
+    older_workspace(in_process.home, new_store_url, storage)
+    log = write_log(tmp_path)
+    csv = tmp_path / "records.csv"
+    csv.write_text("feed,type,create_time\nF,Raw,2024-01-01T00:00:00Z\n", encoding="utf-8")
+    before = store_state(new_store_url, storage)
+    assert before[0]["alembic_version"] == [repr(("0012",))]
+    for command in (["archives", "ingest", "app", str(log)], ["archives", "search", "app", "ERROR"],
+                    ["catalog", "import", str(csv)], ["catalog", "run"], ["catalog", "impact"]):
+        result = in_process("--set", f"spark.master={NOWHERE}", *command)
+        assert result.code == 2 and f"Spark master {NOWHERE!r}" in result.stderr, (command, result.stderr)
+        assert store_state(new_store_url, storage) == before, command
+
+
+def test_the_source_and_sink_refuse_before_they_open_an_older_store(spark, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver of the stream source and sink refuses storage its executors could not reach
+    before it opens the workspace (which would migrate the store)."""
+    sqlite_url = f"sqlite:///{tmp_path / 'metadata.db'}"
+    storage = tmp_path / "data"
+    older_workspace(tmp_path / "ws", sqlite_url, storage)
+    options = {"home": str(tmp_path / "ws"), "metadata_url": sqlite_url, "storage": str(storage)}
+    before = store_state(sqlite_url, storage)
+    monkeypatch.setenv(env_name("spark.master"), CLUSTER)
+    df = spark.createDataFrame([("a",)], "payload string")
+    refused(lambda: load_stream(spark, STREAM, **options), "storage.uri")
+    refused(lambda: save_to_stream(df, STREAM, **options), "storage.uri")
+    assert store_state(sqlite_url, storage) == before

@@ -286,7 +286,6 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
     rules = make_rules(timezone, timestamp_format, now)
     inputs = expand_paths(paths)
     ingest_id = uuid.uuid4().hex
-    workspace.db.ensure_schema()
     files = [str(p) for p in inputs]
     raw_estimate = sum(estimated_raw_size(p) for p in inputs)
     if not files:
@@ -306,8 +305,9 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
     from ..spark.connect import default_parallelism
     from ..spark.session import job_spark
 
-    # executors read the files, write archives
+    # executors read the files, write archives; refused before anything is written, schema included
     spark = job_spark(workspace.settings, storage=True, inputs=files, writes=True)
+    workspace.db.ensure_schema()
     partitions = range_partitions(raw_estimate, target_size, default_parallelism(spark))
     storage_uri = workspace.storage.uri_of("")
     staging = f"{ARCHIVES_DIR}/{dataset}/_ingest-{ingest_id}"

@@ -414,11 +414,12 @@ def import_records(workspace: Workspace, path: str | os.PathLike[str], format: s
                 raise InvalidInput(f"{name} line 1: expected a header row, the file is empty")
             headers[index] = csv_header(first, f"{name} line 1")
 
-    workspace.db.ensure_schema()
     from ..spark.session import job_spark
 
-    # executors read the input files and write the records into the metadata store
+    # executors read the input files and write the records into the metadata store; refused before
+    # anything is written, schema included
     spark = job_spark(workspace.settings, metadata=True, inputs=files, writes=True)
+    workspace.db.ensure_schema()
     from ..spark.connect import require_classic
 
     require_classic(spark, "catalog import")

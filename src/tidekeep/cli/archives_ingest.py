@@ -17,6 +17,7 @@ from .progress import progress_bar
 if TYPE_CHECKING:
     from ..archives.ingest import IngestReport
     from ..archives.model import Archive
+    from ..config import Settings
 
 
 def _time(ms: int | None) -> str:
@@ -56,8 +57,15 @@ def ingest(
 ) -> None:
     """Compress text logs into archives (Parquet, zstd, sorted by time, at most archives.target_size
     each) with a Spark job. Lines without a timestamp join the message before them."""
+    from ..archives.ingest import expand_paths
+    from ..spark.session import check_job_reach
+
+    def spark_job(settings: Settings) -> None:  # executors read the files, write archives (ingest_logs)
+        check_job_reach(settings, storage=True, inputs=[str(p) for p in expand_paths(paths)])
+
     out = output(ctx, json_output)
-    with open_client(ctx) as client, progress_bar("ingesting", not out.json, unit="bytes") as update:
+    with (open_client(ctx, spark_job) as client,
+          progress_bar("ingesting", not out.json, unit="bytes") as update):
         report = client.archives.ingest(dataset, paths, timezone=timezone, timestamp_format=timestamp_format,
                                         progress=update)
     out.show(report.to_dict(), lambda: print_report(report))

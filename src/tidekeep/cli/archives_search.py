@@ -119,8 +119,12 @@ def search(
 ) -> None:
     """Run a search job over DATASET's archives (those overlapping the time range and not expired)
     and print the job and the first page of results. Exits 1 unless the job SUCCEEDED."""
+    from ..spark.session import check_job_reach
+
     out = output(ctx, json_output)
-    with open_client(ctx) as client, progress_bar("searching archives", not out.json, unit="archives") as update:
+    # executors read the archives and write the results (run_search)
+    with (open_client(ctx, lambda settings: check_job_reach(settings, storage=True)) as client,
+          progress_bar("searching archives", not out.json, unit="archives") as update):
         from ..archives.results import check_paging
 
         check_paging(1, page_size)  # before the job: bad input creates nothing

@@ -4,7 +4,7 @@ functions; catalog.py makes them commands of the catalog app)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -12,6 +12,9 @@ from .context import open_client, output
 from .options import JsonFlag, int_argument, limit_option
 from .output import emit, emit_table, fields, format_bytes, iso_utc, size_cell
 from .progress import progress_bar
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 
 def _rule_label(report: Any, number: int) -> str:
@@ -44,6 +47,13 @@ def print_run(report: Any) -> None:
                    [[_rule_label(report, k), f"{v.rows:,}", size_cell(v.bytes)] for k, v in by_rule.items()])
 
 
+def _reads_the_metadata_store(settings: Settings) -> None:
+    """The refusal of the job's and the impact's Spark work, whose executors open the metadata store."""
+    from ..spark.session import check_job_reach
+
+    check_job_reach(settings, metadata=True)
+
+
 def run(
     ctx: typer.Context,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; change nothing")] = False,
@@ -54,7 +64,8 @@ def run(
     Period by period, youngest first, in create-time slices; trackers make the next run incremental.
     """
     out = output(ctx, json_output)
-    with open_client(ctx) as client, progress_bar("retention job", not out.json, unit="records") as update:
+    with (open_client(ctx, _reads_the_metadata_store) as client,
+          progress_bar("retention job", not out.json, unit="records") as update):
         report = client.catalog.run(dry_run=dry_run, progress=update)
     out.show(report.to_dict(), lambda: print_run(report))
 
@@ -77,7 +88,8 @@ def impact(
 ) -> None:
     """What the job would delete if it ran now with no trackers, per rule, feed and type."""
     out = output(ctx, json_output)
-    with open_client(ctx) as client, progress_bar("impact", not out.json, unit="records") as update:
+    with (open_client(ctx, _reads_the_metadata_store) as client,
+          progress_bar("impact", not out.json, unit="records") as update):
         summary = client.catalog.impact(rules=rules, progress=update)
     out.show(summary.to_dict(), lambda: print_impact(summary))
 

@@ -17,6 +17,7 @@ from .progress import progress_bar
 
 if TYPE_CHECKING:
     from ..catalog.records import MetaRecord
+    from ..config import Settings
 
 
 def record_document(record: MetaRecord) -> dict[str, Any]:
@@ -84,8 +85,16 @@ def import_(
 ) -> None:
     """Bulk import records through Spark. Every row is checked first: one bad row and nothing is written.
     Columns: the record fields, `attributes` (JSON) and attr.<name> per custom attribute."""
+    from ..catalog.importer import find_files
+    from ..spark.session import check_job_reach
+
+    def spark_job(settings: Settings) -> None:
+        # executors read the input files and write the records into the metadata store (import_records)
+        check_job_reach(settings, metadata=True, inputs=[str(p) for p in find_files(path, format)[1]])
+
     out = output(ctx, json_output)
-    with open_client(ctx) as client, progress_bar("importing", not out.json) as progress:
+    with (open_client(ctx, spark_job) as client,
+          progress_bar("importing", not out.json) as progress):
         report = client.catalog.import_path(path, format=format, progress=progress)
     out.show(report.to_dict(), f"imported {report.rows:,} row(s) from {report.files} file(s): "
                                f"{report.inserted:,} inserted, {report.skipped:,} skipped (id already present) "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -107,12 +107,18 @@ def configure_logging(settings: Settings, verbose: bool) -> None:
 
 
 @contextlib.contextmanager
-def open_client(ctx: typer.Context) -> Iterator[Client]:
+def open_client(ctx: typer.Context, spark_job: Callable[[Settings], None] | None = None) -> Iterator[Client]:
+    """The client of the workspace the options name. `spark_job`: the command runs a Spark job, and
+    this refuses on the settings what the job would (spark/session.py `check_job_reach`) before the
+    workspace opens: opening migrates a store an older tidekeep left, and a refused command changes
+    nothing."""
     from ..client import Client
 
     settings = load(ctx)
     require_workspace(settings)
     configure_logging(settings, options(ctx).verbose)
+    if spark_job is not None:
+        spark_job(settings)
     client = Client(settings)
     try:
         yield client

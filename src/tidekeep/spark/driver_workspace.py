@@ -53,9 +53,11 @@ def open_driver_workspace(home: str | None, metadata: MetadataReference | None, 
         overrides["metadata.url"] = metadata.url()
     if storage is not None:
         overrides["storage.uri"] = storage
-    workspace = open_workspace(load_settings(home, overrides))
+    settings = load_settings(home, overrides)
+    # before the workspace opens: opening migrates a store an older tidekeep left
+    check_settings_reach(settings, storage=True)
+    workspace = open_workspace(settings)
     try:
-        check_settings_reach(workspace.settings, storage=True)
         streams = StreamController(workspace.db, workspace.storage, workspace.clock, workspace.audit.actor)
     except BaseException:
         workspace.close()

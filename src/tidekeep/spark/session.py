@@ -189,6 +189,16 @@ def get_spark(settings: Settings) -> SparkSession:
     return build_spark(settings["spark.master"], settings["spark.app_name"])
 
 
+def check_job_reach(settings: Settings, *, metadata: bool = False, storage: bool = False,
+                    inputs: Sequence[str] = ()) -> None:
+    """The refusal job_spark makes before Spark starts (ConfigError: files the executors of the
+    `spark.master` setting could not reach), for a caller that must refuse before it even opens
+    the workspace: opening migrates a store an older tidekeep left (docs/spark.md). Nothing for a
+    session given to `use_session` or a Connect server, whose master is known only once connected."""
+    if _given_session is None and remote_url(settings) is None:
+        check_settings_reach(settings, metadata=metadata, storage=storage, inputs=inputs)
+
+
 def job_spark(settings: Settings, *, metadata: bool = False, storage: bool = False,
               inputs: Sequence[str] = (), writes: bool = False) -> SparkSession:
     """The session for a job whose executors open the metadata store (`metadata`), the storage
@@ -199,8 +209,7 @@ def job_spark(settings: Settings, *, metadata: bool = False, storage: bool = Fal
     `job_master`): connecting starts no JVM here.
     With `writes` the executors write to the stores they open: a local one that is read-only is
     refused (ReadOnlyWorkspace, naming it) before Spark starts, not reported by a failed task."""
-    if _given_session is None and remote_url(settings) is None:
-        check_settings_reach(settings, metadata=metadata, storage=storage, inputs=inputs)
+    check_job_reach(settings, metadata=metadata, storage=storage, inputs=inputs)
     if writes:
         require_writable_workspace(settings, metadata=metadata, storage=storage)
     spark = get_spark(settings)
