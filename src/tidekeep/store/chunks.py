@@ -23,7 +23,6 @@ CHUNK_COLUMNS = ("rel_offset", "routing_key", "payload")  # CHUNK_SCHEMA's, in o
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.fs as pafs
 
     CHUNK_SCHEMA: pa.Schema  # chunk_schema(), built on first use: opening a workspace needs no pyarrow
 
@@ -86,11 +85,12 @@ class ChunkStorage(FileIO):
     files needs `workspace_id`: the client sets it once it has matched the root's workspace id with
     the metadata store's (store/workspace.py); until then `delete` and `delete_dir` refuse, and only
     `discard` removes files — those this process just wrote itself. With `fsync` every file is
-    durable before its write returns (store/durable.py)."""
+    durable before its write returns (store/durable.py). `io_options` are FileIO's own keyword
+    options, handed on unread: the pyarrow filesystem stays FileIO's alone
+    (tests/store/test_storage_boundary.py)."""
 
-    def __init__(self, uri: str, create: bool = False, fsync: bool = True,
-                 filesystem: pafs.FileSystem | None = None) -> None:
-        super().__init__(uri, fsync=fsync, filesystem=filesystem)
+    def __init__(self, uri: str, create: bool = False, fsync: bool = True, **io_options: Any) -> None:
+        super().__init__(uri, fsync=fsync, **io_options)
         if create:
             self.create_root()  # durably, when fsync is on
         elif self.is_local and not self.is_dir():
