@@ -6,7 +6,10 @@ refusal (never the password) when there is neither."""
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +147,69 @@ def test_a_spark_worker_makes_no_password_file(monkeypatch: pytest.MonkeyPatch) 
     assert SECRET not in str(raised.value)
     monkeypatch.setenv(PASSWORD_ENV, SECRET)
     assert deployed_reference(URL, "x").password_env == PASSWORD_ENV
+
+
+_MAKE_FILE_AND_DIE = """
+import os, signal, sys
+from tidekeep.spark.credentials import metadata_reference
+print(metadata_reference(sys.argv[1], "local[2]").password_file, flush=True)
+if sys.argv[2] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+sys.stdin.read()
+"""
+
+
+def _driver(tmp_dir: Path, how: str) -> tuple[subprocess.Popen[str], Path]:
+    """A driver process making its private password file in `tmp_dir`; `kill`: it is then killed
+    outright (no atexit runs), `live`: it waits on stdin."""
+    env = {**os.environ, "TMPDIR": str(tmp_dir)}
+    env.pop(PASSWORD_ENV, None)
+    process = subprocess.Popen([sys.executable, "-c", _MAKE_FILE_AND_DIE, URL, how], env=env, text=True,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    return process, Path(process.stdout.readline().strip())
+
+
+def test_a_killed_drivers_password_file_is_removed_by_the_next_driver(tmp_path: Path) -> None:
+    killed, killed_file = _driver(tmp_path, "kill")
+    assert killed.wait(timeout=60) == -signal.SIGKILL
+    assert killed_file.read_text(encoding="utf-8") == SECRET  # nothing could remove it when it died
+    live, live_file = _driver(tmp_path, "live")
+    try:
+        following, _ = _driver(tmp_path, "kill")
+        following.wait(timeout=60)
+        assert not killed_file.parent.exists()  # the dead driver's directory is gone
+        assert live_file.read_text(encoding="utf-8") == SECRET  # a running driver's file is left alone
+    finally:
+        assert live.stdin is not None
+        live.stdin.close()
+        live.wait(timeout=60)
+    assert not live_file.parent.exists()  # removed at a normal exit
+    other = tmp_path / "tidekeep-secret-notapid"
+    other.mkdir()
+    _driver(tmp_path, "kill")[0].wait(timeout=60)
+    assert other.exists()  # not a directory of the naming this module uses: not ours to remove
+
+
+def test_a_locked_directory_is_kept_even_when_its_pid_looks_gone(tmp_path: Path) -> None:
+    """A driver in another pid namespace (a container sharing /tmp) has an id this one cannot see:
+    its lock, not its id, says it is alive."""
+    import fcntl
+
+    from tidekeep.spark.credentials import remove_dead_drivers_files
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    locked, unlocked = tmp_path / f"tidekeep-secret-{gone.stdout.strip()}-held", \
+        tmp_path / f"tidekeep-secret-{gone.stdout.strip()}-free"
+    locked.mkdir(mode=0o700)
+    unlocked.mkdir(mode=0o700)
+    (unlocked / "metadata-password-0").write_text(SECRET)
+    (tmp_path / "tidekeep-secret-1-link").symlink_to(locked)
+    holder = os.open(locked, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_SH)
+        assert remove_dead_drivers_files(str(tmp_path)) == [str(unlocked)]
+        assert locked.exists() and not unlocked.exists() and (tmp_path / "tidekeep-secret-1-link").is_symlink()
+    finally:
+        os.close(holder)

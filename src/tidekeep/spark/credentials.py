@@ -7,8 +7,9 @@ sends the URL without its password, and with it where the password is found on t
 opens the store (docs/security.md):
 
 - `metadata_password_file`: a file holding the password. On a local master the driver writes one
-  itself, readable by its own user only, removed when the process ends; on a cluster a file every
-  executor has at that path (a mounted secret).
+  itself, readable by its own user only, removed when the process ends — or, when it was killed
+  outright, by the next driver of the same user; on a cluster a file every executor has at that
+  path (a mounted secret).
 - `metadata_password_env`: the name of an environment variable holding it, set on every executor
   by the deployment (`PASSWORD_ENV`, which the driver must see set to the same password).
 
@@ -18,8 +19,11 @@ opens the store (docs/security.md):
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
+import re
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -133,9 +137,64 @@ def deployed_reference(url: str, what: str) -> MetadataReference:
                        f"{PASSWORD_ENV_OPTION!r}, or set {PASSWORD_ENV} on every node (docs/security.md)")
 
 
+_PRIVATE_PREFIX = "tidekeep-secret-"
+# the private directories this module makes: the prefix, the making process's id, mkdtemp's letters
+_PRIVATE_NAME = re.compile(re.escape(_PRIVATE_PREFIX) + r"(\d+)-[A-Za-z0-9_]+")
 _files_lock = threading.Lock()
 _private_dir: str | None = None
 _password_files: dict[str, str] = {}
+
+
+def _process_is_gone(pid: int) -> bool:
+    """Whether no process has id `pid` (one of another user counts as there)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _is_held(path: str) -> bool:
+    """Whether a live driver holds its lock on the directory `path` (a lock dies with its process,
+    wherever that process runs: pid namespaces do not matter)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(descriptor)
+    return False
+
+
+def remove_dead_drivers_files(directory: str) -> list[str]:
+    """Remove the private password directories in `directory` that drivers of this user killed
+    outright left behind (their process is gone and holds no lock on it, so atexit never ran), and
+    return them. Only directories of this module's naming, owned by this user, not symbolic links,
+    are touched."""
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        found = _PRIVATE_NAME.fullmatch(name)
+        if found is None or int(found.group(1)) == os.getpid() or not _process_is_gone(int(found.group(1))):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            status = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid() and not _is_held(path):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 def _private_password_file(password: str) -> str:
@@ -145,7 +204,10 @@ def _private_password_file(password: str) -> str:
         if password in _password_files:
             return _password_files[password]
         if _private_dir is None:
-            _private_dir = tempfile.mkdtemp(prefix="tidekeep-secret-")  # mode 0700
+            remove_dead_drivers_files(tempfile.gettempdir())
+            _private_dir = tempfile.mkdtemp(prefix=f"{_PRIVATE_PREFIX}{os.getpid()}-")  # mode 0700
+            # held for the process's life (the descriptor is never closed): tells other drivers it is live
+            fcntl.flock(os.open(_private_dir, os.O_RDONLY | os.O_DIRECTORY), fcntl.LOCK_SH)
             atexit.register(shutil.rmtree, _private_dir, True)
         path = os.path.join(_private_dir, f"metadata-password-{len(_password_files)}")
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -185,4 +247,4 @@ def metadata_reference(url: str, master: str) -> MetadataReference:
 
 __all__ = ["PASSWORD_ENV", "PASSWORD_ENV_OPTION", "PASSWORD_FILE_OPTION", "REFERENCE_OPTIONS", "URL_OPTION",
            "MetadataReference", "deployed_reference", "metadata_reference", "password_refusal",
-           "reference_from_options", "split_password"]
+           "reference_from_options", "remove_dead_drivers_files", "split_password"]
