@@ -230,6 +230,9 @@ def sqlite_client(tmp_path: Path) -> Iterator[tk.Client]:
     c.close()
 
 
+SPARK_WITHOUT_UI = "--conf spark.ui.enabled=false pyspark-shell"
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The one Spark session of the test run (local[2], UTC)."""
@@ -376,6 +379,10 @@ def pytest_configure(config: pytest.Config) -> None:
                  "slow: starts a process: a worker, the CLI, a crash test (applied from subprocess use)",
                  "cli: runs the tidekeep command line (applied from run_cli / CliRunner use)"):
         config.addinivalue_line("markers", line)
+    # The Spark UI is on by default (the spark.ui setting leaves it to Spark): the suite's Spark
+    # drivers, the CLI subprocesses' among them (this names no tidekeep setting, so they keep it),
+    # start without it. Tests of the UI remove it (tests/spark/test_spark_settings.py).
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", SPARK_WITHOUT_UI)
 
 
 def _postgres_on_s3(item: pytest.Item) -> bool:

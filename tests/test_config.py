@@ -73,7 +73,8 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
            "garbage_collector.sweep_interval.archive": "180", "garbage_collector.sweep_interval.search_result": "15",
            "garbage_collector.logging_level": "debug", "search.max_runtime": "30m", "archives.target_size": "64MiB",
            "watermark.frequency": "250ms", "search.heartbeat_interval": "2s",
-           "spark.shared_filesystem": "yes", "catalog.data_roots": "/srv/a, s3://bucket/x/", "storage.fsync": "no"}
+           "spark.shared_filesystem": "yes", "catalog.data_roots": "/srv/a, s3://bucket/x/", "storage.fsync": "no",
+           "spark.ui": "off", "spark.conf": "{spark.driver.memory: 4g, spark.executor.cores: 2}"}
     assert set(raw) == set(KEYS), "a new setting needs a case here"
     s = load_settings(tmp_path, env={env_name(k): v for k, v in raw.items()})
     assert env_name("writer.batch_size") == "TIDEKEEP_WRITER_BATCH_SIZE"
@@ -88,7 +89,8 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
         "garbage_collector.sweep_interval.archive": 180, "garbage_collector.sweep_interval.search_result": 15,
         "garbage_collector.logging_level": "DEBUG", "search.max_runtime": 1_800_000,
         "archives.target_size": 64 * 1024 * 1024, "watermark.frequency": 250, "search.heartbeat_interval": 2000,
-        "spark.shared_filesystem": True, "catalog.data_roots": ("/srv/a", "s3://bucket/x"), "storage.fsync": False}
+        "spark.shared_filesystem": True, "catalog.data_roots": ("/srv/a", "s3://bucket/x"), "storage.fsync": False,
+        "spark.ui": False, "spark.conf": {"spark.driver.memory": "4g", "spark.executor.cores": "2"}}
     assert s.metadata_url == "postgresql+psycopg://u@h/db" and s.storage_uri == "/data/x"
 
 
@@ -190,6 +192,9 @@ def test_self_referencing_yaml_is_a_config_error(tmp_path: Path) -> None:
     ("catalog:\n  purge_age: forever\n", "catalog.purge_age", "'forever'"),
     ("spark:\n  shared_filesystem: maybe\n", "spark.shared_filesystem", "'maybe'"),
     ("spark:\n  shared_filesystem: 1\n", "spark.shared_filesystem", "expected true or false"),
+    ("spark:\n  ui: maybe\n", "spark.ui", "'maybe'"),
+    ("spark:\n  conf: {spark.master: x}\n", "spark.conf", "'spark.master' is tidekeep's own"),
+    ("spark:\n  conf: spark.driver.memory=4g\n", "spark.conf", "expected a mapping of Spark confs"),
 ])
 def test_bad_values_name_key_and_file(tmp_path: Path, text: str, key: str, detail: str) -> None:
     path = write_config(tmp_path, text)

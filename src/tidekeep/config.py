@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError, InvalidInput
+from .spark_conf import parse_spark_conf
 from .units import parse_duration_ms, parse_minutes, parse_size_bytes
 from .uri_credentials import CREDENTIALS_CHAIN, credentials_in_uri, is_credential_setting
 
@@ -195,6 +196,7 @@ Minutes = Annotated[int, _checked(_minutes)]
 MinutesOrNull = Annotated[int | None, _checked(_minutes_or_null)]
 CronSchedule = Annotated[str, _checked(_cron)]
 DataRoots = Annotated[tuple[str, ...], _checked(_data_roots)]
+SparkConf = Annotated[dict[str, str], _checked(parse_spark_conf)]
 
 
 def _key(key: str, default: Any, help: str) -> Any:
@@ -226,6 +228,14 @@ class TidekeepSettings(BaseSettings):
         "spark.shared_filesystem", False,
         "every Spark executor sees the driver's files at the same paths (so a SQLite metadata file and local "
         "storage work with a non-local master)")
+    spark_ui: Boolean = _key(
+        "spark.ui", True,
+        "start the Spark UI with the Spark sessions tidekeep starts (on a loopback address with a local master); "
+        "long commands print its URL on stderr")
+    spark_conf: SparkConf = _key(
+        "spark.conf", {},
+        "Spark confs passed to the Spark sessions tidekeep starts, e.g. {spark.driver.memory: 4g}; tidekeep's own "
+        "confs and secret-bearing ones are refused")
     writer_batch_size: PositiveSize = _key("writer.batch_size", 4 * 1024 * 1024, "flush a segment batch at this size")
     writer_linger: Duration = _key("writer.linger", 100, "flush pending events after this long")
     sweep_grace: Duration = _key("sweep.grace", 3_600_000, "uncommitted chunk files younger than this are never swept")
@@ -611,6 +621,9 @@ metadata:
 spark:
   master: local[*]
   # shared_filesystem: true  # every executor sees this machine's files (SQLite, local storage) at the same paths
+  ui: true                   # the Spark UI, on 127.0.0.1 with a local master; long commands print its URL
+  # conf:                    # Spark confs for the sessions tidekeep starts (never a secret)
+  #   spark.driver.memory: 4g
 writer:
   batch_size: 4MiB
   linger: 100ms

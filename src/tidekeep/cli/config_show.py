@@ -45,6 +45,8 @@ def shown_value(key: str, value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, tuple):
         return ", ".join(value) if value else "(none)"
+    if isinstance(value, dict):  # spark.conf
+        return ", ".join(f"{name}={item}" for name, item in value.items()) if value else "(none)"
     kind = value_kind(key)
     if kind == "duration" and isinstance(value, int):
         return format_duration(value)

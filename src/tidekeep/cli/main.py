@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -147,6 +147,7 @@ def run(application: typer.Typer, args: list[str]) -> None:
     exit code from the documented table (SystemExit)."""
     debug = shows_traceback(args)
     previous_hook, spark_session.end_process_on_interrupt = spark_session.end_process_on_interrupt, _end_interrupted
+    previous_announce, spark_session.announce_spark_ui = spark_session.announce_spark_ui, _announcer()
     try:
         application(args=args, prog_name="tidekeep")
     except TidekeepError as exc:
@@ -168,6 +169,7 @@ def run(application: typer.Typer, args: list[str]) -> None:
         _fail(*describe(exc))
     finally:
         spark_session.end_process_on_interrupt = previous_hook  # main(argv) may run inside a longer program
+        spark_session.announce_spark_ui = previous_announce
 
 
 def shows_traceback(args: Sequence[str]) -> bool:
@@ -181,6 +183,21 @@ def shows_traceback(args: Sequence[str]) -> bool:
         elif not token.startswith("-"):
             return False
     return False
+
+
+def _announcer() -> Callable[[str], None]:
+    """One `Spark UI: URL` line on stderr the first time a command's Spark session has its UI on
+    (never on stdout, so --json output stays one document; docs/cli.md, "The Spark UI")."""
+    shown: set[str] = set()
+
+    def announce(url: str) -> None:
+        if url not in shown:
+            shown.add(url)
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(f"Spark UI: {printable(url)}\n")
+                sys.stderr.flush()
+
+    return announce
 
 
 def _report_interrupted() -> None:

@@ -19,15 +19,17 @@ import signal
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
 
+from ..errors import ConfigError
 from ..redaction import SPARK_CONF_REDACTION, SPARK_STRING_REDACTION
 from ..store.writable import require_writable_workspace
 from .cluster import check_settings_reach
 from .connect import REMOTE_SETTING, check_remote_url, is_connect_session, job_master
+from .masters import is_local_master
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -45,22 +47,33 @@ _LOG4J = Path(__file__).with_name("log4j2.properties").as_uri()
 # the session `tidekeep.connect(spark=...)` was given: every tidekeep job in this process uses it,
 # as every job uses the one classic session Spark's getOrCreate keeps per process
 _given_session: SparkSession | None = None
+# Set by the CLI: called with the Spark UI's URL whenever a command gets a classic session whose UI
+# is on, so long commands tell the user where to watch them (docs/configuration.md, "Spark settings").
+announce_spark_ui: Callable[[str], None] | None = None
+UI_SETTING, CONF_SETTING = "spark.ui", "spark.conf"
+_LOOPBACK = "127.0.0.1"
 # how long Ctrl-C waits for a Connect server to confirm it interrupted this session's operations
 _INTERRUPT_WAIT_S = 10.0
 
 
-def build_spark(master: str = "local[*]", app_name: str = "tidekeep") -> SparkSession:
+def build_spark(master: str = "local[*]", app_name: str = "tidekeep", *, ui: bool = False,
+                conf: Mapping[str, str] | None = None) -> SparkSession:
+    """The classic session of this process on `master`. Without `ui` the Spark UI is off; with it,
+    Spark's default (on) stands unless Spark's own configuration (spark-defaults.conf,
+    PYSPARK_SUBMIT_ARGS) turns it off, and with a local master it listens on the loopback address
+    only, unless SPARK_LOCAL_IP says otherwise; the `spark.ui` setting asks for it (get_spark).
+    `conf`: the `spark.conf` setting, Spark confs checked by spark_conf.py, applied after tidekeep's
+    defaults, which they may change."""
     from pyspark.sql import SparkSession
 
     # executors must run the interpreter that has tidekeep installed, not whatever python3 is on PATH
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    with _lock:
-        spark = (
+    with _lock, _ui_address(ui and is_local_master(master)):
+        builder = (
             SparkSession.builder.master(master)
             .appName(app_name)
             .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")  # tidekeep shows its own progress bars
             .config("spark.sql.shuffle.partitions", "8")
             .config("spark.driver.extraJavaOptions", f"-Duser.timezone=UTC -Dlog4j.configurationFile={_LOG4J}")
@@ -69,11 +82,35 @@ def build_spark(master: str = "local[*]", app_name: str = "tidekeep") -> SparkSe
             # configuration values, and in plan texts, where a data source's options may hold one
             .config("spark.redaction.regex", SPARK_CONF_REDACTION)
             .config("spark.sql.redaction.string.regex", SPARK_STRING_REDACTION)
-            .getOrCreate()
         )
+        if not ui:  # on, Spark's own default stands: Spark's configuration files and PYSPARK_SUBMIT_ARGS may change it
+            builder = builder.config("spark.ui.enabled", "false")
+        for key, value in (conf or {}).items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
         register_data_sources(spark)
         install_interrupt_handler(spark.sparkContext)
         return spark
+
+
+@contextlib.contextmanager
+def _ui_address(loopback: bool) -> Iterator[None]:
+    """While the JVM starts, SPARK_LOCAL_IP=127.0.0.1 when `loopback` and the user set none: Spark's
+    UI listens on every interface unless that variable names one (no conf chooses its address); and
+    SPARK_LOCAL_HOSTNAME alike, so the URL names that address rather than "localhost", which may
+    resolve to another one (::1). Only for a local master: the variables also move the driver's own
+    endpoints to loopback, which executors on other machines could not reach (docs/configuration.md,
+    "Spark settings")."""
+    if not loopback or os.environ.get("SPARK_LOCAL_IP"):
+        yield
+        return
+    added = {name: _LOOPBACK for name in ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME") if not os.environ.get(name)}
+    os.environ.update(added)
+    try:
+        yield
+    finally:  # read once, by the JVM PySpark launches now: the caller's later processes never see them
+        for name in added:
+            os.environ.pop(name, None)
 
 
 def build_remote_spark(url: str) -> SparkSession:
@@ -185,8 +222,18 @@ def get_spark(settings: Settings) -> SparkSession:
         return _given_session
     url = remote_url(settings)
     if url is not None:
+        if settings[CONF_SETTING]:
+            raise ConfigError(f"{CONF_SETTING!r} applies to the Spark sessions tidekeep starts, not to the "
+                              f"Spark Connect server {url}: give that server its confs when it starts "
+                              f"(spark-submit --conf), or unset {CONF_SETTING!r}")
         return build_remote_spark(url)
-    return build_spark(settings["spark.master"], settings["spark.app_name"])
+    spark = build_spark(settings["spark.master"], settings["spark.app_name"], ui=settings[UI_SETTING],
+                        conf=settings[CONF_SETTING])
+    ui_url = spark.sparkContext.uiWebUrl
+    announce = announce_spark_ui
+    if ui_url and announce is not None:
+        announce(ui_url)
+    return spark
 
 
 def check_job_reach(settings: Settings, *, metadata: bool = False, storage: bool = False,
