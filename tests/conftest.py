@@ -235,10 +235,16 @@ SPARK_WITHOUT_UI = "--conf spark.ui.enabled=false pyspark-shell"
 
 @pytest.fixture(scope="session")
 def spark():
-    """The one Spark session of the test run (local[2], UTC)."""
+    """The one Spark session of the test run (local[2], UTC). Its JVM and Python workers start with
+    the S3 test server's AWS variables, as every node of a deployment has its own credentials chain
+    (docs/storage.md): the workers outlive the test that first starts them, so a test's `s3_bucket`
+    could not reach them later. This process itself gets them only from `s3_bucket`."""
     from tidekeep.spark.session import build_spark
 
-    session = build_spark("local[2]", "tidekeep-tests")
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in s3_environment().items():
+            patch.setenv(name, value)
+        session = build_spark("local[2]", "tidekeep-tests")
     yield session
     session.stop()
 

@@ -45,9 +45,10 @@ class S3Server:
         return f"s3://{path}?endpoint_override={self.endpoint}&scheme=http&region={REGION}"
 
 
-def environment(server: S3Server) -> dict[str, str]:
+def environment(server: S3Server | None = None) -> dict[str, str]:
     """The AWS variables a process needs to reach the server: the keys, the region, and no
-    instance-metadata lookup (on a machine outside EC2 it only costs a timeout)."""
+    instance-metadata lookup (on a machine outside EC2 it only costs a timeout). The same for every
+    server, so a process started before any server (the tests' Spark session) can have them."""
     return {**CREDENTIALS, "AWS_DEFAULT_REGION": REGION, "AWS_EC2_METADATA_DISABLED": "true"}
 
 

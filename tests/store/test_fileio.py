@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 from helpers.durability import DurabilityRecorder, assert_on_disk
 from helpers.readonly import read_only
+from helpers.s3 import S3Server
 from tidekeep.errors import ConfigError, WorkspaceMismatch
 from tidekeep.store.fileio import PARTIAL_SUFFIX, FileIO
 
@@ -55,6 +57,21 @@ def test_keys_are_relative_to_the_root_and_a_relative_root_is_resolved(
     storage.write("streams/a.bin", b"abc")
     assert (tmp_path / "data" / "streams" / "a.bin").read_bytes() == b"abc"
     assert [f.path for f in storage.list_files("")] == ["streams/a.bin"]
+
+
+def test_a_key_of_an_s3_root_goes_into_the_path_before_the_query(s3_server: S3Server, s3_bucket: str) -> None:
+    """What executors open (`uri_of`) is the same object FileIO wrote: the key joins the path and the
+    URI's options (endpoint, scheme, region) stay options, for the root itself too."""
+    import pyarrow.fs as pafs
+
+    storage = FileIO(s3_server.uri(s3_bucket, "data"))
+    storage.write("archives/web/a.bin", b"abc")
+    uri = storage.uri_of("archives/web/a.bin")
+    assert urlsplit(uri).query == urlsplit(storage.uri).query
+    fs, path = pafs.FileSystem.from_uri(uri)
+    with fs.open_input_stream(path) as stream:
+        assert stream.read() == b"abc"
+    assert FileIO(storage.uri_of("")).read("archives/web/a.bin") == b"abc"
 
 
 def test_a_uri_pyarrow_cannot_open_is_a_config_error(tmp_path: Path) -> None:

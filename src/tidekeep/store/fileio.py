@@ -190,9 +190,12 @@ class FileIO:
         return posixpath.join(self.root, key) if self.root else key
 
     def uri_of(self, key: str) -> str:
-        """A URI other readers (Spark's, pyarrow's on executors) open `key` by."""
+        """A URI other readers (Spark's, pyarrow's on executors) open `key` by. The key goes into
+        the URI's path, before its query: `s3://b/p?region=r` names `s3://b/p/<key>?region=r`, not
+        a region ending in the key."""
         if "://" in self.uri:
-            return self.uri.rstrip("/") + "/" + key
+            parts = urlsplit(self.uri)
+            return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + key))
         return "file://" + self.full_path(key)
 
     def location(self) -> str:
