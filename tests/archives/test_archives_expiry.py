@@ -214,11 +214,38 @@ def test_a_running_ingest_protects_its_dataset() -> None:
                StoredEntry("archives/db/_ingest-2/part-0.parquet", 10, 7, False),
                StoredEntry("archives/db/" + "b" * 32 + ".parquet", 10, 9, False),  # registered
                StoredEntry("archives/db/" + "c" * 32 + ".parquet", 999, 3, False),  # unnamed, old
-               StoredEntry("archives/db/" + "d" * 32 + ".parquet", 1000, 3, False)]  # unnamed, within the grace
-    plan = plan_orphans(entries, {"archives/db/" + "b" * 32 + ".parquet"}, cutoff)
+               StoredEntry("archives/db/" + "e" * 32 + ".parquet", 5000, 3, False),  # registered just now
+               StoredEntry("archives/app/" + "d" * 32 + ".parquet", 1000, 3, False)]  # unnamed, within the grace
+    plan = plan_orphans(entries, {"archives/db/" + "b" * 32 + ".parquet", "archives/db/" + "e" * 32 + ".parquet"},
+                        cutoff)
     assert [e.path for e in plan.files] == ["archives/db/_ingest-2/part-0.parquet",
                                             "archives/db/" + "c" * 32 + ".parquet"]
-    assert plan.staging_dirs == ["archives/db/_ingest-2"] and plan.busy_datasets == ["web"]
+    assert plan.staging_dirs == ["archives/db/_ingest-2"] and plan.busy_datasets == ["app", "web"]
+
+
+def test_on_an_object_store_a_file_just_moved_in_protects_the_files_still_staged() -> None:
+    """An object store lists no directory times, and its move is a copy that gets a new time: an
+    ingest that has begun moving its files in shows only as a young unnamed file in place, while its
+    files still staged are as old as when its tasks wrote them. Those must stay."""
+    from tidekeep.archives.expiry import StoredEntry, plan_orphans
+
+    cutoff = 1000
+    entries = [StoredEntry("archives/web", None, 0, True),
+               StoredEntry("archives/web/_ingest-1", None, 0, True),
+               StoredEntry("archives/web/_ingest-1/" + "b" * 32 + ".parquet", 10, 7, False),  # written long ago
+               StoredEntry("archives/web/" + "a" * 32 + ".parquet", 1500, 5, False),  # its copy, just moved in
+               StoredEntry("archives/db/_ingest-2/" + "c" * 32 + ".parquet", 10, 7, False),  # a crashed ingest
+               StoredEntry("archives/db/" + "d" * 32 + ".parquet", 10, 7, False)]  # moved in by it, long ago
+    plan = plan_orphans(entries, set(), cutoff)
+    assert plan.busy_datasets == ["web"] and plan.staging_dirs == ["archives/db/_ingest-2"]
+    assert [e.path for e in plan.files] == ["archives/db/_ingest-2/" + "c" * 32 + ".parquet",
+                                            "archives/db/" + "d" * 32 + ".parquet"]
+    # once the ingest is over (registered, or dead for longer than the grace) its files are judged
+    registered = plan_orphans(entries, {"archives/web/" + "a" * 32 + ".parquet"}, cutoff)
+    assert registered.busy_datasets == [] and "archives/web/_ingest-1/" + "b" * 32 + ".parquet" in {
+        e.path for e in registered.files}
+    dead = plan_orphans(entries, set(), 2000)
+    assert dead.busy_datasets == [] and len(dead.files) == 4
 
 
 def test_a_staging_file_of_unknown_age_protects_its_dataset() -> None:
@@ -257,8 +284,10 @@ def test_orphans_match_brute_force(specs, cutoff, named_numbers) -> None:
     plan = plan_orphans(entries, named, cutoff)
 
     def busy(dataset: str) -> bool:
-        # a staging file changed within the grace, or one whose age the store does not give
-        return any(e.path.startswith(f"archives/{dataset}/_ingest-")
+        # a staging entry or an unnamed file in place changed within the grace, or a file of either
+        # kind whose age the store does not give
+        return any(e.path.startswith(f"archives/{dataset}/") and (e.path.startswith(f"archives/{dataset}/_ingest-")
+                                                                   or e.path not in named)
                    and (e.mtime_ms >= cutoff if e.mtime_ms is not None else not e.is_dir) for e in entries)
 
     expected = {e.path for e in entries if not e.is_dir and e.path not in named and e.mtime_ms is not None

@@ -174,22 +174,33 @@ def _dataset_and_staging(path: str) -> tuple[str | None, str | None]:
 
 def plan_orphans(entries: Iterable[StoredEntry], named: Collection[str], cutoff_ms: int) -> OrphanPlan:
     """Files under archives/ that no archive row or journal row names and that are older than the
-    grace (`cutoff_ms = now − sweep.grace`) are left by a crashed ingest. A running ingest shows as a
-    staging directory that changed within the grace (a file written, or a file moved out of it
-    into place — a move keeps the file's own mtime but touches the directory), or as a staging file
-    whose modification time the store does not give; its dataset is left alone until the ingest
-    has registered its archives and removed its staging directory. A file of unknown age is never
-    deleted."""
+    grace (`cutoff_ms = now − sweep.grace`) are left by a crashed ingest. A file of unknown age is
+    never deleted. An ingest can run longer than the grace, so a dataset where one may be running
+    is left alone until it has registered its archives and removed its staging directory. It shows
+    as any of (docs/archives-retention.md#orphan-sweep-on-an-object-store):
+
+    - a staging directory that changed within the grace: a file written into it or moved out of it
+      (local roots; a rename keeps the file's own mtime but touches both directories);
+    - a staging file that changed within the grace, or whose time the store does not give;
+    - an unnamed file in place (archives/<dataset>/<id>.parquet) that changed within the grace, or
+      whose time the store does not give: an ingest moving its files in and not yet registered. On
+      an object store that is the only sign once the moves began, as it has no directory times and
+      a move is a copy, which gives the copy a new modification time while the staged files still
+      waiting to move keep their old ones.
+    """
     entries = list(entries)
     busy: set[str] = set()
     staging_dirs: set[str] = set()
     for entry in entries:
         dataset, staging = _dataset_and_staging(entry.path)
-        if dataset is None or staging is None:
+        if dataset is None:
             continue
-        staging_dirs.add(staging)
-        # a staging file the store gives no time is of unknown age: an ingest may be writing it. A
-        # directory without one says nothing (object stores have no directory times)
+        if staging is not None:
+            staging_dirs.add(staging)
+        elif entry.is_dir or entry.path in named:
+            continue  # only an unnamed file in place says a move happened
+        # an entry of unknown age may be an upload or a move in flight. A directory without a time
+        # says nothing (object stores have no directory times)
         if entry.mtime_ms >= cutoff_ms if entry.mtime_ms is not None else not entry.is_dir:
             busy.add(dataset)
     files = [e for e in entries if not e.is_dir and e.path not in named and e.mtime_ms is not None

@@ -23,8 +23,9 @@ One sweep, in crash-safe order (the decisions are in expiry.py):
 6. Delete the files one by one, each followed by removing its journal row (fault point
    `archive_gc.mid_files` after the first file).
 7. Orphan sweep: files under archives/ that no archive row and no journal row names, older than
-   `sweep.grace` (left by a crashed ingest), are deleted — except in a dataset where an ingest's
-   staging directory changed within the grace (an ingest is running there).
+   `sweep.grace` (left by a crashed ingest), are deleted — except in a dataset where an ingest
+   changed something within the grace (its staging directory, a staging file, or an unnamed file it
+   moved in: an ingest is running there; expiry.plan_orphans).
 
 Steps 4–6 go in rounds of GC_BATCH_SIZE candidates, so a long backlog keeps each transaction small.
 
