@@ -33,6 +33,16 @@ def gc_client(tmp_path: Path, metadata_url: str) -> Iterator[tk.Client]:
     c.close()
 
 
+@pytest.fixture
+def gc_storage_client(tmp_path: Path, metadata_url: str, storage_uri: str) -> Iterator[tk.Client]:
+    """gc_client on each kind of storage root, local and S3: for the tests where the collector's
+    file work (deleting, finding orphans) is what is checked."""
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=storage_uri,
+                   clock=tk.ManualClock(T0), settings={"archive_output.retention_period": 60}, create=True)
+    yield c
+    c.close()
+
+
 def clock_of(client: tk.Client) -> tk.ManualClock:
     assert isinstance(client.clock, tk.ManualClock)
     return client.clock
@@ -46,7 +56,7 @@ def ending(client: tk.Client, dataset: str, end_ms: int | None) -> Archive:
 
 
 def file_exists(client: tk.Client, archive: Archive) -> bool:
-    return Path(client.workspace.storage.full_path(archive.path)).exists()
+    return client.workspace.storage.exists(archive.path)
 
 
 def live_ids(client: tk.Client) -> set[str]:
@@ -64,9 +74,10 @@ def journal_rows(client: tk.Client) -> list[str]:
         return list(conn.execute(sa.select(archive_gc_journal.c.archive_id)).scalars())
 
 
-def test_the_worked_expiry_example_on_real_archives(gc_client: tk.Client) -> None:
+def test_the_worked_expiry_example_on_real_archives(gc_storage_client: tk.Client) -> None:
     """TTL 1 h, archive end 16:00 UTC: kept at 17:00:00.000, deleted at 17:00:00.001 — row,
     catalog record and file together."""
+    gc_client = gc_storage_client
     clock = clock_of(gc_client)
     sixteen = 1_700_064_000_000  # 2023-11-15T16:00:00Z, after the clock's start
     clock.set(sixteen + 5 * MIN)
@@ -164,9 +175,10 @@ def test_an_overlong_search_is_killed_and_stops_holding(tmp_path: Path, metadata
         c.close()
 
 
-def test_a_file_already_gone_is_fine(gc_client: tk.Client) -> None:
+def test_a_file_already_gone_is_fine(gc_storage_client: tk.Client) -> None:
+    gc_client = gc_storage_client
     a = ending(gc_client, "web", T0 - 2 * HOUR)
-    os.remove(gc_client.workspace.storage.full_path(a.path))
+    gc_client.workspace.storage.delete([a.path])
     report = collect_archives(gc_client.workspace)
     assert report.deleted == 1 and report.files_deleted == 0 and live_ids(gc_client) == set()
     assert journal_rows(gc_client) == []
@@ -200,9 +212,10 @@ def test_dry_run_changes_nothing_and_says_why(gc_client: tk.Client) -> None:
     assert [e for e in gc_client.audit() if e["action"] == "archive_expire"] == []
 
 
-def test_journal_replay_finishes_committed_deletions_and_forgets_uncommitted(gc_client: tk.Client) -> None:
+def test_journal_replay_finishes_committed_deletions_and_forgets_uncommitted(gc_storage_client: tk.Client) -> None:
     """A journal row whose archive row is gone: its file is deleted. One whose row still exists
     (the crash came before the metadata commit, and the archive may now be searched): kept."""
+    gc_client = gc_storage_client
     gone = ending(gc_client, "web", T0 - 2 * HOUR)
     alive = ending(gc_client, "web", T0 - 10 * MIN)  # not expired
     with gc_client.workspace.db.write() as conn:
@@ -217,23 +230,24 @@ def test_journal_replay_finishes_committed_deletions_and_forgets_uncommitted(gc_
     assert journal_rows(gc_client) == []
 
 
-def test_orphan_files_older_than_the_grace_are_swept(tmp_path: Path, metadata_url: str) -> None:
-    import time
-
-    now = int(time.time() * 1000)
-    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                   clock=tk.ManualClock(now), settings={"archive_output.retention_period": 60, "sweep.grace": "1h"},
+def test_orphan_files_older_than_the_grace_are_swept(tmp_path: Path, metadata_url: str, storage_uri: str) -> None:
+    c = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=storage_uri,
+                   clock=tk.ManualClock(0), settings={"archive_output.retention_period": 60, "sweep.grace": "1h"},
                        create=True)
     try:
         registered = ending(c, "web", None)  # never expires: it must survive the orphan sweep
-        orphan = Path(c.workspace.storage.full_path("archives/web/" + "f" * 32 + ".parquet"))
-        orphan.write_bytes(b"half an ingest")
+        orphan = "archives/web/" + "f" * 32 + ".parquet"
+        c.workspace.storage.write(orphan, b"half an ingest")
+        [written_ms] = [f.mtime_ms for f in c.workspace.storage.list_files("archives") if f.path == orphan]
+        assert written_ms is not None
+        c.clock.set(written_ms + HOUR)
         assert collect_archives(c.workspace).orphans == 0  # younger than the grace: an ingest may be registering it
-        c.clock.advance(HOUR + 60_000)
+        c.clock.advance(1)
         dry = collect_archives(c.workspace, dry_run=True)
-        assert dry.orphans == 1 and orphan.exists()
+        assert dry.orphans == 1 and c.workspace.storage.exists(orphan)
         report = collect_archives(c.workspace)
-        assert report.orphans == 1 and report.orphan_bytes == len(b"half an ingest") and not orphan.exists()
+        assert report.orphans == 1 and report.orphan_bytes == len(b"half an ingest")
+        assert not c.workspace.storage.exists(orphan)
         assert file_exists(c, registered) and registered.id in live_ids(c)
     finally:
         c.close()

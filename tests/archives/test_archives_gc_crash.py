@@ -29,8 +29,8 @@ MIN = 60_000
 HOUR = 60 * MIN
 
 
-def gc_env(tmp_path: Path, metadata_url: str) -> dict[str, str]:
-    env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
+def gc_env(tmp_path: Path, metadata_url: str, storage: str | Path | None = None) -> dict[str, str]:
+    env = worker_env(metadata_url, tmp_path / "data" if storage is None else storage, tmp_path / "ws")
     env["TIDEKEEP_ARCHIVE_OUTPUT_RETENTION_PERIOD"] = "60"
     return env
 
@@ -50,7 +50,7 @@ def state(client: tk.Client) -> tuple[set[str], set[int], set[str]]:
 
 
 def has_file(client: tk.Client, archive: Archive) -> bool:
-    return Path(client.workspace.storage.full_path(archive.path)).exists()
+    return client.workspace.storage.exists(archive.path)
 
 
 class Corpus:
@@ -80,15 +80,16 @@ class Corpus:
         with client.workspace.db.read() as conn:
             live = [r for r in conn.execute(sa.select(archives))]
         for row in live:
-            assert Path(client.workspace.storage.full_path(row.path)).exists(), \
+            assert client.workspace.storage.exists(row.path), \
                 f"archive {row.id} has a row but no file"
             assert row.catalog_record_id in records
 
 
 @pytest.mark.parametrize("fault", ["archive_gc.after_journal", "archive_gc.after_metadata", "archive_gc.mid_files"])
-def test_killed_at_each_fault_point_the_next_sweep_finishes(fault: str, metadata_url: str, tmp_path: Path) -> None:
-    env = gc_env(tmp_path, metadata_url)
-    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), create=True)
+def test_killed_at_each_fault_point_the_next_sweep_finishes(fault: str, metadata_url: str, storage_uri: str,
+                                                            tmp_path: Path) -> None:
+    env = gc_env(tmp_path, metadata_url, storage_uri)
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=storage_uri, create=True)
     try:
         corpus = Corpus(client)
         expired_ids = {a.id for a in corpus.expired}
@@ -142,12 +143,17 @@ def test_sigkill_mid_sweep_then_the_next_sweep_finishes(metadata_url: str, tmp_p
         client.close()
 
 
-def test_result_collector_killed_between_marking_and_deleting(metadata_url: str, tmp_path: Path) -> None:
-    env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
+def test_result_collector_killed_between_marking_and_deleting(metadata_url: str, storage_uri: str,
+                                                             tmp_path: Path) -> None:
+    env = worker_env(metadata_url, storage_uri, tmp_path / "ws")
     now = int(time.time() * 1000)
     clock = tk.ManualClock(now - 3 * HOUR)
-    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"), clock=clock,
-        create=True)
+    client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=storage_uri, clock=clock,
+                        create=True)
+
+    def has_results(job_id: int) -> bool:
+        return bool(client.workspace.storage.list_files(results_dir(job_id)))
+
     try:
         make_archive(client, "web", [(None, "x")])
         jobs = SearchJobStore(client.workspace)
@@ -156,9 +162,7 @@ def test_result_collector_killed_between_marking_and_deleting(metadata_url: str,
         running = jobs.create("web", "still", regex=False, ignore_case=False, begin_ts=None, end_ts=None,
                               retention_minutes=None)
         for job in [*done, running]:
-            directory = Path(client.workspace.storage.full_path(results_dir(job.id)))
-            directory.mkdir(parents=True)
-            (directory / ("a" * 32 + ".parquet")).write_bytes(b"results")
+            client.workspace.storage.write(f"{results_dir(job.id)}/{'a' * 32}.parquet", b"results")
         jobs.finish(done[0].id, JobState.SUCCEEDED, archives_searched=1, results_count=1)
         jobs.finish(done[1].id, JobState.FAILED, archives_searched=1, results_count=0, error="boom")
         jobs.cancel(done[2].id)
@@ -168,12 +172,12 @@ def test_result_collector_killed_between_marking_and_deleting(metadata_url: str,
             marked = {r.id: r.results_expired_ms for r in conn.execute(sa.select(archive_search_jobs))}
         assert {j for j, v in marked.items() if v is not None} == {j.id for j in done}
         # not yet deleted
-        assert all(Path(client.workspace.storage.full_path(results_dir(j.id))).exists() for j in done)
+        assert all(has_results(j.id) for j in done)
         rerun = run_gc(env)
         assert rerun.returncode == 0, rerun.stderr
         assert '"finished": 3' in rerun.stdout
-        assert not any(Path(client.workspace.storage.full_path(results_dir(j.id))).exists() for j in done)
-        assert Path(client.workspace.storage.full_path(results_dir(running.id))).exists()
+        assert not any(has_results(j.id) for j in done)
+        assert has_results(running.id)
         with client.workspace.db.read() as conn:
             after = {r.id: r.results_expired_ms for r in conn.execute(sa.select(archive_search_jobs))}
         assert after == marked  # the rows stay as history; nothing marked twice
