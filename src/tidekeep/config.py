@@ -143,7 +143,8 @@ def _data_roots(value: Any) -> tuple[str, ...]:
     """Absolute paths or URIs, as a YAML list or a comma-separated string, each in its normal form
     (docs/catalog-purge.md); repeats are dropped. Whether they overlap tidekeep's own areas depends
     on other keys, so load_settings checks that once every key is known."""
-    from .places import Refused, parse_absolute  # on use, as _cron
+    from .places import Refused, parse_absolute, split_options  # on use, as _cron
+    from .uri_credentials import CREDENTIALS_CHAIN, credentials_in_uri
 
     if value is None or (isinstance(value, str) and not value.strip()):
         return ()
@@ -154,15 +155,25 @@ def _data_roots(value: Any) -> tuple[str, ...]:
     else:
         raise InvalidInput(f"expected a list of absolute paths or URIs, got {value!r}")
     roots: list[str] = []
+    options_of: dict[str, str] = {}  # a root's place (normal form) -> its options
     for item in items:
         if not isinstance(item, str) or not item.strip():
             raise InvalidInput(f"expected absolute paths or URIs, got the entry {item!r}")
+        carried = credentials_in_uri(item.strip())
+        if carried is not None:  # the entry is not shown: it holds the secret
+            raise InvalidInput(f"an entry carries credentials ({carried}); {CREDENTIALS_CHAIN}")
         try:
-            place = parse_absolute(item.strip())
+            root, options = split_options(item.strip())
+            place = parse_absolute(root)
         except Refused as exc:
             raise InvalidInput(f"{item.strip()!r} {exc}") from None
-        if place.uri not in roots:
-            roots.append(place.uri)
+        # the options (pyarrow's, for the purge to reach the store) stay with the root's normal form;
+        # one root with two sets of them would leave open which store its records are on
+        if options_of.setdefault(place.uri, options) != options:
+            raise InvalidInput(f"{place.uri!r} is given twice with different options")
+        normal = f"{place.uri}?{options}" if options else place.uri
+        if normal not in roots:
+            roots.append(normal)
     return tuple(roots)
 
 

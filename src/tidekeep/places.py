@@ -147,6 +147,25 @@ def parse_uri(text: str, keep_query: bool = False) -> Place:
     return absolute_place(scheme, authority, decoded)
 
 
+def split_options(text: str) -> tuple[str, str]:
+    """A root as written (a `catalog.data_roots` entry): (the root without its options, its options).
+    The options are a URI's query — pyarrow's filesystem options, such as
+    `?endpoint_override=host:9000&scheme=http&region=eu-west-1` — and "" when it has none; a plain
+    path has none ("?" is a character of its name). A fragment is Refused: pyarrow has no use for
+    one."""
+    if not is_uri(text):
+        return text, ""
+    if "#" in text:
+        raise Refused("has a fragment, which a data root may not carry")
+    root, _, options = text.partition("?")
+    return root, options
+
+
+def parse_root(text: str) -> Place:
+    """The place of a root as written, its options aside (split_options); Refused otherwise."""
+    return parse_absolute(split_options(text)[0])
+
+
 def parse_absolute(text: str) -> Place:
     """An absolute local path or a URI as a Place (data roots); Refused otherwise."""
     if is_uri(text):
@@ -190,4 +209,5 @@ def overlap(place: Place, areas: Iterable[Area]) -> str | None:
 
 
 __all__ = ["SCHEME_ALIASES", "SHOWN", "Area", "FoldedArea", "Place", "Refused", "absolute_place", "inside", "is_uri",
-           "normal_segments", "overlap", "overlap_folded", "parse_absolute", "parse_uri", "path_prefix", "shown"]
+           "normal_segments", "overlap", "overlap_folded", "parse_absolute", "parse_root", "parse_uri", "path_prefix",
+           "shown", "split_options"]

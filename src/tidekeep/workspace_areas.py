@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import ConfigError
-from .places import Area, Place, Refused, overlap, parse_absolute, parse_uri
+from .places import Area, Place, Refused, overlap, parse_absolute, parse_root, parse_uri
 
 STREAMS_DIR = "streams"  # chunk files and transaction staging, per stream (docs/streams.md)
 ARCHIVES_DIR = "archives"  # log archives, per dataset (docs/archives.md)
@@ -92,7 +92,7 @@ def data_root_problem(data_roots: Iterable[str], storage_uri: str, metadata_url:
         return None
     areas = tidekeep_areas(storage_uri, metadata_url, settings_file)
     for text in roots:
-        root = parse_absolute(text)
+        root = parse_root(text)
         for spelling in ([root, real_place(root)] if root.scheme == "file" else [root]):
             reason = overlap(spelling, areas)
             if reason is not None:

@@ -211,3 +211,31 @@ def test_a_resolved_path_must_still_be_catalog_data() -> None:
 def test_parse_absolute_refuses(text: str, reason: str) -> None:
     with pytest.raises(Refused, match=reason):
         parse_absolute(text)
+
+
+# ---- which data root's options open a place's store ----------------------------------------------
+OPTION_ROOTS = [("s3", "bkt", "/"), ("s3", "bkt", "/ext"), ("s3", "bkt", "/ext/deep"), ("s3", "bkt", "/extX"),
+                ("s3", "other", "/ext"), ("gs", "bkt", "/ext")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(OPTION_ROOTS), st.sampled_from(["", "region=a", "endpoint_override=h:9"])),
+                unique_by=lambda pair: pair[0], max_size=6),
+       st.sampled_from(OPTION_ROOTS), st.lists(st.sampled_from(["ext", "deep", "extX", "a.dat"]), max_size=3))
+def test_the_options_are_those_of_the_innermost_root_holding_the_place(roots, base, tail) -> None:
+    """Oracle: among the roots the place lies strictly under (same scheme and authority, whole
+    segments of the path), the one with the most segments; none holds it: no options."""
+    from tidekeep.catalog.locations import options_for
+
+    scheme, authority, path = base
+    place = Place(scheme, authority, posixpath.join(path, *tail) if tail else path)
+    rooted = [(Place(*root), options) for root, options in roots]
+
+    def segments(text: str) -> list[str]:
+        return [s for s in text.split("/") if s]
+
+    holding = [(len(segments(root.path)), options) for root, options in rooted
+               if (root.scheme, root.authority) == (place.scheme, place.authority)
+               and len(segments(place.path)) > len(segments(root.path))
+               and segments(place.path)[:len(segments(root.path))] == segments(root.path)]
+    assert options_for(place, rooted) == (max(holding)[1] if holding else "")

@@ -69,7 +69,7 @@ def test_only_the_named_settings(home: Path) -> None:
 def test_passwords_are_masked_in_text_and_json(home: Path) -> None:
     url = f"postgresql+psycopg://tk:{PASSWORD}@db.example:5432/tidekeep?sslpassword={PASSWORD}&sslmode=require"
     storage = "s3://bucket/tk?region=eu-west-1"  # a storage.uri carrying credentials is refused (test_secrets.py)
-    env = {"TIDEKEEP_METADATA_URL": url, "TIDEKEEP_CATALOG_DATA_ROOTS": f"s3://AK:{PASSWORD}@feeds/data"}
+    env = {"TIDEKEEP_METADATA_URL": url, "TIDEKEEP_CATALOG_DATA_ROOTS": "s3://feeds/data?region=eu-west-1"}
     done = run_cli(home, "--storage", storage, "config", "show", env=env)
     assert done.returncode == 0, done.stderr
     assert PASSWORD not in done.stdout + done.stderr
@@ -79,7 +79,12 @@ def test_passwords_are_masked_in_text_and_json(home: Path) -> None:
     assert rows["metadata.url"]["value"] == ("postgresql+psycopg://tk:***@db.example:5432/tidekeep"
                                              "?sslpassword=***&sslmode=require")
     assert rows["storage.uri"]["value"] == storage
-    assert rows["catalog.data_roots"]["value"] == ["s3://AK:***@feeds/data"]
+    assert rows["catalog.data_roots"]["value"] == ["s3://feeds/data?region=eu-west-1"]
+    # a data root carrying credentials is refused, like such a storage.uri, and the key never shown
+    refused = run_cli(home, "config", "show", env={**env, "TIDEKEEP_CATALOG_DATA_ROOTS": f"s3://AK:{PASSWORD}@feeds/data"})
+    assert refused.returncode == 2 and PASSWORD not in refused.stdout + refused.stderr
+    assert refused.stderr.startswith("error: bad value for 'catalog.data_roots' in environment variable ")
+    assert "carries credentials (a password in its user part)" in refused.stderr
 
 
 @pytest.mark.parametrize(("args", "env", "config", "expected"), [

@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ..config import CONFIG_FILE_NAME
-from ..places import Area, Place, parse_absolute
+from ..places import Area, Place, parse_absolute, parse_root, split_options
 from ..workspace_areas import (
     SQLITE_SIBLINGS,
     STORAGE_AREAS,
@@ -41,8 +41,14 @@ def tidekeep_areas(settings: Settings) -> tuple[Area, ...]:
 
 def location_rules(settings: Settings) -> LocationRules:
     """The rules every record's location is checked against, at add/import time and by the purge."""
-    roots = tuple(parse_absolute(text) for text in settings["catalog.data_roots"])
+    roots = tuple(parse_root(text) for text in settings["catalog.data_roots"])
     return LocationRules(storage_root(settings.storage_uri), tidekeep_areas(settings), roots)
+
+
+def data_root_options(settings: Settings) -> tuple[tuple[Place, str], ...]:
+    """Each data root's place with its pyarrow options (the URI's query, "" for none), for opening
+    the store a record's data is on (locations.options_for)."""
+    return tuple((parse_root(text), split_options(text)[1]) for text in settings["catalog.data_roots"])
 
 
 def real_rules(rules: LocationRules) -> LocationRules:
@@ -66,5 +72,6 @@ def data_root_problem(settings: Settings) -> str | None:
                               settings_file(settings))
 
 
-__all__ = ["SQLITE_SIBLINGS", "STORAGE_AREAS", "STREAMS_DIR", "data_root_problem", "location_rules", "real_file",
+__all__ = ["SQLITE_SIBLINGS", "STORAGE_AREAS", "STREAMS_DIR", "data_root_options", "data_root_problem",
+           "location_rules", "real_file",
            "real_rules", "sqlite_file", "storage_root", "tidekeep_areas"]

@@ -130,6 +130,14 @@ def check_location(location: str | None, rules: LocationRules, where: str) -> No
         raise InvalidInput(f"{where}: {problem}")
 
 
+def options_for(place: Place, roots: Iterable[tuple[Place, str]]) -> str:
+    """The pyarrow options (a URI query, "" for none) to open the store of `place` with: those of
+    the innermost data root holding it. A location carries none of its own (a query in one is
+    refused): how a store is reached is the operator's setting, not a record's."""
+    holding = [(root, options) for root, options in roots if inside(root, place, strict=True)]
+    return max(holding, key=lambda pair: len(pair[0].path), default=(place, ""))[1]
+
+
 def check_data_root(root: Place, areas: Iterable[Area]) -> str | None:
     """Why a configured data root is not acceptable (it overlaps one of tidekeep's areas), or None."""
     return overlap(root, areas)
@@ -137,6 +145,7 @@ def check_data_root(root: Place, areas: Iterable[Area]) -> str | None:
 
 __all__ = [
     "SCHEME_ALIASES", "SHOWN", "Area", "Decision", "LocationRules", "Place", "Refused", "check_data_root",
-    "check_location", "decide", "decide_real", "inside", "is_uri", "normal_segments", "overlap", "parse_absolute",
+    "check_location", "decide", "decide_real", "inside", "is_uri", "normal_segments", "options_for", "overlap",
+    "parse_absolute",
     "parse_uri", "shown",
 ]

@@ -35,7 +35,7 @@ from ..store.fileio import FileIO
 from ..store.schema_catalog import catalog_records as records_table
 from . import locations, purge_plan
 from .holds import HeldRecords, load_held_records
-from .location_rules import location_rules, real_file, real_rules
+from .location_rules import data_root_options, location_rules, real_file, real_rules
 from .runs import end_run, start_run
 
 if TYPE_CHECKING:
@@ -102,7 +102,8 @@ class DataDeleter:
         self.storage = workspace.storage
         self.rules = location_rules(workspace.settings)
         self._real_rules = real_rules(self.rules)
-        self._filesystems: dict[tuple[str, str], FileIO] = {}
+        self._root_options = data_root_options(workspace.settings)
+        self._filesystems: dict[tuple[str, str, str], FileIO] = {}
 
     def delete(self, location: str | None) -> Deletion:
         if location is None:
@@ -134,12 +135,15 @@ class DataDeleter:
         return Deletion(removed=place.text, bytes=size)
 
     def _top_of(self, place: locations.Place) -> FileIO:
-        """The top of a place's filesystem ("/" for a local place, the bucket or host of a URI):
-        the place's normal-form path is its key there, so what was checked is what is deleted."""
-        top = self._filesystems.get((place.scheme, place.authority))
+        """The top of a place's filesystem ("/" for a local place, the bucket or host of a URI),
+        opened with the options of the data root holding it (an S3 endpoint, scheme, region): the
+        place's normal-form path is its key there, so what was checked is what is deleted."""
+        options = locations.options_for(place, self._root_options)
+        key = (place.scheme, place.authority, options)
+        top = self._filesystems.get(key)
         if top is None:
             uri = "/" if place.scheme == "file" else f"{place.scheme}://{place.authority}"
-            top = self._filesystems[(place.scheme, place.authority)] = FileIO.outside(uri)
+            top = self._filesystems[key] = FileIO.outside(f"{uri}?{options}" if options else uri)
         return top
 
 
