@@ -58,8 +58,10 @@ def numbers(rows: list[Row]) -> list[int]:
 # ---- same rows as client.read -------------------------------------------------------------------
 
 
-def test_head_to_tail_matches_client_read(spark, client: tk.Client) -> None:
-    """On SQLite and on PostgreSQL."""
+def test_head_to_tail_matches_client_read(spark, storage_client: tk.Client) -> None:
+    """On SQLite and on PostgreSQL, on a local storage root and on S3 (executors open the chunks by
+    the storage URI)."""
+    client = storage_client
     client.create_stream("iot/sensors", tk.StreamConfig(segments=3))
     write_events(client, "iot/sensors", 0, 400)
     write_events(client, "iot/sensors", 400, 500, writer_id="w2")
@@ -131,8 +133,8 @@ def test_across_split_and_merge_keeps_per_key_order(spark, client: tk.Client) ->
     assert numbers(after_mid) == list(range(400, 600))
 
 
-def test_after_truncation(spark, sqlite_client: tk.Client) -> None:
-    client = sqlite_client
+def test_after_truncation(spark, storage_client: tk.Client) -> None:
+    client = storage_client
     client.create_stream("iot/trunc", tk.StreamConfig(segments=2))
     original_head = str(client.stream("iot/trunc").head_cut())
     write_events(client, "iot/trunc", 0, 200)

@@ -100,7 +100,10 @@ def out(client: tk.Client) -> str:
 # ---- batch writes -----------------------------------------------------------------------------------
 
 
-def test_batch_write_reads_back_in_per_key_order(spark, client: tk.Client, out: str) -> None:
+def test_batch_write_reads_back_in_per_key_order(spark, storage_client: tk.Client) -> None:
+    """On SQLite and PostgreSQL, on a local storage root and on S3."""
+    client = storage_client
+    client.create_stream(OUT, tk.StreamConfig(segments=3))
     data = rows(0, 300)
     df = spark.createDataFrame(data, SCHEMA).coalesce(1)  # one task: its per-key order is the input's
     df.write.format("tidekeep").mode("append").options(**sink_options(client, chunk_size="1KiB")).save()
@@ -168,8 +171,9 @@ def _failing_payload(flag: Path):  # type: ignore[no-untyped-def]
     return payload
 
 
-def test_failed_task_leaves_nothing_and_rerun_writes_once(spark, sqlite_client: tk.Client, tmp_path: Path) -> None:
-    client = sqlite_client
+def test_failed_task_leaves_nothing_and_rerun_writes_once(spark, storage_client: tk.Client, tmp_path: Path) -> None:
+    """On a local storage root and on S3 (where a task's abort deletes objects, not files)."""
+    client = storage_client
     client.create_stream(OUT, tk.StreamConfig(segments=3))
     flag = tmp_path / "poison"
     flag.touch()
@@ -210,8 +214,10 @@ def _run(query) -> None:  # type: ignore[no-untyped-def]
         raise query.exception()
 
 
-def test_stream_writes_every_row_once_one_transaction_per_batch(spark, client: tk.Client, out: str,
+def test_stream_writes_every_row_once_one_transaction_per_batch(spark, storage_client: tk.Client,
                                                                 tmp_path: Path) -> None:
+    client = storage_client
+    client.create_stream(OUT, tk.StreamConfig(segments=3))
     # the second file's event times are below the first's: the mark never goes back
     sdf = _source(spark, tmp_path, [(100, 150), (0, 50), (150, 200)])
     checkpoint = tmp_path / "ckpt"
