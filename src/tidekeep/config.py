@@ -141,7 +141,8 @@ def _cron(value: Any) -> str:
 
 def _data_roots(value: Any) -> tuple[str, ...]:
     """Absolute paths or URIs, as a YAML list or a comma-separated string, each in its normal form
-    (docs/catalog-purge.md); repeats are dropped. Whether they overlap tidekeep's own areas depends
+    followed by its pyarrow options, if any (a URI's query; docs/catalog-purge.md); repeats are
+    dropped; credentials are refused, as in storage.uri. Whether they overlap tidekeep's own areas depends
     on other keys, so load_settings checks that once every key is known."""
     from .places import Refused, parse_absolute, split_options  # on use, as _cron
     from .uri_credentials import CREDENTIALS_CHAIN, credentials_in_uri
