@@ -55,10 +55,12 @@ from hypothesis import settings as hypothesis_settings
 
 import tidekeep as tk
 from helpers.cli_runner import InProcess
+from helpers.cluster import CLUSTER_SINK_GATE, StandaloneCluster
 from helpers.pg_schemas import HeadSchemas, new_schema_name, url_in_schema
 from helpers.s3 import S3Server, drop_bucket, moto_server, new_bucket
 from helpers.s3 import ci as _in_ci
 from helpers.s3 import environment as s3_environment
+from tidekeep.spark.credentials import PASSWORD_ENV
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -261,6 +263,40 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server.stop()
 
 
+def _cluster_required() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"} or bool(
+        os.environ.get("TIDEKEEP_TEST_REQUIRE_CLUSTER"))
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory, s3_server: S3Server) -> Iterator[StandaloneCluster]:
+    """A Spark standalone cluster from the pyspark install (tests/helpers/cluster.py): a master and
+    two one-core workers on loopback, worker 2 (host 127.0.0.2) in a mount namespace of its own with
+    an empty tmpfs over /tmp and the run's temporary directories, so it shares no file with the
+    driver. Executors reach the S3 test server (the AWS variables) and PostgreSQL (the password by
+    reference, TIDEKEEP_METADATA_PASSWORD). Worker 2's sink tasks wait at `sink.task_written` while
+    its gate file CLUSTER_SINK_GATE exists in worker 2's /tmp (cluster.isolated_path). Started once per
+    test process, stopped at its end with every process it started. One that cannot start fails
+    the tests in CI (CI=true or TIDEKEEP_TEST_REQUIRE_CLUSTER=1) and skips them elsewhere."""
+    from helpers.cluster import ClusterFailed, start_cluster
+
+    env = dict(s3_environment(s3_server))
+    password = sa.make_url(pg_base_url()).password
+    if password:
+        env[PASSWORD_ENV] = str(password)
+    try:
+        running = start_cluster(tmp_path_factory.mktemp("cluster"), tmp_path_factory.getbasetemp(), env,
+                                isolated_env={"TIDEKEEP_PAUSE": f"sink.task_written=@{CLUSTER_SINK_GATE}"})
+    except (ClusterFailed, OSError) as exc:
+        if _cluster_required():
+            pytest.fail(f"the Spark standalone cluster is required in CI and did not start: {exc}")
+        pytest.skip(f"the Spark standalone cluster did not start: {exc}")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests must not pick up the developer's TIDEKEEP_* settings."""
@@ -383,7 +419,8 @@ def pytest_configure(config: pytest.Config) -> None:
                  "connect_server fixtures)",
                  "postgres: uses PostgreSQL (applied from pg_url and postgres-parametrised fixtures)",
                  "slow: starts a process: a worker, the CLI, a crash test (applied from subprocess use)",
-                 "cli: runs the tidekeep command line (applied from run_cli / CliRunner use)"):
+                 "cli: runs the tidekeep command line (applied from run_cli / CliRunner use)",
+                 "cluster: runs on the Spark standalone cluster (applied from the cluster fixture; slow too)"):
         config.addinivalue_line("markers", line)
     # The Spark UI is on by default (the spark.ui setting leaves it to Spark): the suite's Spark
     # drivers, the CLI subprocesses' among them (this names no tidekeep setting, so they keep it),
@@ -411,6 +448,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if "spark" in item.fixturenames or "connect_server" in item.fixturenames:
             item.add_marker(pytest.mark.spark)
+        if "cluster" in item.fixturenames:
+            item.add_marker(pytest.mark.cluster)
         if _uses_postgres(item):
             item.add_marker(pytest.mark.postgres)
         found: set[str] = set()

@@ -68,7 +68,7 @@ from pyspark.sql.types import (
 
 from ..config import MAX_EVENT_SIZE
 from ..errors import ConfigError, EventTooLarge, InvalidInput, StagedFileMissing, StreamSealed
-from ..faults import fault_active
+from ..faults import fault_active, pause_point
 from ..names import check_writer_id
 from ..store.chunks import ChunkStorage
 from ..store.deletion import warn_files_left
@@ -329,6 +329,9 @@ def write_task(target: SinkTarget, batches: Iterator[pa.RecordBatch]) -> SinkCom
         # what this worker sees of its files: one listing of the task's own directory
         message.sizes = {f.path: f.size for f in storage.list_files(message.directory)}
         message.task = describe_task()
+        # tests: hold a task whose chunk files are written, before it reports them, so a test can
+        # kill its executor there (TIDEKEEP_PAUSE, docs/testing.md "A Spark cluster")
+        pause_point("sink.task_written")
     except BaseException:
         # the task fails: what it wrote is no one's (Spark's abort never hears of this task's files)
         left = storage.discard(c.path for c in message.chunks) + storage.discard_dir(message.directory)

@@ -1,0 +1,193 @@
+"""tidekeep on a Spark standalone cluster whose second worker shares no disk with the driver
+(the `cluster` fixture, tests/helpers/cluster.py), with PostgreSQL metadata and S3 storage.
+
+Each scenario (tests/helpers/cluster_scenarios.py) runs in a driver process on the cluster and in
+local mode in this process, on workspaces of their own; the results must be equal, and the driver's
+event log must show the tasks of every step ran on both workers (hosts 127.0.0.1 and 127.0.0.2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tidekeep as tk
+from helpers import HELPERS_DIR
+from helpers.cluster import (
+    CLUSTER_SINK_GATE,
+    ISOLATED_HOST,
+    SHARED_HOST,
+    StandaloneCluster,
+    driver_conf,
+    write_spark_defaults,
+)
+from helpers.procs import worker_env
+from helpers.s3 import S3Server
+from helpers.storage import referenced_paths, stored_files
+from tidekeep.spark.credentials import PASSWORD_ENV
+
+DRIVER = HELPERS_DIR / "cluster_driver.py"
+TESTS_DIR = HELPERS_DIR.parent
+BOTH_WORKERS = [SHARED_HOST, ISOLATED_HOST]
+
+
+@dataclass
+class Workspaces:
+    """The cluster's workspace and local mode's: PostgreSQL schemas and S3 prefixes of their own."""
+
+    tmp_path: Path
+    metadata: dict[str, str]  # "cluster" / "local" -> metadata URL
+    server: S3Server
+    bucket: str
+
+    def home(self, mode: str) -> Path:
+        return self.tmp_path / mode / "ws"
+
+    def storage(self, mode: str) -> str:
+        return self.server.uri(self.bucket, mode)
+
+    def client(self, mode: str) -> tk.Client:
+        return tk.connect(home=self.home(mode))
+
+
+@pytest.fixture
+def workspaces(tmp_path: Path, pg_head_url: str, pg_url: str, s3_server: S3Server, s3_bucket: str) -> Workspaces:
+    return Workspaces(tmp_path, {"cluster": pg_head_url, "local": pg_url}, s3_server, s3_bucket)
+
+
+@dataclass
+class Driver:
+    """A driver process running one scenario, on the cluster or on local[2]."""
+
+    mode: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def result(self, timeout: float = 400) -> dict[str, Any]:
+        try:
+            code = self.process.wait(timeout=timeout)
+        finally:
+            self.stop()
+        output = self.log.read_text(errors="replace")
+        assert code == 0, f"the {self.mode} driver failed ({code}):\n{output[-8000:]}"
+        lines = [line for line in output.splitlines() if line.startswith("RESULT ")]
+        assert lines, f"the {self.mode} driver printed no result:\n{output[-8000:]}"
+        return dict(json.loads(lines[-1].removeprefix("RESULT ")))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+
+def start_driver(cluster: StandaloneCluster, workspaces: Workspaces, scenario: str, mode: str) -> Driver:
+    """A driver process (its own session: stopping it takes its JVM along) running `scenario` on a
+    workspace of its own, with tidekeep's session on the cluster's master or on local[2]."""
+    workdir = workspaces.tmp_path / mode
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = worker_env(workspaces.metadata[mode], workspaces.storage(mode), workspaces.home(mode))
+    # the executors have the metadata password by reference: the driver needs it in the same variable
+    env.update({k: v for k, v in cluster.env.items() if k == PASSWORD_ENV})
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
+    if mode == "cluster":
+        conf_dir = write_spark_defaults(workdir / "conf", driver_conf(cluster, workdir / "events"))
+        env.update({"TIDEKEEP_SPARK_MASTER": cluster.master_url, "SPARK_CONF_DIR": str(conf_dir),
+                    "SPARK_LOCAL_IP": SHARED_HOST})
+    else:
+        env["TIDEKEEP_SPARK_MASTER"] = "local[2]"
+    log = workdir / "driver.log"
+    with open(log, "wb") as handle:
+        process = subprocess.Popen([sys.executable, str(DRIVER), scenario, str(workdir)], env=env, stdout=handle,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    return Driver(mode, process, log)
+
+
+def run_both(cluster: StandaloneCluster, workspaces: Workspaces,
+             scenario: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`scenario` on the cluster and on local[2], at the same time (their JVMs start together)."""
+    drivers = [start_driver(cluster, workspaces, scenario, mode) for mode in ("cluster", "local")]
+    try:
+        on_cluster, local = (driver.result() for driver in drivers)
+    finally:
+        for driver in drivers:
+            driver.stop()
+    return on_cluster, local
+
+
+def test_write_and_batch_read_equal_local_mode_and_run_on_both_workers(
+        cluster: StandaloneCluster, workspaces: Workspaces) -> None:
+    """A sink batch write (one transaction) and a Spark batch read of a two-segment stream."""
+    on_cluster, local_run = run_both(cluster, workspaces, "write_and_read")
+    local = local_run["result"]
+    assert on_cluster["result"] == local
+    assert len(local["spark_read"]) == 400 and local["spark_read"] == local["client_read"]
+    assert local["transactions"] == 1
+    assert on_cluster["hosts"] == {"write": BOTH_WORKERS, "read": BOTH_WORKERS}
+    assert on_cluster["failed"] == []
+
+
+def test_streaming_query_with_a_reader_group_and_retention_equals_local_mode(
+        cluster: StandaloneCluster, workspaces: Workspaces) -> None:
+    """A Structured Streaming query stream -> stream as a subscriber reader group; retention then
+    truncates the input exactly to what the query acknowledged."""
+    on_cluster, local_run = run_both(cluster, workspaces, "stream_to_stream")
+    local = local_run["result"]
+    assert on_cluster["result"] == local
+    assert len(local["output"]) == 160 and local["acknowledged_tail"] and local["head_is_acknowledged"]
+    assert [payload for _, payload in local["input_left"]] == sorted(
+        p for _, p in local["input_left"]) and len(local["input_left"]) == 20
+    assert on_cluster["hosts"] == {"query": BOTH_WORKERS}
+    assert on_cluster["failed"] == []
+
+
+def wait_for(condition: Any, process: subprocess.Popen[bytes], what: str) -> None:
+    """Wait until `condition()` holds; fail when the driver ended first."""
+    while not condition():
+        if process.poll() is not None:
+            raise AssertionError(f"the driver ended ({process.returncode}) before {what}")
+        time.sleep(0.05)
+
+
+def test_a_sink_task_whose_executor_is_killed_is_retried_and_writes_every_event_once(
+        cluster: StandaloneCluster, workspaces: Workspaces) -> None:
+    """Worker 2's sink task has written its chunk files and waits at sink.task_written (its gate
+    exists only in worker 2's /tmp); its executor JVM is SIGKILLed there. Spark retries the task,
+    the driver commits the batch with the retry's files only: every event exactly once, as in local
+    mode, and the killed attempt's files are in no chunk row."""
+    gate = cluster.isolated_path(CLUSTER_SINK_GATE)
+    reached = gate.with_name(gate.name + ".reached")
+    reached.unlink(missing_ok=True)
+    gate.write_text("closed")
+    try:
+        driver = start_driver(cluster, workspaces, "killed_sink_task", "cluster")
+        local_driver = start_driver(cluster, workspaces, "killed_sink_task", "local")
+        try:
+            wait_for(reached.exists, driver.process, "worker 2's sink task reached its gate")
+            (executor,) = cluster.executor_pids(ISOLATED_HOST)
+            os.kill(executor, signal.SIGKILL)
+            wait_for(lambda: not Path(f"/proc/{executor}").exists(), driver.process, "its executor died")
+            gate.unlink()  # the retried task goes on, wherever it runs
+            on_cluster, local = driver.result(), local_driver.result()["result"]
+        finally:
+            driver.stop()
+            local_driver.stop()
+    finally:
+        gate.unlink(missing_ok=True)
+    assert on_cluster["result"] == local
+    assert len(local["client_read"]) == 300 and local["transactions"] == 1
+    assert on_cluster["failed"] == [{"host": ISOLATED_HOST, "reason": "ExecutorLostFailure"}]
+    with contextlib.closing(workspaces.client("cluster")) as client:
+        orphans = stored_files(client) - referenced_paths(client)
+    assert orphans, "the killed task had written no file: it was not killed after writing"
+    assert all("/txn/spark-" in path for path in orphans), orphans
