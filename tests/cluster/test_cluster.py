@@ -31,6 +31,7 @@ from helpers.cluster import (
     driver_conf,
     write_spark_defaults,
 )
+from helpers.cluster_scenarios import BASE_MS
 from helpers.procs import worker_env
 from helpers.s3 import S3Server
 from helpers.storage import referenced_paths, stored_files
@@ -57,7 +58,7 @@ class Workspaces:
         return self.server.uri(self.bucket, mode)
 
     def client(self, mode: str) -> tk.Client:
-        return tk.connect(home=self.home(mode))
+        return tk.connect(home=self.home(mode), metadata_url=self.metadata[mode], storage=self.storage(mode))
 
 
 @pytest.fixture
@@ -131,7 +132,8 @@ def test_write_and_batch_read_equal_local_mode_and_run_on_both_workers(
     on_cluster, local_run = run_both(cluster, workspaces, "write_and_read")
     local = local_run["result"]
     assert on_cluster["result"] == local
-    assert len(local["spark_read"]) == 400 and local["spark_read"] == local["client_read"]
+    assert local["spark_read"] == local["client_read"] == sorted([f"k{i % 7}", f"ev{i}"] for i in range(400))
+    assert local["mark"] == BASE_MS + 10 * 399
     assert local["transactions"] == 1
     assert on_cluster["hosts"] == {"write": BOTH_WORKERS, "read": BOTH_WORKERS}
     assert on_cluster["failed"] == []
@@ -144,9 +146,10 @@ def test_streaming_query_with_a_reader_group_and_retention_equals_local_mode(
     on_cluster, local_run = run_both(cluster, workspaces, "stream_to_stream")
     local = local_run["result"]
     assert on_cluster["result"] == local
-    assert len(local["output"]) == 160 and local["acknowledged_tail"] and local["head_is_acknowledged"]
-    assert [payload for _, payload in local["input_left"]] == sorted(
-        p for _, p in local["input_left"]) and len(local["input_left"]) == 20
+    assert local["output"] == sorted([f"k{i % 5}", f"EV{i}@{BASE_MS + 10 * i}"] for i in range(160))
+    assert local["acknowledged_tail"] and local["head_is_acknowledged"] and local["group"] == "cluster-group"
+    assert local["input_left"] == sorted([f"k{i % 5}", f"ev{i}@{BASE_MS + 10 * i}"] for i in range(160, 180))
+    assert local["marks"] == [BASE_MS + 10 * 159]
     assert on_cluster["hosts"] == {"query": BOTH_WORKERS}
     assert on_cluster["failed"] == []
 
@@ -185,7 +188,8 @@ def test_a_sink_task_whose_executor_is_killed_is_retried_and_writes_every_event_
     finally:
         gate.unlink(missing_ok=True)
     assert on_cluster["result"] == local
-    assert len(local["client_read"]) == 300 and local["transactions"] == 1
+    assert local["client_read"] == sorted([f"k{i % 7}", f"ev{i}"] for i in range(300))
+    assert local["transactions"] == 1
     assert on_cluster["failed"] == [{"host": ISOLATED_HOST, "reason": "ExecutorLostFailure"}]
     with contextlib.closing(workspaces.client("cluster")) as client:
         orphans = stored_files(client) - referenced_paths(client)
