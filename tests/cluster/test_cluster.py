@@ -100,6 +100,7 @@ def start_driver(cluster: StandaloneCluster, workspaces: Workspaces, scenario: s
     env = worker_env(workspaces.metadata[mode], workspaces.storage(mode), workspaces.home(mode))
     # the executors have the metadata password by reference: the driver needs it in the same variable
     env.update({k: v for k, v in cluster.env.items() if k == PASSWORD_ENV})
+    env["TIDEKEEP_CATALOG_PARTITIONS"] = "2"  # the catalog job reads in two tasks: one per worker
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
     if mode == "cluster":
         conf_dir = write_spark_defaults(workdir / "conf", driver_conf(cluster, workdir / "events"))
@@ -151,6 +152,24 @@ def test_streaming_query_with_a_reader_group_and_retention_equals_local_mode(
     assert local["input_left"] == sorted([f"k{i % 5}", f"ev{i}@{BASE_MS + 10 * i}"] for i in range(160, 180))
     assert local["marks"] == [BASE_MS + 10 * 159]
     assert on_cluster["hosts"] == {"query": BOTH_WORKERS}
+    assert on_cluster["failed"] == []
+
+
+def test_catalog_run_and_purge_of_data_on_s3_equal_local_mode(cluster: StandaloneCluster,
+                                                              workspaces: Workspaces) -> None:
+    """The retention job reads the records on both workers (the metadata password by reference);
+    the purge then deletes exactly the deleted records' objects on S3, and their rows."""
+    on_cluster, local_run = run_both(cluster, workspaces, "catalog_run_and_purge")
+    local = local_run["result"]
+    assert on_cluster["result"] == local
+    # feed A (even i) older than 30 days, B (odd i) older than 90 days; created 3 i days ago
+    doomed = [i for i in range(60) if 3 * i > (30 if i % 2 == 0 else 90)]
+    assert local["deleted"] == doomed and local["job_rows"] == len(doomed) and local["state"] == "SUCCEEDED"
+    assert local["purged"] == len(doomed) and local["purge_failures"] == 0
+    kept = [i for i in range(60) if i not in doomed]
+    assert local["records_left"] == kept
+    assert local["files_left"] == [f"catalog-data/r{i:02d}.bin" for i in kept]
+    assert on_cluster["hosts"] == {"job": BOTH_WORKERS}
     assert on_cluster["failed"] == []
 
 

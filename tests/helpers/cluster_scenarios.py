@@ -114,8 +114,40 @@ def write_input(client: tk.Client, first: int, last: int) -> None:
             writer.write(f"ev{i}@{BASE_MS + 10 * i}".encode(), routing_key=f"k{i % 5}")
 
 
+CATALOG_NOW = 1_711_843_200_000  # 2024-03-31T00:00Z
+DAY_MS = 86_400_000
+
+
+def catalog_run_and_purge(client: tk.Client, spark: SparkSession, workspace: Path) -> dict[str, Any]:
+    """The catalog's retention job (Spark tasks read the records from PostgreSQL), then the purge
+    of what it deleted: records whose data are objects under the storage root (S3)."""
+    from tidekeep.catalog.ages import Age
+    from tidekeep.catalog.expressions import parse
+    from tidekeep.catalog.rules import RetentionRule
+
+    client.catalog.set_rules([RetentionRule(1, "feed A: 30 days", True, parse('feed = "A"'), Age(30, "days")),
+                              RetentionRule(2, "others: 90 days", True, parse("all"), Age(90, "days"))])
+    records = []
+    for i in range(60):
+        key, data = f"catalog-data/r{i:02d}.bin", f"record {i}".encode()
+        client.workspace.storage.write(key, data)
+        records.append({"feed": "A" if i % 2 == 0 else "B", "type": "Raw Events", "location": key,
+                        "create_time": CATALOG_NOW - 3 * i * DAY_MS, "file_size": len(data)})
+    ids = client.catalog.add(records)
+    with step(spark, "job"):
+        report = client.catalog.run(now_ms=CATALOG_NOW)
+    index = {record_id: i for i, record_id in enumerate(ids)}
+    deleted = sorted(index[r.id] for r in client.catalog.records(limit=1000) if r.status == "DELETED")
+    purge = client.catalog.purge(now_ms=CATALOG_NOW + client.settings["catalog.purge_age"] + 1)
+    return {"deleted": deleted, "job_rows": report.rows, "job_bytes": report.bytes, "state": report.state,
+            "purged": purge.purged, "purge_failures": purge.failures,
+            "records_left": sorted(index[r.id] for r in client.catalog.records(limit=1000)),
+            "files_left": sorted(f.path for f in client.workspace.storage.list_files("catalog-data"))}
+
+
 SCENARIOS: dict[str, Callable[[tk.Client, SparkSession, Path], dict[str, Any]]] = {
     "write_and_read": write_and_read,
     "killed_sink_task": killed_sink_task,
     "stream_to_stream": stream_to_stream,
+    "catalog_run_and_purge": catalog_run_and_purge,
 }
