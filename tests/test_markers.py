@@ -68,3 +68,21 @@ def test_the_postgres_side_of_metadata_url_is_postgres(request: pytest.FixtureRe
 
 def test_pg_url_is_postgres(request: pytest.FixtureRequest, pg_url: str) -> None:
     assert markers(request) == {"postgres"}
+
+
+def collected(*args: str) -> list[str]:
+    """The test ids `pytest --collect-only` selects with `args` (collection starts no cluster)."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                          cwd=Path(__file__).parents[1], capture_output=True, text=True, check=False)
+    assert done.returncode in (0, 5), done.stdout[-2000:] + done.stderr[-2000:]  # 5: nothing selected
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_the_cluster_tests_are_cluster_slow_and_postgres(request: pytest.FixtureRequest) -> None:
+    """A test using the `cluster` fixture is marked cluster, and slow (the fixture starts processes),
+    so `make test-fast` leaves it out; it uses PostgreSQL, so postgres too."""
+    everything = collected("tests/cluster")
+    assert everything
+    assert collected("-m", "cluster and slow and postgres", "tests/cluster") == everything
+    assert collected("-m", "not slow", "tests/cluster") == []
+    assert markers(request) == {"slow"}

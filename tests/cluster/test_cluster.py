@@ -129,7 +129,10 @@ def run_both(cluster: StandaloneCluster, workspaces: Workspaces,
 
 def test_write_and_batch_read_equal_local_mode_and_run_on_both_workers(
         cluster: StandaloneCluster, workspaces: Workspaces) -> None:
-    """A sink batch write (one transaction) and a Spark batch read of a two-segment stream."""
+    """A sink batch write (one transaction) and a Spark batch read of a two-segment stream; worker 2
+    does not see the test's directory, which the driver's workspace is in."""
+    assert workspaces.tmp_path.is_dir() and not cluster.isolated_path(workspaces.tmp_path).exists()
+    assert cluster.isolated_path("/tmp").is_dir()  # its own /tmp, empty of ours
     on_cluster, local_run = run_both(cluster, workspaces, "write_and_read")
     local = local_run["result"]
     assert on_cluster["result"] == local
