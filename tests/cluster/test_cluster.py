@@ -1,9 +1,11 @@
 """tidekeep on a Spark standalone cluster whose second worker shares no disk with the driver
 (the `cluster` fixture, tests/helpers/cluster.py), with PostgreSQL metadata and S3 storage.
 
-Each scenario (tests/helpers/cluster_scenarios.py) runs in a driver process on the cluster and in
-local mode in this process, on workspaces of their own; the results must be equal, and the driver's
-event log must show the tasks of every step ran on both workers (hosts 127.0.0.1 and 127.0.0.2).
+The scenarios (tests/helpers/cluster_scenarios.py) run in a driver process on the cluster and in
+one on local[2], at the same time, on workspaces of their own; the results must be equal, and the
+cluster driver's event log must show the tasks of every step ran on both workers (hosts 127.0.0.1
+and 127.0.0.2). The three scenarios without a fault share one pair of drivers (`compared`, once per
+module: each driver pays a JVM and two executors' start-up); the killed executor has its own.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,14 +35,17 @@ from helpers.cluster import (
     write_spark_defaults,
 )
 from helpers.cluster_scenarios import BASE_MS
+from helpers.pg_schemas import HeadSchemas, url_in_schema
 from helpers.procs import worker_env
-from helpers.s3 import S3Server
+from helpers.s3 import S3Server, drop_bucket, new_bucket
+from helpers.s3 import environment as s3_environment
 from helpers.storage import referenced_paths, stored_files
 from tidekeep.spark.credentials import PASSWORD_ENV
 
 DRIVER = HELPERS_DIR / "cluster_driver.py"
 TESTS_DIR = HELPERS_DIR.parent
 BOTH_WORKERS = [SHARED_HOST, ISOLATED_HOST]
+MODES = ("cluster", "local")
 
 
 @dataclass
@@ -61,9 +67,28 @@ class Workspaces:
         return tk.connect(home=self.home(mode), metadata_url=self.metadata[mode], storage=self.storage(mode))
 
 
+@contextlib.contextmanager
+def new_workspaces(tmp_path: Path, head_schemas: HeadSchemas, server: S3Server) -> Iterator[Workspaces]:
+    """Two workspaces' places: PostgreSQL schemas at head from the pool, prefixes in a new bucket."""
+    schemas = {mode: head_schemas.take() for mode in MODES}
+    bucket = new_bucket(server)
+    try:
+        yield Workspaces(tmp_path, {mode: url_in_schema(head_schemas.base_url, schema)
+                                    for mode, schema in schemas.items()}, server, bucket)
+    finally:
+        drop_bucket(server, bucket)
+        for schema in schemas.values():
+            head_schemas.give_back(schema)
+
+
 @pytest.fixture
-def workspaces(tmp_path: Path, pg_head_url: str, pg_url: str, s3_server: S3Server, s3_bucket: str) -> Workspaces:
-    return Workspaces(tmp_path, {"cluster": pg_head_url, "local": pg_url}, s3_server, s3_bucket)
+def workspaces(tmp_path: Path, head_schemas: HeadSchemas, s3_server: S3Server,
+               monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspaces]:
+    """Two workspaces' places, and the AWS variables in this process to open them here too."""
+    for name, value in s3_environment(s3_server).items():
+        monkeypatch.setenv(name, value)
+    with new_workspaces(tmp_path, head_schemas, s3_server) as places:
+        yield places
 
 
 @dataclass
@@ -92,14 +117,17 @@ class Driver:
             self.process.wait(timeout=30)
 
 
-def start_driver(cluster: StandaloneCluster, workspaces: Workspaces, scenario: str, mode: str) -> Driver:
-    """A driver process (its own session: stopping it takes its JVM along) running `scenario` on a
-    workspace of its own, with tidekeep's session on the cluster's master or on local[2]."""
+def start_driver(cluster: StandaloneCluster, workspaces: Workspaces, mode: str, *scenarios: str) -> Driver:
+    """A driver process (its own session: stopping it takes its JVM along) running `scenarios` in
+    turn on a workspace of its own, with tidekeep's session on the cluster's master or on local[2]."""
     workdir = workspaces.tmp_path / mode
     workdir.mkdir(parents=True, exist_ok=True)
     env = worker_env(workspaces.metadata[mode], workspaces.storage(mode), workspaces.home(mode))
     # the executors have the metadata password by reference: the driver needs it in the same variable
     env.update({k: v for k, v in cluster.env.items() if k == PASSWORD_ENV})
+    env.update(s3_environment(workspaces.server))
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        env.pop(name, None)  # a developer's own AWS set-up must not redirect the drivers
     env["TIDEKEEP_CATALOG_PARTITIONS"] = "2"  # the catalog job reads in two tasks: one per worker
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
     if mode == "cluster":
@@ -110,15 +138,15 @@ def start_driver(cluster: StandaloneCluster, workspaces: Workspaces, scenario: s
         env["TIDEKEEP_SPARK_MASTER"] = "local[2]"
     log = workdir / "driver.log"
     with open(log, "wb") as handle:
-        process = subprocess.Popen([sys.executable, str(DRIVER), scenario, str(workdir)], env=env, stdout=handle,
+        process = subprocess.Popen([sys.executable, str(DRIVER), str(workdir), *scenarios], env=env, stdout=handle,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     return Driver(mode, process, log)
 
 
 def run_both(cluster: StandaloneCluster, workspaces: Workspaces,
-             scenario: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`scenario` on the cluster and on local[2], at the same time (their JVMs start together)."""
-    drivers = [start_driver(cluster, workspaces, scenario, mode) for mode in ("cluster", "local")]
+             *scenarios: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`scenarios` on the cluster and on local[2], at the same time (their JVMs start together)."""
+    drivers = [start_driver(cluster, workspaces, mode, *scenarios) for mode in MODES]
     try:
         on_cluster, local = (driver.result() for driver in drivers)
     finally:
@@ -127,44 +155,53 @@ def run_both(cluster: StandaloneCluster, workspaces: Workspaces,
     return on_cluster, local
 
 
+@pytest.fixture(scope="module")
+def compared(cluster: StandaloneCluster, tmp_path_factory: pytest.TempPathFactory, head_schemas: HeadSchemas,
+             s3_server: S3Server) -> Iterator[tuple[dict[str, Any], dict[str, Any], Workspaces]]:
+    """The three fault-free scenarios on the cluster and on local[2]: (cluster driver's output,
+    local driver's output, the workspaces)."""
+    with new_workspaces(tmp_path_factory.mktemp("compared"), head_schemas, s3_server) as places:
+        on_cluster, local = run_both(cluster, places, "write_and_read", "stream_to_stream", "catalog_run_and_purge")
+        yield on_cluster, local, places
+
+
 def test_write_and_batch_read_equal_local_mode_and_run_on_both_workers(
-        cluster: StandaloneCluster, workspaces: Workspaces) -> None:
+        cluster: StandaloneCluster, compared: tuple[dict[str, Any], dict[str, Any], Workspaces]) -> None:
     """A sink batch write (one transaction) and a Spark batch read of a two-segment stream; worker 2
     does not see the test's directory, which the driver's workspace is in."""
+    on_cluster, local_run, workspaces = compared
     assert workspaces.tmp_path.is_dir() and not cluster.isolated_path(workspaces.tmp_path).exists()
     assert cluster.isolated_path("/tmp").is_dir()  # its own /tmp, empty of ours
-    on_cluster, local_run = run_both(cluster, workspaces, "write_and_read")
-    local = local_run["result"]
-    assert on_cluster["result"] == local
+    local = local_run["results"]["write_and_read"]
+    assert on_cluster["results"]["write_and_read"] == local
     assert local["spark_read"] == local["client_read"] == sorted([f"k{i % 7}", f"ev{i}"] for i in range(400))
     assert local["mark"] == BASE_MS + 10 * 399
     assert local["transactions"] == 1
-    assert on_cluster["hosts"] == {"write": BOTH_WORKERS, "read": BOTH_WORKERS}
+    assert on_cluster["hosts"]["write"] == on_cluster["hosts"]["read"] == BOTH_WORKERS
     assert on_cluster["failed"] == []
 
 
 def test_streaming_query_with_a_reader_group_and_retention_equals_local_mode(
-        cluster: StandaloneCluster, workspaces: Workspaces) -> None:
+        compared: tuple[dict[str, Any], dict[str, Any], Workspaces]) -> None:
     """A Structured Streaming query stream -> stream as a subscriber reader group; retention then
     truncates the input exactly to what the query acknowledged."""
-    on_cluster, local_run = run_both(cluster, workspaces, "stream_to_stream")
-    local = local_run["result"]
-    assert on_cluster["result"] == local
+    on_cluster, local_run, _ = compared
+    local = local_run["results"]["stream_to_stream"]
+    assert on_cluster["results"]["stream_to_stream"] == local
     assert local["output"] == sorted([f"k{i % 5}", f"EV{i}@{BASE_MS + 10 * i}"] for i in range(160))
     assert local["acknowledged_tail"] and local["head_is_acknowledged"] and local["group"] == "cluster-group"
     assert local["input_left"] == sorted([f"k{i % 5}", f"ev{i}@{BASE_MS + 10 * i}"] for i in range(160, 180))
     assert local["marks"] == [BASE_MS + 10 * 159]
-    assert on_cluster["hosts"] == {"query": BOTH_WORKERS}
-    assert on_cluster["failed"] == []
+    assert on_cluster["hosts"]["query"] == BOTH_WORKERS
 
 
-def test_catalog_run_and_purge_of_data_on_s3_equal_local_mode(cluster: StandaloneCluster,
-                                                              workspaces: Workspaces) -> None:
+def test_catalog_run_and_purge_of_data_on_s3_equal_local_mode(
+        compared: tuple[dict[str, Any], dict[str, Any], Workspaces]) -> None:
     """The retention job reads the records on both workers (the metadata password by reference);
     the purge then deletes exactly the deleted records' objects on S3, and their rows."""
-    on_cluster, local_run = run_both(cluster, workspaces, "catalog_run_and_purge")
-    local = local_run["result"]
-    assert on_cluster["result"] == local
+    on_cluster, local_run, _ = compared
+    local = local_run["results"]["catalog_run_and_purge"]
+    assert on_cluster["results"]["catalog_run_and_purge"] == local
     # feed A (even i) older than 30 days, B (odd i) older than 90 days; created 3 i days ago
     doomed = [i for i in range(60) if 3 * i > (30 if i % 2 == 0 else 90)]
     assert local["deleted"] == doomed and local["job_rows"] == len(doomed) and local["state"] == "SUCCEEDED"
@@ -172,8 +209,7 @@ def test_catalog_run_and_purge_of_data_on_s3_equal_local_mode(cluster: Standalon
     kept = [i for i in range(60) if i not in doomed]
     assert local["records_left"] == kept
     assert local["files_left"] == [f"catalog-data/r{i:02d}.bin" for i in kept]
-    assert on_cluster["hosts"] == {"job": BOTH_WORKERS}
-    assert on_cluster["failed"] == []
+    assert on_cluster["hosts"]["job"] == BOTH_WORKERS
 
 
 def wait_for(condition: Any, process: subprocess.Popen[bytes], what: str) -> None:
@@ -195,21 +231,22 @@ def test_a_sink_task_whose_executor_is_killed_is_retried_and_writes_every_event_
     reached.unlink(missing_ok=True)
     gate.write_text("closed")
     try:
-        driver = start_driver(cluster, workspaces, "killed_sink_task", "cluster")
-        local_driver = start_driver(cluster, workspaces, "killed_sink_task", "local")
+        driver = start_driver(cluster, workspaces, "cluster", "killed_sink_task")
+        local_driver = start_driver(cluster, workspaces, "local", "killed_sink_task")
         try:
             wait_for(reached.exists, driver.process, "worker 2's sink task reached its gate")
             (executor,) = cluster.executor_pids(ISOLATED_HOST)
             os.kill(executor, signal.SIGKILL)
             wait_for(lambda: not Path(f"/proc/{executor}").exists(), driver.process, "its executor died")
             gate.unlink()  # the retried task goes on, wherever it runs
-            on_cluster, local = driver.result(), local_driver.result()["result"]
+            on_cluster = driver.result()
+            local = local_driver.result()["results"]["killed_sink_task"]
         finally:
             driver.stop()
             local_driver.stop()
     finally:
         gate.unlink(missing_ok=True)
-    assert on_cluster["result"] == local
+    assert on_cluster["results"]["killed_sink_task"] == local
     assert local["client_read"] == sorted([f"k{i % 7}", f"ev{i}"] for i in range(300))
     assert local["transactions"] == 1
     assert on_cluster["failed"] == [{"host": ISOLATED_HOST, "reason": "ExecutorLostFailure"}]
