@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from helpers.cluster import driver_conf, start_cluster, write_spark_defaults
+from helpers.cluster import STEP_PROPERTY, driver_conf, event_log_conf, start_cluster, write_spark_defaults
 from helpers.pg_schemas import url_in_schema
 from helpers.s3 import environment as s3_environment
 from helpers.s3 import moto_server, new_bucket
@@ -86,14 +86,17 @@ def drive(repeat: int) -> dict[str, Any]:
     results: dict[str, Any] = {}
     try:
         for _ in range(repeat):
+            spark.sparkContext.setLocalProperty(STEP_PROPERTY, "catalog job (dry run)")
             began = time.perf_counter()
             report = client.catalog.run(dry_run=True)
             timings["catalog job (dry run)"].append(time.perf_counter() - began)
             results["catalog"] = [report.rows, report.bytes]
+            spark.sparkContext.setLocalProperty(STEP_PROPERTY, "stream batch read")
             began = time.perf_counter()
             frame = load_stream(spark, STREAM, **client.spark_options())
             frame.write.format("noop").mode("overwrite").save()
             timings["stream batch read"].append(time.perf_counter() - began)
+            spark.sparkContext.setLocalProperty(STEP_PROPERTY, None)  # type: ignore[arg-type]
             results["events"] = frame.count()
     finally:
         client.close()
@@ -102,11 +105,11 @@ def drive(repeat: int) -> dict[str, Any]:
 
 
 def run_driver(mode: str, master: str, env: dict[str, str], workdir: Path, repeat: int,
-               conf: dict[str, str] | None) -> dict[str, Any]:
-    env = {**env, "TIDEKEEP_SPARK_MASTER": master}
-    if conf is not None:
-        env["SPARK_CONF_DIR"] = str(write_spark_defaults(workdir / f"{mode}-conf", conf))
-        env["SPARK_LOCAL_IP"] = "127.0.0.1"
+               conf: dict[str, str]) -> dict[str, Any]:
+    """One mode's driver process; `conf` its Spark configuration (an event log in both modes, so
+    the jobs' wall clock can be set against their tasks' time)."""
+    env = {**env, "TIDEKEEP_SPARK_MASTER": master, "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_CONF_DIR": str(write_spark_defaults(workdir / f"{mode}-conf", conf))}
     started = time.perf_counter()
     done = subprocess.run([sys.executable, __file__, "--driver", "--repeat", str(repeat)], env=env,
                           capture_output=True, text=True, check=False, timeout=3600)
@@ -114,7 +117,40 @@ def run_driver(mode: str, master: str, env: dict[str, str], workdir: Path, repea
         raise SystemExit(f"the {mode} driver failed:\n{done.stdout[-3000:]}{done.stderr[-6000:]}")
     outcome = dict(json.loads(done.stdout.strip().splitlines()[-1]))
     outcome["process_s"] = time.perf_counter() - started
+    outcome["tasks"] = task_times(Path(conf["spark.eventLog.dir"].removeprefix("file:")))
     return outcome
+
+
+def task_times(event_log_dir: Path) -> dict[str, dict[str, float]]:
+    """Per timed job kind, from the event log, summed over all turns: jobs, their wall clock (from
+    submission to completion), tasks, the tasks' wall clock (launch to finish) and the executors'
+    run time of them (seconds)."""
+    kinds: dict[int, str] = {}
+    stage_kind: dict[int, str] = {}
+    found: dict[str, dict[str, float]] = {}
+    submitted: dict[int, int] = {}
+    for log_file in (path for path in event_log_dir.rglob("*") if path.is_file()):
+        for line in log_file.read_text().splitlines():
+            event = json.loads(line)
+            kind = event.get("Event")
+            if kind == "SparkListenerJobStart":
+                step = (event.get("Properties") or {}).get(STEP_PROPERTY)
+                if step is None:
+                    continue
+                kinds[event["Job ID"]], submitted[event["Job ID"]] = step, event["Submission Time"]
+                for stage in event["Stage IDs"]:
+                    stage_kind[stage] = step
+                found.setdefault(step, {"jobs": 0, "job_s": 0.0, "tasks": 0, "task_s": 0.0, "run_s": 0.0})
+            elif kind == "SparkListenerJobEnd" and event["Job ID"] in kinds:
+                entry = found[kinds[event["Job ID"]]]
+                entry["jobs"] += 1
+                entry["job_s"] += (event["Completion Time"] - submitted[event["Job ID"]]) / 1000
+            elif kind == "SparkListenerTaskEnd" and event["Stage ID"] in stage_kind:
+                entry, info = found[stage_kind[event["Stage ID"]]], event["Task Info"]
+                entry["tasks"] += 1
+                entry["task_s"] += (info["Finish Time"] - info["Launch Time"]) / 1000
+                entry["run_s"] += (event.get("Task Metrics") or {}).get("Executor Run Time", 0) / 1000
+    return found
 
 
 def main() -> None:
@@ -163,9 +199,10 @@ def main() -> None:
                 try:
                     log("cluster up; timing on the cluster ...")
                     on_cluster = run_driver("cluster", cluster.master_url, env, work, args.repeat,
-                                            driver_conf(cluster, work / "events"))
+                                            driver_conf(cluster, work / "cluster-events"))
                     log("timing on local[2] ...")
-                    local = run_driver("local", "local[2]", env, work, args.repeat, None)
+                    local = run_driver("local", "local[2]", env, work, args.repeat,
+                                       event_log_conf(work / "local-events"))
                 finally:
                     cluster.stop()
     finally:
@@ -191,8 +228,15 @@ def report(args: argparse.Namespace, on_cluster: dict[str, Any], local: dict[str
               f"{min(there):>12.2f} {ratio:>12.2f}x")
     print(f"{'session ready':<24} {local['ready_s']:>12.2f} {'':>10} {on_cluster['ready_s']:>14.2f}")
     print(f"cluster start-up (master + 2 workers registered): {cluster_start_s:.1f} s")
+    print("Spark jobs of the timed work, all turns (event log): jobs, their wall clock, tasks, the tasks' "
+          "wall clock and executor run time, seconds")
+    for mode, outcome in (("local", local), ("cluster", on_cluster)):
+        for job, entry in sorted(outcome["tasks"].items()):
+            print(f"  {mode:<8} {job:<24} jobs {entry['jobs']:.0f}  job wall {entry['job_s']:.2f}  "
+                  f"tasks {entry['tasks']:.0f}  task wall {entry['task_s']:.2f}  executor run {entry['run_s']:.2f}")
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "ready": {"local": local["ready_s"],
+        tasks = {"local": local["tasks"], "cluster": on_cluster["tasks"]}
+        args.json.write_text(json.dumps({"rows": rows, "tasks": tasks, "ready": {"local": local["ready_s"],
                                                                  "cluster": on_cluster["ready_s"]},
                                          "cluster_start_s": cluster_start_s, "results": local["results"]},
                                         indent=2))

@@ -238,18 +238,23 @@ def start_cluster(log_dir: Path, base_temp: Path, env: Mapping[str, str],
 # ---- the driver's side: its Spark configuration, and where its tasks ran -----------------------------
 
 
-def driver_conf(cluster: StandaloneCluster, event_log_dir: Path, **more: str) -> dict[str, str]:
+def event_log_conf(event_log_dir: Path) -> dict[str, str]:
+    """Spark configuration for an event log in `event_log_dir`: one plain JSON file per application."""
+    event_log_dir.mkdir(parents=True, exist_ok=True)
+    return {"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log_dir.as_uri(),
+            "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"}
+
+
+def driver_conf(cluster: StandaloneCluster, event_log_dir: Path) -> dict[str, str]:
     """Spark configuration of a driver on `cluster`: both executors registered before the first job
     (so a two-task job runs one task on each worker), on loopback, with an event log to tell which
     executor ran each task."""
-    event_log_dir.mkdir(parents=True, exist_ok=True)
     return {"spark.master": cluster.master_url, "spark.cores.max": "2", "spark.executor.cores": "1",
             "spark.executor.memory": "1g",
             "spark.scheduler.minRegisteredResourcesRatio": "1.0",
             "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
             "spark.driver.host": SHARED_HOST, "spark.driver.bindAddress": SHARED_HOST,
-            "spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log_dir.as_uri(),
-            "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false", **more}
+            **event_log_conf(event_log_dir)}
 
 
 def write_spark_defaults(conf_dir: Path, conf: Mapping[str, str]) -> Path:
