@@ -49,15 +49,15 @@ def log(message: str) -> None:
 
 def seed(home: Path, records: int, events: int) -> None:
     import tidekeep as tk
-    from tidekeep.catalog.ages import Age
+    from tidekeep.catalog.ages import Age, TimeUnit
     from tidekeep.catalog.expressions import parse
     from tidekeep.catalog.rules import RetentionRule
 
     client = tk.connect(home=home, create=True)
     try:
         client.catalog.set_rules([RetentionRule(1, "keep", True, parse('feed = "SPECIAL"'), None),
-                                  RetentionRule(2, "logs", True, parse('feed = "LOGS"'), Age(30, "days")),
-                                  RetentionRule(3, "rest", True, parse("all"), Age(1, "years"))])
+                                  RetentionRule(2, "logs", True, parse('feed = "LOGS"'), Age(30, TimeUnit.DAYS)),
+                                  RetentionRule(3, "rest", True, parse("all"), Age(1, TimeUnit.YEARS))])
         now = client.clock.now_ms()
         feeds = ("SPECIAL", "LOGS", "OTHER")
         for first in range(0, records, 50_000):

@@ -121,12 +121,12 @@ DAY_MS = 86_400_000
 def catalog_run_and_purge(client: tk.Client, spark: SparkSession, workspace: Path) -> dict[str, Any]:
     """The catalog's retention job (Spark tasks read the records from PostgreSQL), then the purge
     of what it deleted: records whose data are objects under the storage root (S3)."""
-    from tidekeep.catalog.ages import Age
+    from tidekeep.catalog.ages import Age, TimeUnit
     from tidekeep.catalog.expressions import parse
     from tidekeep.catalog.rules import RetentionRule
 
-    client.catalog.set_rules([RetentionRule(1, "feed A: 30 days", True, parse('feed = "A"'), Age(30, "days")),
-                              RetentionRule(2, "others: 90 days", True, parse("all"), Age(90, "days"))])
+    client.catalog.set_rules([RetentionRule(1, "feed A: 30 days", True, parse('feed = "A"'), Age(30, TimeUnit.DAYS)),
+                              RetentionRule(2, "others: 90 days", True, parse("all"), Age(90, TimeUnit.DAYS))])
     records = []
     for i in range(60):
         key, data = f"catalog-data/r{i:02d}.bin", f"record {i}".encode()
@@ -136,7 +136,7 @@ def catalog_run_and_purge(client: tk.Client, spark: SparkSession, workspace: Pat
     ids = client.catalog.add(records)
     with step(spark, "job"):
         report = client.catalog.run(now_ms=CATALOG_NOW)
-    index = {record_id: i for i, record_id in enumerate(ids)}
+    index: dict[int | None, int] = {record_id: i for i, record_id in enumerate(ids)}
     deleted = sorted(index[r.id] for r in client.catalog.records(limit=1000) if r.status == "DELETED")
     purge = client.catalog.purge(now_ms=CATALOG_NOW + client.settings["catalog.purge_age"] + 1)
     return {"deleted": deleted, "job_rows": report.rows, "job_bytes": report.bytes, "state": report.state,
