@@ -330,7 +330,7 @@ def write_task(target: SinkTarget, batches: Iterator[pa.RecordBatch]) -> SinkCom
         message.sizes = {f.path: f.size for f in storage.list_files(message.directory)}
         message.task = describe_task()
         # tests: hold a task whose chunk files are written, before it reports them, so a test can
-        # kill its executor there (TIDEKEEP_PAUSE, docs/testing.md "A Spark cluster")
+        # kill its executor there (TIDEKEEP_PAUSE; docs/testing.md, "A Spark cluster that shares no disk")
         pause_point("sink.task_written")
     except BaseException:
         # the task fails: what it wrote is no one's (Spark's abort never hears of this task's files)
