@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import logging
 import math
 import os
@@ -38,16 +39,17 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InvalidInput, NotFound
+from ..errors import InvalidInput
 from ..faults import fault_active, fault_point
+from ..spark.session import check_job_reach
 from ..spark.staged import StagedFile, describe_task, verify_staged
 from ..store.fileio import FileIO
+from ..store.inputs import InputFile, InputOpener, check_input_uri, given_inputs, list_inputs, locations_of
 from .archive_writer import ArchiveWriter, written_table
 from .messages import BLOCK_BYTES, read_messages
 from .model import ARCHIVE_SCHEMA, ARCHIVES_DIR, Archive, archive_path, check_dataset
@@ -105,55 +107,61 @@ class IngestReport:
 # ---- inputs ---------------------------------------------------------------------------------------
 
 
-def expand_paths(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
-    """The files to ingest: each path is a file, or a directory whose regular files (at any depth)
-    are taken in sorted order. A file named twice is read once."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    if not paths:
-        raise InvalidInput("ingest: no input paths given")
-    files: list[Path] = []
-    seen: set[Path] = set()
-    for given in paths:
-        path = Path(given)
-        if not path.exists():
-            raise NotFound(f"input path {str(given)!r} does not exist")
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file())
-        elif path.is_file():
-            found = [path]
-        else:
-            raise InvalidInput(f"input path {str(given)!r} is neither a regular file nor a directory")
-        for file in found:
-            resolved = file.resolve()
-            if resolved not in seen:
-                seen.add(resolved)
-                files.append(resolved)
-    return files
+def expand_paths(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[InputFile]:
+    """The files to ingest (store/inputs.py): each input is a file, or a directory (a prefix on an
+    object store) whose files at any depth are taken in sorted order. A file named twice is read once."""
+    return list_inputs(paths)
 
 
-def estimated_raw_size(path: Path) -> int:
-    """Uncompressed size of a file: its size, or for gzip at least the trailer's ISIZE (mod 2**32)."""
-    size = path.stat().st_size
-    with open(path, "rb") as handle:
-        if handle.read(2) != GZIP_MAGIC or size < 18:
+def estimated_raw_size(file: InputFile, opener: InputOpener) -> int:
+    """Uncompressed size of a file: its size, or for gzip at least the trailer's ISIZE (mod 2**32).
+    Two small reads on the driver (the magic bytes and the trailer), not the file's data."""
+    size = file.size
+    if size < 18:
+        return size
+    with opener.random_access(file) as handle:
+        if handle.read(2) != GZIP_MAGIC:
             return size
-        handle.seek(-4, os.SEEK_END)
+        handle.seek(size - 4)
         isize = int.from_bytes(handle.read(4), "little")
     return max(isize, size * 3)
 
 
+class _Prefixed(io.RawIOBase):
+    """A read stream that yields `head` (bytes already read from `rest`) before the rest: a
+    sequential stream cannot seek back after the magic bytes are looked at."""
+
+    def __init__(self, head: bytes, rest: Any) -> None:
+        self._head, self._rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        if self._head:
+            count = min(len(view), len(self._head))
+            view[:count] = self._head[:count]
+            self._head = self._head[count:]
+            return count
+        data = self._rest.read(len(view))
+        view[:len(data)] = data
+        return len(data)
+
+
 @contextlib.contextmanager
-def open_log(path: str) -> Iterator[BinaryIO]:
-    """A binary stream of the log's text: gunzipped when the file starts with the gzip magic
+def open_log(file: InputFile, opener: InputOpener | None = None) -> Iterator[BinaryIO]:
+    """A binary stream of the log's text, read front to back through FileIO (one streamed GET on
+    an object store): gunzipped when the file starts with the gzip magic, whatever its name
     (concatenated gzip members are read one after the other, as gunzip does)."""
-    with open(path, "rb") as handle:
-        if handle.read(2) != GZIP_MAGIC:
-            handle.seek(0)
-            yield handle
+    opener = InputOpener() if opener is None else opener
+    with opener.stream(file) as handle:
+        head = bytes(handle.read(2))
+        stream = io.BufferedReader(_Prefixed(head, handle), 1 << 20)
+        if head != GZIP_MAGIC:
+            yield stream  # type: ignore[misc]
             return
-        handle.seek(0)
-        with gzip.GzipFile(fileobj=handle, mode="rb") as unzipped:
+        with gzip.GzipFile(fileobj=stream, mode="rb") as unzipped:
             yield unzipped  # type: ignore[misc]
 
 
@@ -182,14 +190,16 @@ def _input_error(path: str, exc: BaseException) -> RuntimeError:
     return RuntimeError(f"{ERROR_MARK} {path}: cannot read the log file: {reason}")
 
 
-def parse_files(files: list[str], rules: TimestampRules, block_bytes: int,
+def parse_files(files: list[InputFile], rules: TimestampRules, block_bytes: int,
                 batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: for each file index in the input rows, the file's messages (PARSED_SCHEMA)."""
+    """mapInArrow body: for each file index in the input rows, the file's messages (PARSED_SCHEMA),
+    the file opened and read here, on the executor, through FileIO."""
+    opener = InputOpener()
     for batch in batches:
         for index in batch.column(0).to_pylist():
-            path = files[index]
+            path = files[index].name
             try:
-                with open_log(path) as stream:
+                with open_log(files[index], opener) as stream:
                     for messages in read_messages(stream, rules, block_bytes):
                         timestamps = messages.column("timestamp")
                         seq = messages.column("seq")
@@ -198,7 +208,7 @@ def parse_files(files: list[str], rules: TimestampRules, block_bytes: int,
                         yield pa.RecordBatch.from_arrays(
                             [pa.array([index] * messages.num_rows, pa.int32()), seq, key, timestamps,
                              messages.column("message"), messages.column("raw_bytes")], schema=PARSED_SCHEMA)
-            except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            except (EOFError, gzip.BadGzipFile, zlib.error, OSError, pa.ArrowException) as exc:
                 raise _input_error(path, exc) from None
 
 
@@ -255,8 +265,9 @@ def _spark_input_error(exc: BaseException) -> CorruptLogFile | None:
     return CorruptLogFile(match.group(1).strip()) if match else None
 
 
-def _run_job(workspace: Workspace, files: list[str], rules: TimestampRules, storage_uri: str, fsync: bool, staging: str,
-             partitions: int, target_size: int, on_fraction: Callable[[float], None]) -> list[dict[str, Any]]:
+def _run_job(workspace: Workspace, files: list[InputFile], rules: TimestampRules, storage_uri: str, fsync: bool,
+             staging: str, partitions: int, target_size: int,
+             on_fraction: Callable[[float], None]) -> list[dict[str, Any]]:
     from ..spark.progress import track_tasks
     from ..spark.session import get_spark
 
@@ -270,8 +281,9 @@ def _run_job(workspace: Workspace, files: list[str], rules: TimestampRules, stor
     # and caching the parsed rows (MEMORY_AND_DISK) was slower (100 MB: 4.7 s against 3.4 s) because
     # building Spark's columnar cache of the messages costs more than parsing them again.
     ordered = parsed.repartitionByRange(partitions, "key").sortWithinPartitions("key", "file", "seq")
+    names = [file.name for file in files]
     written = ordered.mapInArrow(
-        lambda it: write_partition(storage_uri, fsync, staging, files, target_size, it), WRITTEN_DDL)
+        lambda it: write_partition(storage_uri, fsync, staging, names, target_size, it), WRITTEN_DDL)
     with track_tasks(spark, f"tidekeep-ingest-{posixpath.basename(staging)}", on_fraction):
         rows = written.collect()
     return [row.asDict() for row in rows]
@@ -284,10 +296,15 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
     dataset = check_dataset(dataset)
     now = workspace.clock.now_ms()
     rules = make_rules(timezone, timestamp_format, now)
-    inputs = expand_paths(paths)
+    given = given_inputs(paths)
+    for uri in given:
+        check_input_uri(uri)
+    # a local input on a cluster is refused before anything is listed (spark/cluster.py)
+    check_job_reach(workspace.settings, storage=True, inputs=locations_of(given))
+    files = expand_paths(given)
     ingest_id = uuid.uuid4().hex
-    files = [str(p) for p in inputs]
-    raw_estimate = sum(estimated_raw_size(p) for p in inputs)
+    opener = InputOpener()
+    raw_estimate = sum(estimated_raw_size(f, opener) for f in files)
     if not files:
         return IngestReport(ingest_id, dataset, 0, 0, 0, 0, 0, [], time.perf_counter() - began)
 
@@ -306,7 +323,7 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
     from ..spark.session import job_spark
 
     # executors read the files, write archives; refused before anything is written, schema included
-    spark = job_spark(workspace.settings, storage=True, inputs=files, writes=True)
+    spark = job_spark(workspace.settings, storage=True, inputs=locations_of(given), writes=True)
     workspace.db.ensure_schema()
     partitions = range_partitions(raw_estimate, target_size, default_parallelism(spark))
     storage_uri = workspace.storage.uri_of("")

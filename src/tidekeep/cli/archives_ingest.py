@@ -4,7 +4,6 @@ of the archives app)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -44,8 +43,10 @@ def print_archives(archives: list[Archive]) -> None:
 def ingest(
     ctx: typer.Context,
     dataset: Annotated[str, typer.Argument(help="Dataset the archives belong to ([A-Za-z0-9_-]{1,255})")],
-    paths: Annotated[list[Path], typer.Argument(
-        help="Log files (plain or gzip) or directories (every regular file under them, sorted)")],
+    paths: Annotated[list[str], typer.Argument(
+        metavar="INPUT...",
+        help="Log files (plain or gzip) or directories (every file under them, sorted): paths or URIs "
+             "(file://, s3://bucket/prefix?endpoint_override=..., any pyarrow filesystem URI)")],
     timezone: Annotated[str, typer.Option(
         "--timezone", metavar="ZONE",
         help="IANA zone of timestamps without an offset, e.g. America/New_York")] = "UTC",
@@ -57,11 +58,13 @@ def ingest(
 ) -> None:
     """Compress text logs into archives (Parquet, zstd, sorted by time, at most archives.target_size
     each) with a Spark job. Lines without a timestamp join the message before them."""
-    from ..archives.ingest import expand_paths
     from ..spark.session import check_job_reach
+    from ..store.inputs import check_input_uri, locations_of
 
     def spark_job(settings: Settings) -> None:  # executors read the files, write archives (ingest_logs)
-        check_job_reach(settings, storage=True, inputs=[str(p) for p in expand_paths(paths)])
+        for uri in paths:
+            check_input_uri(uri)
+        check_job_reach(settings, storage=True, inputs=locations_of(paths))
 
     out = output(ctx, json_output)
     with (open_client(ctx, spark_job) as client,

@@ -187,6 +187,8 @@ class FileIO:
     def full_path(self, key: str) -> str:
         """The path of `key` inside the root's filesystem. For this module, tests and diagnostics:
         everything else passes keys."""
+        if not key:
+            return self.root
         return posixpath.join(self.root, key) if self.root else key
 
     def uri_of(self, key: str) -> str:
@@ -197,6 +199,14 @@ class FileIO:
             parts = urlsplit(self.uri)
             return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + key))
         return "file://" + self.full_path(key)
+
+    def resolved_local_path(self, key: str) -> str:
+        """On a local root, the path of `key` on this machine with every link resolved: one name
+        per file, however it was reached (how inputs are named and told apart, store/inputs.py).
+        ValueError on any other root."""
+        if not self.is_local:
+            raise ValueError(f"storage root {self.uri} is not on this machine")
+        return os.path.realpath(self.full_path(key))
 
     def location(self) -> str:
         """What opens this root again from any process: the URI, or the resolved local path."""
@@ -275,8 +285,27 @@ class FileIO:
             return bytes(handle.read())
 
     def open_input(self, key: str) -> Any:
-        """A random-access file handle (a context manager), e.g. for pq.ParquetFile."""
+        """A random-access file handle (a context manager), e.g. for pq.ParquetFile. The key ""
+        is the root itself, for a root that is one file (an input named by its own URI)."""
         return self._fs.open_input_file(self.full_path(key))
+
+    def open_stream(self, key: str) -> Any:
+        """A sequential read stream of the file at `key` (a context manager with `read(n)`): for
+        reading a file front to back, which on an object store is one streamed GET. The key "" is
+        the root itself, as for `open_input`. The bytes as stored: pyarrow would otherwise decompress
+        by the name's extension, and a caller tells compression apart by the content."""
+        return self._fs.open_input_stream(self.full_path(key), compression=None)
+
+    def entry(self, key: str = "") -> StoredEntry | None:
+        """The file or directory at `key` (the key "": the root itself), None when nothing is
+        there. On an object store a prefix with objects under it is a directory."""
+        import pyarrow.fs as pafs
+
+        info = self._fs.get_file_info(self.full_path(key))
+        if info.type not in (pafs.FileType.File, pafs.FileType.Directory):
+            return None
+        mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else None
+        return StoredEntry(key, mtime, int(info.size or 0), info.type == pafs.FileType.Directory)
 
     @staticmethod
     def is_read_failure(exc: BaseException) -> bool:
