@@ -214,8 +214,9 @@ def test_workspace_paths_under_a_file_are_bad_settings(tmp_path: Path) -> None:
     ("records.jsonl", b'{"feed": "F", "type": "T", "create_time": 1000}\n{"feed": "\xc3(", "type": "T", '
                       b'"create_time": 1000}\n', 2),
 ])
-def test_a_non_utf8_import_names_the_line(in_process: InProcess, tmp_path: Path, name: str, content: bytes,
+def test_a_non_utf8_import_names_the_line(in_process: InProcess, spark, tmp_path: Path, name: str, content: bytes,
                                           line: int) -> None:
+    # the executor reading the file finds the bad line: the import's Spark job runs (the `spark` session)
     path = tmp_path / name
     path.write_bytes(content)
     result = in_process("catalog", "import", str(path))

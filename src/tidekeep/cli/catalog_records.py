@@ -77,7 +77,9 @@ def add(
 
 def import_(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(metavar="PATH", help="A file or a directory of files of one format")],
+    path: Annotated[str, typer.Argument(
+        metavar="INPUT", help="A file or a directory of files of one format: a path or a URI (file://, "
+                              "s3://bucket/prefix?endpoint_override=..., any pyarrow filesystem URI)")],
     format: Annotated[str | None, typer.Option(
         "--format", metavar="FORMAT", help="csv, json (JSON lines) or parquet [default: from the extension]")
     ] = None,
@@ -85,12 +87,13 @@ def import_(
 ) -> None:
     """Bulk import records through Spark. Every row is checked first: one bad row and nothing is written.
     Columns: the record fields, `attributes` (JSON) and attr.<name> per custom attribute."""
-    from ..catalog.importer import find_files
     from ..spark.session import check_job_reach
+    from ..store.inputs import check_input_uri, locations_of
 
     def spark_job(settings: Settings) -> None:
         # executors read the input files and write the records into the metadata store (import_records)
-        check_job_reach(settings, metadata=True, inputs=[str(p) for p in find_files(path, format)[1]])
+        check_input_uri(path)
+        check_job_reach(settings, metadata=True, inputs=locations_of([path]))
 
     out = output(ctx, json_output)
     with (open_client(ctx, spark_job) as client,

@@ -36,6 +36,7 @@ class InputFile:
     key: str
     name: str
     size: int
+    in_directory: bool = False  # found by listing a directory the input named
 
 
 def given_inputs(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
@@ -109,8 +110,8 @@ def _files_under(root: FileIO, given: str, keep: Callable[[str], bool]) -> list[
     entries = sorted((f for f in root.list_files("") if keep(f.path)), key=lambda f: f.path)
     if root.is_local:  # each local file by its own resolved path: a link is read as its target
         resolved = [(_name(given, root, f.path), f.size) for f in entries]
-        return [InputFile(path, "", path, size) for path, size in resolved]
-    return [InputFile(root.location(), f.path, _name(given, root, f.path), f.size) for f in entries]
+        return [InputFile(path, "", path, size, True) for path, size in resolved]
+    return [InputFile(root.location(), f.path, _name(given, root, f.path), f.size, True) for f in entries]
 
 
 def visible(key: str) -> bool:
