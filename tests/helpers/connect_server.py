@@ -52,9 +52,11 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
-def start_connect_server(log: Path, master: str = "local[2]", timeout: float = 180) -> ConnectServer:
+def start_connect_server(log: Path, master: str = "local[2]", timeout: float = 180,
+                         extra_env: dict[str, str] | None = None) -> ConnectServer:
     """Start a Connect server on `master` and wait until its port answers; ConnectServerFailed, with
-    the end of its log, when it exits or does not answer within `timeout` seconds."""
+    the end of its log, when it exits or does not answer within `timeout` seconds. `extra_env`: set
+    in the server's environment, which its Python workers inherit (e.g. TIDEKEEP_PAUSE)."""
     port = free_port()
     home = spark_home()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIDEKEEP_") or k.startswith("TIDEKEEP_TEST_")}
@@ -62,6 +64,7 @@ def start_connect_server(log: Path, master: str = "local[2]", timeout: float = 1
                 "SPARK_LOCAL_IP": "127.0.0.1"})
     env.pop("SPARK_REMOTE", None)
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    env.update(extra_env or {})
     command = [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--master", master,
                "--name", "tidekeep-tests-connect",
                "--conf", f"spark.connect.grpc.binding.port={port}",

@@ -160,28 +160,41 @@ def test_spark_remote_comes_from_spark_remote_and_a_bad_one_is_one_line(tmp_path
             f"error: {source} {env[next(iter(env))]!r} is not a Spark Connect URL: expected sc://host:port"]
 
 
-def test_commands_that_need_a_spark_context_are_refused_on_connect_in_one_line(tmp_path: Path,
-                                                                                connect_server: str) -> None:
-    home = tmp_path / "ws"
-    seeded_workspace(home)
-    env = {"TIDEKEEP_SPARK_REMOTE": connect_server}
-    ok(home, env, "archives", "ingest", "app", str(_log(tmp_path)))
-    before = _record_count(home)
-    records = tmp_path / "records.csv"
-    records.write_text("feed,type,create_time\nA,Events,2024-01-01T00:00:00Z\n")
-    for args, command in ((("archives", "search", "app", "failed"), "archives search"),
-                          (("catalog", "import", str(records)), "catalog import")):
-        done = run_cli(home, *args, env=env)
-        assert done.returncode != 0 and "Traceback" not in done.stderr
-        assert done.stderr.strip().splitlines() == [
-            f"error: {command} does not run on Spark Connect yet (it needs a SparkContext); unset spark.remote "
-            "(and SPARK_REMOTE) to run it with a Spark master"]
-    assert _record_count(home) == before  # nothing imported
-    client = tk.connect(home=home)
-    try:
-        assert client.archives.jobs() == []  # refused before the search job was created
-    finally:
-        client.close()
+RECORDS = ("id,feed,type,create_time,file_size\n"
+           "1007,A,Events,2024-01-01T00:00:00Z,10\n"
+           ",B,Events,2024-01-02T00:00:00Z,20\n"
+           "1009,C,Events,1704240000000,30\n")
+
+
+def test_archives_search_and_catalog_import_run_through_connect_as_in_local_mode(tmp_path: Path,
+                                                                                  connect_server: str) -> None:
+    """No SparkContext on a Connect session: the search and the import run on DataFrames, their
+    results the same as in local mode."""
+    log, records = _log(tmp_path), tmp_path / "records" / "part-0.csv"
+    records.parent.mkdir()
+    records.write_text(RECORDS)
+    envs = {"local": {"TIDEKEEP_SPARK_MASTER": "local[2]"}, "connect": {"TIDEKEEP_SPARK_REMOTE": connect_server}}
+    results: dict[str, Any] = {}
+    for mode, env in envs.items():
+        home = tmp_path / mode
+        seeded_workspace(home)
+        before = _record_count(home)
+        imported = ok(home, env, "catalog", "import", str(records.parent))
+        added = _record_count(home) - before
+        ok(home, env, "archives", "ingest", "app", str(log))
+        searched = ok(home, env, "archives", "search", "app", "failed")
+        results[mode] = {
+            "import": {k: imported[k] for k in ("rows", "files", "inserted", "skipped")},
+            "records": added,
+            "search": {k: searched["job"][k] for k in ("state", "archives_searched", "results_count", "error")},
+            "rows": sorted((r["timestamp"], r["message"]) for r in searched["rows"]),
+        }
+    assert results["connect"] == results["local"]
+    assert results["local"]["import"] == {"rows": 3, "files": 1, "inserted": 3, "skipped": 0}
+    assert results["local"]["records"] == 3
+    assert results["local"]["search"] == {"state": "SUCCEEDED", "archives_searched": 1, "results_count": 1,
+                                          "error": None}
+    assert [m for _, m in results["local"]["rows"]] == ["2024-07-01 12:00:01,500 ERROR failed\n\tat a.b.C(C.java:1)"]
 
 
 def test_a_connect_session_brought_to_tk_connect_writes_and_reads_streams(tmp_path: Path,
@@ -225,3 +238,56 @@ def _log(tmp_path: Path) -> Path:
     log = tmp_path / "app.log"
     log.write_text(LOG)
     return log
+
+
+def test_ctrl_c_interrupts_a_search_on_the_connect_server(tmp_path: Path) -> None:
+    """SIGINT to a CLI process whose search waits on a Connect server (its task held at a gate in the
+    server's Python worker): the server interrupts the operation and kills the task, the CLI prints
+    one `interrupted` line and exits 130, and no result was written. A server of its own: the gate
+    is armed in the server's environment, which its workers inherit."""
+    import os
+    import signal
+    import time
+
+    from helpers.connect_server import start_connect_server
+    from tidekeep.archives.model import JobState
+    from tidekeep.cli.main import INTERRUPTED_EXIT
+
+    gate = tmp_path / "gate"
+    gate.touch()
+    log = tmp_path / "server.log"
+    server = start_connect_server(log, extra_env={"TIDEKEEP_PAUSE": f"search_archive=@{gate}"})
+    try:
+        home = tmp_path / "ws"
+        env = {"TIDEKEEP_SPARK_REMOTE": server.url}
+        assert run_cli(home, "init").returncode == 0
+        assert ok(home, env, "archives", "ingest", "app", str(_log(tmp_path)))["messages"] == 4
+        environment = {k: v for k, v in os.environ.items()
+                       if not k.startswith("TIDEKEEP_") or k.startswith("TIDEKEEP_TEST_")}
+        search = subprocess.Popen([sys.executable, "-m", "tidekeep.cli.main", "archives", "search", "app", "failed"],
+                                  env={**environment, **env, "TIDEKEEP_HOME": str(home)},
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 180
+            while not Path(f"{gate}.reached").exists() and search.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert Path(f"{gate}.reached").exists(), search.communicate(timeout=60)
+            search.send_signal(signal.SIGINT)
+            out, err = search.communicate(timeout=120)
+        finally:
+            if search.poll() is None:
+                search.kill()
+        assert search.returncode == INTERRUPTED_EXIT, err
+        assert out == "" and err.strip().splitlines()[-1] == "interrupted", err
+        # the server stopped the task that held the gate: its executor reports it killed
+        deadline = time.monotonic() + 120
+        while b"Executor killed task" not in log.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert b"Executor killed task" in log.read_bytes(), log.read_text(errors="replace")[-3000:]
+        with tk.connect(home=home) as client:
+            [job] = client.archives.jobs()
+            assert job.state is not JobState.SUCCEEDED  # RUNNING until its heartbeat lapses (docs/spark.md)
+            assert client.workspace.storage.list_files(job.results_path or "results-of-nothing") == []
+    finally:
+        gate.unlink(missing_ok=True)
+        server.stop()

@@ -35,9 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound
 from ..faults import pause_point
+from ..spark.connect import tagged_jobs
+from ..spark.progress import track_tasks, units_done
 from .heartbeat import Heartbeat
 from .model import JobState, SearchJob, check_dataset, results_dir
 from .query import Matcher, compile_query
+from .results import result_files
 from .store import ArchiveStore, SearchJobStore
 from .timerange import TimeRange, parse_range
 
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int], None]
 log = logging.getLogger("tidekeep.archives.search")
 
+OUTCOME_DDL = "archive_id STRING, matches BIGINT, error STRING"
 POLL_INTERVAL_S = 0.25  # how often the watcher looks at the job's state and the progress
 READ_COLUMNS = ["timestamp", "message"]
 ERROR_SHOWN = 300  # characters of an underlying error kept in the job's error text
@@ -164,48 +168,42 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:ERROR_SHOWN]}" if text else type(exc).__name__
 
 
-def _search_partition(job_id: int, matcher: Matcher, time_range: TimeRange, counters: tuple[Any, Any],
-                      tasks: Iterable[ArchiveTask]) -> Iterator[ArchiveOutcome]:
-    searched, found = counters
-    for task in tasks:
-        pause_point("search_archive")  # tests: a search slow enough to cancel midway (TIDEKEEP_PAUSE)
-        try:
-            matches = search_archive(task, job_id, matcher, time_range)
-        except Exception as exc:  # any unreadable archive: reported by the driver, naming it
-            yield ArchiveOutcome(task.archive_id, 0, f"archive {task.archive_id} ({task.archive_uri}): "
-                                 f"{_describe(exc)}")
-            continue
-        searched.add(1)
-        found.add(matches)
-        yield ArchiveOutcome(task.archive_id, matches)
+def search_tasks(job_id: int, matcher: Matcher, time_range: TimeRange, tasks: list[ArchiveTask],
+                 batches: Iterable[Any]) -> Iterator[Any]:
+    """mapInArrow body: search the archives whose indexes the input rows hold; one outcome row each
+    (OUTCOME_DDL). An unreadable archive is an outcome with its error, not a failed task."""
+    import pyarrow as pa
+
+    schema = pa.schema([("archive_id", pa.string()), ("matches", pa.int64()), ("error", pa.string())])
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            task = tasks[index]
+            pause_point("search_archive")  # tests: a search slow enough to cancel midway (TIDEKEEP_PAUSE)
+            try:
+                outcome = ArchiveOutcome(task.archive_id, search_archive(task, job_id, matcher, time_range))
+            except Exception as exc:  # any unreadable archive: reported by the driver, naming it
+                outcome = ArchiveOutcome(task.archive_id, 0, f"archive {task.archive_id} ({task.archive_uri}): "
+                                         f"{_describe(exc)}")
+            yield pa.RecordBatch.from_pylist([{"archive_id": outcome.archive_id, "matches": outcome.matches,
+                                               "error": outcome.error}], schema=schema)
 
 
 # ---- the driver side --------------------------------------------------------------------------------
 
 
 class _Watcher(threading.Thread):
-    """Polls the job's state and the tasks' counters: reports progress, and cancels the Spark job
-    once the job is no longer RUNNING (cancelled from elsewhere, or KILLED by the collector)."""
+    """Polls the job's state and cancels the Spark job (`cancel`) once the job is no longer RUNNING
+    (cancelled from elsewhere, or KILLED by the collector)."""
 
-    def __init__(self, jobs: SearchJobStore, job_id: int, cancel: Callable[[], None], counters: tuple[Any, Any],
-                 total: int, progress: Progress | None) -> None:
+    def __init__(self, jobs: SearchJobStore, job_id: int, cancel: Callable[[], None]) -> None:
         super().__init__(name=f"tidekeep-search-{job_id}-watcher", daemon=True)
-        self.jobs, self.job_id, self.cancel, self.counters = jobs, job_id, cancel, counters
-        self.total, self.progress = total, progress
+        self.jobs, self.job_id, self.cancel = jobs, job_id, cancel
         self.finished = threading.Event()
         self.ended_elsewhere = threading.Event()
-        self._reported = 0  # run_search reported (0, total) itself
-
-    def report(self) -> None:
-        done = int(self.counters[0].value)
-        if self.progress is not None and done != self._reported:
-            self._reported = done
-            self.progress(done, self.total)
 
     def run(self) -> None:
         while not self.finished.wait(POLL_INTERVAL_S):
             try:
-                self.report()
                 if self.jobs.state(self.job_id) is not JobState.RUNNING:
                     self.ended_elsewhere.set()
                 if self.ended_elsewhere.is_set():
@@ -239,9 +237,6 @@ def run_search(workspace: Workspace, dataset: str, query: str, *, begin: int | s
     from ..spark.session import job_spark
 
     spark = job_spark(workspace.settings, storage=True, writes=True)  # executors read archives, write results
-    from ..spark.connect import require_classic
-
-    require_classic(spark, "archives search")
     interval = workspace.settings["search.heartbeat_interval"]
     job = jobs.create(dataset, query, regex=regex, ignore_case=ignore_case, begin_ts=time_range.begin_ms,
                       end_ts=time_range.end_ms, retention_minutes=workspace.settings["archive_output.retention_period"],
@@ -249,7 +244,7 @@ def run_search(workspace: Workspace, dataset: str, query: str, *, begin: int | s
     heartbeat = Heartbeat(jobs, job.id, interval)
     heartbeat.start()
     try:
-        return _run(workspace, spark.sparkContext, job, matcher, time_range, archive_store, jobs, progress)
+        return _run(workspace, spark, job, matcher, time_range, archive_store, jobs, progress)
     except BaseException as exc:
         # never leave a job RUNNING behind: it would hold the archive collector back until killed
         state = JobState.CANCELLED if isinstance(exc, KeyboardInterrupt) else JobState.FAILED
@@ -260,7 +255,22 @@ def run_search(workspace: Workspace, dataset: str, query: str, *, begin: int | s
         heartbeat.stop()
 
 
-def _run(workspace: Workspace, sc: Any, job: SearchJob, matcher: Matcher, time_range: TimeRange,
+def _partial_counts(workspace: Workspace, results_path: str, finished_tasks: int) -> tuple[int, int, None]:
+    """How far a Spark job that did not finish got: the results it wrote (every result file is
+    readable, `read_results`) and the archives searched — those whose tasks Spark reported finished,
+    or, if more, those with a result file (a task may write its file and be stopped before it
+    reports)."""
+    import pyarrow.parquet as pq
+
+    files = result_files(workspace, results_path)
+    found = 0
+    for _, key in files:
+        with workspace.storage.open_input(key) as handle:  # the footer only
+            found += pq.ParquetFile(handle).metadata.num_rows
+    return max(finished_tasks, len(files)), found, None
+
+
+def _run(workspace: Workspace, spark: Any, job: SearchJob, matcher: Matcher, time_range: TimeRange,
          archive_store: ArchiveStore, jobs: SearchJobStore, progress: Progress | None) -> SearchJob:
     path = results_dir(job.id)
     jobs.set_results_path(job.id, path)
@@ -275,34 +285,38 @@ def _run(workspace: Workspace, sc: Any, job: SearchJob, matcher: Matcher, time_r
     storage_uri = workspace.storage.uri_of("")
     tasks = [ArchiveTask(a.id, a.path, storage_uri, path, workspace.storage.fsync)
              for a in archives]
-    counters = (sc.accumulator(0), sc.accumulator(0))  # archives searched, results: partial counts on cancel
-    tag = f"tidekeep-search-{job.id}-{uuid.uuid4().hex[:12]}"
-    watcher = _Watcher(jobs, job.id, lambda: sc.cancelJobsWithTag(tag), counters, total, progress)
+    tag = f"tidekeep-search-{job.id}-{uuid.uuid4().hex[:12]}"  # its jobs alone are cancelled (docs/spark.md)
+    tracked = [0]  # archives whose tasks Spark reports finished
+
+    def on_fraction(fraction: float) -> None:
+        tracked[0] = max(tracked[0], units_done(fraction, total))
+        if progress is not None:
+            progress(tracked[0], total)
+
     job_id = job.id
-    rdd = sc.parallelize(tasks, len(tasks)).mapPartitions(  # one archive per task
-        lambda part: _search_partition(job_id, matcher, time_range, counters, part))
+    outcomes_frame = spark.range(0, total, 1, total).mapInArrow(  # one archive per task
+        lambda it: search_tasks(job_id, matcher, time_range, tasks, it), OUTCOME_DDL)
     outcomes: list[ArchiveOutcome] | None = None
     spark_error: BaseException | None = None
-    previous_interrupt = sc.getLocalProperty("spark.job.interruptOnCancel")
-    sc.addJobTag(tag)
-    sc.setInterruptOnCancel(True)
-    watcher.start()
-    try:
-        outcomes = rdd.collect()
-    except Exception as exc:  # Py4JJavaError: cancelled, or a task died
-        spark_error = exc
-    finally:
-        watcher.finished.set()
-        watcher.join()
-        sc.removeJobTag(tag)
-        sc.setLocalProperty("spark.job.interruptOnCancel", previous_interrupt or "false")
+    with tagged_jobs(spark, tag) as cancel:
+        watcher = _Watcher(jobs, job.id, cancel)
+        watcher.start()
+        try:
+            with track_tasks(spark, tag, on_fraction):
+                rows = outcomes_frame.collect()
+            outcomes = [ArchiveOutcome(r["archive_id"], r["matches"], r["error"]) for r in rows]
+        except Exception as exc:  # cancelled, or a task died (a Py4J or a Connect error)
+            spark_error = exc
+        finally:
+            watcher.finished.set()
+            watcher.join()
 
     if outcomes is not None:
         searched, found, error = _counts(outcomes)
     else:
-        searched, found, error = int(counters[0].value), int(counters[1].value), None
+        searched, found, error = _partial_counts(workspace, path, tracked[0])
     if progress is not None:
-        progress(searched, total)
+        progress(max(searched, tracked[0]), total)  # never back: tasks of unreadable archives finished too
     final = JobState.FAILED if (error is not None or spark_error is not None) else JobState.SUCCEEDED
     if spark_error is not None and error is None:
         error = f"the Spark job failed: {_describe(spark_error).splitlines()[0]}"

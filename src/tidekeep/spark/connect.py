@@ -7,15 +7,18 @@ the server's Python workers and the tasks run on its executors. A server on this
 loopback host) with a local master shares this machine's files; any other server may not, and is
 judged as a non-local master is (cluster.py).
 
-The API tidekeep uses works on both kinds of session (classic and Connect): results come back as
-DataFrames, cancellation is by job tags; the default parallelism (`default_parallelism`), the
-progress source and Ctrl-C differ (progress.py, session.py). The catalog import and the archive
-search still use SparkContext's RDD API: on a Connect session they are refused (`require_classic`).
+The API tidekeep uses works on both kinds of session (classic and Connect): every job is built on
+DataFrames (`mapInArrow` for Python work, results collected as rows), cancellation is by tags
+(`tagged_jobs`); the default parallelism (`default_parallelism`), the progress
+source, the tagging and Ctrl-C differ (progress.py, session.py). No job uses RDDs or
+accumulators, which a Connect session lacks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -108,13 +111,35 @@ def parallelism_by_query(spark: SparkSession) -> int:
     return 1 if row is None else int(row["slice"]) + 1
 
 
-def require_classic(spark: SparkSession, command: str) -> None:
-    """ConfigError for `command` on a Connect session: it needs the SparkContext API Connect lacks."""
+@contextlib.contextmanager
+def tagged_jobs(spark: SparkSession, tag: str) -> Iterator[Callable[[], None]]:
+    """The Spark jobs this thread starts inside the block carry `tag`; yields a function that
+    cancels them, callable from any thread. A Connect session tags its operations
+    (`addTag`/`interruptTag`); a classic session tags the SparkContext's jobs (`addJobTag`/
+    `cancelJobsWithTag`) with interrupt-on-cancel, because a classic session's `interruptTag`
+    called from another thread finds no operation of this thread's to interrupt."""
     if is_connect_session(spark):
-        raise ConfigError(f"{command} does not run on Spark Connect yet (it needs a SparkContext); "
-                          "unset spark.remote (and SPARK_REMOTE) to run it with a Spark master")
+        spark.addTag(tag)
+
+        def interrupt() -> None:
+            spark.interruptTag(tag)
+
+        try:
+            yield interrupt
+        finally:
+            spark.removeTag(tag)
+        return
+    sc = spark.sparkContext
+    previous = sc.getLocalProperty("spark.job.interruptOnCancel")
+    sc.addJobTag(tag)
+    sc.setInterruptOnCancel(True)
+    try:
+        yield lambda: sc.cancelJobsWithTag(tag)
+    finally:
+        sc.removeJobTag(tag)
+        sc.setLocalProperty("spark.job.interruptOnCancel", previous or "false")
 
 
 __all__ = ["REMOTE_SETTING", "check_remote_url", "connect_host", "default_parallelism", "is_connect_session",
            "is_loopback_host", "job_master", "parallelism_by_query", "reach_master",
-           "require_classic"]
+           "tagged_jobs"]
