@@ -123,3 +123,43 @@ def test_help_and_bad_input_in_a_subprocess(tmp_path: Path) -> None:
     assert not (tmp_path / "data" / "archives").exists()
     listed = cli("archives", "list", "--json")
     assert listed.returncode == 0 and json.loads(listed.stdout) == []
+
+
+def test_every_input_of_both_commands_is_judged_before_any_work_in_a_subprocess(tmp_path: Path, s3_server,
+                                                                               s3_bucket: str, pg_url: str) -> None:
+    """The CLI's `archives ingest` and `catalog import` refuse, in one line and before anything is
+    listed or written, an input URI carrying credentials and a local input (a plain path or a
+    file:// URI, here of a file that does not exist) on a cluster master. The storage on S3 and
+    the metadata on PostgreSQL, with its password by reference, so the inputs are the only reason."""
+    import sqlalchemy as sa
+
+    from tidekeep.spark.credentials import PASSWORD_ENV
+
+    home = tmp_path / "ws"
+    flags = ["--home", str(home), "--metadata-url", pg_url, "--storage", s3_server.uri(s3_bucket, "data")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIDEKEEP_") or k.startswith("TIDEKEEP_TEST_")}
+    env[PASSWORD_ENV] = str(sa.make_url(pg_url).password)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*CLI, *flags, *args], capture_output=True, text=True, env=env, timeout=120,
+                              check=False)
+
+    assert cli("init").returncode == 0
+    missing = tmp_path / "missing.log"
+    keyed = f"s3://{s3_bucket}/logs?endpoint_override={s3_server.endpoint}&secret_key=hunter2"
+    for command in (["archives", "ingest", "web"], ["catalog", "import"]):
+        done = cli(*command, keyed)
+        assert done.returncode == 2 and done.stderr.startswith(
+            "error: an input URI carries credentials (the query parameter 'secret_key'); "), done.stderr
+        assert len(done.stderr.splitlines()) == 1 and "hunter2" not in done.stderr
+        for given in (str(missing), missing.as_uri()):
+            done = cli("--set", "spark.master=spark://head:7077", *command, given)
+            assert done.returncode == 2, done.stderr
+            assert done.stderr == (f"error: input {given!r} is a local path, and the executors of Spark "
+                                   "master 'spark://head:7077' would look for it on their own disks; put the inputs "
+                                   "where every executor sees them and set spark.shared_filesystem: true if every "
+                                   "executor sees the driver's files at the same paths\n")
+    listed = cli("archives", "list", "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout) == []
+    records = cli("catalog", "list", "--json")
+    assert records.returncode == 0 and json.loads(records.stdout) == []
