@@ -34,7 +34,7 @@ from helpers.cluster import (
     driver_conf,
     write_spark_defaults,
 )
-from helpers.cluster_scenarios import BASE_MS
+from helpers.cluster_scenarios import ARCHIVE_TARGET_SIZE, BASE_MS, LOG_FILES, LOG_LINES, log_lines
 from helpers.pg_schemas import HeadSchemas, url_in_schema
 from helpers.procs import worker_env
 from helpers.s3 import S3Server, drop_bucket, new_bucket
@@ -129,6 +129,8 @@ def start_driver(cluster: StandaloneCluster, workspaces: Workspaces, mode: str, 
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
         env.pop(name, None)  # a developer's own AWS set-up must not redirect the drivers
     env["TIDEKEEP_CATALOG_PARTITIONS"] = "2"  # the catalog job reads in two tasks: one per worker
+    # an ingest of ~100 KB writes several archives, so a search has a task per worker
+    env["TIDEKEEP_ARCHIVES_TARGET_SIZE"] = str(ARCHIVE_TARGET_SIZE)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
     if mode == "cluster":
         conf_dir = write_spark_defaults(workdir / "conf", driver_conf(cluster, workdir / "events"))
@@ -158,10 +160,11 @@ def run_both(cluster: StandaloneCluster, workspaces: Workspaces,
 @pytest.fixture(scope="module")
 def compared(cluster: StandaloneCluster, tmp_path_factory: pytest.TempPathFactory, head_schemas: HeadSchemas,
              s3_server: S3Server) -> Iterator[tuple[dict[str, Any], dict[str, Any], Workspaces]]:
-    """The three fault-free scenarios on the cluster and on local[2]: (cluster driver's output,
+    """The four fault-free scenarios on the cluster and on local[2]: (cluster driver's output,
     local driver's output, the workspaces)."""
     with new_workspaces(tmp_path_factory.mktemp("compared"), head_schemas, s3_server) as places:
-        on_cluster, local = run_both(cluster, places, "write_and_read", "stream_to_stream", "catalog_run_and_purge")
+        on_cluster, local = run_both(cluster, places, "write_and_read", "stream_to_stream", "catalog_run_and_purge",
+                                       "archives_ingest_search_gc")
         yield on_cluster, local, places
 
 
@@ -210,6 +213,24 @@ def test_catalog_run_and_purge_of_data_on_s3_equal_local_mode(
     assert local["records_left"] == kept
     assert local["files_left"] == [f"catalog-data/r{i:02d}.bin" for i in kept]
     assert on_cluster["hosts"]["job"] == BOTH_WORKERS
+
+
+def test_archives_ingest_of_logs_on_s3_search_and_gc_equal_local_mode(
+        compared: tuple[dict[str, Any], dict[str, Any], Workspaces]) -> None:
+    """The executors open the logs on S3 themselves (worker 2 has no driver file to open), write
+    archives there; a search's tasks read them; the collectors delete what expired."""
+    on_cluster, local_run, _ = compared
+    local = local_run["results"]["archives_ingest_search_gc"]
+    assert on_cluster["results"]["archives_ingest_search_gc"] == local
+    lines = [line for file in range(LOG_FILES) for line in log_lines(file).splitlines()]
+    assert local["messages"] == len(lines) == LOG_FILES * (LOG_LINES + 1) and local["timeless"] == LOG_FILES
+    assert local["sources"] == [f"app/{file}.log" for file in range(LOG_FILES)]
+    assert local["timed_archives"] >= 2 and local["archives"] == local["timed_archives"] + 1
+    assert sorted(message for _, message in local["found"]) == sorted(line for line in lines if "failed" in line)
+    assert local["search_state"] == "SUCCEEDED"
+    assert local["gc_deleted"] == local["timed_archives"]
+    assert local["left"] == [[LOG_FILES, True]] and local["stored_left"]
+    assert on_cluster["hosts"]["ingest"] == on_cluster["hosts"]["search"] == BOTH_WORKERS
 
 
 def wait_for(condition: Any, process: subprocess.Popen[bytes], what: str) -> None:

@@ -145,9 +145,71 @@ def catalog_run_and_purge(client: tk.Client, spark: SparkSession, workspace: Pat
             "files_left": sorted(f.path for f in client.workspace.storage.list_files("catalog-data"))}
 
 
+LOG_FILES = 4
+LOG_LINES = 300  # per file: ~100 KB of text in all, so an ingest at ARCHIVE_TARGET_SIZE writes several archives
+ARCHIVE_TARGET_SIZE = 4000  # bytes; the drivers run with it (archives.target_size)
+LOG_BASE = "2024-07-01T12:00:00"
+
+
+def log_lines(file: int) -> str:
+    """Log file `file`: one line without a timestamp (a message of its own, as it starts the file;
+    further on it would continue the message before it), then LOG_LINES timestamped lines (one a
+    second, interleaved across files, every 7th an ERROR that "failed")."""
+    import datetime as dt
+
+    base = dt.datetime.fromisoformat(LOG_BASE)
+    lines = [f"no timestamp in file {file}: failed early\n"]
+    for i in range(LOG_LINES):
+        second = i * LOG_FILES + file
+        level, what = ("ERROR", "request failed") if second % 7 == 0 else ("INFO", "request served")
+        stamp = (base + dt.timedelta(seconds=second)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        lines.append(f"{stamp} {level} {what} id={second:05d} file={file}\n")
+    return "".join(lines)
+
+
+def inputs_uri(client: tk.Client) -> str:
+    """Where the scenario's logs are uploaded: beside the workspace's storage root in its bucket
+    (`s3://bucket/<mode>` -> `s3://bucket/<mode>-logs`, the same options)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(client.settings.storage_uri)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "-logs"))
+
+
+def archives_ingest_search_gc(client: tk.Client, spark: SparkSession, workdir: Path) -> dict[str, Any]:
+    """Logs on S3 ingested by the executors (`archives ingest s3://…`: each task opens its file
+    through pyarrow.fs, no driver path), a search over the archives (one task per archive), then
+    both collectors under a retention every timestamped archive is past: the timeless one stays."""
+    from tidekeep.store.fileio import FileIO
+
+    logs = FileIO(inputs_uri(client))
+    for file in range(LOG_FILES):
+        logs.write(f"app/{file}.log", log_lines(file).encode())
+    with step(spark, "ingest"):
+        report = client.archives.ingest("app", [logs.uri_of("app")])
+    archives = client.archives.list("app")
+    sources = {str(source).split("-logs/", 1)[1] for a in archives
+               for source in client.workspace.storage.read_parquet(a.path)["source"].to_pylist()}
+    with step(spark, "search"):
+        job = client.archives.search("app", "failed")
+    rows = client.archives.results(job.id, page_size=10_000).rows
+    # then a retention of an hour: every timestamped archive (2024) has expired (a search skips
+    # expired archives, so the search above ran without one)
+    with tk.connect(settings={"archive_output.retention_period": 60}) as collecting:
+        gc = collecting.archives.gc()
+    return {"messages": report.messages, "timeless": report.messages_without_timestamp,
+            "archives": len(archives), "timed_archives": sum(a.end_ts is not None for a in archives),
+            "sources": sorted(sources), "search_state": str(getattr(job.state, "value", job.state)),
+            "found": sorted([r["timestamp"] or 0, r["message"]] for r in rows), "gc_deleted": gc.archives.deleted,
+            "left": sorted([a.message_count, a.end_ts is None] for a in client.archives.list("app")),
+            "stored_left": sorted(f.path for f in client.workspace.storage.list_files("archives"))
+            == sorted(a.path for a in client.archives.list("app"))}
+
+
 SCENARIOS: dict[str, Callable[[tk.Client, SparkSession, Path], dict[str, Any]]] = {
     "write_and_read": write_and_read,
     "killed_sink_task": killed_sink_task,
     "stream_to_stream": stream_to_stream,
     "catalog_run_and_purge": catalog_run_and_purge,
+    "archives_ingest_search_gc": archives_ingest_search_gc,
 }
