@@ -1,6 +1,7 @@
 """Run as a script: open a workspace with `tidekeep.connect(spark=<a Spark Connect session>)`, write
-events through the tidekeep sink and read them back through the source, all on the Connect server
-argv[2] names, and print what the test compares as one JSON line. A process of its own: once a
+events through the tidekeep sink, read them back through the source, and run a Structured Streaming
+query stream -> upper-case -> stream as a reader group, all on the Connect server argv[2] names,
+and print what the test compares as one JSON line. A process of its own: once a
 process made a Connect session, PySpark makes every later session in it a Connect one too.
 
 usage: connect_session.py HOME sc://host:port
@@ -32,7 +33,19 @@ def main(home: str, url: str) -> None:
     fractions: list[float] = []
     with track_tasks(client.spark(), "connect-read", fractions.append):
         rows = read.select(F.col("payload").cast("string").alias("body"), "routing_key").collect()
+    client.create_stream("s/upper")
+    streamed = (session.readStream.format("tidekeep").option("stream", "s/events")
+                .option("reader_group", "connect-group").options(**client.spark_options()).load()
+                .select(F.upper(F.col("payload").cast("string")).alias("body"), F.col("routing_key").alias("key")))
+    query = (streamed.writeStream.format("tidekeep").option("stream", "s/upper").option("payload_column", "body")
+             .option("routing_key_column", "key").options(**client.spark_options())
+             .option("checkpointLocation", f"{home}/checkpoint").trigger(availableNow=True).start())
+    query.awaitTermination(240)
+    query.stop()
+    (subscriber,) = client.stream("s/events").subscribers()
     print(json.dumps({
+        "streamed": sorted([e.payload.decode(), e.routing_key] for e in client.stream("s/upper").read()),
+        "acknowledged_tail": subscriber.positions == client.stream("s/events").tail_cut().positions,
         "same_session": client.spark() is session,
         "connect": is_connect_session(client.spark()),
         "parallelism": default_parallelism(client.spark()),

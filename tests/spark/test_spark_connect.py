@@ -197,7 +197,7 @@ def test_archives_search_and_catalog_import_run_through_connect_as_in_local_mode
     assert [m for _, m in results["local"]["rows"]] == ["2024-07-01 12:00:01,500 ERROR failed\n\tat a.b.C(C.java:1)"]
 
 
-def test_a_connect_session_brought_to_tk_connect_writes_and_reads_streams(tmp_path: Path,
+def test_a_connect_session_brought_to_tk_connect_writes_reads_and_streams(tmp_path: Path,
                                                                           connect_server: str) -> None:
     done = subprocess.run([sys.executable, str(SESSION_SCRIPT), str(tmp_path / "ws"), connect_server],
                           capture_output=True, text=True, timeout=300, check=False)
@@ -209,6 +209,8 @@ def test_a_connect_session_brought_to_tk_connect_writes_and_reads_streams(tmp_pa
     assert result["direct"] == sorted(body for body, _ in expected)
     assert result["parallelism"] == 2  # the server's local[2]
     assert result["last_fraction"] == 1.0  # progress from the server's reports
+    assert result["streamed"] == sorted([body.upper(), key] for body, key in expected)
+    assert result["acknowledged_tail"]  # the query's commits reached its reader group
 
 
 def test_a_classic_session_brought_to_tk_connect_is_the_one_jobs_use(tmp_path: Path, spark) -> None:
