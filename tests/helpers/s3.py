@@ -127,5 +127,7 @@ def object_keys(server: S3Server, bucket: str) -> list[str]:
 
 
 def requests_logged(server: S3Server) -> list[str]:
-    """The requests the server has answered so far, as "METHOD /path?query" (from its log)."""
-    return re.findall(r'"([A-Z]+ /[^ "]*) HTTP/1\.1"', server.log.read_text(errors="replace"))
+    """The requests the server has answered so far, as "METHOD /path?query" (from its log, whose
+    server colours some lines, GETs among them, with terminal escape codes)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", server.log.read_text(errors="replace"))
+    return re.findall(r'"([A-Z]+ /[^ "]*) HTTP/1\.1"', text)

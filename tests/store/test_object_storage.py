@@ -169,6 +169,22 @@ def test_a_chunk_write_is_one_put_request(tmp_path: Path, s3_server: S3Server, s
     assert sorted(writes) == sorted(f"PUT /{s3_bucket}/data/{path}" for path in chunks), during
 
 
+def test_reading_a_chunk_is_one_head_and_two_gets(tmp_path: Path, s3_server: S3Server, s3_bucket: str) -> None:
+    """Reading a chunk opens its object once (one HEAD for its size) and reads the footer and the
+    data (two ranged GETs); handing pyarrow the path instead made its dataset discovery ask about
+    the object twice more."""
+    with tk.connect(home=tmp_path / "ws", storage=s3_server.uri(s3_bucket, "data"),
+                    settings={"writer.linger": 0}, create=True) as client:
+        client.create_stream(STREAM, tk.StreamConfig(segments=1))
+        with client.stream(STREAM).writer("w") as writer:
+            writer.write_many([b"e%d" % i for i in range(40)], [f"k{i}" for i in range(40)])
+        (chunk,) = [f.path for f in client.workspace.storage.list_files("streams")]
+        before = len(requests_logged(s3_server))
+        assert [e.payload for e in client.stream(STREAM).read()] == [b"e%d" % i for i in range(40)]
+        during = [request for request in requests_logged(s3_server)[before:] if chunk in request]
+    assert sorted(during) == [f"GET /{s3_bucket}/data/{chunk}"] * 2 + [f"HEAD /{s3_bucket}/data/{chunk}"], during
+
+
 # ---- the pure decision ---------------------------------------------------------------------------
 @pytest.mark.parametrize(("uri", "expected"), [
     ("/var/lib/tidekeep/data", None),
