@@ -1,17 +1,21 @@
 """The Spark jobs of tidekeep on local[2] against a two-worker standalone cluster, in one run, on
-the same data: the catalog retention job and a stream batch read.
+the same data: the catalog retention job, archives ingest and a stream batch read.
 
-    .venv/bin/python benchmarks/bench_cluster.py [--records N] [--events N] [--repeat N] [--json FILE]
+    .venv/bin/python benchmarks/bench_cluster.py [--records N] [--events N] [--logs SIZE] [--repeat N] [--json FILE]
 
 One workspace, PostgreSQL metadata (TIDEKEEP_TEST_PG_URL, else the tests' default server; a schema
 of its own, dropped at the end) and S3 storage (the moto server on loopback, as the tests start
-it), holds --records catalog records (three rules) and a stream of --events 100-byte events in 4
-segments. The cluster is the tests' (tests/helpers/cluster.py): a master and two one-core workers
-on loopback, the second in a mount namespace of its own that shares no disk with the driver.
+it), holds --records catalog records (three rules), a stream of --events 100-byte events in 4
+segments, and --logs (default 64MB) of the archives benchmark's log corpus (benchmarks/gen_logs.py)
+uploaded to S3 beside the storage root. The cluster is the tests' (tests/helpers/cluster.py): a
+master and two one-core workers on loopback, the second in a mount namespace of its own that
+shares no disk with the driver.
 
 Each mode runs in a driver process of its own (tidekeep's own session on `spark.master`); once
 its executors are up it times, --repeat times (default 3): the catalog job as a dry run (every
-record judged, nothing written, so every turn does the same work) and the stream read
+record judged, nothing written, so every turn does the same work), archives ingest of the logs
+from their s3:// prefix (the executors open the files; each turn into a dataset of its own) and the
+stream read
 (`spark.read.format("tidekeep")` of the whole stream into Spark's `noop` sink). Reported: the
 median and fastest wall-clock seconds and the ratio cluster / local of the medians; also how long
 each driver took to get its executors (not in the ratios). The modes' results must be equal (the
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helpers.cluster import STEP_PROPERTY, driver_conf, event_log_conf, start_cluster, write_spark_defaults
 from helpers.pg_schemas import url_in_schema
 from helpers.s3 import environment as s3_environment
@@ -72,6 +77,27 @@ def seed(home: Path, records: int, events: int) -> None:
         client.close()
 
 
+def logs_uri(storage_uri: str) -> str:
+    """Where the logs are uploaded: beside the storage root (`s3://bucket/data` -> `…/data-logs`)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(storage_uri)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "-logs"))
+
+
+def upload_logs(work: Path, storage_uri: str, size: str) -> None:
+    """Generate the corpus (gen_logs.py) and copy its files to logs_uri(storage_uri)."""
+    from gen_logs import generate, parse_size
+
+    from tidekeep.store.fileio import FileIO
+
+    generate(work / "corpus", parse_size(size))
+    target = FileIO(logs_uri(storage_uri))
+    for path in sorted((work / "corpus" / "logs").rglob("*")):
+        if path.is_file():
+            target.write(str(path.relative_to(work / "corpus" / "logs")), path.read_bytes())
+
+
 def drive(repeat: int) -> dict[str, Any]:
     """The driver's side: time the jobs on tidekeep's session (spark.master from the environment)."""
     import tidekeep as tk
@@ -82,15 +108,20 @@ def drive(repeat: int) -> dict[str, Any]:
     spark = client.spark()
     spark.range(0, 4, numPartitions=2).count()  # executors up, Python workers started
     ready_s = time.perf_counter() - started
-    timings: dict[str, list[float]] = {"catalog job (dry run)": [], "stream batch read": []}
+    timings: dict[str, list[float]] = {"catalog job (dry run)": [], "archives ingest": [], "stream batch read": []}
     results: dict[str, Any] = {}
     try:
-        for _ in range(repeat):
+        for turn in range(repeat):
             spark.sparkContext.setLocalProperty(STEP_PROPERTY, "catalog job (dry run)")
             began = time.perf_counter()
             report = client.catalog.run(dry_run=True)
             timings["catalog job (dry run)"].append(time.perf_counter() - began)
             results["catalog"] = [report.rows, report.bytes]
+            spark.sparkContext.setLocalProperty(STEP_PROPERTY, "archives ingest")
+            began = time.perf_counter()
+            ingested = client.archives.ingest(f"bench{turn}", [logs_uri(client.settings.storage_uri)])
+            timings["archives ingest"].append(time.perf_counter() - began)
+            results["ingest"] = [ingested.files, ingested.messages, ingested.raw_bytes]
             spark.sparkContext.setLocalProperty(STEP_PROPERTY, "stream batch read")
             began = time.perf_counter()
             frame = load_stream(spark, STREAM, **client.spark_options())
@@ -157,6 +188,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--logs", default="64MB", help="log corpus size to ingest (gen_logs.py --size)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
@@ -190,6 +222,7 @@ def main() -> None:
                 began = time.perf_counter()
                 os.environ.update({k: v for k, v in env.items() if k.startswith("TIDEKEEP_")})
                 seed(work / "ws", args.records, args.events)
+                upload_logs(work, storage, args.logs)
                 log(f"seeded in {time.perf_counter() - began:.1f} s; starting the cluster ...")
                 cluster_env = {**aws, **({"TIDEKEEP_METADATA_PASSWORD": str(parsed.password)}
                                          if parsed.password else {})}
@@ -217,7 +250,8 @@ def main() -> None:
 def report(args: argparse.Namespace, on_cluster: dict[str, Any], local: dict[str, Any],
            cluster_start_s: float) -> None:
     rows = []
-    print(f"{args.records} catalog records, {args.events} events of 100 bytes; {args.repeat} turns; seconds")
+    print(f"{args.records} catalog records, {args.events} events of 100 bytes, {args.logs} of logs; "
+          f"{args.repeat} turns; seconds")
     print(f"{'job':<24} {'local median':>12} {'local best':>10} {'cluster median':>14} {'cluster best':>12} "
           f"{'cluster/local':>13}")
     for job in local["timings"]:
