@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from pyspark.errors import AnalysisException
 
 import tidekeep as tk
+from helpers.cli import run_cli
 from tidekeep.catalog.ages import Age
 from tidekeep.catalog.expressions import parse
 from tidekeep.catalog.rules import RetentionRule
@@ -383,3 +384,22 @@ def test_the_source_and_sink_refuse_before_they_open_an_older_store(spark, tmp_p
     refused(lambda: load_stream(spark, STREAM, **options), "storage.uri")
     refused(lambda: save_to_stream(df, STREAM, **options), "storage.uri")
     assert store_state(sqlite_url, storage) == before
+
+
+def test_a_connect_server_elsewhere_is_refused_before_the_store_is_opened(tmp_path: Path) -> None:
+    """A Connect server on another host is judged as a cluster whatever its own master
+    (spark/connect.py): its executors cannot open a SQLite file or a local path of this machine.
+    Knowing that needs no connection, so the command refuses before it opens the workspace — which
+    would migrate an older store — and without trying to reach the server (192.0.2.1 is an address
+    reserved for documentation: nothing answers there)."""
+    sqlite_url = f"sqlite:///{tmp_path / 'metadata.db'}"
+    storage = tmp_path / "data"
+    older_workspace(tmp_path / "ws", sqlite_url, storage)
+    log = write_log(tmp_path)
+    before = store_state(sqlite_url, storage)
+    for command in (["archives", "ingest", "app", str(log)], ["archives", "search", "app", "ERROR"],
+                    ["catalog", "run"], ["catalog", "impact"]):
+        # a CLI process of its own: a Connect session made in a process makes every later one Connect
+        done = run_cli(tmp_path / "ws", "--set", "spark.remote=sc://192.0.2.1:15002", *command, timeout=90)
+        assert done.returncode == 2 and "Spark master 'sc://192.0.2.1'" in done.stderr, (command, done.stderr)
+        assert store_state(sqlite_url, storage) == before, command

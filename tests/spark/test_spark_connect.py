@@ -23,7 +23,13 @@ from tidekeep.catalog.ages import Age
 from tidekeep.catalog.expressions import parse
 from tidekeep.catalog.rules import RetentionRule
 from tidekeep.errors import ConfigError
-from tidekeep.spark.connect import check_remote_url, is_loopback_host, parallelism_by_query, reach_master
+from tidekeep.spark.connect import (
+    check_remote_url,
+    is_loopback_host,
+    parallelism_by_query,
+    reach_master,
+    remote_reach_master,
+)
 from tidekeep.store.schema_catalog import catalog_records
 
 DAY = 86_400_000
@@ -73,6 +79,15 @@ def test_loopback_hosts_are_this_machine(host: str) -> None:
 def test_a_server_elsewhere_is_judged_as_a_cluster_whatever_its_master(host: str | None, master: str) -> None:
     expected = master if host is None or loopback_oracle(host) else f"sc://{host}"
     assert reach_master(host, master) == expected
+
+
+@pytest.mark.parametrize(("url", "master"), [
+    ("sc://127.0.0.1:15002", None), ("sc://localhost", None), ("sc://[::1]:15002/;session_id=x", None),
+    ("sc://spark.example:15002", "sc://spark.example"), ("sc://192.0.2.1:15002/;token=t", "sc://192.0.2.1"),
+])
+def test_a_server_elsewhere_is_judged_without_connecting(url: str, master: str | None) -> None:
+    """Known from the URL alone (so refused before anything opens); a server here needs its master."""
+    assert remote_reach_master(url) == master
 
 
 def test_the_parallelism_a_query_reads_is_the_spark_contexts(spark) -> None:

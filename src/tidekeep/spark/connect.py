@@ -67,6 +67,14 @@ def reach_master(connect_host: str | None, server_master: str) -> str:
     return f"sc://{connect_host}"
 
 
+def remote_reach_master(url: str) -> str | None:
+    """The master a job on the Connect server at `url` is judged by, when that is known without
+    connecting: `sc://host` for a server elsewhere (reach_master); None for a server on this
+    machine, whose own master decides."""
+    host = urlsplit(url).hostname or ""
+    return None if is_loopback_host(host) else reach_master(host, "")
+
+
 def is_connect_session(spark: object) -> bool:
     """True for a Spark Connect session (pyspark.sql.connect), False for a classic one; told apart by
     the class's module so that a classic-only install need not import the Connect client."""

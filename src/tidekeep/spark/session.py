@@ -28,7 +28,7 @@ from ..errors import ConfigError
 from ..redaction import SPARK_CONF_REDACTION, SPARK_STRING_REDACTION
 from ..store.writable import require_writable_workspace
 from .cluster import check_settings_reach
-from .connect import REMOTE_SETTING, check_remote_url, is_connect_session, job_master
+from .connect import REMOTE_SETTING, check_remote_url, is_connect_session, job_master, remote_reach_master
 from .masters import is_local_master
 
 if TYPE_CHECKING:
@@ -240,10 +240,19 @@ def check_job_reach(settings: Settings, *, metadata: bool = False, storage: bool
                     inputs: Sequence[str] = ()) -> None:
     """The refusal job_spark makes before Spark starts (ConfigError: files the executors of the
     `spark.master` setting could not reach), for a caller that must refuse before it even opens
-    the workspace: opening migrates a store an older tidekeep left (docs/spark.md). Nothing for a
-    session given to `use_session` or a Connect server, whose master is known only once connected."""
-    if _given_session is None and remote_url(settings) is None:
-        check_settings_reach(settings, metadata=metadata, storage=storage, inputs=inputs)
+    the workspace: opening migrates a store an older tidekeep left (docs/spark.md). A session given
+    to `use_session` is judged by its running master; a Connect server elsewhere by its host, with
+    no connection; a Connect server on this machine by its own master, so it is connected to first."""
+    url = remote_url(settings) if _given_session is None else None
+    if _given_session is not None:
+        master: str | None = job_master(_given_session)
+    elif url is not None:
+        master = remote_reach_master(url)
+        if master is None:
+            master = job_master(get_spark(settings))
+    else:
+        master = None  # the spark.master setting
+    check_settings_reach(settings, master, metadata=metadata, storage=storage, inputs=inputs)
 
 
 def job_spark(settings: Settings, *, metadata: bool = False, storage: bool = False,
