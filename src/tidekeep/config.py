@@ -242,7 +242,8 @@ class TidekeepSettings(BaseSettings):
         "storage work with a non-local master)")
     spark_ui: Boolean = _key(
         "spark.ui", True,
-        "start the Spark UI with the Spark sessions tidekeep starts (on a loopback address with a local master); "
+        "start the Spark UI with the Spark sessions tidekeep starts (on a loopback address with a local master; "
+        "with a cluster master only when SPARK_LOCAL_IP names its address); "
         "long commands print its URL on stderr")
     spark_conf: SparkConf = _key(
         "spark.conf", {},

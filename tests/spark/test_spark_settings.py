@@ -219,3 +219,19 @@ def test_config_show_lists_the_spark_confs(tmp_path: Path) -> None:
     as_json = tidekeep_cli(home, "--set", f"spark.conf={CONF}", "config", "show", "spark.conf", "--json")
     assert json.loads(as_json.stdout)["settings"][0]["value"] == {
         "spark.driver.memory": "700m", "spark.sql.shuffle.partitions": "3", "spark.tidekeep.probe": "true"}
+
+
+@pytest.mark.parametrize(("master", "env", "listens"), [
+    ("local[2]", {}, True),  # put on 127.0.0.1 (_ui_address)
+    ("local-cluster[2,1,1024]", {}, True),
+    ("spark://master:7077", {}, False),  # Spark would listen on every interface, unauthenticated
+    ("spark://master:7077", {"SPARK_LOCAL_IP": "  "}, False),
+    ("spark://master:7077", {"SPARK_LOCAL_IP": "10.0.0.5"}, True),  # the address the user chose
+    ("k8s://https://api:6443", {}, False),
+    ("yarn", {"SPARK_LOCAL_IP": "0.0.0.0"}, True),
+])
+def test_the_ui_starts_with_a_cluster_master_only_on_an_address_the_user_chose(
+        master: str, env: dict[str, str], listens: bool) -> None:
+    from tidekeep.spark.session import ui_listens
+
+    assert ui_listens(master, env) is listens

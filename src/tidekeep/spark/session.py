@@ -59,9 +59,10 @@ _INTERRUPT_WAIT_S = 10.0
 def build_spark(master: str = "local[*]", app_name: str = "tidekeep", *, ui: bool = False,
                 conf: Mapping[str, str] | None = None) -> SparkSession:
     """The classic session of this process on `master`. Without `ui` the Spark UI is off; with it,
-    Spark's default (on) stands unless Spark's own configuration (spark-defaults.conf,
-    PYSPARK_SUBMIT_ARGS) turns it off, and with a local master it listens on the loopback address
-    only, unless SPARK_LOCAL_IP says otherwise; the `spark.ui` setting asks for it (get_spark).
+    where ui_listens allows, Spark's default (on) stands unless Spark's own configuration
+    (spark-defaults.conf, PYSPARK_SUBMIT_ARGS) turns it off, and with a local master it listens on
+    the loopback address only, unless SPARK_LOCAL_IP says otherwise; the `spark.ui` setting asks
+    for it (get_spark).
     `conf`: the `spark.conf` setting, Spark confs checked by spark_conf.py, applied after tidekeep's
     defaults, which they may change."""
     from pyspark.sql import SparkSession
@@ -69,6 +70,7 @@ def build_spark(master: str = "local[*]", app_name: str = "tidekeep", *, ui: boo
     # executors must run the interpreter that has tidekeep installed, not whatever python3 is on PATH
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    ui = ui and ui_listens(master, os.environ)
     with _lock, _ui_address(ui and is_local_master(master)):
         builder = (
             SparkSession.builder.master(master)
@@ -91,6 +93,15 @@ def build_spark(master: str = "local[*]", app_name: str = "tidekeep", *, ui: boo
         register_data_sources(spark)
         install_interrupt_handler(spark.sparkContext)
         return spark
+
+
+def ui_listens(master: str, env: Mapping[str, str]) -> bool:
+    """Whether the Spark UI may start for a session on `master`, given the driver's environment
+    `env`: with a local master it is put on the loopback address (_ui_address); with any other
+    master only an address the user chose keeps it off every interface — SPARK_LOCAL_IP, which the
+    driver's endpoints use too — so without one the UI stays off rather than serve every network
+    without authentication (docs/configuration.md, "Spark settings")."""
+    return is_local_master(master) or bool(env.get("SPARK_LOCAL_IP", "").strip())
 
 
 @contextlib.contextmanager
