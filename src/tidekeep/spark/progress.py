@@ -64,11 +64,14 @@ def track_tasks(spark: SparkSession, group: str, on_fraction: Callable[[float], 
         tracker = sc.statusTracker()
         while not done.wait(0.5):
             stages: list[StageTasks | None] = []
-            for job_id in tracker.getJobIdsForGroup(group):
-                job = tracker.getJobInfo(job_id)
-                for stage_id in job.stageIds if job else ():
-                    stage = tracker.getStageInfo(stage_id)
-                    stages.append(None if stage is None else StageTasks(stage.numTasks, stage.numCompletedTasks))
+            try:
+                for job_id in tracker.getJobIdsForGroup(group):
+                    job = tracker.getJobInfo(job_id)
+                    for stage_id in job.stageIds if job else ():
+                        stage = tracker.getStageInfo(stage_id)
+                        stages.append(None if stage is None else StageTasks(stage.numTasks, stage.numCompletedTasks))
+            except Exception:  # the JVM went (Ctrl-C kills it): progress is a view, the job's own call reports
+                return
             fraction = stage_fraction(stages)
             if fraction is not None:
                 on_fraction(fraction)

@@ -14,6 +14,7 @@ not reach on the configured master (cluster.py), and checks the running session'
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -188,6 +189,9 @@ def install_interrupt_handler(sc: SparkContext) -> None:
     def on_interrupt(signum: int, frame: FrameType | None) -> None:
         end_process = end_process_on_interrupt
         if end_process is not None:
+            # threads still talking to the JVM (the progress poller) fail once it is gone, and py4j
+            # logs each failure on the root logger: the process ends now, with its one line only
+            logging.disable(logging.CRITICAL)
             _kill_jvm(sc)
             end_process()
         threading.Thread(target=cancel_quietly, name="tidekeep-cancel-jobs", daemon=True).start()
