@@ -5,7 +5,8 @@ workers with one core each, on loopback; the second worker shares no file with t
 - Worker 1 runs on 127.0.0.1, worker 2 on 127.0.0.2 (Linux routes all of 127/8 to loopback), so
   the host of a task — in the driver's event log — says which worker ran it.
 - Worker 2 starts inside a mount namespace of its own (`unshare -m --propagation private`) with an
-  empty tmpfs over /tmp and over the test run's base temporary directory: the driver's workspace,
+  empty tmpfs over /tmp and over the test run's base temporary directory (the code it runs — the
+  virtualenv, the checkout — is mounted back when it lives there): the driver's workspace,
   its Spark temporary files and every test's tmp_path are not there. It sees the installed code
   (the virtualenv, the repository) as a node with tidekeep installed would. Its files are reached
   from here through /proc/<pid>/root (`isolated_path`), which is how a test opens a gate in it.
@@ -191,6 +192,29 @@ def hidden_directories(base_temp: Path) -> list[str]:
     return hidden
 
 
+def kept_directories(hidden: list[str], needed: list[str]) -> list[str]:
+    """Of the directories worker 2 needs (`needed`: the interpreter, the virtualenv, the code on
+    PYTHONPATH), those a hidden directory would cover — a checkout under /tmp, as CI may clone
+    into — outermost only, sorted: they are mounted back over worker 2's empty tmpfs."""
+    def under(path: str, top: str) -> bool:
+        return path == top or path.startswith(top.rstrip("/") + "/")
+
+    covered = sorted({os.path.realpath(p) for p in needed if any(under(os.path.realpath(p), h) for h in hidden)})
+    return [p for p in covered if not any(p != other and under(p, other) for other in covered)]
+
+
+def isolation_script(hidden: list[str], kept: list[str]) -> str:
+    """The shell lines worker 2 starts with, in its own mount namespace: each kept directory is
+    opened first (fd 3, 4, …), an empty tmpfs goes over every hidden directory, and each kept
+    directory is mounted back from its open descriptor (`--no-canonicalize`: the path behind the
+    descriptor, not the name, which now names the empty tmpfs)."""
+    opens = [f"exec {3 + i}< {shlex.quote(path)}" for i, path in enumerate(kept)]
+    mounts = [f"mount -t tmpfs -o mode=1777 tidekeep-isolated {shlex.quote(d)}" for d in hidden]
+    back = [f"mkdir -p {shlex.quote(path)} && mount --no-canonicalize --bind /proc/self/fd/{3 + i} "
+            f"{shlex.quote(path)} && exec {3 + i}<&-" for i, path in enumerate(kept)]
+    return " && ".join([*opens, *mounts, *back, f"mkdir -p {ISOLATED_WORK_DIR}", 'exec "$@"'])
+
+
 def start_cluster(log_dir: Path, base_temp: Path, env: Mapping[str, str],
                   isolated_env: Mapping[str, str] | None = None) -> StandaloneCluster:
     """Start the master and both workers and wait until both registered; ClusterFailed (with the
@@ -221,9 +245,10 @@ def start_cluster(log_dir: Path, base_temp: Path, env: Mapping[str, str],
         cluster.processes["worker-shared"] = _start(
             [*worker, "--host", SHARED_HOST, "--work-dir", str(shared_work), cluster.master_url],
             {**base_env, "SPARK_LOCAL_IP": SHARED_HOST}, log_dir / "worker-shared.log")
-        mounts = " && ".join(f"mount -t tmpfs -o mode=1777 tidekeep-isolated {shlex.quote(d)}"
-                             for d in hidden_directories(base_temp))
-        script = f'{mounts} && mkdir -p {ISOLATED_WORK_DIR} && exec "$@"'
+        hidden = hidden_directories(base_temp)
+        needed = [sys.prefix, sys.base_prefix, str(home), os.getcwd(),
+                  *filter(None, base_env.get("PYTHONPATH", "").split(os.pathsep))]
+        script = isolation_script(hidden, kept_directories(hidden, needed))
         cluster.processes["worker-isolated"] = _start(
             ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "isolated-worker",
              *worker, "--host", ISOLATED_HOST, "--work-dir", ISOLATED_WORK_DIR, cluster.master_url],
