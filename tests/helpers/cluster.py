@@ -1,7 +1,8 @@
 """A Spark standalone cluster from the pyspark install, for tests and benchmarks: a master and two
 workers with one core each, on loopback; the second worker shares no file with the driver.
 
-- The master listens on 127.0.0.1 (free ports; its web UI too, which `wait_for_workers` reads).
+- The master listens on 127.0.0.1 (ports from helpers.ports; its web UI too, which
+  `wait_for_workers` reads).
 - Worker 1 runs on 127.0.0.1, worker 2 on 127.0.0.2 (Linux routes all of 127/8 to loopback), so
   the host of a task — in the driver's event log — says which worker ran it.
 - Worker 2 starts inside a mount namespace of its own (`unshare -m --propagation private`) with an
@@ -25,16 +26,17 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from helpers.ports import unused_port
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -45,6 +47,11 @@ DAEMON_MEMORY = "256m"  # master and workers only schedule
 # worker 2's scratch directory, on its own tmpfs
 ISOLATED_WORK_DIR = "/tmp/tidekeep-isolated-worker"
 START_TIMEOUT_S = 120.0
+# Spark would move a master whose port is taken to the next port, where no worker looks for it:
+# it exits instead, and start_cluster starts again on other ports
+MASTER_FAILS_ON_A_TAKEN_PORT = "-Dspark.port.maxRetries=0"
+BIND_ATTEMPTS = 3
+BIND_FAILED = b"java.net.BindException"
 # the gate worker 2's sink tasks wait at (TIDEKEEP_PAUSE=sink.task_written=@...) while it exists in its /tmp
 CLUSTER_SINK_GATE = "/tmp/tidekeep-sink-gate"
 
@@ -57,12 +64,6 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent
-
-
-def free_port(host: str = SHARED_HOST) -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -176,7 +177,7 @@ def kill_marked(marker: str, timeout: float = 30) -> None:
         time.sleep(0.1)
 
 
-def _start(command: list[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
+def start_process(command: list[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as handle:
         return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=dict(env),
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -216,10 +217,26 @@ def isolation_script(hidden: list[str], kept: list[str]) -> str:
 
 
 def start_cluster(log_dir: Path, base_temp: Path, env: Mapping[str, str],
-                  isolated_env: Mapping[str, str] | None = None) -> StandaloneCluster:
+                  isolated_env: Mapping[str, str] | None = None,
+                  choose_port: Callable[[], int] = unused_port) -> StandaloneCluster:
     """Start the master and both workers and wait until both registered; ClusterFailed (with the
-    ends of their logs) when one exits or they do not register in time. `env`: variables every
-    cluster process (and so every executor) gets; `isolated_env`: more for worker 2 only."""
+    ends of their logs) when one exits or they do not register in time. When a port of the
+    master's was taken before it could bind it, the cluster starts again on others (BIND_ATTEMPTS
+    in all). `env`: variables every cluster process (and so every executor) gets; `isolated_env`:
+    more for worker 2 only."""
+    for attempt in range(1, BIND_ATTEMPTS + 1):
+        try:
+            return _start_cluster_once(log_dir, base_temp, env, isolated_env, choose_port)
+        except ClusterFailed:
+            master_log = log_dir / "master.log"
+            if attempt == BIND_ATTEMPTS or BIND_FAILED not in master_log.read_bytes():
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_cluster_once(log_dir: Path, base_temp: Path, env: Mapping[str, str],
+                        isolated_env: Mapping[str, str] | None,
+                        choose_port: Callable[[], int]) -> StandaloneCluster:
     home = spark_home()
     log_dir.mkdir(parents=True, exist_ok=True)
     conf_dir = log_dir / "conf"  # empty: no spark-defaults.conf of the machine's is read
@@ -231,25 +248,28 @@ def start_cluster(log_dir: Path, base_temp: Path, env: Mapping[str, str],
     base_env.update({"SPARK_HOME": str(home), "SPARK_CONF_DIR": str(conf_dir), "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
                      "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1", MARKER: marker, **env})
     spark_class = str(home / "bin" / "spark-class")
-    master_port, web_port = free_port(), free_port()
+    master_port, web_port = choose_port(), choose_port()
+    while web_port == master_port:
+        web_port = choose_port()
     cluster = StandaloneCluster(f"spark://{SHARED_HOST}:{master_port}", f"http://{SHARED_HOST}:{web_port}",
                                 log_dir, marker, dict(env))
     try:
         master = [spark_class, MASTER_CLASS, "--host", SHARED_HOST, "--port", str(master_port),
                   "--webui-port", str(web_port)]
-        cluster.processes["master"] = _start(
+        cluster.processes["master"] = start_process(
             master,
-            {**base_env, "SPARK_LOCAL_IP": SHARED_HOST}, log_dir / "master.log")
+            {**base_env, "SPARK_LOCAL_IP": SHARED_HOST, "SPARK_MASTER_OPTS": MASTER_FAILS_ON_A_TAKEN_PORT},
+            log_dir / "master.log")
         worker = [spark_class, WORKER_CLASS, "--cores", "1", "--memory", WORKER_MEMORY, "--webui-port", "0"]
         shared_work = log_dir / "worker-shared-work"
-        cluster.processes["worker-shared"] = _start(
+        cluster.processes["worker-shared"] = start_process(
             [*worker, "--host", SHARED_HOST, "--work-dir", str(shared_work), cluster.master_url],
             {**base_env, "SPARK_LOCAL_IP": SHARED_HOST}, log_dir / "worker-shared.log")
         hidden = hidden_directories(base_temp)
         needed = [sys.prefix, sys.base_prefix, str(home), os.getcwd(),
                   *filter(None, base_env.get("PYTHONPATH", "").split(os.pathsep))]
         script = isolation_script(hidden, kept_directories(hidden, needed))
-        cluster.processes["worker-isolated"] = _start(
+        cluster.processes["worker-isolated"] = start_process(
             ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "isolated-worker",
              *worker, "--host", ISOLATED_HOST, "--work-dir", ISOLATED_WORK_DIR, cluster.master_url],
             {**base_env, "SPARK_LOCAL_IP": ISOLATED_HOST, **(isolated_env or {})}, log_dir / "worker-isolated.log")

@@ -14,10 +14,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.ports import unused_port
+
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+BIND_ATTEMPTS = 3  # a port taken between choosing and binding it: start again on another
+BIND_FAILED = b"java.net.BindException"
 
 
 @dataclass
@@ -40,12 +45,6 @@ class ConnectServerFailed(RuntimeError):
     pass
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def spark_home() -> Path:
     import pyspark
 
@@ -53,18 +52,35 @@ def spark_home() -> Path:
 
 
 def start_connect_server(log: Path, master: str = "local[2]", timeout: float = 180,
-                         extra_env: dict[str, str] | None = None) -> ConnectServer:
+                         extra_env: dict[str, str] | None = None,
+                         choose_port: Callable[[], int] = unused_port) -> ConnectServer:
     """Start a Connect server on `master` and wait until its port answers; ConnectServerFailed, with
-    the end of its log, when it exits or does not answer within `timeout` seconds. `extra_env`: set
-    in the server's environment, which its Python workers inherit (e.g. TIDEKEEP_PAUSE)."""
-    port = free_port()
+    the end of its log, when it exits or does not answer within `timeout` seconds. When its port
+    was taken before it could bind it, it starts again on another (BIND_ATTEMPTS in all).
+    `extra_env`: set in the server's environment, which its Python workers inherit (e.g.
+    TIDEKEEP_PAUSE)."""
+    for attempt in range(1, BIND_ATTEMPTS + 1):
+        try:
+            return _start_once(log, master, timeout, extra_env or {}, choose_port())
+        except _PortTaken:
+            if attempt == BIND_ATTEMPTS:
+                raise ConnectServerFailed(f"the Spark Connect server found its port taken {attempt} times:\n"
+                                          f"{_tail(log)}") from None
+    raise AssertionError("unreachable")
+
+
+class _PortTaken(Exception):
+    pass
+
+
+def _start_once(log: Path, master: str, timeout: float, extra_env: dict[str, str], port: int) -> ConnectServer:
     home = spark_home()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIDEKEEP_") or k.startswith("TIDEKEEP_TEST_")}
     env.update({"SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                 "SPARK_LOCAL_IP": "127.0.0.1"})
     env.pop("SPARK_REMOTE", None)
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
-    env.update(extra_env or {})
+    env.update(extra_env)
     command = [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--master", master,
                "--name", "tidekeep-tests-connect",
                "--conf", f"spark.connect.grpc.binding.port={port}",
@@ -83,6 +99,8 @@ def start_connect_server(log: Path, master: str = "local[2]", timeout: float = 1
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
+            if BIND_FAILED in log.read_bytes():
+                raise _PortTaken
             raise ConnectServerFailed(f"the Spark Connect server exited ({process.returncode}):\n{_tail(log)}")
         if _answers(port) and b"Spark Connect server started" in log.read_bytes():
             return server
@@ -100,4 +118,8 @@ def _answers(port: int) -> bool:
 
 
 def _tail(log: Path, lines: int = 30) -> str:
-    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    """The end of the log, after its first exception line (the cause, which a long stack trace
+    would push out of the end)."""
+    text = log.read_text(errors="replace").splitlines()
+    causes = [line for line in text if "Exception:" in line or line.startswith("Caused by:")][:3]
+    return "\n".join([*causes, "...", *text[-lines:]] if causes else text[-lines:])
