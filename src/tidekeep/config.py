@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -257,12 +258,12 @@ class TidekeepSettings(BaseSettings):
         "watermark.frequency", 1_000,
         "how often `tidekeep serve` computes the watermarks of streams with recent marks")
     log_level: Level = _key("log.level", "INFO", "log level")
-    catalog_delete_batch_size: PositiveCount = _key(
-        "catalog.delete_batch_size", 1000,
-        "records logically deleted per UPDATE (create-time slices)")
-    catalog_partitions: NonNegativeCount = _key(
-        "catalog.partitions", 0,
-        "Spark partitions the job reads records in (0: Spark's default)")
+    catalog_slice_rows: PositiveCount = _key(
+        "catalog.slice_rows", 100_000,
+        "candidate records per slice: one statement in the database (create-time slices)")
+    catalog_parallelism: NonNegativeCount = _key(
+        "catalog.parallelism", 0,
+        "PostgreSQL: at most this many slices at once, one connection each (0: as many as Spark runs)")
     catalog_schedule: CronSchedule = _key(
         "catalog.schedule", "0 0 * * *",
         "cron schedule (UTC) of the catalog job under `tidekeep serve`")
@@ -474,6 +475,22 @@ def _loading(layers: tuple[_Layer, ...]) -> Iterator[None]:
         _LAYERS.reset(token)
 
 
+# Settings that no longer do anything: accepted with a warning, so a tidekeep.yaml written by an
+# older `tidekeep init` still loads (docs/configuration.md)
+RETIRED_SETTINGS = {
+    "catalog.delete_batch_size": "the catalog job now works in slices of 'catalog.slice_rows' candidates",
+    "catalog.partitions": "the catalog job now runs one Spark task per slice ('catalog.parallelism' bounds them)",
+}
+_warned_retired: set[str] = set()
+
+
+def _warn_retired(key: str, where: str) -> None:
+    if key not in _warned_retired:
+        _warned_retired.add(key)
+        logging.getLogger("tidekeep.config").warning("setting %r in %s is no longer used and is ignored: %s",
+                                                     key, where, RETIRED_SETTINGS[key])
+
+
 def _checked_layer(layer: _Layer) -> dict[str, Any]:
     """The layer's values parsed, each key checked on its own; ConfigError naming the first unknown
     or bad key (in the layer's order) and the layer."""
@@ -485,6 +502,9 @@ def _checked_layer(layer: _Layer) -> dict[str, Any]:
         for error in exc.errors():
             problems.setdefault(str(error["loc"][0]) if error["loc"] else "", error["msg"])
     for key in layer.values:
+        if key in RETIRED_SETTINGS:
+            _warn_retired(key, layer.where)
+            continue
         if key not in KEYS and is_credential_setting(key):  # named, its value never shown
             raise ConfigError(f"setting {key!r} in {layer.where} is refused: {CREDENTIALS_CHAIN}")
         if key not in KEYS:
@@ -647,7 +667,7 @@ retention:
 watermark:
   frequency: 1s              # watermarks of streams whose writers note time, under `tidekeep serve`
 catalog:
-  delete_batch_size: 1000
+  slice_rows: 100000         # candidate records per slice of the retention job (one statement each)
   schedule: "0 0 * * *"      # the catalog retention job under `tidekeep serve` (cron, UTC)
   purge_age: 7d
   # data_roots:              # absolute paths or URIs where records may keep their data; a record

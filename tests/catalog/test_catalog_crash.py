@@ -53,8 +53,8 @@ def test_a_killed_run_resumes_and_never_deletes_what_the_rules_retain(tmp_path: 
                     or (by_id[i].feed == "OTHER" and by_id[i].create_time < now - 365 * DAY)}
 
         env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws", fault)
-        env.update({"TIDEKEEP_SPARK_MASTER": "local[2]", "TIDEKEEP_CATALOG_DELETE_BATCH_SIZE": "5",
-                    "TIDEKEEP_CATALOG_PARTITIONS": "2"})
+        env.update({"TIDEKEEP_SPARK_MASTER": "local[2]", "TIDEKEEP_CATALOG_SLICE_ROWS": "5",
+                    "TIDEKEEP_CATALOG_PARALLELISM": "2"})
         proc = subprocess.run([sys.executable, "-m", "tidekeep.cli.main", "catalog", "run", "--json"], env=env,
                               capture_output=True, text=True, timeout=300, check=False)
         assert proc.returncode in (77, -9), (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])

@@ -84,7 +84,7 @@ def test_multiple_runs_change_nothing_the_second_time(client: tk.Client, spark) 
 
 def test_batches_smaller_than_the_matching_rows_still_delete_every_row(tmp_path, metadata_url: str, spark) -> None:
     client = tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),
-                        settings={"catalog.delete_batch_size": 3, "catalog.partitions": 2}, create=True)
+                        settings={"catalog.slice_rows": 3, "catalog.parallelism": 2}, create=True)
     try:
         client.catalog.set_rules([rule(1, "all", "1 days")])
         # 20 old rows, several sharing a create time so that some slices exceed the batch size

@@ -1,25 +1,29 @@
-"""The data retention job, on Spark (docs/design/catalog.md).
+"""The data retention job: the rules evaluated inside the database, slices run by Spark
+(docs/design/catalog.md).
 
 One run:
 1. fixes `now` (ms) once; every cutoff, period and status time of the run derives from it;
-2. loads the rule set, its trackers (trackers of other rule versions are dropped), the
-   dictionaries and the holds on records, and computes the processing periods (periods.py);
-3. for each period, youngest first: reads the period's UNLOCKED records in parallel create-time
-   partitions (source.py), evaluates the rule CASE as a Spark Column (the first matching active
-   rule in ascending rule number), marks the rows whose rule says DELETE in this period and that
-   no hold matches, and writes the logical deletes back from the executors in create-time slices
-   (writeback.py); the driver only collects per-rule counts;
-4. after each period, in one transaction: saves the period's tracker, appends an audit entry and
-   records progress in the run's row — so a run killed mid-way resumes at the period it was in,
-   and the updates it had made are simply not repeated (only UNLOCKED rows change).
+2. loads the rule set, its trackers (trackers of other rule versions are dropped) and the
+   dictionaries, and computes the processing periods (periods.py);
+3. plans each period that deletes into balanced create-time slices from grouped counts, never
+   reading the records out (slice_plan.py);
+4. runs every slice as one statement inside the database (slice_sql.py, slice_runner.py): an
+   UPDATE of the slice's UNLOCKED records whose first matching rule says DELETE in the period and
+   that no hold matches, counting per rule what it changed. On PostgreSQL the slices are Spark
+   tasks that run at once (one connection each, at most `catalog.parallelism`); on SQLite, whose
+   one writer gains nothing from that, and for a single slice, the driver runs them in turn;
+5. then, for each period, youngest first, in one transaction: saves the period's tracker, appends
+   an audit entry and records the period in the run's row. A run killed before its trackers are
+   saved is simply run again: every slice changes only UNLOCKED records, so what was done is not
+   repeated and nothing else changes.
 
-A dry run does steps 1–3 without writing anything: it counts what each period would delete.
+A dry run plans the same slices and counts, per rule, what each would change, writing nothing.
 
 Under `tidekeep serve` the run gets the catalog lease's fence (store/fencing.py): stale trackers are
-dropped, and the run's row, every slice's UPDATE and every period's tracker are written, only while
-that lease is still held. A run
-whose lease was taken over ends FAILED with LeaseLost (a refused slice fails its Spark task; the
-driver then finds the lease gone and raises LeaseLost), having changed nothing after the takeover.
+dropped, and the run's row, every slice's UPDATE and every period's tracker are written only while
+that lease is still held. A run whose lease was taken over ends FAILED with LeaseLost (a refused
+slice fails its Spark task; the driver then finds the lease gone and raises LeaseLost), having
+changed nothing after the takeover.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -37,20 +41,19 @@ import sqlalchemy as sa
 from ..errors import LeaseLost
 from ..faults import fault_point
 from ..spark.cluster import check_settings_reach
-from ..spark.connect import default_parallelism, job_master
-from ..spark.credentials import MetadataReference, metadata_reference
-from ..spark.progress import monotonic, track_tasks
+from ..spark.connect import job_master
+from ..spark.credentials import metadata_reference
+from ..spark.progress import monotonic, track_tasks, units_done
 from ..spark.session import job_spark
 from ..store.audit import AuditEntry
 from ..store.fencing import LeaseFence, check_fence, confirm_fence
-from ..store.schema_catalog import catalog_runs
-from . import source
+from ..store.schema_catalog import catalog_records, catalog_runs
 from .runs import end_run, start_run
-from .writeback import SUMMARY_DDL, DeleteSpec, delete_partition
+from .slice_plan import Slice, plan_slices, widen
+from .slice_runner import Count, PlannedSlice, SliceWork
+from .slice_sql import candidates, span_counts
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
-
     from ..store.house import Workspace
 
 log = logging.getLogger("tidekeep.catalog")
@@ -125,58 +128,12 @@ class RunReport:
                 "periods": [p.to_dict() for p in self.periods], "elapsed_s": round(self.elapsed_s, 3)}
 
 
-# ---- the rule CASE as a Spark Column -----------------------------------------------------------------
-def first_match_column(rules: Sequence[Any], ctx: Any) -> Column:
-    """The number of the first active rule (ascending rule number) whose expression matches, or null."""
-    from pyspark.sql import functions as F
-
-    from .expressions import to_spark
-
-    column = None
-    for rule in sorted(rules, key=lambda r: r.rule_number):
-        condition = to_spark(rule.expression, ctx)
-        column = (F.when(condition, F.lit(rule.rule_number)) if column is None
-                  else column.when(condition, F.lit(rule.rule_number)))
-    return (F.lit(None) if column is None else column.otherwise(F.lit(None))).cast("int")
-
-
-def held_column(holds: Sequence[Any], ctx: Any) -> Column:
-    from pyspark.sql import functions as F
-
-    from .expressions import to_spark
-    from .expressions.shape import balanced
-
-    if not holds:
-        return F.lit(False)
-    # pairwise, not a chain: Spark's analyzer recurses once per level (expressions/shape.py)
-    return balanced([to_spark(expr, ctx) for expr in holds], lambda left, right: left | right)
-
-
 def rules_that_matter(rules: Sequence[Any], deleting: set[int]) -> list[Any]:
     """The CASE needs the rules up to the last one that deletes in this period: a later rule can
     only retain, and no match retains too."""
     ordered = sorted(rules, key=lambda r: r.rule_number)
     last = max((i for i, r in enumerate(ordered) if r.rule_number in deleting), default=-1)
     return ordered[: last + 1]
-
-
-def needed_columns(rules: Sequence[Any], holds: Sequence[Any]) -> list[str]:
-    from .expressions import referenced_columns
-
-    columns = {"id", "create_time", "file_size"}
-    for expr in [r.expression for r in rules] + list(holds):
-        columns |= set(referenced_columns(expr))
-    return list(source.check_columns(sorted(columns)))
-
-
-def period_frame(spark: SparkSession, metadata: MetadataReference, columns: Sequence[str],
-                 ranges: Sequence[tuple[int, int]], from_ms: int, to_ms: int,
-                 shared_filesystem: bool = False) -> DataFrame:
-    """The catalog source over one period; the metadata password by reference (spark/credentials.py)."""
-    return (spark.read.format(source.SOURCE_NAME).options(**metadata.options()).option("columns", ",".join(columns))
-            .option("shared_filesystem", str(shared_filesystem).lower())
-            .option("status", "UNLOCKED").option("from", str(from_ms)).option("to", str(to_ms))
-            .option("ranges", json.dumps([list(r) for r in ranges])).load())
 
 
 # ---- state -------------------------------------------------------------------------------------------
@@ -186,18 +143,14 @@ class JobInputs:
     rules_version: str
     rules: tuple[Any, ...]  # active rules, ascending rule number
     periods: tuple[Any, ...]
-    holds: tuple[Any, ...]  # hold expressions
     dictionaries: Mapping[str, tuple[str, ...]]
 
 
-def load_side_inputs(workspace: Workspace) -> tuple[tuple[Any, ...], dict[str, tuple[str, ...]]]:
-    """The hold expressions on records and the dictionaries, read together."""
-    from .holds import load_dictionaries, record_holds
+def load_dictionaries(workspace: Workspace) -> dict[str, tuple[str, ...]]:
+    from .holds import load_dictionaries as read_dictionaries
 
     with workspace.db.read() as conn:
-        holds = tuple(expr for _, expr in record_holds(conn))
-        dictionaries = {name: tuple(words) for name, words in load_dictionaries(conn).items()}
-    return holds, dictionaries
+        return {name: tuple(words) for name, words in read_dictionaries(conn).items()}
 
 
 def load_inputs(workspace: Workspace, now_ms: int, *, drop_stale_trackers: bool,
@@ -210,8 +163,7 @@ def load_inputs(workspace: Workspace, now_ms: int, *, drop_stale_trackers: bool,
     ruleset = store.load()
     trackers = store.trackers(ruleset.version, drop_stale=drop_stale_trackers, fence=fence) if ruleset.version else {}
     periods = tuple(process_periods(ruleset.rules, now_ms, trackers))
-    holds, dictionaries = load_side_inputs(workspace)
-    return JobInputs(now_ms, ruleset.version, active_rules(ruleset.rules), periods, holds, dictionaries)
+    return JobInputs(now_ms, ruleset.version, active_rules(ruleset.rules), periods, load_dictionaries(workspace))
 
 
 def _finish_period(workspace: Workspace, report: RunReport, period: PeriodReport, fence: LeaseFence | None) -> None:
@@ -238,9 +190,10 @@ def _finish_period(workspace: Workspace, report: RunReport, period: PeriodReport
 def run_retention_job(workspace: Workspace, dry_run: bool = False, progress: Progress | None = None,
                       now_ms: int | None = None, fence: LeaseFence | None = None) -> RunReport:
     started = time.monotonic()
-    # executors open the metadata store: a SQLite file they cannot reach is refused before anything
-    # changes (the master of the session is checked again when Spark is needed)
-    check_settings_reach(workspace.settings, metadata=True)
+    if not workspace.db.is_sqlite:
+        # Spark tasks may open the metadata store: a password they could get no reference to is
+        # refused before anything changes (SQLite runs in the driver: no executor opens it)
+        check_settings_reach(workspace.settings, metadata=True)
     now = workspace.clock.now_ms() if now_ms is None else now_ms
     inputs = load_inputs(workspace, now, drop_stale_trackers=not dry_run, fence=fence)
     report = RunReport(None, now, dry_run, inputs.rules_version)
@@ -265,96 +218,115 @@ def run_retention_job(workspace: Workspace, dry_run: bool = False, progress: Pro
 
 def _process(workspace: Workspace, inputs: JobInputs, report: RunReport, progress: Progress | None,
              fence: LeaseFence | None) -> None:
-    from .expressions import CompileContext
+    from .slice_runner import DELETE, DRY_RUN, PeriodRules, SliceWork
 
-    ctx = CompileContext(inputs.now_ms, inputs.dictionaries)
-    url = workspace.settings.metadata_url
+    entries: list[PeriodReport] = []
+    periods: list[PeriodRules] = []
+    planned: list[PlannedSlice] = []
+    target = workspace.settings["catalog.slice_rows"]
     with workspace.db.read() as conn:
-        stats = [source.scan_stats(conn, p.from_ms, p.to_ms, "UNLOCKED") for p in inputs.periods]
-    total = sum(s.rows for s in stats)
+        for index, period in enumerate(inputs.periods):
+            deleting = tuple(sorted(a.rule_number for a in period.actions if a.delete))
+            rules = rules_that_matter(inputs.rules, set(deleting))
+            periods.append(PeriodRules(tuple((r.rule_number, r.expression) for r in rules), deleting))
+            if deleting:
+                slices = plan_period(conn, period.from_ms, period.to_ms, target)
+                planned += [PlannedSlice(index, s.low, s.high, s.rows) for s in slices]
+                candidates = sum(s.rows for s in slices)
+            else:
+                candidates = count_candidates(conn, period.from_ms, period.to_ms)
+            entries.append(PeriodReport(period.from_ms, period.to_ms, period.tracker_age,
+                                        [{"rule": a.rule_number, "name": a.rule_name, "action": a.outcome}
+                                         for a in period.actions], candidates=candidates))
+    work = SliceWork(DRY_RUN if report.dry_run else DELETE, inputs.now_ms, tuple(periods), tuple(planned),
+                     inputs.dictionaries, fence=fence, parallelism=workspace.settings["catalog.parallelism"],
+                     driver_pid=os.getpid())
+    total = sum(e.candidates for e in entries)
+    report_progress = monotonic(progress) if progress is not None else None
+    if report_progress is not None:
+        report_progress(0, total)
+    counts, elapsed = run_slices(workspace, work, lambda done: report_progress and report_progress(done, total))
+    for count in counts:
+        rule_count = entries[work.slices[count.slice].period].deleted.setdefault(count.rule, RuleCount())
+        rule_count.rows += count.rows
+        rule_count.bytes += count.bytes
+    for index, seconds in elapsed.items():
+        entries[work.slices[index].period].elapsed_s += seconds
     done = 0
-    if progress is not None:
-        progress = monotonic(progress)
-        progress(0, total)
-    spark: SparkSession | None = None
-    for period, period_stats in zip(inputs.periods, stats, strict=True):
-        period_started = time.monotonic()
-        deleting = {a.rule_number for a in period.actions if a.delete}
-        entry = PeriodReport(period.from_ms, period.to_ms, period.tracker_age,
-                             [{"rule": a.rule_number, "name": a.rule_name, "action": a.outcome}
-                              for a in period.actions], candidates=period_stats.rows)
-        if deleting and period_stats.rows:
-            def within_period(fraction: float, base: int = done, rows: int = period_stats.rows) -> None:
-                if progress is not None:
-                    progress(base + int(fraction * rows), total)
-
-            spark = spark or job_spark(workspace.settings, metadata=True, writes=not report.dry_run)
-            entry.deleted = _run_period(spark, workspace, url, inputs, ctx, period, period_stats, deleting,
-                                        report.dry_run, within_period, fence)
-        entry.elapsed_s = time.monotonic() - period_started
+    for entry in entries:
+        entry.deleted = dict(sorted(entry.deleted.items()))
         report.periods.append(entry)
         fault_point("catalog.before_tracker")
         _finish_period(workspace, report, entry, fence)
         fault_point("catalog.after_period")
-        done += period_stats.rows
-        if progress is not None:
-            progress(done, total)
+        done += entry.candidates
+        if report_progress is not None:
+            report_progress(done, total)
 
 
-ROWS_PER_SMALL_PARTITION = 50_000
+def plan_period(conn: sa.Connection, from_ms: int, to_ms: int, target: int) -> list[Slice]:
+    """Balanced slices of a period's candidates (slice_plan.py), covering the whole period."""
+    t = catalog_records
+    low, high = conn.execute(sa.select(sa.func.min(t.c.create_time), sa.func.max(t.c.create_time))
+                             .where(candidates(from_ms, to_ms))).one()
+    if low is None:
+        return []
+
+    def count_spans(span_low: int, span_high: int, n: int) -> list[int]:
+        counts = [0] * n
+        for span, rows in conn.execute(span_counts(span_low, span_high, n)):
+            counts[int(span)] = int(rows)
+        return counts
+
+    return widen(plan_slices(count_spans, int(low), int(high) + 1, target), from_ms, to_ms)
 
 
-def partition_count(configured: int, parallelism: int, rows: int) -> int:
-    """`catalog.partitions` when set; otherwise Spark's parallelism, but no more partitions than
-    one per 50,000 rows — a daily incremental period is one small task, not a task per core."""
-    if configured:
-        return configured
-    return max(1, min(parallelism, -(-rows // ROWS_PER_SMALL_PARTITION)))
+def count_candidates(conn: sa.Connection, from_ms: int, to_ms: int) -> int:
+    return int(conn.execute(sa.select(sa.func.count()).select_from(catalog_records)
+                            .where(candidates(from_ms, to_ms))).scalar_one())
 
 
-def _run_period(spark: SparkSession, workspace: Workspace, url: str, inputs: JobInputs, ctx: Any, period: Any,
-                stats: source.ScanStats, deleting: set[int], dry_run: bool,
-                on_fraction: Callable[[float], None], fence: LeaseFence | None = None) -> dict[int, RuleCount]:
-    from pyspark.sql import functions as F
+def run_slices(workspace: Workspace, work: SliceWork,
+               on_done: Callable[[int], None]) -> tuple[list[Count], dict[int, float]]:
+    """Every planned slice, with its counts and time. In the driver, one after another, on SQLite
+    (one writer: concurrent slices would only queue for it) and when there is a single slice
+    (a Spark job would cost more than the work); otherwise as Spark tasks, one slice each, that
+    run at once as far as Spark's task slots and `catalog.parallelism` allow."""
+    from .slice_runner import COUNTS_DDL, counts_from_rows, run_here, slice_task
 
-    rules = rules_that_matter(inputs.rules, deleting)
-    columns = needed_columns(rules, inputs.holds)
-    ranges = source.plan_ranges(period.from_ms, period.to_ms, stats,
-                                partition_count(workspace.settings["catalog.partitions"],
-                                                default_parallelism(spark), stats.rows))
-    metadata = metadata_reference(url, job_master(spark))
-    frame = period_frame(spark, metadata, columns, ranges, period.from_ms, period.to_ms,
-                         workspace.settings["spark.shared_filesystem"])
-    ruled = frame.withColumn("rule", first_match_column(rules, ctx))
-    # the rule says DELETE in this period and no hold matches (null rule: no match, kept)
-    doomed = F.coalesce(F.col("rule").isin(sorted(deleting)) & ~held_column(inputs.holds, ctx), F.lit(False))
-    if dry_run:
-        summary = ruled.where(doomed).groupBy("rule").agg(
-            F.count(F.lit(1)).alias("rows"), F.sum(F.coalesce(F.col("file_size"), F.lit(0))).alias("bytes"))
-    else:
-        spec = DeleteSpec(metadata, inputs.now_ms, workspace.settings["catalog.delete_batch_size"], inputs.holds,
-                          inputs.dictionaries, os.getpid(), fence)
-        # every row goes to its task with its verdict, so a slice can be written as its create-time
-        # range minus the kept rows; the output is one small row per rule per task, summed here
-        summary = (ruled.select("id", "create_time", "rule", "file_size", doomed.alias("doomed"))
-                   .mapInArrow(lambda batches: delete_partition(spec, batches), SUMMARY_DDL))
+    counts: list[Count] = []
+    elapsed: dict[int, float] = {}
+    if not work.slices:
+        return counts, elapsed
+    if workspace.db.is_sqlite or len(work.slices) == 1:
+        rows_done = [0]
+
+        def on_slice(index: int, found: list[Count], seconds: float) -> None:
+            counts.extend(found)
+            elapsed[index] = seconds
+            rows_done[0] += work.slices[index].rows
+            on_done(rows_done[0])
+
+        run_here(workspace.db, work, range(len(work.slices)), on_slice)
+        return counts, elapsed
+    spark = job_spark(workspace.settings, metadata=True, writes=work.kind == "delete")
+    task_work = replace(work, metadata=metadata_reference(workspace.settings.metadata_url, job_master(spark)))
+    n = len(work.slices)
+    frame = spark.range(0, n, 1, n).mapInArrow(lambda batches: slice_task(task_work, batches), COUNTS_DDL)
+    total = sum(s.rows for s in work.slices)
     try:
-        with track_tasks(spark, f"tidekeep-catalog-{os.getpid()}-{period.from_ms}", on_fraction):
-            rows = summary.collect()
+        with track_tasks(spark, f"tidekeep-catalog-{os.getpid()}-{work.now_ms}",
+                         lambda fraction: on_done(units_done(fraction, total))):
+            rows = frame.collect()
     except Exception as exc:
         # a slice refused by the lease check fails its task, and Spark reports that as its own error:
         # if the lease is gone, say so with the typed error instead
         try:
-            confirm_fence(workspace.db, fence)
+            confirm_fence(workspace.db, work.fence)
         except LeaseLost as lost:
             raise lost from exc
         raise
-    counts: dict[int, RuleCount] = {}
-    for r in rows:
-        entry = counts.setdefault(int(r["rule"]), RuleCount())
-        entry.rows += int(r["rows"])
-        entry.bytes += int(r["bytes"] or 0)
-    return counts
+    return counts_from_rows(rows)
 
 
 __all__ = ["PeriodReport", "RuleCount", "RunReport", "run_retention_job"]

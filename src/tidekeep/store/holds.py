@@ -100,6 +100,22 @@ def hold_active(hold: Hold, subject: str, action: str) -> HoldActive:
                       "the hold is removed", hold.id, hold.reason)
 
 
+# PostgreSQL advisory lock (a namespace of tidekeep's own, then the holds): adding a hold takes it
+# exclusively, every slice of the catalog job shared (catalog/slice_runner.py)
+HOLDS_LOCK = (0x746B0001, 1)
+
+
+def lock_holds(conn: Connection, shared: bool) -> None:
+    """Order hold additions against the work that reads the holds and deletes in one transaction:
+    shared for that work, exclusive for an addition, each until its transaction ends. A hold added
+    then waits for such a transaction in flight, and one that starts later sees the hold. SQLite
+    needs nothing: its one writer already orders write transactions."""
+    if conn.dialect.name != "postgresql":
+        return
+    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    conn.execute(sa.text(f"SELECT {function}(:space, :key)"), {"space": HOLDS_LOCK[0], "key": HOLDS_LOCK[1]})
+
+
 def refuse_if_held(conn: Connection, kind: str, target: str, action: str) -> None:
     """Raise HoldActive naming the oldest hold on the target, if it has any. Call it inside the
     deleting transaction, after locking what the kind's validation locks, so a hold cannot slip in."""
@@ -194,6 +210,7 @@ class HoldStore:
         holder = kind_named(kind)
         reason = check_reason(reason)
         with self.db.write() as conn:
+            lock_holds(conn, shared=False)
             stored = holder.validate(conn, target)
             inserted = conn.execute(sa.insert(holds_table).values(
                 kind=holder.name, target=stored, reason=reason, created_ms=self.clock.now_ms(),
@@ -236,6 +253,7 @@ class HoldStore:
         return hold
 
 
-__all__ = ["HOLD_KINDS", "MAX_TARGET_CHARS", "Coverage", "Hold", "HoldKind", "HoldStore", "check_hold_id",
+__all__ = ["HOLDS_LOCK", "HOLD_KINDS", "MAX_TARGET_CHARS", "Coverage", "Hold", "HoldKind", "HoldStore", "check_hold_id",
            "check_kind", "check_reason", "hold_active", "hold_from_row", "holds_covering", "holds_of", "holds_on",
-           "holds_under", "kind_named", "refuse_if_held", "register_coverage", "register_kind", "register_loader"]
+           "holds_under", "kind_named", "lock_holds", "refuse_if_held", "register_coverage", "register_kind",
+           "register_loader"]

@@ -1,0 +1,218 @@
+"""Running the slice statements (slice_sql.py): one transaction per slice, in the driver or in a
+Spark task (docs/design/catalog.md#slices).
+
+Every slice's transaction:
+1. checks the lease the run was started under, when there is one (store/fencing.py): a run whose
+   lease was taken over changes nothing more;
+2. on PostgreSQL takes the holds lock shared (store/holds.py `lock_holds`): a hold being added
+   waits until the slice commits, and a slice that starts after it sees the hold;
+3. reads the holds (records, dataset and archive holds) and runs its statement with `NOT held` in
+   it, so a record held at that moment is never changed;
+4. commits. Only UNLOCKED rows change, so a slice run twice — a rerun after a crash — changes
+   nothing the second time.
+
+Concurrent slices never wait on each other's rows: their create-time ranges are disjoint, so
+their row sets are; they share only the holds lock, taken shared. Nothing else takes locks in
+another order, so they cannot deadlock (docs/design/catalog.md#slices).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import sqlalchemy as sa
+
+from ..faults import pause_point
+from ..spark.credentials import MetadataReference
+from ..store.fencing import LeaseFence, check_fence
+from ..store.holds import lock_holds
+from .expressions import CompileContext
+from .holds import load_held_records
+from .slice_sql import RuleExpressions, expired_by_rule, logical_delete, rule_case, would_delete
+
+DELETE, DRY_RUN, IMPACT = "delete", "dry_run", "impact"
+# the slots of `parallelism` (PostgreSQL advisory locks): a namespace of tidekeep's own
+SLOT_LOCK_SPACE = 0x746B0002
+# A slice need not wait for its WAL flush: the run's trackers are saved later in a synchronous
+# commit, which makes every earlier slice durable too, and a slice lost with a server crash is
+# redone by the next run.
+ASYNC_COMMIT = "SET LOCAL synchronous_commit = off"
+COUNTS_DDL = ("slice long, rule int, feed string, type string, rows long, bytes long, held_rows long, "
+              "elapsed_ms long")
+COUNTS_SCHEMA = pa.schema([("slice", pa.int64()), ("rule", pa.int32()), ("feed", pa.string()),
+                           ("type", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64()),
+                           ("held_rows", pa.int64()), ("elapsed_ms", pa.int64())])
+
+
+@dataclass(frozen=True)
+class PeriodRules:
+    """What a slice of one period evaluates: the CASE's rules and, per kind, the rules that delete
+    (the job) or expire with their cutoffs (impact)."""
+
+    rules: RuleExpressions
+    deleting: tuple[int, ...] = ()
+    cutoffs: Mapping[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PlannedSlice:
+    period: int  # index into SliceWork.periods
+    low: int
+    high: int
+    rows: int = 0  # candidates when planned: the unit of progress
+
+
+@dataclass(frozen=True)
+class Count:
+    slice: int
+    rule: int
+    rows: int
+    bytes: int
+    feed: str | None = None
+    type: str | None = None
+    held_rows: int = 0
+
+
+@dataclass(frozen=True)
+class SliceWork:
+    """Everything a slice needs, pickled into Spark tasks: the metadata password by reference."""
+
+    kind: str  # DELETE, DRY_RUN or IMPACT
+    now_ms: int
+    periods: tuple[PeriodRules, ...]
+    slices: tuple[PlannedSlice, ...]
+    dictionaries: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    metadata: MetadataReference | None = None  # for Spark tasks
+    fence: LeaseFence | None = None
+    parallelism: int = 0  # PostgreSQL: at most this many slices at once (0: as Spark schedules them)
+    driver_pid: int | None = None  # a fault point in a task kills the driver, as a crash of the job would
+
+
+def run_slice(conn: sa.Connection, work: SliceWork, index: int, postgres: bool) -> list[Count]:
+    """One slice inside the caller's transaction (a write transaction for DELETE)."""
+    planned = work.slices[index]
+    period = work.periods[planned.period]
+    check_fence(conn, work.fence)
+    lock_holds(conn, shared=True)
+    held = load_held_records(conn, work.now_ms).condition
+    case = rule_case(period.rules, CompileContext(work.now_ms, work.dictionaries))
+    if work.kind == IMPACT:
+        statement = expired_by_rule(planned.low, planned.high, case, period.cutoffs, held)
+        return [Count(index, int(r[0]), int(r[3]), int(r[4]), r[1], r[2], int(r[5])) for r in conn.execute(statement)]
+    if work.kind == DRY_RUN:
+        statement = would_delete(planned.low, planned.high, case, period.deleting, held)
+        return [Count(index, int(r[0]), int(r[1]), int(r[2])) for r in conn.execute(statement)]
+    statement = logical_delete(planned.low, planned.high, case, period.deleting, held, work.now_ms, postgres)
+    if postgres:
+        return [Count(index, int(r[0]), int(r[1]), int(r[2])) for r in conn.execute(statement)]
+    return [Count(index, rule, rows, size) for rule, (rows, size) in sorted(sum_returned(conn, statement).items())]
+
+
+def sum_returned(conn: sa.Connection, statement: Any) -> dict[int, tuple[int, int]]:
+    """Rows and bytes per rule of an UPDATE … RETURNING rule, file_size: one row per changed record,
+    read from the DB-API cursor itself (too many to wrap each in a Row)."""
+    result = conn.execute(statement)
+    rows: dict[int, int] = {}
+    sizes: dict[int, int] = {}
+    try:
+        for rule, size in result.cursor:
+            rows[rule] = rows.get(rule, 0) + 1
+            if size:
+                sizes[rule] = sizes.get(rule, 0) + size
+    finally:
+        result.close()
+    return {rule: (count, sizes.get(rule, 0)) for rule, count in rows.items()}
+
+
+def run_here(db: Any, work: SliceWork, order: Sequence[int],
+             on_slice: Callable[[int, list[Count], float], None]) -> None:
+    """The slices in `order`, one after another on this process's connection (the driver): SQLite,
+    whose one writer gains nothing from concurrent slices, and work that fits one slice."""
+    from ..faults import fault_point
+
+    postgres = not db.is_sqlite
+    for index in order:
+        pause_point("catalog.slice")
+        started = time.monotonic()
+        with (db.write() if work.kind == DELETE else db.read()) as conn:
+            if postgres and work.kind == DELETE:
+                conn.exec_driver_sql(ASYNC_COMMIT)
+            counts = run_slice(conn, work, index, postgres)
+        on_slice(index, counts, time.monotonic() - started)
+        if work.kind == DELETE:
+            fault_point("catalog.after_slice")
+
+
+def _kill_on_fault(name: str, driver_pid: int | None) -> None:
+    armed = os.environ.get("TIDEKEEP_FAULT")
+    if armed and name in armed.split(","):
+        if driver_pid is not None:
+            os.kill(driver_pid, signal.SIGKILL)
+        os._exit(77)
+
+
+def _take_slot(conn: sa.Connection, bound: int, key: int) -> None:
+    """Wait for one of `bound` slots (PostgreSQL session advisory locks, released with the
+    connection): at most `bound` slices run at once however many tasks Spark runs."""
+    first = key % bound
+    while True:
+        for step in range(bound):
+            slot = (first + step) % bound
+            if conn.execute(sa.text("SELECT pg_try_advisory_lock(:space, :slot)"),
+                            {"space": SLOT_LOCK_SPACE, "slot": slot}).scalar():
+                return
+        conn.rollback()
+        time.sleep(0.05)
+
+
+def slice_task(work: SliceWork, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A Spark task (mapInArrow over the slice numbers): runs its slices, yields their counts."""
+    from ..store.database import Database
+
+    indexes = [int(i) for batch in batches for i in batch.column(0).to_pylist()]
+    if not indexes:
+        return
+    assert work.metadata is not None
+    db = Database(work.metadata.url())  # the driver has migrated the schema: no check per task
+    out: list[dict[str, Any]] = []
+    try:
+        postgres = not db.is_sqlite
+        with db.engine.connect().execution_options(tidekeep_write=work.kind == DELETE) as conn:
+            if postgres and work.parallelism:
+                _take_slot(conn, work.parallelism, indexes[0])
+                conn.commit()
+            for index in indexes:
+                pause_point("catalog.slice")
+                started = time.monotonic()
+                with conn.begin():
+                    if postgres and work.kind == DELETE:
+                        conn.exec_driver_sql(ASYNC_COMMIT)
+                    counts = run_slice(conn, work, index, postgres)
+                elapsed_ms = int((time.monotonic() - started) * 1000)
+                out.extend({"slice": index, "rule": c.rule, "feed": c.feed, "type": c.type, "rows": c.rows,
+                            "bytes": c.bytes, "held_rows": c.held_rows, "elapsed_ms": 0} for c in counts)
+                out.append({"slice": index, "rule": None, "feed": None, "type": None, "rows": 0, "bytes": 0,
+                            "held_rows": 0, "elapsed_ms": elapsed_ms})
+                if work.kind == DELETE:
+                    _kill_on_fault("catalog.after_slice", work.driver_pid)
+    finally:
+        db.dispose()
+    yield pa.RecordBatch.from_pylist(out, schema=COUNTS_SCHEMA)
+
+
+def counts_from_rows(rows: Sequence[Any]) -> tuple[list[Count], dict[int, float]]:
+    """The collected output of slice tasks: the counts, and each slice's time in seconds."""
+    counts = [Count(int(r["slice"]), int(r["rule"]), int(r["rows"]), int(r["bytes"]), r["feed"], r["type"],
+                    int(r["held_rows"])) for r in rows if r["rule"] is not None]
+    elapsed = {int(r["slice"]): int(r["elapsed_ms"]) / 1000 for r in rows if r["rule"] is None}
+    return counts, elapsed
+
+
+__all__ = ["COUNTS_DDL", "DELETE", "DRY_RUN", "IMPACT", "Count", "PeriodRules", "PlannedSlice", "SliceWork",
+           "counts_from_rows", "run_here", "run_slice", "slice_task", "sum_returned"]
