@@ -67,7 +67,7 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
            "spark.master": "local[2]", "spark.app_name": "tk", "spark.remote": "sc://head:15002",
            "writer.batch_size": "64KiB", "writer.linger": "0",
            "sweep.grace": "10m", "retention.frequency": "1h", "log.level": "warning",
-           "catalog.delete_batch_size": "500", "catalog.partitions": "4", "catalog.schedule": "30 2 * * *",
+           "catalog.slice_rows": "500", "catalog.parallelism": "4", "catalog.schedule": "30 2 * * *",
            "catalog.purge_age": "3d", "catalog.purge_batch_size": "250", "catalog.purge_failure_threshold": "0",
            "archive_output.retention_period": "43200", "results_cache.retention_period": "null",
            "garbage_collector.sweep_interval.archive": "180", "garbage_collector.sweep_interval.search_result": "15",
@@ -83,7 +83,7 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
         "spark.master": "local[2]", "spark.app_name": "tk", "spark.remote": "sc://head:15002",
         "writer.batch_size": 65536, "writer.linger": 0,
         "sweep.grace": 600_000, "retention.frequency": 3_600_000, "log.level": "WARNING",
-        "catalog.delete_batch_size": 500, "catalog.partitions": 4, "catalog.schedule": "30 2 * * *",
+        "catalog.slice_rows": 500, "catalog.parallelism": 4, "catalog.schedule": "30 2 * * *",
         "catalog.purge_age": 3 * 86_400_000, "catalog.purge_batch_size": 250, "catalog.purge_failure_threshold": 0,
         "archive_output.retention_period": 43200, "results_cache.retention_period": None,
         "garbage_collector.sweep_interval.archive": 180, "garbage_collector.sweep_interval.search_result": 15,
@@ -185,9 +185,9 @@ def test_self_referencing_yaml_is_a_config_error(tmp_path: Path) -> None:
     ("metadata:\n  url: 5\n", "metadata.url", "5"),
     ("retention:\n  frequency: [1, 2]\n", "retention.frequency", "[1, 2]"),
     ("sweep:\n  grace: .inf\n", "sweep.grace", "must be finite"),
-    ("catalog:\n  delete_batch_size: 1.5\n", "catalog.delete_batch_size", "whole number"),
-    ("catalog:\n  delete_batch_size: 0\n", "catalog.delete_batch_size", "must be greater than zero"),
-    ("catalog:\n  partitions: -1\n", "catalog.partitions", "must not be negative"),
+    ("catalog:\n  slice_rows: 1.5\n", "catalog.slice_rows", "whole number"),
+    ("catalog:\n  slice_rows: 0\n", "catalog.slice_rows", "must be greater than zero"),
+    ("catalog:\n  parallelism: -1\n", "catalog.parallelism", "must not be negative"),
     ("catalog:\n  purge_failure_threshold: true\n", "catalog.purge_failure_threshold", "True"),
     ("catalog:\n  purge_age: forever\n", "catalog.purge_age", "'forever'"),
     ("spark:\n  shared_filesystem: maybe\n", "spark.shared_filesystem", "'maybe'"),
@@ -499,3 +499,15 @@ def test_storage_fsync_flag_matches_the_word_table(tmp_path: Path, raw: str) -> 
         assert "'storage.fsync'" in config_error(load_settings, tmp_path, overrides={"storage.fsync": raw}, env={})
     else:
         assert load_settings(tmp_path, overrides={"storage.fsync": raw}, env={})["storage.fsync"] is expected
+
+
+def test_a_retired_setting_is_ignored_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A tidekeep.yaml written by an older `tidekeep init` names the catalog job's old settings: it
+    still loads, and the log says what replaced them."""
+    write_config(tmp_path, "catalog:\n  delete_batch_size: 1000\n  partitions: 2\n  slice_rows: 50\n")
+    with caplog.at_level("WARNING", logger="tidekeep.config"):
+        settings = load_settings(tmp_path, env={})
+    assert settings["catalog.slice_rows"] == 50
+    assert "catalog.delete_batch_size" not in KEYS and "catalog.partitions" not in KEYS
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert "'catalog.delete_batch_size'" in warned and "catalog.slice_rows" in warned

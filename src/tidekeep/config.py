@@ -311,7 +311,8 @@ class TidekeepSettings(BaseSettings):
         """Values given to the constructor (`model_validate` too), then tidekeep's layers of the load
         under way, highest first. pydantic-settings' own environment and dotenv readers are left
         out: tidekeep reads TIDEKEEP_* itself, to refuse unknown names and name a bad one."""
-        layers = tuple(_LayerSource(settings_cls, layer.values) for layer in reversed(_LAYERS.get()))
+        layers = tuple(_LayerSource(settings_cls, {k: v for k, v in layer.values.items() if k in KEYS})
+                       for layer in reversed(_LAYERS.get()))
         return (init_settings, *layers)
 
 
@@ -519,7 +520,7 @@ def _checked_layer(layer: _Layer) -> dict[str, Any]:
             raise ConfigError(f"bad value for {key!r} in {layer.where}: {problems[key]}")
     if problems:  # not expected: every error is at a key of the layer
         raise ConfigError(f"bad settings in {layer.where}: {next(iter(problems.values()))}")
-    return {key: getattr(model, key.replace(".", "_")) for key in layer.values}
+    return {key: getattr(model, key.replace(".", "_")) for key in layer.values if key in KEYS}
 
 
 def _file_values(path: Path) -> dict[str, Any]:
@@ -588,7 +589,8 @@ def load_settings(
         except ValidationError as exc:  # not expected: each layer passed alone
             raise ConfigError(f"bad settings: {exc.errors()[0]['msg']}") from None
     values = model.model_dump(by_alias=True)
-    sources = {key: layer.source for layer in layers for key in layer.values}  # the highest layer wins
+    # the highest layer wins
+    sources = {key: layer.source for layer in layers for key in layer.values if key in KEYS}
     # relative paths are taken against this process's working directory, now: Spark executors and
     # the Python workers Spark plans in run elsewhere, and would resolve them against their own
     if values["metadata.url"] is not None:

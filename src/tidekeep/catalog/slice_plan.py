@@ -32,9 +32,10 @@ class Slice:
 
 def span_bounds(low: int, high: int, n: int) -> list[int]:
     """n + 1 ascending bounds cutting [low, high) into n spans as equal as whole milliseconds
-    allow (no empty span: n is at most high - low)."""
+    allow (no empty span: n is at most high - low). Bound i is low + ceil(i * width / n), so that
+    a create time is in span floor((t - low) * n / width): `span_of`."""
     n = max(1, min(n, high - low))
-    return [low + (high - low) * i // n for i in range(n + 1)]
+    return [low + ((high - low) * i + n - 1) // n for i in range(n + 1)]
 
 
 def span_of(create_time: int, low: int, high: int, n: int) -> int:

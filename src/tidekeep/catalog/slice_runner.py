@@ -121,10 +121,11 @@ def sum_returned(conn: sa.Connection, statement: Any) -> dict[int, tuple[int, in
     rows: dict[int, int] = {}
     sizes: dict[int, int] = {}
     try:
-        for rule, size in result.cursor:
-            rows[rule] = rows.get(rule, 0) + 1
-            if size:
-                sizes[rule] = sizes.get(rule, 0) + size
+        while batch := result.cursor.fetchmany(65_536):
+            for rule, size in batch:
+                rows[rule] = rows.get(rule, 0) + 1
+                if size:
+                    sizes[rule] = sizes.get(rule, 0) + size
     finally:
         result.close()
     return {rule: (count, sizes.get(rule, 0)) for rule, count in rows.items()}
@@ -157,16 +158,20 @@ def _kill_on_fault(name: str, driver_pid: int | None) -> None:
         os._exit(77)
 
 
-def _take_slot(conn: sa.Connection, bound: int, key: int) -> None:
-    """Wait for one of `bound` slots (PostgreSQL session advisory locks, released with the
-    connection): at most `bound` slices run at once however many tasks Spark runs."""
+def try_slot(conn: sa.Connection, bound: int, key: int) -> bool:
+    """Take one of `bound` slots (PostgreSQL session advisory locks, held until released or the
+    connection ends), trying slot `key % bound` first; False when all are taken."""
     first = key % bound
-    while True:
-        for step in range(bound):
-            slot = (first + step) % bound
-            if conn.execute(sa.text("SELECT pg_try_advisory_lock(:space, :slot)"),
-                            {"space": SLOT_LOCK_SPACE, "slot": slot}).scalar():
-                return
+    for step in range(bound):
+        if conn.execute(sa.text("SELECT pg_try_advisory_lock(:space, :slot)"),
+                        {"space": SLOT_LOCK_SPACE, "slot": (first + step) % bound}).scalar():
+            return True
+    return False
+
+
+def take_slot(conn: sa.Connection, bound: int, key: int) -> None:
+    """Wait for a slot: at most `bound` slices run at once however many tasks Spark runs."""
+    while not try_slot(conn, bound, key):
         conn.rollback()
         time.sleep(0.05)
 
@@ -185,7 +190,7 @@ def slice_task(work: SliceWork, batches: Iterator[pa.RecordBatch]) -> Iterator[p
         postgres = not db.is_sqlite
         with db.engine.connect().execution_options(tidekeep_write=work.kind == DELETE) as conn:
             if postgres and work.parallelism:
-                _take_slot(conn, work.parallelism, indexes[0])
+                take_slot(conn, work.parallelism, indexes[0])
                 conn.commit()
             for index in indexes:
                 pause_point("catalog.slice")
@@ -201,6 +206,9 @@ def slice_task(work: SliceWork, batches: Iterator[pa.RecordBatch]) -> Iterator[p
                             "held_rows": 0, "elapsed_ms": elapsed_ms})
                 if work.kind == DELETE:
                     _kill_on_fault("catalog.after_slice", work.driver_pid)
+            if postgres and work.parallelism:
+                conn.execute(sa.text("SELECT pg_advisory_unlock_all()"))
+                conn.commit()
     finally:
         db.dispose()
     yield pa.RecordBatch.from_pylist(out, schema=COUNTS_SCHEMA)
@@ -215,4 +223,5 @@ def counts_from_rows(rows: Sequence[Any]) -> tuple[list[Count], dict[int, float]
 
 
 __all__ = ["COUNTS_DDL", "DELETE", "DRY_RUN", "IMPACT", "Count", "PeriodRules", "PlannedSlice", "SliceWork",
-           "counts_from_rows", "run_here", "run_slice", "slice_task", "sum_returned"]
+           "counts_from_rows", "run_here", "run_slice", "slice_task", "sum_returned", "take_slot",
+           "try_slot"]

@@ -47,6 +47,7 @@ def span_counts(low: int, high: int, n: int) -> Any:
     n): integer arithmetic, the same as slice_plan.span_of."""
     t = catalog_records
     width = high - low
+    n = max(1, min(n, width))  # as span_bounds: no span narrower than a millisecond
     span = ((t.c.create_time - sa.literal(low, sa.BigInteger)) * sa.literal(n, sa.BigInteger)) // sa.literal(
         width, sa.BigInteger)
     return sa.select(span.label("span"), sa.func.count()).where(candidates(low, high)).group_by(span)
