@@ -85,6 +85,17 @@ class LeaseLost(ConflictError):
         self.current_version = current_version  # None: no lease row
 
 
+class RunInProgress(ConflictError):
+    """A catalog retention run or purge (`kind`) was refused because another run of that kind, not a
+    dry run, holds its run lock (store/run_lock.py): nothing was changed. `run_id`: the running
+    run's `catalog_runs` row, None when it has not written one yet."""
+
+    def __init__(self, message: str, kind: str, run_id: int | None) -> None:
+        super().__init__(message, kind, run_id)  # every field in args, so the error survives pickling
+        self.kind = kind
+        self.run_id = run_id
+
+
 class ChunkError(TidekeepError):
     """A committed chunk file is missing or corrupt. Never silently skipped."""
 

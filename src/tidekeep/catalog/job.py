@@ -48,7 +48,7 @@ from ..spark.session import job_spark
 from ..store.audit import AuditEntry
 from ..store.fencing import LeaseFence, check_fence, confirm_fence
 from ..store.schema_catalog import catalog_records, catalog_runs
-from .runs import end_run, start_run
+from .runs import end_run, exclusive_run, start_run
 from .slice_plan import Slice, plan_slices, widen
 from .slice_runner import Count, PlannedSlice, SliceWork
 from .slice_sql import candidates, span_counts
@@ -189,11 +189,19 @@ def _finish_period(workspace: Workspace, report: RunReport, period: PeriodReport
 # ---- the run --------------------------------------------------------------------------------------------
 def run_retention_job(workspace: Workspace, dry_run: bool = False, progress: Progress | None = None,
                       now_ms: int | None = None, fence: LeaseFence | None = None) -> RunReport:
-    started = time.monotonic()
+    """One run (see the module doc); refused with RunInProgress, before anything changes, while
+    another retention run that is not a dry run is working (catalog/runs.py)."""
     if not workspace.db.is_sqlite:
         # Spark tasks may open the metadata store: a password they could get no reference to is
         # refused before anything changes (SQLite runs in the driver: no executor opens it)
         check_settings_reach(workspace.settings, metadata=True)
+    with exclusive_run(workspace, "retention", dry_run):
+        return _run_retention_job(workspace, dry_run, progress, now_ms, fence)
+
+
+def _run_retention_job(workspace: Workspace, dry_run: bool, progress: Progress | None, now_ms: int | None,
+                       fence: LeaseFence | None) -> RunReport:
+    started = time.monotonic()
     now = workspace.clock.now_ms() if now_ms is None else now_ms
     inputs = load_inputs(workspace, now, drop_stale_trackers=not dry_run, fence=fence)
     report = RunReport(None, now, dry_run, inputs.rules_version)
@@ -206,11 +214,11 @@ def run_retention_job(workspace: Workspace, dry_run: bool = False, progress: Pro
     except BaseException:
         report.state = "FAILED"
         report.elapsed_s = time.monotonic() - started
-        end_run(workspace, "retention", report.run_id, report.state, dry_run, report.to_dict())
+        end_run(workspace, report.run_id, report.state, report.to_dict())
         raise
     report.state = "SUCCEEDED"
     report.elapsed_s = time.monotonic() - started
-    end_run(workspace, "retention", report.run_id, report.state, dry_run, report.to_dict())
+    end_run(workspace, report.run_id, report.state, report.to_dict())
     log.info("catalog retention run %s: %d record(s), %d bytes logically deleted%s", report.run_id, report.rows,
              report.bytes, " (dry run)" if dry_run else "")
     return report

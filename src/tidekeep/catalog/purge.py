@@ -36,7 +36,7 @@ from ..store.schema_catalog import catalog_records as records_table
 from . import locations, purge_plan
 from .holds import HeldRecords, load_held_records
 from .location_rules import data_root_options, location_rules, real_file, real_rules
-from .runs import end_run, start_run
+from .runs import end_run, exclusive_run, start_run
 
 if TYPE_CHECKING:
     from ..store.house import Workspace
@@ -199,9 +199,17 @@ def _delete_rows(workspace: Workspace, batch: Sequence[_Candidate], removed: Seq
 
 def purge_deleted(workspace: Workspace, progress: Progress | None = None, now_ms: int | None = None,
                   dry_run: bool = False, fence: LeaseFence | None = None) -> PurgeReport:
-    """Purge the records DELETED at or before `now − catalog.purge_age`; see the module doc."""
+    """Purge the records DELETED at or before `now − catalog.purge_age`; see the module doc. Refused
+    with RunInProgress, before anything changes, while another purge that is not a dry run is
+    working (catalog/runs.py)."""
     if not dry_run:
         workspace.storage.require_deletable()  # a workspace proven to be itself deletes its records' data
+    with exclusive_run(workspace, "purge", dry_run):
+        return _purge(workspace, progress, now_ms, dry_run, fence)
+
+
+def _purge(workspace: Workspace, progress: Progress | None, now_ms: int | None, dry_run: bool,
+           fence: LeaseFence | None) -> PurgeReport:
     settings = workspace.settings
     now = workspace.clock.now_ms() if now_ms is None else now_ms
     batch_size = int(settings["catalog.purge_batch_size"])
@@ -222,12 +230,11 @@ def purge_deleted(workspace: Workspace, progress: Progress | None = None, now_ms
         else:
             _purge_batches(workspace, cursor, report, batch_size, failure_threshold, progress, fence)
     except BaseException:
-        end_run(workspace, "purge", report.run_id, "FAILED", report.dry_run, report.to_dict())
+        end_run(workspace, report.run_id, "FAILED", report.to_dict())
         raise
     if progress is not None:
         progress(report.purged, report.eligible)
-    end_run(workspace, "purge", report.run_id, "FAILED" if report.aborted else "SUCCEEDED", report.dry_run,
-            report.to_dict())
+    end_run(workspace, report.run_id, "FAILED" if report.aborted else "SUCCEEDED", report.to_dict())
     return report
 
 
