@@ -1,7 +1,7 @@
-"""Run locks (store/run_lock.py) on real SQLite files (by path and by `file:` URI) and PostgreSQL: one holder
-per name and store, never waiting; another name or another store (a PostgreSQL schema of its own in
-the same database) is independent; released when the block ends, and when the holding process is
-killed with SIGKILL."""
+"""Run locks (store/run_lock.py) on real SQLite files (by path and by `file:` URI) and PostgreSQL:
+one holder per name and store, never waiting; another name or another store (a PostgreSQL schema
+of its own in the same database) is independent; released when the block ends, and when the
+holding process is killed with SIGKILL; a lock file that cannot be created is ReadOnlyWorkspace."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from helpers.readonly import read_only
+from tidekeep.errors import ReadOnlyWorkspace
 from tidekeep.store.database import Database
 from tidekeep.store.run_lock import RUN_LOCK_NAMESPACE, advisory_key, lock_file_path, run_lock, sqlite_database_file
 
@@ -81,6 +83,22 @@ def test_the_sqlite_lock_file_is_beside_the_database_and_owner_only(tmp_path: Pa
         mode = os.stat(lock_file_path(tmp_path / "m.db", "job")).st_mode
         assert lock_file_path(tmp_path / "m.db", "job") == str(tmp_path / "m.db.job.lock")
         assert stat.S_IMODE(mode) == 0o600
+
+
+def test_a_lock_file_that_cannot_be_created_is_a_read_only_error(tmp_path: Path) -> None:
+    directory = tmp_path / "meta"
+    directory.mkdir()
+    url = f"sqlite:///{directory / 'm.db'}"
+    Database(url, create=True).dispose()
+    db = Database(url)
+    try:
+        with read_only(directory), pytest.raises(ReadOnlyWorkspace) as refused, run_lock(db, "job"):
+            pytest.fail("the lock was taken")
+    finally:
+        db.dispose()
+    assert refused.value.path == str(directory / "m.db.job.lock")
+    assert str(refused.value).startswith(f"read-only: cannot open the run lock file {directory / 'm.db.job.lock'} (")
+    assert is_free(url)
 
 
 def test_a_file_uri_store_locks_its_file_across_processes(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ ends what held it. `run_lock` never waits: it tells the caller whether it got th
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -31,10 +32,12 @@ from urllib.parse import unquote, urlsplit
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from ..errors import ReadOnlyWorkspace
 from .database import Database, store_errors
 from .private import open_private_lock_file
 
 RUN_LOCK_NAMESPACE = 0x746B_726E  # "tkrn": the first int of every run lock's advisory key
+_READ_ONLY = {errno.EACCES, errno.EPERM, errno.EROFS}
 
 _local_guard = threading.Lock()
 _local_locks: weakref.WeakKeyDictionary[Database, dict[str, threading.Lock]] = weakref.WeakKeyDictionary()
@@ -108,7 +111,14 @@ def _advisory_unlock(conn: Connection, key: int) -> None:
 
 @contextlib.contextmanager
 def _file_lock(database_file: str, name: str) -> Iterator[bool]:
-    handle = open_private_lock_file(lock_file_path(database_file, name))
+    path = lock_file_path(database_file, name)
+    try:
+        handle = open_private_lock_file(path)
+    except OSError as exc:
+        if exc.errno in _READ_ONLY:
+            raise ReadOnlyWorkspace(f"read-only: cannot open the run lock file {path} ({exc.strerror})",
+                                    path) from None
+        raise
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
