@@ -7,6 +7,7 @@ its row INTERRUPTED as soon as it starts."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import stat
@@ -27,7 +28,9 @@ from tidekeep.catalog.ages import Age
 from tidekeep.catalog.expressions import parse
 from tidekeep.catalog.rules import RetentionRule
 from tidekeep.errors import ConflictError, RunInProgress
-from tidekeep.service.assembly import CATALOG_RESOURCE
+from tidekeep.service.assembly import CATALOG_RESOURCE, ServeOptions
+from tidekeep.service.server import build_service
+from tidekeep.service.tasks import CronTask
 from tidekeep.store.database import Database
 from tidekeep.store.fencing import LeaseFence
 from tidekeep.store.leases import LeaseAction, LeaseStore
@@ -35,7 +38,10 @@ from tidekeep.store.run_lock import lock_file_path, run_lock
 from tidekeep.store.schema_catalog import catalog_records, catalog_runs, catalog_trackers
 
 CLI = [sys.executable, "-m", "tidekeep.cli.main"]
-DAY = 86_400_000
+MINUTE = 60_000
+HOUR = 60 * MINUTE
+DAY = 24 * HOUR
+T0 = 1_750_000_000_000
 OLD = 12  # DELETED records old enough to purge; two more are too young
 # a purge as the CLI runs it, or as `tidekeep serve` does: under the catalog lease, fenced
 PURGE = """
@@ -172,6 +178,42 @@ def test_a_second_purge_beside_a_running_one_is_refused_and_changes_nothing(ws: 
     assert f"purged {OLD} record" in out, out  # the work was done once, by the first run
     assert runs(client) == [(first_id, "purge", "SUCCEEDED", False), (dry.run_id, "purge", "SUCCEEDED", True)]
     assert len(records(client)) == 2
+
+
+def test_serve_beside_a_running_purge_fails_its_catalog_run_and_retries_it(
+        ws: Ws, caplog: pytest.LogCaptureFixture) -> None:
+    """`tidekeep serve`'s catalog task (the job, then the purge) while a purge by hand is running:
+    its purge is refused, the task is logged as failed and retried by its backoff, and the purge
+    by hand, still running, is not marked INTERRUPTED."""
+    add_deleted_records(ws.client)
+    first = ws.start([*CLI, "catalog", "purge"], "catalog.purge_started")
+    served = tk.connect(home=ws.tmp / "ws", metadata_url=ws.client.settings.metadata_url,
+                        storage=str(ws.tmp / "data"), clock=tk.ManualClock(T0),
+                        settings={"catalog.schedule": "* * * * *"})
+    try:
+        first_id = newest_running(ws.client, "purge", 1)
+        before = purge_state(ws.client)
+        options = ServeOptions(frequency_ms=HOUR, lease_ttl_ms=30_000, sweep_every_ms=HOUR, archives=False,
+                               watermark_every_ms=None)
+        service = build_service(served.workspace, options, owner="A")
+        catalog = next(task for task in service.tasks if isinstance(task, CronTask))
+        service.run_pass()  # the catalog task notes when it first looked
+        clock = served.clock
+        assert isinstance(clock, tk.ManualClock)
+        clock.advance(MINUTE)  # the schedule fires
+        with caplog.at_level(logging.WARNING, logger="tidekeep"):
+            report = service.run_pass()
+        assert CATALOG_RESOURCE not in report.done and catalog.failures == 1 and catalog.retry_at_ms is not None
+        warnings = [r.getMessage() for r in caplog.records if "catalog run failed" in r.getMessage()]
+        assert len(warnings) == 1 and f"RunInProgress: purge run {first_id} is in progress" in warnings[0], warnings
+        assert purge_state(ws.client) == before  # the job had no rules; the purge was refused
+    finally:
+        ws.gate.unlink()
+        out, err = first.communicate(timeout=120)
+        served.close()
+    assert first.returncode == 0, err
+    assert f"purged {OLD} record" in out, out
+    assert runs(ws.client) == [(first_id, "purge", "SUCCEEDED", False)]
 
 
 def lock_is_free(db: Database, name: str) -> bool:
