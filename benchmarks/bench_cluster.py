@@ -215,7 +215,7 @@ def main() -> None:
                 storage = server.uri(new_bucket(server), "data")
                 env = {k: v for k, v in os.environ.items() if not k.startswith("TIDEKEEP_")}
                 env.update({"TIDEKEEP_HOME": str(work / "ws"), "TIDEKEEP_METADATA_URL": metadata_url,
-                            "TIDEKEEP_STORAGE_URI": storage, "TIDEKEEP_CATALOG_PARTITIONS": "2"})
+                            "TIDEKEEP_STORAGE_URI": storage})
                 if parsed.password:
                     env["TIDEKEEP_METADATA_PASSWORD"] = str(parsed.password)
                 log(f"seeding {args.records} records and {args.events} events ...")

@@ -128,7 +128,8 @@ def start_driver(cluster: StandaloneCluster, workspaces: Workspaces, mode: str, 
     env.update(s3_environment(workspaces.server))
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
         env.pop(name, None)  # a developer's own AWS set-up must not redirect the drivers
-    env["TIDEKEEP_CATALOG_PARTITIONS"] = "2"  # the catalog job reads in two tasks: one per worker
+    # the catalog job's periods are several slices, so its Spark tasks run on both workers
+    env["TIDEKEEP_CATALOG_SLICE_ROWS"] = "10"
     # an ingest of ~100 KB writes several archives, so a search has a task per worker
     env["TIDEKEEP_ARCHIVES_TARGET_SIZE"] = str(ARCHIVE_TARGET_SIZE)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))

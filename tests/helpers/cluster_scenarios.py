@@ -119,7 +119,7 @@ DAY_MS = 86_400_000
 
 
 def catalog_run_and_purge(client: tk.Client, spark: SparkSession, workspace: Path) -> dict[str, Any]:
-    """The catalog's retention job (Spark tasks read the records from PostgreSQL), then the purge
+    """The catalog's retention job (its slices are Spark tasks, each an UPDATE in PostgreSQL), then the purge
     of what it deleted: records whose data are objects under the storage root (S3)."""
     from tidekeep.catalog.ages import Age, TimeUnit
     from tidekeep.catalog.expressions import parse
