@@ -297,16 +297,17 @@ def count_candidates(conn: sa.Connection, from_ms: int, to_ms: int) -> int:
 def run_slices(workspace: Workspace, work: SliceWork,
                on_done: Callable[[int], None]) -> tuple[list[Count], dict[int, float]]:
     """Every planned slice, with its counts and time. In the driver, one after another, on SQLite
-    (one writer: concurrent slices would only queue for it) and when there is a single slice
-    (a Spark job would cost more than the work); otherwise as Spark tasks, one slice each, that
-    run at once as far as Spark's task slots and `catalog.parallelism` allow."""
+    (one writer: concurrent slices would only queue for it) and when all of them hold no more
+    candidates than one slice may (a Spark job would cost more than the work: a daily incremental
+    run is a small slice per period); otherwise as Spark tasks, one slice each, that run at once
+    as far as Spark's task slots and `catalog.parallelism` allow."""
     from .slice_runner import COUNTS_DDL, counts_from_rows, run_here, slice_task
 
     counts: list[Count] = []
     elapsed: dict[int, float] = {}
     if not work.slices:
         return counts, elapsed
-    if workspace.db.is_sqlite or len(work.slices) == 1:
+    if workspace.db.is_sqlite or sum(s.rows for s in work.slices) <= workspace.settings["catalog.slice_rows"]:
         rows_done = [0]
 
         def on_slice(index: int, found: list[Count], seconds: float) -> None:
