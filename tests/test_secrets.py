@@ -190,8 +190,9 @@ def test_spark_jobs_keep_the_password_out_of_logs_configuration_and_event_logs(t
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     logged = [p for p in events.rglob("*") if p.is_file()]
     text = "\n".join(p.read_text(errors="replace") for p in logged)
-    # the event log holds the Spark configuration, the jobs and their plans (the catalog source's scan)
-    assert "SparkListenerEnvironmentUpdate" in text and "tidekeep_catalog" in text and "AppendData" in text
+    # the event log holds the Spark configuration, the jobs and their plans (the catalog job's slice
+    # tasks, a Python function over a range of slice numbers)
+    assert "SparkListenerEnvironmentUpdate" in text and "MapInArrow" in text and "AppendData" in text
     assert '"spark.redaction.regex"' in text
     assert leaks(text, password) == []
     assert leaks(outputs(done), password) == []

@@ -48,7 +48,9 @@ def main() -> None:
     run("catalog", "import", records)
     run("catalog", "generate", "--rows", "20", "--with-files")
     run("catalog", "rules", "set", rules)
+    os.environ["TIDEKEEP_CATALOG_SLICE_ROWS"] = "2"  # several slices: on PostgreSQL they are Spark tasks
     run("catalog", "run")
+    del os.environ["TIDEKEEP_CATALOG_SLICE_ROWS"]
     run("archives", "ingest", "web", log)
     run("archives", "search", "web", "payment")
 
