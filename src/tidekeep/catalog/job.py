@@ -250,10 +250,9 @@ def _process(workspace: Workspace, inputs: JobInputs, report: RunReport, progres
                      inputs.dictionaries, fence=fence, parallelism=workspace.settings["catalog.parallelism"],
                      driver_pid=os.getpid())
     total = sum(e.candidates for e in entries)
-    report_progress = monotonic(progress) if progress is not None else None
-    if report_progress is not None:
-        report_progress(0, total)
-    counts, elapsed = run_slices(workspace, work, lambda done: report_progress and report_progress(done, total))
+    report_progress = monotonic(progress or (lambda _done, _total: None))
+    report_progress(0, total)
+    counts, elapsed = run_slices(workspace, work, lambda done: report_progress(done, total))
     for count in counts:
         rule_count = entries[work.slices[count.slice].period].deleted.setdefault(count.rule, RuleCount())
         rule_count.rows += count.rows
@@ -268,8 +267,7 @@ def _process(workspace: Workspace, inputs: JobInputs, report: RunReport, progres
         _finish_period(workspace, report, entry, fence)
         fault_point("catalog.after_period")
         done += entry.candidates
-        if report_progress is not None:
-            report_progress(done, total)
+        report_progress(done, total)
 
 
 def plan_period(conn: sa.Connection, from_ms: int, to_ms: int, target: int) -> list[Slice]:

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import sqlalchemy as sa
 
-from ..faults import pause_point
+from ..faults import FAULT_EXIT_CODE, fault_active, fault_point, pause_point
 from ..spark.credentials import MetadataReference
 from ..store.fencing import LeaseFence, check_fence
 from ..store.holds import lock_holds
@@ -135,8 +135,6 @@ def run_here(db: Any, work: SliceWork, order: Sequence[int],
              on_slice: Callable[[int, list[Count], float], None]) -> None:
     """The slices in `order`, one after another on this process's connection (the driver): SQLite,
     whose one writer gains nothing from concurrent slices, and work that fits one slice."""
-    from ..faults import fault_point
-
     postgres = not db.is_sqlite
     for index in order:
         pause_point("catalog.slice")
@@ -151,11 +149,11 @@ def run_here(db: Any, work: SliceWork, order: Sequence[int],
 
 
 def _kill_on_fault(name: str, driver_pid: int | None) -> None:
-    armed = os.environ.get("TIDEKEEP_FAULT")
-    if armed and name in armed.split(","):
+    """A fault point in a Spark task: the driver dies with the task, as a crash of the job would."""
+    if fault_active(name):
         if driver_pid is not None:
             os.kill(driver_pid, signal.SIGKILL)
-        os._exit(77)
+        os._exit(FAULT_EXIT_CODE)
 
 
 def try_slot(conn: sa.Connection, bound: int, key: int) -> bool:
