@@ -74,7 +74,9 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
            "garbage_collector.logging_level": "debug", "search.max_runtime": "30m", "archives.target_size": "64MiB",
            "watermark.frequency": "250ms", "search.heartbeat_interval": "2s",
            "spark.shared_filesystem": "yes", "catalog.data_roots": "/srv/a, s3://bucket/x/", "storage.fsync": "no",
-           "spark.ui": "off", "spark.conf": "{spark.driver.memory: 4g, spark.executor.cores: 2}"}
+           "spark.ui": "off", "spark.conf": "{spark.driver.memory: 4g, spark.executor.cores: 2}",
+           "api.listen": "[::1]:9000", "api.auth": "false", "api.tls_cert": "/etc/tk/cert.pem",
+           "api.tls_key": "/etc/tk/key.pem", "api.metrics_interval": "30s"}
     assert set(raw) == set(KEYS), "a new setting needs a case here"
     s = load_settings(tmp_path, env={env_name(k): v for k, v in raw.items()})
     assert env_name("writer.batch_size") == "TIDEKEEP_WRITER_BATCH_SIZE"
@@ -90,7 +92,9 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
         "garbage_collector.logging_level": "DEBUG", "search.max_runtime": 1_800_000,
         "archives.target_size": 64 * 1024 * 1024, "watermark.frequency": 250, "search.heartbeat_interval": 2000,
         "spark.shared_filesystem": True, "catalog.data_roots": ("/srv/a", "s3://bucket/x"), "storage.fsync": False,
-        "spark.ui": False, "spark.conf": {"spark.driver.memory": "4g", "spark.executor.cores": "2"}}
+        "spark.ui": False, "spark.conf": {"spark.driver.memory": "4g", "spark.executor.cores": "2"},
+        "api.listen": "[::1]:9000", "api.auth": False, "api.tls_cert": "/etc/tk/cert.pem",
+        "api.tls_key": "/etc/tk/key.pem", "api.metrics_interval": 30_000}
     assert s.metadata_url == "postgresql+psycopg://u@h/db" and s.storage_uri == "/data/x"
 
 

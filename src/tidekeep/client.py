@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .config import CONFIG_FILE_NAME, Settings, config_file_text, load_settings
 from .errors import NotFound, WorkspaceMismatch
 from .holds import HoldStore
+from .store.audit import AuditLog
 from .store.chunks import ChunkStorage
 from .store.database import Database
 from .store.fencing import LeaseFence
@@ -55,11 +57,13 @@ class Client:
     `archives`.
     `client.workspace` is the extension point below this API (database, storage, settings, clock)."""
 
-    def __init__(self, settings: Settings, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, settings: Settings, clock: Clock = SYSTEM_CLOCK, *, workspace: Workspace | None = None) -> None:
+        """`workspace`: an open workspace to share (`Client.over`), which `close` then leaves open."""
         self.settings = settings
         self.clock = clock
         # the lower-level workspace every family receives (store/house.py); the client is a facade on it
-        self._workspace = open_workspace(settings, clock)
+        self._owns_workspace = workspace is None
+        self._workspace = open_workspace(settings, clock) if workspace is None else workspace
         self._db = self._workspace.db
         self._storage = self._workspace.storage
         self.workspace_id = self._workspace.workspace_id
@@ -69,6 +73,15 @@ class Client:
         self.holds = HoldStore(self._db, clock, self._workspace.audit.actor)  # legal holds: add/list/remove/active_for
         self.catalog = Catalog(self._workspace)  # meta records, rules, the retention job, purge (catalog/)
         self.archives = Archives(self._workspace)  # log archives, searches, the garbage collectors (archives/)
+
+    @classmethod
+    def over(cls, workspace: Workspace, actor: str | None = None) -> Client:
+        """A client on an open workspace (sharing its database connections), whose audit rows name
+        `actor` (default: the workspace's). The HTTP API keeps one per token name, so every change
+        is audited as made by that token. Closing it leaves the workspace open."""
+        if actor is not None and actor != workspace.audit.actor:
+            workspace = replace(workspace, audit=AuditLog(workspace.clock, actor))
+        return cls(workspace.settings, workspace.clock, workspace=workspace)
 
     @property
     def transactions(self) -> TransactionStore:
@@ -163,7 +176,8 @@ class Client:
                 "fsync": "true" if self.settings["storage.fsync"] else "false"}
 
     def close(self) -> None:
-        self._db.dispose()
+        if self._owns_workspace:
+            self._db.dispose()
 
     def __enter__(self) -> Client:
         return self

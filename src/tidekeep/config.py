@@ -56,6 +56,22 @@ def _optional_text(value: Any) -> str | None:
     return None if value is None or value == "" else _text(value)
 
 
+def parse_listen(value: Any) -> tuple[str, int]:
+    """"HOST:PORT" ("[::1]:8620" for IPv6) as a host and a port in 1..65535."""
+    text = _text(value)
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidInput(f"expected HOST:PORT with a port in 1..65535, like 127.0.0.1:8620, got {value!r}")
+    return host, int(port)
+
+
+def _listen(value: Any) -> str:
+    parse_listen(value)
+    return _text(value)
+
+
 def _level(value: Any) -> str:
     text = _text(value).upper()
     if text not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
@@ -198,6 +214,7 @@ def _checked(parse: Callable[[Any], _T]) -> BeforeValidator:
 Text = Annotated[str, _checked(_text)]
 OptionalText = Annotated[str | None, _checked(_optional_text)]
 Level = Annotated[str, _checked(_level)]
+Listen = Annotated[str, _checked(_listen)]
 Flag = Annotated[bool, _checked(_flag)]
 Boolean = Annotated[bool, _checked(_boolean)]
 Duration = Annotated[int, _checked(parse_duration_ms)]
@@ -258,6 +275,17 @@ class TidekeepSettings(BaseSettings):
         "watermark.frequency", 1_000,
         "how often `tidekeep serve` computes the watermarks of streams with recent marks")
     log_level: Level = _key("log.level", "INFO", "log level")
+    api_listen: Listen = _key(
+        "api.listen", "127.0.0.1:8620",
+        "HOST:PORT of the HTTP API under `tidekeep serve` and `tidekeep api` (docs/api.md)")
+    api_auth: Boolean = _key(
+        "api.auth", True,
+        "require a token on every API request; false only on a loopback address (docs/security.md)")
+    api_tls_cert: OptionalText = _key("api.tls_cert", None, "PEM certificate file: the API speaks HTTPS")
+    api_tls_key: OptionalText = _key("api.tls_key", None, "PEM private key file of api.tls_cert")
+    api_metrics_interval: PositiveDuration = _key(
+        "api.metrics_interval", 15_000,
+        "how often the store-wide figures of /metrics are read again (not on every scrape)")
     catalog_slice_rows: PositiveCount = _key(
         "catalog.slice_rows", 100_000,
         "candidate records per slice: one statement in the database (create-time slices)")

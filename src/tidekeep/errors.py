@@ -71,6 +71,15 @@ class StaleGeneration(ConflictError):
     """The reader group was reset (or re-created) since this handle loaded it: its update is refused."""
 
 
+class StaleVersion(ConflictError):
+    """An edit named the version it was based on (`If-Match`, `expected_version`) and the thing has
+    changed since: nothing was changed. `current`: the version it has now."""
+
+    def __init__(self, message: str, current: str) -> None:
+        super().__init__(message, current)  # every field in args, so the error survives pickling
+        self.current = current
+
+
 class LeaseLost(ConflictError):
     """Work decided under a lease was about to be applied after another process took the lease over
     (or it was released): the transaction that would apply it is refused and changes nothing."""
@@ -189,6 +198,18 @@ class EnvironmentFailure(TidekeepError):
     left on the device, an I/O error, too many open files): the message names the path when known."""
 
     exit_code = 16
+
+
+class NotAuthenticated(TidekeepError):
+    """The HTTP API was called without a valid token (none, unknown, malformed or revoked)."""
+
+    exit_code = 17
+
+
+class PermissionDenied(TidekeepError):
+    """The token is valid but its role or its scope does not allow the operation: nothing was done."""
+
+    exit_code = 18
 
 
 # Exit codes of the CLI that no TidekeepError carries (docs/cli.md, "Errors and exit codes").

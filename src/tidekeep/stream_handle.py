@@ -175,8 +175,10 @@ class Stream:
 
         return describe(self.state())
 
-    def update(self, config: StreamConfig) -> StreamInfo:
-        return self._controller.update_config(self._name, config)
+    def update(self, config: StreamConfig, expected_version: int | None = None) -> StreamInfo:
+        """Replace the stream's config (its retention policy, its watermark timeout). With
+        `expected_version` (the `config_version` read before), StaleVersion if it changed since."""
+        return self._controller.update_config(self._name, config, expected_version)
 
     def seal(self) -> bool:
         return self._controller.seal(self._name)

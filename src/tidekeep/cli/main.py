@@ -38,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "init": ("admin", "init", False),
     "sweep": ("admin", "sweep", False),
     "serve": ("serve", "serve_command", False),
+    "api": ("serve", "api_command", False),
+    "token": ("tokens", "app", True),
     "stream": ("streams", "app", True),
     "audit": ("audit", "app", True),
     "db": ("db", "app", True),

@@ -1,15 +1,22 @@
-"""`tidekeep serve`: the controller service (retention cycles, the orphan-chunk sweep, leases). A
-command of the root app (main.py)."""
+"""`tidekeep serve`: the controller service (retention cycles, the orphan-chunk sweep, leases) and
+the HTTP API; `tidekeep api`: the API alone. Commands of the root app (main.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..errors import InvalidInput
 from ..units import parse_duration_ms
 from .context import load, require_workspace
+
+if TYPE_CHECKING:
+    from ..api.server import ApiOptions
+    from ..config import Settings
+
+ListenOption = Annotated[str | None, typer.Option(
+    "--listen", metavar="HOST:PORT", help="Serve the HTTP API here [default: api.listen, 127.0.0.1:8620]")]
 
 
 def _duration(flag: str, value: str | None, default_ms: int) -> int:
@@ -45,6 +52,8 @@ def serve_command(
              "[default: watermark.frequency]")] = None,
     no_watermarks: Annotated[bool, typer.Option(
         "--no-watermarks", help="Do not compute watermarks")] = False,
+    no_api: Annotated[bool, typer.Option("--no-api", help="Do not serve the HTTP API")] = False,
+    listen: ListenOption = None,
 ) -> None:
     """Run the controller service: retention cycles for every stream with a policy, the sweep,
     the catalog job then the purge on catalog.schedule (cron, UTC; default daily at 00:00), and
@@ -54,6 +63,8 @@ def serve_command(
 
     Several processes on one PostgreSQL store divide the streams through leases. SIGTERM or
     SIGINT finishes the current stream, releases the leases and exits 0. Logs go to stderr.
+
+    The HTTP API (docs/api.md) listens on api.listen (default 127.0.0.1:8620) unless --no-api.
     """
     from ..service.assembly import families_of
     from ..service.server import ServeOptions, configure_service_logging, serve
@@ -69,10 +80,58 @@ def serve_command(
         sweep_every_ms=_duration("--sweep-every", sweep_every, 3_600_000),
         once=once, json_logs=json_logs, catalog=not no_catalog, archives=not no_archives,
         watermark_every_ms=None if no_watermarks else watermark_every)
+    api_options = None if no_api or once else checked_api_options(settings, listen)
+    configure_service_logging(settings["log.level"], json_logs)
+    workspace = open_workspace(settings)
+    api = None
+    try:
+        if api_options is not None:
+            from ..api.server import ApiServer
+
+            api = ApiServer(workspace, api_options)
+            api.start()
+        code = serve(workspace, options, families=families_of(workspace))
+    finally:
+        if api is not None:
+            api.stop()
+        workspace.close()
+    raise typer.Exit(code)
+
+
+def checked_api_options(settings: Settings, listen: str | None) -> ApiOptions:
+    """The API's options, refused (ConfigError) before anything starts when unsafe or malformed."""
+    from ..api.server import api_options
+    from ..config import parse_listen
+
+    if listen is not None:
+        try:
+            parse_listen(listen)
+        except InvalidInput as exc:
+            raise InvalidInput(f"bad --listen: {exc}") from None
+    return api_options(settings, listen)
+
+
+def api_command(
+    ctx: typer.Context,
+    listen: ListenOption = None,
+    json_logs: Annotated[bool, typer.Option("--json-logs", help="Log JSON lines instead of text")] = False,
+) -> None:
+    """Serve the HTTP API alone (no retention cycles): FastAPI on uvicorn at api.listen, versioned
+    under /api/v1, OpenAPI at /openapi.json, interactive docs at /docs, metrics at /metrics.
+
+    Every request needs a token (`tidekeep token create`) unless api.auth is false, which is
+    allowed on a loopback address only. SIGTERM or SIGINT stops it. docs/api.md.
+    """
+    from ..api.server import ApiServer
+    from ..service.server import configure_service_logging
+    from ..store.house import open_workspace
+
+    settings = load(ctx)
+    require_workspace(settings)
+    options = checked_api_options(settings, listen)
     configure_service_logging(settings["log.level"], json_logs)
     workspace = open_workspace(settings)
     try:
-        code = serve(workspace, options, families=families_of(workspace))
+        ApiServer(workspace, options).run()
     finally:
         workspace.close()
-    raise typer.Exit(code)

@@ -38,6 +38,8 @@ streams = sa.Table(
     sa.Column("next_segment_number", sa.Integer, nullable=False),
     sa.Column("head", PositionsJSON, nullable=False),  # JSON {segment id: offset}
     sa.Column("truncated_bytes", sa.BigInteger, nullable=False),  # logical bytes before the head
+    # +1 on every config (policy) update: the ETag of an edit through the API (docs/api.md)
+    sa.Column("config_version", sa.BigInteger, nullable=False, server_default="1"),
     sa.UniqueConstraint("scope", "name", name="uq_streams_scope_name"),
 )
 
@@ -124,6 +126,7 @@ from . import (  # noqa: E402, F401
     schema_readergroups,
     schema_retention,
     schema_subscribers,
+    schema_tokens,
     schema_transactions,
     schema_watermarks,
     schema_workspace,

@@ -26,6 +26,7 @@ from ..errors import (
     InvalidInput,
     InvalidStreamCut,
     NotFound,
+    StaleVersion,
     StoreUnavailable,
     StreamSealed,
     TruncatedData,
@@ -229,13 +230,23 @@ class StreamController:
                 query = query.where(t.streams.c.scope == scope)
             return [stream_info(r) for r in conn.execute(query)]
 
-    def update_config(self, name: str, config: StreamConfig) -> StreamInfo:
+    def update_config(self, name: str, config: StreamConfig, expected_version: int | None = None) -> StreamInfo:
+        """Replace the stream's config. `expected_version`: the config version the caller read
+        (`StreamInfo.config_version`); StaleVersion, nothing changed, when the config has been
+        updated since. Checked under the stream's row lock, so two edits of one version cannot
+        both land."""
         if not isinstance(config, StreamConfig):
             raise InvalidInput(f"invalid stream config {config!r}: use tidekeep.StreamConfig")
         with self.db.write() as conn:
             row = self.repository.row(conn, name, lock=True)
-            conn.execute(sa.update(t.streams).where(t.streams.c.id == row.id).values(config=config.to_json()))
-            return StreamInfo(name, row.uid, row.state, config, row.created_ms, row.current_epoch)
+            if expected_version is not None and row.config_version != expected_version:
+                raise StaleVersion(f"stream {name!r} config is at version {row.config_version}, not "
+                                   f"{expected_version}: it was changed since it was read", str(row.config_version))
+            version = row.config_version + 1
+            conn.execute(sa.update(t.streams).where(t.streams.c.id == row.id).values(
+                config=config.to_json(), config_version=version))
+            return StreamInfo(name, row.uid, StreamStatus(row.state), config, row.created_ms, row.current_epoch,
+                              version)
 
     def seal(self, name: str) -> bool:
         """Seal every active segment; the stream then takes no writes. False if already sealed."""

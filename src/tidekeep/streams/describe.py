@@ -18,6 +18,7 @@ def describe(state: StreamState) -> dict[str, Any]:
         "state": state.info.state.value,
         "created_ms": state.info.created_ms,
         "current_epoch": state.info.current_epoch,
+        "config_version": state.info.config_version,
         "retention": None if config.retention is None else config.retention.describe(),
         "timestamp_aggregation_timeout_ms": config.timestamp_aggregation_timeout_ms,
         "epochs": [

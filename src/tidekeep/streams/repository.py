@@ -42,6 +42,7 @@ class StreamInfo:
     config: StreamConfig
     created_ms: int
     current_epoch: int
+    config_version: int = 1  # +1 per config update: what an edit names to fail on a stale read (docs/api.md)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def chunk_ref(row: Any) -> ChunkRef:
 
 def stream_info(row: Any) -> StreamInfo:
     return StreamInfo(f"{row.scope}/{row.name}", row.uid, StreamStatus(row.state), StreamConfig.from_json(row.config),
-                      row.created_ms, row.current_epoch)
+                      row.created_ms, row.current_epoch, row.config_version)
 
 
 class StreamRepository:

@@ -1,0 +1,65 @@
+"""The FastAPI application: routers under /api/v1, problem documents for every error, health."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__
+from ..errors import TidekeepError
+from .problems import PROBLEM_TYPE, problem, problem_of
+from .routes import ROUTERS
+from .state import ApiState
+
+PREFIX = "/api/v1"
+log = logging.getLogger("tidekeep.api")
+
+
+def _problem_response(document: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(document, status_code=document["status"], media_type=PROBLEM_TYPE, headers=headers)
+
+
+def create_app(state: ApiState) -> FastAPI:
+    app = FastAPI(title="tidekeep", version=__version__,
+                  description="Retention for streams, archives and a catalog: the control plane's HTTP API "
+                              "(docs/api.md). Every route but /healthz and the documents needs "
+                              "`Authorization: Bearer <token>`.")
+    app.state.api = state
+
+    @app.exception_handler(TidekeepError)
+    async def tidekeep_error(_request: Request, exc: TidekeepError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if problem_of(exc)["status"] == 401 else None
+        return _problem_response(problem_of(exc), headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
+        return _problem_response(problem(422, "InvalidInput", f"bad {where}: {first.get('msg', 'invalid')}",
+                                         errors=[{"loc": [str(p) for p in e.get("loc", ())], "msg": e.get("msg")}
+                                                 for e in exc.errors()]))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        name = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
+        return _problem_response(problem(exc.status_code, name, str(exc.detail)), getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        # a defect: logged with its traceback on the server, one line for the caller
+        log.error("internal error in %s %s", request.method, request.url.path, exc_info=exc)
+        return _problem_response(problem(500, "InternalError", f"internal error ({type(exc).__name__}); "
+                                         "the server's log has the traceback"))
+
+    @app.get("/healthz", tags=["service"], summary="Liveness: the process answers")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    for router in ROUTERS:
+        app.include_router(router, prefix=PREFIX)
+    return app

@@ -1,0 +1,251 @@
+"""Scopes and streams: create, list, describe, update policy, seal, delete, scale/split/merge,
+head and tail cuts, truncate, size between cuts (the CLI's `tidekeep scope` and `stream`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...errors import InvalidInput
+from ...stream_handle import Stream
+from ...streams.config import RetentionKind, RetentionPolicy, StreamConfig
+from ...streams.controller import StreamInfo
+from ...streams.cuts import StreamCut
+from ..etags import if_match_int, set_etag
+from ..models import Page, PolicyBody
+from ..paging import DEFAULT_LIMIT, MAX_LIMIT, page_of
+from ..state import Admin, Caller, Operator, Reader
+
+router = APIRouter(tags=["streams"])
+
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="at most this many items")]
+Cursor = Annotated[str | None, Query(description="next_cursor of the previous page")]
+
+
+class StreamSummary(BaseModel):
+    name: str
+    state: str
+    current_epoch: int
+    created_ms: int
+    config_version: int
+    retention: dict[str, Any] | None
+    retention_text: str | None
+    timestamp_aggregation_timeout_ms: int
+
+
+def summary(info: StreamInfo) -> StreamSummary:
+    policy = info.config.retention
+    return StreamSummary(name=info.name, state=info.state.value, current_epoch=info.current_epoch,
+                         created_ms=info.created_ms, config_version=info.config_version,
+                         retention=None if policy is None else policy.to_dict(),
+                         retention_text=None if policy is None else policy.describe(),
+                         timestamp_aggregation_timeout_ms=info.config.timestamp_aggregation_timeout_ms)
+
+
+def policy_of(body: PolicyBody | None) -> RetentionPolicy | None:
+    if body is None:
+        return None
+    if body.kind == RetentionKind.SIZE.value:
+        return RetentionPolicy.by_size(body.min, body.max)
+    return RetentionPolicy.by_time(body.min, body.max)
+
+
+# ---- scopes ----------------------------------------------------------------------------------------
+class ScopeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+
+
+@router.get("/scopes", summary="List scopes")
+def list_scopes(call: Caller = Reader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Page[str]:
+    scopes = [s for s in call.client.list_scopes() if call.principal.sees_scope(s)]
+    items, after = page_of(sorted(scopes), lambda s: s, cursor, limit)
+    return Page[str](items=items, next_cursor=after)
+
+
+@router.post("/scopes", status_code=201, summary="Create a scope")
+def create_scope(body: ScopeBody, response: Response, call: Caller = Admin) -> dict[str, Any]:
+    call.principal.require_unscoped("creating a scope")
+    created = call.client.create_scope(body.name)
+    if not created:
+        response.status_code = 200
+    return {"name": body.name, "created": created}
+
+
+@router.delete("/scopes/{scope}", summary="Delete an empty scope")
+def delete_scope(scope: str, call: Caller = Admin) -> dict[str, Any]:
+    call.principal.require_scope(scope)
+    call.client.delete_scope(scope)
+    return {"name": scope, "deleted": True}
+
+
+# ---- streams ---------------------------------------------------------------------------------------
+class CreateStreamBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="the stream's name within the scope")
+    segments: int = Field(1, ge=1, le=10_000)
+    retention: PolicyBody | None = None
+    timestamp_aggregation_timeout: str | int = "60s"
+
+
+class UpdateStreamBody(BaseModel):
+    """The stream's new config: its retention policy (null: none) and watermark timeout."""
+
+    model_config = ConfigDict(extra="forbid")
+    retention: PolicyBody | None = None
+    timestamp_aggregation_timeout: str | int | None = None
+
+
+@router.get("/streams", summary="List the streams of every scope the token reaches")
+def list_all_streams(call: Caller = Reader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Page[StreamSummary]:
+    infos = [i for i in call.client.list_streams() if call.principal.sees_scope(i.name.split("/")[0])]
+    items, after = page_of(infos, lambda i: i.name, cursor, limit)
+    return Page[StreamSummary](items=[summary(i) for i in items], next_cursor=after)
+
+
+@router.get("/scopes/{scope}/streams", summary="List a scope's streams")
+def list_streams(scope: str, call: Caller = Reader, limit: Limit = DEFAULT_LIMIT,
+                 cursor: Cursor = None) -> Page[StreamSummary]:
+    call.principal.require_scope(scope)
+    items, after = page_of(call.client.list_streams(scope), lambda i: i.name, cursor, limit)
+    return Page[StreamSummary](items=[summary(i) for i in items], next_cursor=after)
+
+
+@router.post("/scopes/{scope}/streams", status_code=201, summary="Create a stream (and its scope, if new)")
+def create_stream(scope: str, body: CreateStreamBody, response: Response, call: Caller = Operator) -> StreamSummary:
+    name = call.stream(scope, body.name)
+    config = StreamConfig(segments=body.segments, retention=policy_of(body.retention),
+                          timestamp_aggregation_timeout=body.timestamp_aggregation_timeout)
+    info = call.client.create_stream(name, config)
+    set_etag(response, info.config_version)
+    response.headers["Location"] = f"/api/v1/scopes/{scope}/streams/{body.name}"
+    return summary(info)
+
+
+@router.get("/scopes/{scope}/streams/{stream}", summary="Describe a stream: epochs, segments, head, tail, size")
+def describe_stream(scope: str, stream: str, response: Response, call: Caller = Reader) -> dict[str, Any]:
+    described = call.client.stream(call.stream(scope, stream)).describe()
+    set_etag(response, described["config_version"])
+    return described
+
+
+@router.put("/scopes/{scope}/streams/{stream}", summary="Update a stream's retention policy and watermark timeout")
+def update_stream(scope: str, stream: str, body: UpdateStreamBody, response: Response, call: Caller = Operator,
+                  if_match: Annotated[str | None, Header(description="the ETag read before: a stale edit gets 412")]
+                  = None) -> StreamSummary:
+    handle = call.client.stream(call.stream(scope, stream))
+    expected = if_match_int(if_match)
+    current = handle.describe()
+    timeout = body.timestamp_aggregation_timeout
+    config = StreamConfig(segments=1, retention=policy_of(body.retention),
+                          timestamp_aggregation_timeout=current["timestamp_aggregation_timeout_ms"]
+                          if timeout is None else timeout)
+    info = handle.update(config, expected)
+    set_etag(response, info.config_version)
+    return summary(info)
+
+
+@router.post("/scopes/{scope}/streams/{stream}/seal", summary="Seal a stream: it takes no more writes")
+def seal_stream(scope: str, stream: str, call: Caller = Operator) -> dict[str, Any]:
+    sealed = call.client.stream(call.stream(scope, stream)).seal()
+    return {"stream": f"{scope}/{stream}", "sealed": sealed}
+
+
+@router.delete("/scopes/{scope}/streams/{stream}", summary="Delete a sealed stream and its data")
+def delete_stream(scope: str, stream: str, call: Caller = Operator,
+                  force: Annotated[bool, Query(description="seal an active stream first")] = False) -> dict[str, Any]:
+    result = call.client.stream(call.stream(scope, stream)).delete(force=force)
+    return {"stream": result.stream, "bytes_freed": result.bytes_freed, "sealed_first": result.sealed_first,
+            "files_left": [f.path for f in result.files_left]}
+
+
+# ---- scaling ---------------------------------------------------------------------------------------
+class ScaleBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    seal: list[str | int] = Field(min_length=1, description="segments to seal (\"epoch.number\" or ids)")
+    new_ranges: list[tuple[float, float]] = Field(min_length=1, description="key ranges [low, high) replacing them")
+
+
+class SplitBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    segment: str | int
+    parts: int = Field(2, ge=2, le=1000)
+
+
+class MergeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    segments: list[str | int] = Field(min_length=2)
+
+
+def _scaled(name: str, segments: list[Any]) -> dict[str, Any]:
+    from ...streams.model import segment_name
+
+    return {"stream": name, "epoch": segments[0].epoch if segments else None,
+            "new_segments": [{"segment": segment_name(s.id), "epoch": s.epoch, "key_range": [s.key_low, s.key_high]}
+                             for s in segments]}
+
+
+@router.post("/scopes/{scope}/streams/{stream}/scale", summary="Seal segments and add new ones over their key ranges")
+def scale_stream(scope: str, stream: str, body: ScaleBody, call: Caller = Operator) -> dict[str, Any]:
+    name = call.stream(scope, stream)
+    return _scaled(name, call.client.stream(name).scale(body.seal, body.new_ranges))
+
+
+@router.post("/scopes/{scope}/streams/{stream}/split", summary="Split a segment into equal parts")
+def split_segment(scope: str, stream: str, body: SplitBody, call: Caller = Operator) -> dict[str, Any]:
+    name = call.stream(scope, stream)
+    return _scaled(name, call.client.stream(name).split(body.segment, body.parts))
+
+
+@router.post("/scopes/{scope}/streams/{stream}/merge", summary="Merge adjacent segments into one")
+def merge_segments(scope: str, stream: str, body: MergeBody, call: Caller = Operator) -> dict[str, Any]:
+    name = call.stream(scope, stream)
+    return _scaled(name, call.client.stream(name).merge(body.segments))
+
+
+# ---- cuts and truncation ---------------------------------------------------------------------------
+def cut_of(handle: Stream, text: str) -> StreamCut | str:
+    """"head", "tail", or a cut in compact or JSON form (validated against the stream by the client)."""
+    keyword = text.strip().lower()
+    if keyword == "head":
+        return handle.head_cut()
+    if keyword == "tail":
+        return handle.tail_cut()
+    return text
+
+
+@router.get("/scopes/{scope}/streams/{stream}/head", summary="The stream's head cut")
+def head_cut(scope: str, stream: str, call: Caller = Reader) -> dict[str, str]:
+    return {"cut": str(call.client.stream(call.stream(scope, stream)).head_cut())}
+
+
+@router.get("/scopes/{scope}/streams/{stream}/tail", summary="The stream's tail cut")
+def tail_cut(scope: str, stream: str, call: Caller = Reader) -> dict[str, str]:
+    return {"cut": str(call.client.stream(call.stream(scope, stream)).tail_cut())}
+
+
+@router.get("/scopes/{scope}/streams/{stream}/size", summary="Logical bytes between two cuts")
+def size_between(scope: str, stream: str, call: Caller = Reader,
+                 start: Annotated[str, Query(alias="from", description="a cut, or 'head'")] = "head",
+                 end: Annotated[str, Query(alias="to", description="a cut, or 'tail'")] = "tail") -> dict[str, Any]:
+    handle = call.client.stream(call.stream(scope, stream))
+    return {"from": start, "to": end, "size_bytes": handle.size_between(cut_of(handle, start), cut_of(handle, end))}
+
+
+class TruncateBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    cut: str = Field(description="the new head: a stream cut (as `stream head`/`tail` print it), or 'tail'")
+    reason: str = "manual truncation"
+
+
+@router.post("/scopes/{scope}/streams/{stream}/truncate", summary="Truncate the stream at a cut (audited)")
+def truncate(scope: str, stream: str, body: TruncateBody, call: Caller = Operator) -> dict[str, Any]:
+    if not body.reason.strip():
+        raise InvalidInput("the reason must not be empty")
+    handle = call.client.stream(call.stream(scope, stream))
+    result = handle.truncate(cut_of(handle, body.cut), body.reason)
+    return {"stream": result.stream, "old_head": str(result.old_head), "new_head": str(result.new_head),
+            "bytes_freed": result.bytes_freed, "chunks_deleted": result.chunks_deleted,
+            "files_left": [f.path for f in result.files_left]}

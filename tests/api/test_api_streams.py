@@ -1,0 +1,88 @@
+"""The streams resource through real HTTP: happy paths, bad input, ETags, scopes, audit actor."""
+
+from __future__ import annotations
+
+from tests.helpers.api_server import LiveApi
+
+import tidekeep as tk
+
+PROBLEM = "application/problem+json"
+
+
+def test_create_describe_list_and_truncate_a_stream(api: LiveApi, client: tk.Client) -> None:
+    ops = api.as_role("operator")
+    created = ops.post("/api/v1/scopes/s/streams", json={"name": "a", "segments": 2,
+                                                         "retention": {"kind": "size", "min": "1KiB"}})
+    assert created.status_code == 201, created.text
+    assert created.json()["retention"] == {"kind": "size", "min": 1024, "max": None}
+    assert created.headers["etag"] == '"1"'
+    with client.stream("s/a").writer("w") as writer:
+        for i in range(10):
+            writer.write(f"event-{i}".encode(), routing_key=str(i))
+    viewer = api.as_role("viewer")
+    described = viewer.get("/api/v1/scopes/s/streams/a")
+    assert described.status_code == 200
+    assert described.json() == client.stream("s/a").describe()
+    listed = viewer.get("/api/v1/scopes/s/streams").json()
+    assert [s["name"] for s in listed["items"]] == ["s/a"] and listed["next_cursor"] is None
+    tail = viewer.get("/api/v1/scopes/s/streams/a/tail").json()["cut"]
+    truncated = ops.post("/api/v1/scopes/s/streams/a/truncate", json={"cut": tail, "reason": "test"})
+    assert truncated.status_code == 200, truncated.text
+    assert truncated.json()["bytes_freed"] == described.json()["size_bytes"]
+    row = client.audit("s/a", limit=1)[0]
+    assert row["action"] == "truncate" and row["actor"] == "operator"
+
+
+def test_unknown_stream_is_a_404_problem(api: LiveApi) -> None:
+    response = api.as_role("viewer").get("/api/v1/scopes/s/streams/missing")
+    assert response.status_code == 404
+    assert response.headers["content-type"] == PROBLEM
+    assert response.json()["error"] == "NotFound" and "does not exist" in response.json()["detail"]
+
+
+def test_bad_input_is_a_422_problem_and_changes_nothing(api: LiveApi, client: tk.Client) -> None:
+    ops = api.as_role("operator")
+    bad_name = ops.post("/api/v1/scopes/s/streams", json={"name": "no/slash"})
+    assert bad_name.status_code == 422 and bad_name.json()["error"] == "InvalidName"
+    bad_body = ops.post("/api/v1/scopes/s/streams", json={"name": "a", "segments": 0})
+    assert bad_body.status_code == 422 and bad_body.json()["error"] == "InvalidInput"
+    assert bad_body.headers["content-type"] == PROBLEM
+    assert client.list_scopes() == []
+
+
+def test_a_stale_if_match_is_refused_with_412(api: LiveApi, client: tk.Client) -> None:
+    ops = api.as_role("operator")
+    ops.post("/api/v1/scopes/s/streams", json={"name": "a"})
+    etag = ops.get("/api/v1/scopes/s/streams/a").headers["etag"]
+    first = ops.put("/api/v1/scopes/s/streams/a", headers={"If-Match": etag},
+                    json={"retention": {"kind": "time", "min": "1d"}})
+    assert first.status_code == 200 and first.headers["etag"] == '"2"'
+    stale = ops.put("/api/v1/scopes/s/streams/a", headers={"If-Match": etag},
+                    json={"retention": {"kind": "size", "min": "1GB"}})
+    assert stale.status_code == 412 and stale.json()["error"] == "StaleVersion"
+    policy = client.stream("s/a").describe()["retention"]
+    assert policy is not None and "by time" in policy
+
+
+def test_no_token_is_401_and_a_viewer_may_not_write(api: LiveApi) -> None:
+    assert api.http().get("/api/v1/streams").status_code == 401
+    assert api.http("tk_1_" + "x" * 43).get("/api/v1/streams").status_code == 401
+    refused = api.as_role("viewer").post("/api/v1/scopes/s/streams", json={"name": "a"})
+    assert refused.status_code == 403 and refused.json()["error"] == "PermissionDenied"
+
+
+def test_a_scoped_token_sees_only_its_scope(api: LiveApi, client: tk.Client) -> None:
+    client.create_stream("mine/a")
+    client.create_stream("other/b")
+    scoped = api.as_role("operator", scope="mine")
+    assert [s["name"] for s in scoped.get("/api/v1/streams").json()["items"]] == ["mine/a"]
+    assert scoped.get("/api/v1/scopes/mine/streams/a").status_code == 200
+    assert scoped.get("/api/v1/scopes/other/streams/b").status_code == 403
+    assert scoped.post("/api/v1/scopes/other/streams", json={"name": "c"}).status_code == 403
+
+
+def test_a_revoked_token_is_refused_at_once(api: LiveApi) -> None:
+    viewer = api.as_role("viewer")
+    assert viewer.get("/api/v1/streams").status_code == 200
+    api.token_store.revoke("viewer")
+    assert viewer.get("/api/v1/streams").status_code == 401
