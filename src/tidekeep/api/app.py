@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..errors import TidekeepError
+from .models import PROBLEM_RESPONSES
 from .problems import PROBLEM_TYPE, problem, problem_of
 from .routes import ROUTERS
 from .state import ApiState
@@ -61,5 +62,5 @@ def create_app(state: ApiState) -> FastAPI:
         return {"status": "ok"}
 
     for router in ROUTERS:
-        app.include_router(router, prefix=PREFIX)
+        app.include_router(router, prefix=PREFIX, responses=PROBLEM_RESPONSES)
     return app

@@ -36,3 +36,34 @@ class Accepted(BaseModel):
 class Deleted(BaseModel):
     deleted: bool = True
     details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Problem(BaseModel):
+    """An error (RFC 9457): `error` is the typed error's class name, `detail` its one-line message."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    error: str
+    hold_id: int | None = None  # HoldActive: the hold that refused the deletion
+    current_version: str | None = None  # StaleVersion: the version the thing has now
+    errors: list[dict[str, Any]] | None = None  # request validation: every field that was wrong
+
+
+_PROBLEM_STATUSES = {
+    401: "no token, or an invalid or revoked one",
+    403: "the token's role or scope does not allow this",
+    404: "no such thing",
+    409: "a conflict: it exists already, it is sealed, another run is in progress, or a concurrent change won",
+    410: "the position lies before the stream's head: the data was truncated",
+    412: "If-Match names a version that is no longer current: nothing was changed",
+    422: "bad input: nothing was changed",
+    423: "a legal hold protects the target",
+    503: "the metadata store or the storage is unavailable",
+}
+# every route may answer these, as application/problem+json (app.py mounts each router with them)
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"description": text, "model": Problem, "content": {"application/problem+json": {}}}
+    for status, text in _PROBLEM_STATUSES.items()
+}

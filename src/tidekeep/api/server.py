@@ -4,11 +4,15 @@ setting needs both the certificate and the key, readable, before anything starts
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
+import signal
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -61,6 +65,27 @@ def api_options(settings: Settings, listen: str | None = None, auth: bool | None
     return ApiOptions(host, port, use_auth, cert, key)
 
 
+class _Uvicorn(uvicorn.Server):
+    """uvicorn, except that SIGTERM and SIGINT end it with exit code 0, as they end `tidekeep
+    serve` (uvicorn raises the signal again after its shutdown, so the process would die by it)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # in `tidekeep serve` the main thread owns the signals and stops this server
+            return
+        previous = {s: signal.signal(s, self._stop) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def _stop(self, signum: int, _frame: Any) -> None:
+        log.info("received %s: stopping the API", signal.Signals(signum).name)
+        self.should_exit = True
+
+
 class ApiServer:
     """uvicorn serving the API in a thread of this process (`tidekeep serve`), or in the
     foreground (`tidekeep api`)."""
@@ -72,7 +97,7 @@ class ApiServer:
         config = uvicorn.Config(self.app, host=options.host, port=options.port, log_config=None,
                                 access_log=False, ssl_certfile=options.tls_cert, ssl_keyfile=options.tls_key,
                                 server_header=False, timeout_graceful_shutdown=5)
-        self.server = uvicorn.Server(config)
+        self.server = _Uvicorn(config)
         self._thread: threading.Thread | None = None
 
     def run(self) -> None:

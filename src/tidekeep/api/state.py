@@ -47,6 +47,10 @@ class Caller:
     client: Client
     state: ApiState
 
+    def client_tokens(self) -> TokenStore:
+        """The token store, auditing as the caller (its client's audit log)."""
+        return TokenStore(self.client.workspace.db, self.client.workspace.audit)
+
     def stream(self, scope: str, stream: str) -> str:
         """"scope/stream", after checking the token may reach the scope."""
         self.principal.require_scope(scope)
@@ -58,19 +62,41 @@ def api_state(request: Request) -> ApiState:
     return state
 
 
+def principal_of(request: Request) -> Principal:
+    """The request's principal, authenticated once per request."""
+    found = getattr(request.state, "principal", None)
+    if isinstance(found, Principal):
+        return found
+    principal = api_state(request).authenticator.principal(request.headers.get("authorization"))
+    request.state.principal = principal
+    return principal
+
+
+def unscoped_only(request: Request) -> None:
+    """A router's dependency for what belongs to no scope (catalog, archives, tokens): a token
+    limited to a scope is refused before anything of the request is read."""
+    principal_of(request).require_unscoped(f"{request.method} {request.url.path}")
+
+
 def needs(role: Role) -> Callable[..., Caller]:
-    """A dependency: the request's Caller if its token has `role` (or admin); 401/403 otherwise."""
+    """A dependency: the request's Caller if its token has `role` (or admin) and reaches the scope
+    in the path, if any; 401/403 otherwise."""
 
     def dependency(request: Request) -> Caller:
         state = api_state(request)
-        principal = state.authenticator.principal(request.headers.get("authorization"))
+        principal = principal_of(request)
         principal.require(role)
-        request.state.principal = principal
+        scope = request.path_params.get("scope")
+        if scope is not None:  # before the body is read: a scoped token learns nothing of another scope
+            principal.require_scope(scope)
         return Caller(principal, state.client_for(principal), state)
 
     dependency.__name__ = f"needs_{role.value}"
     return dependency
 
+
+# `APIRouter(dependencies=UNSCOPED)`: every route of the router refuses scoped tokens
+UNSCOPED = [Depends(unscoped_only)]
 
 # the four route classes of the auth matrix (docs/security.md)
 Reader = Depends(needs(Role.VIEWER))

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import streams
+from . import streams, tokens
 
-ROUTERS: list[APIRouter] = [streams.router]
+ROUTERS: list[APIRouter] = [streams.router, tokens.router]
