@@ -5,7 +5,6 @@ with both files, a token shown once and stored only as an argon2id hash."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import ssl
@@ -19,6 +18,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 from tests.helpers.cli import run_cli
+from tests.helpers.cli_runner import InProcess, assert_one_error_line
 from tests.helpers.ports import unused_port
 
 import tidekeep as tk
@@ -107,25 +107,23 @@ def test_serve_runs_the_api_beside_the_service_and_no_api_turns_it_off(home: Pat
 
 
 @pytest.mark.parametrize("listen", ["0.0.0.0:8620", "10.1.2.3:8620", "[::]:8620"])
-def test_no_listening_beyond_loopback_without_authentication(home: Path, listen: str) -> None:
-    done = run_cli(home, "--set", "api.auth=false", "api", "--listen", listen)
-    assert done.returncode == 2
-    assert done.stderr.startswith("error: refusing to serve the API on") and "Traceback" not in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+def test_no_listening_beyond_loopback_without_authentication(home: Path, in_process: InProcess,
+                                                             listen: str) -> None:
+    assert_one_error_line(in_process("--set", "api.auth=false", "api", "--listen", listen), 2,
+                          "refusing to serve the API on")
 
 
-def test_a_bad_listen_address_is_one_line(home: Path) -> None:
-    done = run_cli(home, "api", "--listen", "8620")
-    assert done.returncode == 2 and done.stderr.startswith("error: bad --listen: expected HOST:PORT")
+def test_a_bad_listen_address_is_one_line(home: Path, in_process: InProcess) -> None:
+    assert_one_error_line(in_process("api", "--listen", "8620"), 2, "bad --listen: expected HOST:PORT")
 
 
-def test_tls_needs_both_files_and_then_speaks_https(home: Path, tmp_path: Path) -> None:
+def test_tls_needs_both_files_and_then_speaks_https(home: Path, tmp_path: Path, in_process: InProcess) -> None:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
                     "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
                    check=True, capture_output=True)
-    half = run_cli(home, "--set", f"api.tls_cert={cert}", "api")
-    assert half.returncode == 2 and "TLS needs both api.tls_cert and api.tls_key" in half.stderr
+    assert_one_error_line(in_process("--set", f"api.tls_cert={cert}", "api"), 2,
+                          "TLS needs both api.tls_cert and api.tls_key")
     tls = {"TIDEKEEP_API_TLS_CERT": str(cert), "TIDEKEEP_API_TLS_KEY": str(key)}
     context = ssl.create_default_context(cafile=str(cert))
     with running(home, "api", url_scheme="https", verify=context, env=tls) as (_, url):
@@ -134,22 +132,24 @@ def test_tls_needs_both_files_and_then_speaks_https(home: Path, tmp_path: Path) 
             httpx.get(url.replace("https", "http") + "/healthz", timeout=5)
 
 
-def test_a_token_is_shown_once_and_only_its_hash_is_kept(home: Path) -> None:
-    created = run_cli(home, "token", "create", "ci", "--role", "viewer", "--scope", "s", "--json")
-    assert created.returncode == 0, created.stderr
-    document = json.loads(created.stdout)
+def test_a_token_is_shown_once_and_only_its_hash_is_kept(home: Path, in_process: InProcess) -> None:
+    created = in_process("token", "create", "ci", "--role", "viewer", "--scope", "s", "--json")
+    assert created.code == 0, created.stderr
+    document = created.json()
     token = document["token"]
     assert document["role"] == "viewer" and document["scope"] == "s" and token.startswith("tk_")
-    listed = json.loads(run_cli(home, "token", "list", "--json").stdout)
-    assert [t["name"] for t in listed] == ["ci"] and "token" not in listed[0] and "secret_hash" not in listed[0]
+    plain = in_process("token", "create", "ops", "--role", "operator")
+    assert plain.stdout.startswith("tk_") and len(plain.stdout.splitlines()) == 1  # the token alone on stdout
+    assert "shown only now" in plain.stderr
+    listed = in_process("token", "list", "--json").json()
+    assert [t["name"] for t in listed] == ["ci", "ops"]
+    assert all("token" not in t and "secret_hash" not in t for t in listed)
     with tk.connect(home=home) as client, client.workspace.db.read() as conn:
-        stored = conn.execute(sa.select(api_tokens.c.secret_hash)).scalar_one()
-    secret = parse_token(token)[1]
-    assert stored.startswith("$argon2id$") and secret not in stored
-    assert run_cli(home, "token", "create", "ci", "--role", "viewer").returncode == 4  # AlreadyExists
-    bad_role = run_cli(home, "token", "create", "x", "--role", "root")
-    assert bad_role.returncode == 2 and "unknown role 'root'" in bad_role.stderr
-    assert run_cli(home, "token", "revoke", "ci").returncode == 0
-    assert json.loads(run_cli(home, "token", "list", "--json").stdout) == []
-    assert [t["name"] for t in json.loads(run_cli(home, "token", "list", "--revoked", "--json").stdout)] == ["ci"]
-    assert run_cli(home, "token", "revoke", "nobody").returncode == 3
+        stored = conn.execute(sa.select(api_tokens.c.secret_hash).where(api_tokens.c.name == "ci")).scalar_one()
+    assert stored.startswith("$argon2id$") and parse_token(token)[1] not in stored
+    assert_one_error_line(in_process("token", "create", "ci", "--role", "viewer"), 4, "token 'ci' already exists")
+    assert_one_error_line(in_process("token", "create", "x", "--role", "root"), 2, "unknown role 'root'")
+    assert in_process("token", "revoke", "ci").code == 0
+    assert [t["name"] for t in in_process("token", "list", "--json").json()] == ["ops"]
+    assert [t["name"] for t in in_process("token", "list", "--revoked", "--json").json()] == ["ci", "ops"]
+    assert_one_error_line(in_process("token", "revoke", "nobody"), 3, "token 'nobody' does not exist")
