@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from prometheus_client import generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..errors import TidekeepError
+from .metrics import EXPOSITION_TYPE, RequestMetrics
 from .models import PROBLEM_RESPONSES
 from .problems import PROBLEM_TYPE, problem, problem_of
 from .routes import ROUTERS
-from .state import ApiState
+from .state import ApiState, Caller, Reader
 
 PREFIX = "/api/v1"
 log = logging.getLogger("tidekeep.api")
@@ -26,7 +31,15 @@ def _problem_response(document: dict[str, Any], headers: dict[str, str] | None =
 
 
 def create_app(state: ApiState) -> FastAPI:
-    app = FastAPI(title="tidekeep", version=__version__,
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        state.metrics.refresher.start()  # the store-wide figures of /metrics, read every api.metrics_interval
+        try:
+            yield
+        finally:
+            state.metrics.refresher.stop()
+
+    app = FastAPI(title="tidekeep", version=__version__, lifespan=lifespan,
                   description="Retention for streams, archives and a catalog: the control plane's HTTP API "
                               "(docs/api.md). Every route but /healthz and the documents needs "
                               "`Authorization: Bearer <token>`.")
@@ -61,6 +74,17 @@ def create_app(state: ApiState) -> FastAPI:
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    @app.get("/metrics", tags=["service"], summary="Prometheus metrics (text exposition format; viewer role)",
+             response_class=Response, responses={200: {"content": {EXPOSITION_TYPE: {}}}})
+    def metrics(call: Caller = Reader) -> Response:
+        call.principal.require_unscoped("the metrics (they name the streams of every scope)")
+        return Response(generate_latest(state.metrics.registry), media_type=EXPOSITION_TYPE)
+
     for router in ROUTERS:
         app.include_router(router, prefix=PREFIX, responses=PROBLEM_RESPONSES)
+    # the histogram's route label: the template under the prefix (a router's route knows only its own part)
+    # (by id: a route compares by value and is not hashable; the routers live as long as the process)
+    templates = {id(route): PREFIX + route.path for router in ROUTERS for route in router.routes
+                 if isinstance(route, APIRoute)}
+    app.add_middleware(RequestMetrics, histogram=state.metrics.requests, templates=templates)
     return app

@@ -15,6 +15,7 @@ from ..store.house import Workspace
 from ..store.tokens import Role, TokenStore
 from .auth import Authenticator, Principal
 from .jobs import JobRegistry
+from .metrics import ApiMetrics
 
 
 class ApiState:
@@ -23,6 +24,7 @@ class ApiState:
         self.tokens = TokenStore(workspace.db, workspace.audit)
         self.authenticator = Authenticator(self.tokens if auth else None)
         self.jobs = JobRegistry(workspace.clock)
+        self.metrics = ApiMetrics.of(workspace)  # /metrics; its refresher runs with the server (app.py)
         self._clients: dict[str, Client] = {}
         self._lock = threading.Lock()
 
@@ -36,6 +38,7 @@ class ApiState:
             return client
 
     def close(self) -> None:
+        self.metrics.refresher.stop()
         self.jobs.shutdown()
 
 
