@@ -6,6 +6,7 @@ viewer role (no token: 401; a scoped token: 403)."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -220,3 +221,16 @@ def test_catalog_figures_follow_the_job_and_the_purge(timed_client: tk.Client, t
     for kind in ("retention", "purge"):
         assert value(samples, "tidekeep_catalog_last_run_duration_seconds", kind=kind) == (
             newest[kind]["finished_ms"] - newest[kind]["started_ms"]) / 1000
+
+
+def test_the_server_starts_its_refresher_and_stops_it(timed_client: tk.Client) -> None:
+    """Started with the server (its lifespan): the first figures are read without refresh_now."""
+    with live_api(timed_client.workspace) as served:
+        refresher = served.server.state.metrics.refresher
+        for _ in range(600):  # the first read happens at once; this only waits for a busy machine
+            if refresher.snapshot is not None:
+                break
+            time.sleep(0.05)
+        assert refresher.snapshot is not None and refresher.snapshot.taken_ms == T0
+        assert has(scrape(served, refresh=False), "tidekeep_metrics_refresh_timestamp_seconds")
+    assert not refresher.running

@@ -90,6 +90,10 @@ class MetricsRefresher:
             self.snapshot = Snapshot(now_ms, figures, time.perf_counter() - started)
             return self.snapshot
 
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def start(self) -> None:
         if self._thread is not None:
             return
