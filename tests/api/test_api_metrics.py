@@ -6,6 +6,7 @@ viewer role (no token: 401; a scoped token: 403)."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from helpers.archives import make_archive
 from tidekeep.catalog.ages import Age
 from tidekeep.catalog.expressions import parse
 from tidekeep.catalog.rules import RetentionRule
+from tidekeep.store.chunks import build_chunk_table
 from tidekeep.store.leases import LeaseStore
 
 T0 = 1_700_000_000_000  # the ManualClock's start
@@ -234,3 +236,21 @@ def test_the_server_starts_its_refresher_and_stops_it(timed_client: tk.Client) -
         assert refresher.snapshot is not None and refresher.snapshot.taken_ms == T0
         assert has(scrape(served, refresh=False), "tidekeep_metrics_refresh_timestamp_seconds")
     assert not refresher.running
+
+
+def test_the_orphan_sweep_counts_the_files_it_deleted(timed_client: tk.Client, timed_api: LiveApi) -> None:
+    client, clock = timed_client, timed_client.clock
+    client.create_stream("s/x", tk.StreamConfig(segments=2))
+    directory = client.stream("s/x").state().storage_dir()
+    table, _ = build_chunk_table([b"orphan"], ["k"])
+    two_hours_ago = (clock.now_ms() - 2 * HOUR) / 1000
+    for path in (f"{directory}/0.0/crashed-1-aaaa.parquet", f"{directory}/0.1/crashed-2-bbbb.parquet"):
+        client.workspace.storage.write_chunk(path, table)
+        os.utime(client.workspace.storage.full_path(path), (two_hours_ago, two_hours_ago))
+    assert client.sweep(grace="1h").files_deleted == 2
+
+    samples = scrape(timed_api)
+    sweeps = audit_of(client, "sweep")
+    assert value(samples, "tidekeep_gc_deletions_total", action="sweep") == sum(
+        json.loads(e["details"])["files"] for e in sweeps) == 2
+    assert value(samples, "tidekeep_freed_bytes_total", action="sweep") == sum(e["bytes_freed"] for e in sweeps) > 0
