@@ -223,6 +223,8 @@ def main() -> None:
                 log(f"  {remaining} more describes for the RSS reading after {options.rss_requests} requests")
                 rss_errors = asyncio.run(drive(url, describe_path, headers, options.clients, float("inf"),
                                                remaining))["errors"]
+            if rss_errors or any(r["errors"] for r in results.values()):
+                log(f"  errors: the server's log ends with\n{server_log.read_text()[-2000:] or '(nothing)'}")
             if server.poll() is not None:
                 raise SystemExit(f"the server exited with {server.returncode}:\n{server_log.read_text()[-3000:]}")
             rss_after = rss_kib(server.pid)
