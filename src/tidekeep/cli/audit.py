@@ -9,9 +9,10 @@ import typer
 
 from ..errors import InvalidInput
 from ..names import split_stream_name
+from ..streams.documents import head_positions_to_cut
 from .context import open_client, output
 from .options import limit_option
-from .output import emit, format_bytes, head_positions_to_cut, iso_utc
+from .output import emit, format_bytes, iso_utc
 
 app = typer.Typer(help="The audit trail: every deletion, why, how much, by whom.", no_args_is_help=True)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,18 +86,6 @@ def fields(pairs: Sequence[tuple[str, Any]]) -> None:
     width = max(len(label) for label, _ in pairs)
     for label, value in pairs:
         emit(f"{label.ljust(width)}  {value}")
-
-
-def head_positions_to_cut(stream: str, stored: str | None) -> str | None:
-    """The compact cut form of a head stored in the audit table as {"<segment id>": offset}."""
-    if stored is None:
-        return None
-    from ..streams.model import segment_name
-
-    positions: Mapping[str, int] = json.loads(stored)
-    body = ",".join(f"{segment_name(int(seg))}={offset}" for seg, offset in sorted(positions.items(),
-                                                                                   key=lambda kv: int(kv[0])))
-    return f"{stream}:{body}"
 
 
 def format_bytes(n: int) -> str:

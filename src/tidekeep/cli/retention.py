@@ -3,13 +3,13 @@ policy` (`policy`, a command of the stream app): size/time retention."""
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..errors import InvalidInput
 from ..streams.config import RetentionKind, RetentionPolicy, StreamConfig
+from ..streams.documents import decision_document, history_record
 from ..times import parse_time_ms
 from ..units import format_duration, format_size, parse_duration_ms
 from . import subscribers
@@ -20,7 +20,6 @@ from .output import (
     emit_table,
     fields,
     format_bytes,
-    head_positions_to_cut,
     iso_utc,
     size_cell,
     warn_files_left,
@@ -113,13 +112,6 @@ def emit_subscribers(decision: RetentionDecision) -> None:
             ("case", "-" if decision.case is None else f"({decision.case})")])
 
 
-def decision_document(decision: RetentionDecision, dry_run: bool) -> dict[str, Any]:
-    shown = decision.to_dict()
-    for view in shown.get("subscribers", []):  # the age the text shows, as of the decision's time
-        view["age_ms"] = None if view["updated_ms"] is None else decision.now_ms - view["updated_ms"]
-    return dict(shown, dry_run=dry_run)
-
-
 def emit_decision(decision: RetentionDecision, dry_run: bool) -> None:
     policy = "none" if decision.policy is None else decision.policy.describe()
     fields([("stream", decision.stream), ("policy", policy), ("at", iso_utc(decision.now_ms)),
@@ -140,16 +132,6 @@ def emit_decision(decision: RetentionDecision, dry_run: bool) -> None:
             ("cut", _cut_text(decision.stream, decision.cut)),
             ("retained", _amount(decision, decision.retained)),
             (verb if decision.cut is not None else "freed", format_bytes(decision.freed_bytes))])
-
-
-def history_record(entry: dict[str, Any]) -> dict[str, Any]:
-    details = json.loads(entry["details"]) if entry.get("details") else {}
-    return {"time": iso_utc(entry["time_ms"]), "time_ms": entry["time_ms"],
-            "old_head": head_positions_to_cut(entry["target"], entry["old_head"]),
-            "new_head": head_positions_to_cut(entry["target"], entry["new_head"]),
-            "bytes_freed": entry["bytes_freed"], "reason": entry["reason"], "actor": entry["actor"],
-            # consumption-based truncations: the case, the lower bound and the subscribers (audit details)
-            "consumption": details.get("consumption")}
 
 
 def _history_case(record: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import InvalidInput
+from ..streams.documents import acknowledged_document, checkpoint_document, reset_document
 from .context import open_client, output
 from .options import JsonFlag, int_option
 from .output import Output, emit, emit_table, iso_utc, size_cell
@@ -48,12 +49,7 @@ def group_config(streams: list[str], retention_type: str, checkpoint_interval: s
     """The ReaderGroupConfig the options of `rg create` give; an unknown retention type is refused."""
     from ..streams.readergroup import ReaderGroupConfig, RetentionType
 
-    try:
-        retention = RetentionType[retention_type.upper()]
-    except KeyError:
-        raise InvalidInput(f"invalid retention type {retention_type!r}: use one of "
-                           f"{', '.join(r.name for r in RetentionType)}") from None
-    return ReaderGroupConfig(streams=list(streams), retention_type=retention,
+    return ReaderGroupConfig(streams=list(streams), retention_type=RetentionType.named(retention_type),
                              automatic_checkpoint_interval=checkpoint_interval, skip_truncated=skip_truncated)
 
 
@@ -146,11 +142,9 @@ def checkpoint(
     """Initiate a checkpoint, wait until every online reader passed it, print its stream cuts."""
     with open_client(ctx) as client:
         done = client.reader_group(name).initiate_checkpoint(checkpoint_name).wait(wait)
-    cuts = {stream: str(cut) for stream, cut in sorted(done.cuts.items())}
+    document = checkpoint_document(done)
     output(ctx, json_output).show(
-        {"name": done.name, "created": iso_utc(done.created_ms), "completed": iso_utc(done.completed_ms),
-         "cuts": cuts},
-        lambda: emit_lines([f"checkpoint {done.name} completed", *cuts.values()]))
+        document, lambda: emit_lines([f"checkpoint {done.name} completed", *document["cuts"].values()]))
 
 
 @app.command("retention-cut")
@@ -173,7 +167,7 @@ def retention_cut(
     with open_client(ctx) as client:
         stored = client.reader_group(name).update_retention_stream_cut(by_stream)
     output(ctx, json_output).show(
-        {"reader_group": name, "acknowledged": {s: str(c) for s, c in sorted(stored.items())}},
+        acknowledged_document(name, stored),
         lambda: emit_lines([f"reader group {name} acknowledged {cut}" for cut in stored.values()]))
 
 
@@ -284,7 +278,7 @@ def reset(
         generation = None
         if not dry_run:
             generation = apply_reset(group, plan, allow_online_readers=force)
-    output(ctx, json_output).show({**plan.to_dict(), "dry_run": dry_run, "new_generation": generation},
+    output(ctx, json_output).show(reset_document(plan, dry_run, generation),
                                   lambda: emit_reset(name, plan, dry_run, generation))
 
 

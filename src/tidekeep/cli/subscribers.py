@@ -5,20 +5,17 @@ A command of the retention app (retention.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..streams.documents import subscriber_age_ms, subscriber_json
 from .context import open_client, output
 from .options import JsonFlag
-from .output import emit, emit_table, iso_utc, size_cell
+from .output import emit, emit_table, size_cell
 
 if TYPE_CHECKING:
     from ..streams.subscriber_store import Subscriber
-
-
-def age_ms(sub: Subscriber, now_ms: int) -> int | None:
-    return None if sub.updated_ms is None else max(now_ms - sub.updated_ms, 0)
 
 
 def age_text(ms: int | None) -> str:
@@ -34,10 +31,6 @@ def age_text(ms: int | None) -> str:
     return " ".join(parts[:2]) if parts else f"{ms}ms"
 
 
-def subscriber_json(sub: Subscriber, now_ms: int) -> dict[str, Any]:
-    return dict(sub.to_dict(), acknowledged_at=iso_utc(sub.updated_ms), age_ms=age_ms(sub, now_ms))
-
-
 def emit_subscribers(stream: str, found: list[Subscriber], now: int) -> None:
     if not found:
         emit(f"{stream} has no subscribers: size/time retention applies unchanged")
@@ -45,7 +38,7 @@ def emit_subscribers(stream: str, found: list[Subscriber], now: int) -> None:
     emit_table(["READER GROUP", "TYPE", "GEN", "ACKNOWLEDGED CUT", "AGE", "UNCONSUMED"],
                [[s.reader_group, s.retention_type, s.generation,
                  s.to_dict()["acknowledged"] or f"- (holds at its start {s.to_dict()['start']})",
-                 age_text(age_ms(s, now)), size_cell(s.unconsumed_bytes)] for s in found])
+                 age_text(subscriber_age_ms(s, now)), size_cell(s.unconsumed_bytes)] for s in found])
 
 
 def subscribers(

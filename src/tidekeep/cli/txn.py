@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..store.deletion import files_left_json
+from ..streams.documents import aborted_document, txn_record
 from .context import open_client, output
 from .options import JsonFlag
 from .output import emit, emit_table, iso_utc, warn_files_left
@@ -15,25 +15,6 @@ if TYPE_CHECKING:
     from ..streams.txn_store import TransactionInfo
 
 app = typer.Typer(help="Transactions of transactional writers.", no_args_is_help=True)
-
-
-def txn_record(info: TransactionInfo) -> dict[str, Any]:
-    from ..streams.model import segment_name
-
-    return {
-        "id": info.id,
-        "stream": info.stream,
-        "writer_id": info.writer_id,
-        "state": info.state.value,
-        "created": iso_utc(info.created_ms),
-        "lease_expiry": iso_utc(info.lease_expiry_ms),
-        "commit_timestamp": info.commit_timestamp,
-        "committed": iso_utc(info.committed_ms),
-        "end_reason": info.end_reason,
-        "events": info.events,
-        "staged_chunks": info.staged_chunks,
-        "positions": {segment_name(s): end for s, end in sorted(info.positions.items())},
-    }
 
 
 def emit_transactions(infos: list[TransactionInfo], stream: str | None) -> None:
@@ -68,6 +49,6 @@ def abort(
     with open_client(ctx) as client:
         result = client.transactions.abort(txn_id)
     output(ctx, json_output).show(
-        {"id": txn_id, "aborted": result.aborted, "files_left": files_left_json(result.files_left)},
+        aborted_document(txn_id, result.aborted, result.files_left),
         f"aborted transaction {txn_id}" if result.aborted else f"transaction {txn_id} was already aborted")
     warn_files_left(result.files_left)

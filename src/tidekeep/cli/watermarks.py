@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ..streams.documents import computed_document, writer_json, writer_state
 from ..times import parse_time_ms
 from .context import open_client, output
 from .options import JsonFlag, ScopedStream, limit_option
@@ -29,18 +30,6 @@ def cut_text(cut: dict[int, int]) -> str:
     from ..streams.model import segment_name
 
     return ",".join(f"{segment_name(s)}={o}" for s, o in sorted(cut.items())) or "-"
-
-
-def writer_state(status: WriterStatus) -> str:
-    if status.mark.closed:
-        return "closed: its last position bounds the next watermark's cut"
-    if status.participating:
-        return "participating"
-    return "lagging: holds watermarks back" if status.active else "inactive: timed out, rejoins on its next note"
-
-
-def writer_json(status: WriterStatus) -> dict[str, Any]:
-    return dict(status.to_dict(), noted_at=iso_utc(status.mark.noted_ms), state=writer_state(status))
 
 
 def watermark_rows(marks: list[Watermark]) -> list[list[Any]]:
@@ -106,10 +95,7 @@ def compute(ctx: typer.Context, stream: StreamArg, json_output: JsonFlag = False
     with open_client(ctx) as client:
         mark = client.stream(stream).watermarks.compute(owner="cli")
         statuses = [] if mark is not None else client.stream(stream).watermarks.writers()
-    output(ctx, json_output).show(
-        {"emitted": mark is not None, "watermark": None if mark is None else mark.to_dict(),
-         "writers": [writer_json(s) for s in statuses]},
-        computed_text(stream, mark, statuses))
+    output(ctx, json_output).show(computed_document(mark, statuses), computed_text(stream, mark, statuses))
 
 
 @app.command("note")

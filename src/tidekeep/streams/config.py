@@ -27,6 +27,15 @@ class RetentionType(enum.StrEnum):
     MANUAL_RELEASE_AT_USER_STREAMCUT = "MANUAL_RELEASE_AT_USER_STREAMCUT"
     AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT = "AUTOMATIC_RELEASE_AT_LAST_CHECKPOINT"
 
+    @classmethod
+    def named(cls, text: str) -> RetentionType:
+        """The type named `text` (any case); an unknown name is refused with the valid ones."""
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            raise InvalidInput(f"invalid retention type {text!r}: use one of "
+                               f"{', '.join(r.name for r in cls)}") from None
+
 
 @dataclass(frozen=True)
 class RetentionPolicy:
