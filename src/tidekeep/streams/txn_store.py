@@ -41,6 +41,7 @@ from ..faults import fault_error, fault_point, pause_point
 from ..names import stream_directory_name
 from ..store import schema as t
 from ..store import schema_transactions as tx
+from ..store.audit import AuditEntry, AuditLog
 from ..store.database import RETRY_ATTEMPTS, retry_store
 from ..store.deletion import FileLeft, warn_files_left
 from ..store.fencing import LeaseFence, check_fence
@@ -294,7 +295,12 @@ class TransactionStore:
                 return TxnAbortResult(txn_id, False)
             if row.state == TxnState.COMMITTED:
                 raise TransactionClosed(f"cannot abort transaction {txn_id}: it is committed")
+            staged = self._staged(conn, txn_id)
             paths = self._end(conn, [txn_id], reason)
+            # an abort deletes data: audited, by whom, as every deletion is (docs/transactions.md)
+            AuditLog(self.clock, self.controller.actor).append(conn, AuditEntry(
+                "txn_abort", f"{row.scope}/{row.stream_name}", reason, sum(c.length for c in staged),
+                {"txn": txn_id, "writer_id": row.writer_id, "events": row.events, "staged_chunks": len(staged)}))
         fault_point("txn.abort.after_commit")
         left = self._delete_staged(paths, [row])
         log.info("aborted transaction %s (%s)", txn_id, reason)
