@@ -65,9 +65,10 @@ class StreamRetention:
         """The stream's retention set, oldest first."""
         return self._manager.records(self._name)
 
-    def history(self, limit: int = 50) -> builtins.list[dict[str, Any]]:
-        """Past truncations (retention and manual), newest first, from the audit table."""
-        return self._manager.history(self._name, limit)
+    def history(self, limit: int = 50, before_id: int | None = None) -> builtins.list[dict[str, Any]]:
+        """Past truncations (retention and manual), newest first, from the audit table; with
+        `before_id` (an entry's "id"), those older than that entry."""
+        return self._manager.history(self._name, limit, before_id)
 
 
 class StreamWatermarks:

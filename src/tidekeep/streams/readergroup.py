@@ -7,6 +7,7 @@ from chunk files with streams.reader.read_task, one chunk at a time.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import deque
@@ -282,6 +283,31 @@ class ReaderGroup:
     def last_checkpoint(self) -> Checkpoint | None:
         row = self.row()
         return self._as_checkpoint(row.state.completed[-1]) if row.state.completed else None
+
+    def checkpoints(self) -> list[Checkpoint]:
+        """The completed checkpoints the group keeps, oldest first (a reset drops them)."""
+        return [self._as_checkpoint(done) for done in self.row().state.completed]
+
+    def pending_checkpoints(self) -> list[str]:
+        """The names of the checkpoints some online reader has not passed yet."""
+        return [c.name for c in self.row().state.pending]
+
+    # ---- watermarks ----------------------------------------------------------------------------
+    def time_windows(self) -> dict[str, TimeWindow]:
+        """stream -> the range of writer time at the group's shared position (docs/watermarks.md):
+        what a reader that joins now sees before it reads; a member's own window (Reader.time_window)
+        may be ahead of it by what that reader has read since its last sync."""
+        row = self.row()
+        windows = {}
+        for stream, slot in sorted(row.state.streams.items()):
+            topology = self.controller.state(stream).segments
+            position = {seg: entry[0] for seg, entry in core.frontier(slot, topology).items()}
+            windows[stream] = StreamWindow(WatermarkStore(self.controller), stream).window(
+                row.generation, position, topology, functools.partial(self._segments_of, stream))
+        return windows
+
+    def _segments_of(self, stream: str) -> dict[int, Segment]:
+        return dict(self.controller.state(stream).segments)
 
     def _as_checkpoint(self, done: core.CompletedCheckpoint) -> Checkpoint:
         cuts = {}

@@ -211,14 +211,19 @@ class RetentionManager:
         return decide(stream, records, state.info.config.retention, now_ms, recorded=recorded,
                       consumption=consumption)
 
-    def history(self, stream: str, limit: int = 50) -> list[dict[str, Any]]:
-        """Past truncations of the stream (retention and manual), newest first, from the audit table."""
+    def history(self, stream: str, limit: int = 50, before_id: int | None = None) -> list[dict[str, Any]]:
+        """Past truncations of the stream (retention and manual), newest first, from the audit table;
+        with `before_id`, only those older than the audit row of that id (the next page)."""
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise InvalidInput(f"invalid limit {limit!r}: must be an integer >= 1")
+        if before_id is not None and (not isinstance(before_id, int) or isinstance(before_id, bool)):
+            raise InvalidInput(f"invalid before_id {before_id!r}: must be an audit row id")
         self.controller.state(stream)  # NotFound for an unknown stream
+        query = sa.select(t.audit).where(t.audit.c.target == stream, t.audit.c.action == "truncate")
+        if before_id is not None:
+            query = query.where(t.audit.c.id < before_id)
         with self.controller.db.read() as conn:
-            rows = conn.execute(sa.select(t.audit).where(t.audit.c.target == stream, t.audit.c.action == "truncate")
-                                .order_by(t.audit.c.id.desc()).limit(limit)).all()
+            rows = conn.execute(query.order_by(t.audit.c.id.desc()).limit(limit)).all()
         return [dict(r._mapping) for r in rows]
 
     def streams_with_policy(self) -> list[str]:
