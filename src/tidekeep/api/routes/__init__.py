@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import streams, tokens
+from . import readergroups, retention, streams, tokens, transactions, watermarks
 
-ROUTERS: list[APIRouter] = [streams.router, tokens.router]
+ROUTERS: list[APIRouter] = [
+    streams.router,
+    readergroups.router,
+    retention.router,
+    watermarks.router,
+    transactions.router,
+    tokens.router,
+]
