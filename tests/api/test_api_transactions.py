@@ -38,7 +38,8 @@ def test_list_and_abort_a_transaction(api: LiveApi, client: tk.Client) -> None:
     aborted = api.as_role("operator").post(f"/api/v1/transactions/{first}/abort")
     assert aborted.status_code == 200, aborted.text
     assert aborted.json() == {"id": first, "aborted": True, "files_left": []}
-    assert client.transactions.info(first).state.value == "ABORTED" and client.transactions.info(first).staged_chunks == 0
+    info = client.transactions.info(first)
+    assert info.state.value == "ABORTED" and info.staged_chunks == 0
     row = client.audit("s/a", limit=1)[0]
     assert (row["action"], row["actor"], row["bytes_freed"]) == ("txn_abort", "operator", 30)
     again = api.as_role("operator").post(f"/api/v1/transactions/{first}/abort")
