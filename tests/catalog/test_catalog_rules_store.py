@@ -16,7 +16,7 @@ from tidekeep.catalog.ages import Age, TimeUnit
 from tidekeep.catalog.expressions import Condition, Operator, Term, parse
 from tidekeep.catalog.rules import RetentionRule, RuleSet
 from tidekeep.catalog.rules_store import RulesStore
-from tidekeep.errors import InvalidInput, NotFound
+from tidekeep.errors import InvalidInput, NotFound, StaleVersion
 from tidekeep.streams.of_workspace import stream_controller
 
 YAML = """\
@@ -178,3 +178,49 @@ def test_saved_expressions_are_canonical(client: tk.Client) -> None:
     assert saved == client.catalog.rules()
     assert saved.rules[0].expression == Operator(children=(Term("Feed", Condition.EQUALS, "A"),
                                                            Term("Status", Condition.EQUALS, "UNLOCKED")))
+
+
+def test_a_save_based_on_an_older_version_is_stale_and_saves_nothing(client: tk.Client) -> None:
+    first = client.catalog.set_rules(YAML, expected_version="")
+    with pytest.raises(StaleVersion) as stale:
+        client.catalog.set_rules(YAML, expected_version="")  # "none saved yet" no longer holds
+    assert stale.value.current == first.version
+    second = client.catalog.set_rules(YAML, expected_version=first.version)
+    with pytest.raises(StaleVersion) as stale:
+        client.catalog.set_rules("rules: []", expected_version=first.version)
+    assert stale.value.current == second.version
+    assert client.catalog.rules().version == second.version and len(client.catalog.rules().rules) == 3
+    assert [json.loads(e["details"])["previous_version"] for e in rules_audit(client)] == [first.version, None]
+
+
+@pytest.mark.parametrize("based_on_none", [True, False], ids=["first-save", "later-save"])
+def test_of_concurrent_saves_of_one_version_exactly_one_wins(client: tk.Client, based_on_none: bool) -> None:
+    base = "" if based_on_none else client.catalog.set_rules(YAML).version
+    savers = 4
+    for round_number in range(3):
+        start = threading.Barrier(savers)
+        won: list[str] = []
+        stale: list[StaleVersion] = []
+        other: list[BaseException] = []
+
+        def save(number: int, based_on: str = base) -> None:
+            rules = f"rules:\n  - number: 1\n    name: saver {number}\n    expression: all\n    age: 1 days\n"
+            start.wait()
+            try:
+                won.append(client.catalog.set_rules(rules, expected_version=based_on).version)
+            except StaleVersion as exc:
+                stale.append(exc)
+            except BaseException as exc:  # pragma: no cover - reported below
+                other.append(exc)
+
+        threads = [threading.Thread(target=save, args=(n,)) for n in range(savers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert other == [] and len(won) == 1 and len(stale) == savers - 1, (round_number, won, stale, other)
+        assert all(exc.current == won[0] for exc in stale)
+        assert client.catalog.rules().version == won[0]
+        saves = [json.loads(e["details"]) for e in rules_audit(client) if json.loads(e["details"])["version"] == won[0]]
+        assert [s["previous_version"] for s in saves] == [base or None]
+        base = won[0]

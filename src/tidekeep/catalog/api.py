@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .records import MetaRecord
     from .rule_input import RulesInput
     from .rules import RuleSet
+    from .rules_store import SavedRules
 
 Progress = Callable[[int, int], None]  # (done, total) in the unit of the operation
 
@@ -90,16 +91,32 @@ class Catalog:
 
         return RulesStore(self.workspace).load()
 
-    def set_rules(self, rules: RulesInput) -> RuleSet:
+    def saved_rules(self) -> SavedRules:
+        """The saved rule set with when and by whom it was saved (`tidekeep catalog rules show`)."""
+        from .rules_store import RulesStore
+
+        return RulesStore(self.workspace).saved()
+
+    def validate_rules(self, rules: RulesInput) -> RuleSet:
+        """Check `rules` exactly as `set_rules` would (dictionaries too) and save nothing; returns
+        them as a RuleSet with version ""."""
+        from .rule_input import rules_from_input
+        from .rules_store import RulesStore
+
+        return RulesStore(self.workspace).validate(rules_from_input(rules))
+
+    def set_rules(self, rules: RulesInput, expected_version: str | None = None) -> RuleSet:
         """Save a rule set; returns it with its new version. `rules` is what `tidekeep catalog rules
         set` accepts — the text of a YAML or Stroom JSON rule file, or that document as mappings (a
         mapping with a `rules` list, or the list alone) — or a RuleSet, a list of RetentionRule, or a
         rule file's path (a Path; a one-line str that is no document is read as a path too).
-        Invalid rules raise InvalidInput naming the rule and the field, and nothing is saved."""
+        Invalid rules raise InvalidInput naming the rule and the field, and nothing is saved.
+        `expected_version`: the version the edit is based on ("" when none was saved); if the saved
+        version is another, StaleVersion and nothing is saved (checked inside the saving transaction)."""
         from .rule_input import rules_from_input
         from .rules_store import RulesStore
 
-        return RulesStore(self.workspace).save(rules_from_input(rules))
+        return RulesStore(self.workspace).save(rules_from_input(rules), expected_version=expected_version)
 
     # ---- the job (source.py, writeback.py, job.py, impact.py, explain.py) ----------------------
     def run(self, dry_run: bool = False, progress: Progress | None = None, now_ms: int | None = None,
@@ -127,10 +144,17 @@ class Catalog:
 
         return explain_record(self.workspace, record_id, now_ms=now_ms)
 
-    def runs(self, limit: int = 20) -> list[Mapping[str, Any]]:
+    def runs(self, limit: int = 20, before_id: int | None = None) -> list[Mapping[str, Any]]:
+        """Recent retention and purge runs, newest first; `before_id`: only runs older than it."""
         from .runs import list_runs
 
-        return list_runs(self.workspace, limit)
+        return list_runs(self.workspace, limit, before_id)
+
+    def run_entry(self, run_id: int) -> Mapping[str, Any]:
+        """One run as `runs` lists it; NotFound when it does not exist."""
+        from .runs import get_run
+
+        return get_run(self.workspace, run_id)
 
     # ---- purge (purge.py) -----------------------------------------------------------------------
     def purge(self, progress: Progress | None = None, now_ms: int | None = None, dry_run: bool = False,

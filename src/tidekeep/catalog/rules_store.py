@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, StaleVersion
 from ..store.audit import AuditEntry
 from ..store.fencing import LeaseFence, check_fence
 from ..store.schema_catalog import catalog_dictionaries, catalog_rules, catalog_trackers
@@ -125,9 +125,14 @@ class RulesStore:
             self._check_dictionaries(conn, checked)
         return RuleSet("", checked)
 
-    def save(self, rules: Any) -> RuleSet:
+    def save(self, rules: Any, expected_version: str | None = None) -> RuleSet:
         """Replace the rule set (a RuleSet, a list of RetentionRule, or a YAML / Stroom JSON file
-        path); returns it with its new version. Audited; invalid input changes nothing."""
+        path); returns it with its new version. Audited; invalid input changes nothing.
+
+        `expected_version`: the version the edit was based on ("" for none saved yet); when the
+        saved version is another, StaleVersion and nothing is saved. The check is the write itself
+        (an UPDATE of that version, or an INSERT that does nothing when a row exists), so of two
+        saves based on one version exactly one wins, on PostgreSQL as on SQLite."""
         checked = validate_rules(_as_rules(rules))
         version = str(uuid.uuid4())
         now = self.workspace.clock.now_ms()
@@ -135,19 +140,45 @@ class RulesStore:
         document = _document(checked, now)
         with self.db.write() as conn:
             self._check_dictionaries(conn, checked)  # inside the write: a dictionary deleted meanwhile is seen
-            previous = conn.execute(sa.select(catalog_rules.c.version)
-                                    .where(catalog_rules.c.name == RULE_SET_NAME)).scalar_one_or_none()
             values = {"version": version, "document": document, "updated_ms": now, "updated_by": actor}
-            if previous is None:
-                conn.execute(sa.insert(catalog_rules).values(name=RULE_SET_NAME, **values))
+            if expected_version is None:
+                previous = self._saved_version(conn)
+                if previous is None:
+                    conn.execute(sa.insert(catalog_rules).values(name=RULE_SET_NAME, **values))
+                else:
+                    conn.execute(sa.update(catalog_rules).where(catalog_rules.c.name == RULE_SET_NAME)
+                                 .values(**values))
             else:
-                conn.execute(sa.update(catalog_rules).where(catalog_rules.c.name == RULE_SET_NAME).values(**values))
+                previous = self._replace(conn, expected_version, values)
             self.workspace.audit.append(conn, AuditEntry(
                 AUDIT_ACTION, AUDIT_TARGET, f"retention rules saved: version {version}, {len(checked)} rule(s)",
                 details={"version": version, "previous_version": previous,
                          "rules": [{"number": r.rule_number, "name": r.name, "enabled": r.enabled,
                                     "age": r.age_string} for r in sorted(checked, key=lambda r: r.rule_number)]}))
         return RuleSet(version, checked)
+
+    @staticmethod
+    def _saved_version(conn: Connection) -> str | None:
+        return conn.execute(sa.select(catalog_rules.c.version)
+                            .where(catalog_rules.c.name == RULE_SET_NAME)).scalar_one_or_none()
+
+    def _replace(self, conn: Connection, expected_version: str, values: dict[str, Any]) -> str | None:
+        """Write `values` only over `expected_version` (""; no row yet); returns the previous version."""
+        if expected_version == "":
+            # RETURNING, not rowcount: drivers need not count the rows of an INSERT ... ON CONFLICT
+            written = conn.execute(insert_statement(conn, catalog_rules).values(name=RULE_SET_NAME, **values)
+                                   .on_conflict_do_nothing(index_elements=[catalog_rules.c.name])
+                                   .returning(catalog_rules.c.name)).first()
+        else:
+            written = conn.execute(sa.update(catalog_rules).where(
+                catalog_rules.c.name == RULE_SET_NAME, catalog_rules.c.version == expected_version)
+                .values(**values).returning(catalog_rules.c.name)).first()
+        if written is None:
+            current = self._saved_version(conn) or ""
+            raise StaleVersion(f"the retention rules are at version {current or '(none saved)'}, not "
+                               f"{expected_version or '(none saved)'}: they changed since they were read; "
+                               "nothing was saved (read them again)", current)
+        return expected_version or None
 
     def _check_dictionaries(self, conn: Connection, rules: tuple[RetentionRule, ...]) -> None:
         needed = {(rule.rule_number, name) for rule in rules for name in named_dictionaries(rule)}
@@ -180,20 +211,25 @@ class RulesStore:
             upsert_tracker(conn, rules_version, rule_age, last_run_ms)
 
 
-def upsert_tracker(conn: Connection, rules_version: str, rule_age: str, last_run_ms: int) -> None:
-    """INSERT ... ON CONFLICT DO UPDATE on SQLite and PostgreSQL: atomic even when two runs race."""
+def insert_statement(conn: Connection, table: sa.Table) -> Any:
+    """An INSERT with the ON CONFLICT clauses of the connection's dialect (SQLite or PostgreSQL)."""
     if conn.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     elif conn.dialect.name == "sqlite":
         from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]  # same ON CONFLICT API
     else:  # pragma: no cover - the metadata store is SQLite or PostgreSQL
         raise InvalidInput(f"unsupported metadata database {conn.dialect.name!r}")
-    statement = insert(catalog_trackers).values(rules_version=rules_version, rule_age=rule_age,
+    return insert(table)
+
+
+def upsert_tracker(conn: Connection, rules_version: str, rule_age: str, last_run_ms: int) -> None:
+    """INSERT ... ON CONFLICT DO UPDATE on SQLite and PostgreSQL: atomic even when two runs race."""
+    statement = insert_statement(conn, catalog_trackers).values(rules_version=rules_version, rule_age=rule_age,
                                                 last_run_ms=last_run_ms)
     conn.execute(statement.on_conflict_do_update(
         index_elements=[catalog_trackers.c.rules_version, catalog_trackers.c.rule_age],
         set_={"last_run_ms": statement.excluded.last_run_ms}))
 
 
-__all__ = ["AUDIT_ACTION", "RULE_SET_NAME", "RulesStore", "SavedRules", "named_dictionaries", "upsert_tracker",
-           "validate_rules"]
+__all__ = ["AUDIT_ACTION", "RULE_SET_NAME", "RulesStore", "SavedRules", "insert_statement", "named_dictionaries",
+           "upsert_tracker", "validate_rules"]
