@@ -231,6 +231,15 @@ class HoldStore:
         with self.db.read() as conn:
             return [hold_from_row(r) for r in conn.execute(query)]
 
+    def get(self, hold_id: int) -> Hold:
+        """One active hold; NotFound when no hold has that id (never added, or removed)."""
+        hold_id = check_hold_id(hold_id)
+        with self.db.read() as conn:
+            row = conn.execute(sa.select(holds_table).where(holds_table.c.id == hold_id)).one_or_none()
+        if row is None:
+            raise NotFound(f"hold {hold_id} does not exist")
+        return hold_from_row(row)
+
     def active_for(self, kind: str, target: str) -> builtins.list[Hold]:
         """The holds that currently protect `target` of `kind` (empty when it may be deleted): for an
         archive, also the holds on its dataset and on its catalog record (`holds_covering`)."""
