@@ -15,7 +15,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .config import CONFIG_FILE_NAME, Settings, config_file_text, load_settings
 from .errors import NotFound, WorkspaceMismatch
 from .holds import HoldStore
-from .store.audit import AuditLog
+from .store.audit import AuditFilter, AuditLog, audit_page
 from .store.chunks import ChunkStorage
 from .store.database import Database
 from .store.fencing import LeaseFence
@@ -156,6 +156,10 @@ class Client:
 
     def audit(self, target: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         return self._streams.audit_entries(target, limit)
+
+    def audit_page(self, where: AuditFilter, limit: int = 100, before_id: int | None = None) -> list[dict[str, Any]]:
+        """Audit rows matching `where`, newest first, older than row `before_id` when given (paging)."""
+        return audit_page(self._db, where, limit, before_id)
 
     # ---- spark ---------------------------------------------------------------------------------
     def spark(self) -> SparkSession:

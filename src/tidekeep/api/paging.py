@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..errors import InvalidInput
+from ..integers import INT64_MAX
 
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
@@ -47,3 +48,13 @@ def _after(value: Any, after: Any) -> bool:
     if isinstance(value, (list, tuple)) and isinstance(after, list):
         return list(value) > after
     return bool(value > after)
+
+
+def decode_id_cursor(cursor: str | None) -> int | None:
+    """The row id a keyset-paged list's cursor encodes (None: no cursor, the first page)."""
+    if cursor is None:
+        return None
+    key = decode_cursor(cursor)
+    if isinstance(key, bool) or not isinstance(key, int) or not 0 <= key <= INT64_MAX:
+        raise InvalidInput("invalid cursor: it belongs to another list")
+    return key

@@ -68,4 +68,38 @@ def audit_rows(db: Database, target: str | None = None, limit: int = 100) -> lis
         return [dict(r._mapping) for r in conn.execute(query)]
 
 
-__all__ = ["AuditEntry", "AuditLog", "audit_rows", "default_actor"]
+@dataclass(frozen=True)
+class AuditFilter:
+    """Which rows `audit_page` returns: each given field must match (times inclusive, in ms);
+    `target_prefix` keeps rows whose target starts with it (a scope's streams: "scope/")."""
+
+    target: str | None = None
+    action: str | None = None
+    actor: str | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+    target_prefix: str | None = None
+
+
+def audit_page(db: Database, where: AuditFilter, limit: int = 100,
+               before_id: int | None = None) -> list[dict[str, Any]]:
+    """At most `limit` rows matching `where`, newest first (by id), older than `before_id` when
+    given: one keyset query, so a page costs the same however deep it lies."""
+    table = audit_table
+    conditions = [column == value for column, value in ((table.c.target, where.target),
+                                                        (table.c.action, where.action),
+                                                        (table.c.actor, where.actor)) if value is not None]
+    if where.since_ms is not None:
+        conditions.append(table.c.time_ms >= where.since_ms)
+    if where.until_ms is not None:
+        conditions.append(table.c.time_ms <= where.until_ms)
+    if where.target_prefix is not None:
+        conditions.append(table.c.target.startswith(where.target_prefix, autoescape=True))
+    if before_id is not None:
+        conditions.append(table.c.id < before_id)
+    query = sa.select(table).where(*conditions).order_by(table.c.id.desc()).limit(limit)
+    with db.read() as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]
+
+
+__all__ = ["AuditEntry", "AuditFilter", "AuditLog", "audit_page", "audit_rows", "default_actor"]
