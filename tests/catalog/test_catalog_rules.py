@@ -151,6 +151,11 @@ BAD_FILES = [
     ("rules:\n - {name: a, expression: all, age: 1d}", "f: rules[0]: number: missing"),
     ("rules:\n - {number: 0, name: a, expression: all, age: 1d}", "f: rules[0]: rule number must be 1 or more, got 0"),
     ("rules:\n - {number: x, name: a, expression: all, age: 1d}", "f: rules[0]: rule number 'x' is not a whole number"),
+    ("rules:\n - {number: 2147483648, name: a, expression: all, age: 1d}",
+     "f: rules[0]: rule number must be at most 2147483647, got 2147483648"),
+    (json.dumps({"type": "DataRetentionRules", "rules": [
+        {"ruleNumber": 10**30, "name": "a", "expression": {}, "forever": True}]}),
+     "f: rules[0]: rule number must be at most 2147483647"),
     ("rules:\n - {number: 3, name: a, expression: all}", "f: rule 3: age: missing"),
     ("rules:\n - {number: 3, name: '', expression: all, age: 1d}", "f: rule 3: name must be non-empty text"),
     ("rules:\n - {number: 3, name: a, expression: all, age: 0 days}", "f: rule 3: age: amount 0 out of range"),
@@ -212,6 +217,9 @@ def test_check_rules_validates_constructed_rules() -> None:
     assert check_rules([good]) == (good,)
     with pytest.raises(InvalidInput, match="rule 0: rule number must be 1 or more"):
         check_rules([RetentionRule(0, "a", True, Operator(), None)])
+    with pytest.raises(InvalidInput, match="rule number must be at most 2147483647"):
+        check_rules([RetentionRule(2**63, "a", True, Operator(), None)])
+    assert check_rules([RetentionRule(2**31 - 1, "a", True, Operator(), None)])[0].rule_number == 2**31 - 1
     with pytest.raises(InvalidInput, match="rule 4: name must not be empty"):
         check_rules([RetentionRule(4, " ", True, Operator(), None)])
     with pytest.raises(InvalidInput, match="rule 1: duplicate rule number 1"):

@@ -48,6 +48,10 @@ class RetentionRule:
     def __str__(self) -> str:  # Stroom's "<ruleNumber> <name>", as shown for a matching rule
         return f"{self.rule_number} {self.name}"
 
+# Stroom's ruleNumber is a Java int; a larger number also overflows the job's SQL (a rule set saved
+# with one would fail every run), so it is refused with the other checks of a rule
+MAX_RULE_NUMBER = 2**31 - 1
+
 
 @dataclass(frozen=True)
 class RuleSet:
@@ -73,6 +77,8 @@ def check_rule(rule: object, where: str | None = None) -> RetentionRule:
     place = where or f"rule {number}"
     if number < 1:
         raise InvalidInput(f"{place}: rule number must be 1 or more, got {number}")
+    if number > MAX_RULE_NUMBER:
+        raise InvalidInput(f"{place}: rule number must be at most {MAX_RULE_NUMBER}, got {number}")
     if not isinstance(rule.name, str) or not rule.name.strip():
         raise InvalidInput(f"{place}: name must not be empty")
     if not isinstance(rule.enabled, bool):
@@ -157,6 +163,8 @@ def _rule_number(value: Any, where: str) -> int:
         raise InvalidInput(f"{where}: rule number {value!r} is not a whole number")
     if value < 1:
         raise InvalidInput(f"{where}: rule number must be 1 or more, got {value}")
+    if value > MAX_RULE_NUMBER:
+        raise InvalidInput(f"{where}: rule number must be at most {MAX_RULE_NUMBER}, got {value}")
     return value
 
 
