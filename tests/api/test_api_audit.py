@@ -88,7 +88,8 @@ def test_pages_neither_repeat_nor_skip_while_rows_are_added(api: LiveApi, client
 def test_bad_input_is_a_422_problem(api: LiveApi) -> None:
     viewer = api.as_role("viewer")
     for params in ({"since": "yesterday"}, {"until": "2024-13-01"}, {"since": "-5"}, {"cursor": "%%%"},
-                   {"cursor": "eyJhIjoxfQ"}, {"limit": 0}, {"limit": 1001}, {"since": "9" * 30}):
+                   {"cursor": "eyJhIjoxfQ"}, {"limit": 0}, {"limit": 1001}, {"since": "9" * 30},
+                   {"target": "s/\x00"}, {"action": "\x00"}, {"actor": "a\x00b"}):
         response = viewer.get("/api/v1/audit", params=params)
         assert response.status_code == 422, (params, response.text)
         assert response.headers["content-type"] == PROBLEM and response.json()["error"] == "InvalidInput"

@@ -58,6 +58,7 @@ def test_bad_input_is_a_problem_and_adds_or_removes_nothing(api: LiveApi, client
              ({"kind": "stream", "target": "s/a", "reason": "  "}, 422, "InvalidInput"),
              ({"kind": "stream", "target": "s/missing", "reason": "r"}, 404, "NotFound"),
              ({"kind": "records", "target": "feed = ", "reason": "r"}, 422, None),
+             ({"kind": "stream", "target": "s/a", "reason": "nul \x00 inside"}, 422, "InvalidInput"),
              ({"kind": "stream", "target": "s/a"}, 422, "InvalidInput"),
              ({"kind": "stream", "target": "s/a", "reason": "r", "extra": 1}, 422, "InvalidInput")]
     for body, status, error in cases:
@@ -68,7 +69,9 @@ def test_bad_input_is_a_problem_and_adds_or_removes_nothing(api: LiveApi, client
             assert response.json()["error"] == error, body
     assert client.holds.list() == []
     assert [e for e in client.audit() if e["action"] == "hold_add"] == []
-    assert legal.get("/api/v1/holds", params={"kind": "nope"}).status_code == 422
+    for params in ({"kind": "nope"}, {"target": "s/\x00"}):
+        listed = legal.get("/api/v1/holds", params=params)
+        assert listed.status_code == 422 and listed.json()["error"] == "InvalidInput", params
     for path in ("/api/v1/holds/999", "/api/v1/holds/0", "/api/v1/holds/x", f"/api/v1/holds/{2**63}"):
         assert legal.get(path).status_code in (404, 422), path
         assert legal.delete(path).status_code in (404, 422), path

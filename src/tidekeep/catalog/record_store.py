@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 
 from ..errors import AlreadyExists, InvalidInput, NotFound
 from ..integers import check_int64
+from ..store.database import check_storable_text
 from ..store.holds import hold_active
 from ..store.schema_catalog import catalog_records
 from .holds import first_hold_on_records
@@ -120,6 +121,8 @@ class RecordStore:
         """Records in id order, optionally of one feed, type and/or status; page with after_id."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST:
             raise InvalidInput(f"invalid limit {limit!r}: expected 1 to {MAX_LIST}")
+        check_storable_text(feed, "feed")
+        check_storable_text(type, "type")
         query = sa.select(catalog_records).order_by(catalog_records.c.id).limit(limit)
         if feed is not None:
             query = query.where(catalog_records.c.feed == feed)

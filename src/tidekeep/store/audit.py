@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..clock import Clock
-from .database import Database
+from .database import Database, check_storable_text
 from .schema import audit as audit_table
 
 
@@ -52,6 +52,10 @@ class AuditLog:
     actor: str
 
     def append(self, conn: Connection, entry: AuditEntry) -> None:
+        # refused here, the change it records rolls back with it: no family's audited change
+        # fails in the database (PostgreSQL) on a reason it could have refused
+        check_storable_text(entry.reason, "reason")
+        check_storable_text(entry.target, "target")
         conn.execute(sa.insert(audit_table).values(
             time_ms=self.clock.now_ms() if entry.time_ms is None else entry.time_ms,
             action=entry.action, target=entry.target, old_head=entry.old_head, new_head=entry.new_head,
@@ -85,6 +89,9 @@ def audit_page(db: Database, where: AuditFilter, limit: int = 100,
                before_id: int | None = None) -> list[dict[str, Any]]:
     """At most `limit` rows matching `where`, newest first (by id), older than `before_id` when
     given: one keyset query, so a page costs the same however deep it lies."""
+    for what, text in (("target", where.target), ("action", where.action), ("actor", where.actor),
+                       ("target prefix", where.target_prefix)):
+        check_storable_text(text, what)
     table = audit_table
     conditions = [column == value for column, value in ((table.c.target, where.target),
                                                         (table.c.action, where.action),

@@ -32,7 +32,15 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import ConfigError, ConflictError, NotFound, ReadOnlyWorkspace, SchemaError, StoreUnavailable
+from ..errors import (
+    ConfigError,
+    ConflictError,
+    InvalidInput,
+    NotFound,
+    ReadOnlyWorkspace,
+    SchemaError,
+    StoreUnavailable,
+)
 from ..redaction import redact
 from .local_dirs import ensure_directory
 from .private import create_private_file, open_private_lock_file
@@ -311,6 +319,13 @@ def retry_store(action: Callable[[], T], what: str, attempts: int = RETRY_ATTEMP
             time.sleep(delay)
             delay *= 2
     raise AssertionError("unreachable")
+
+
+def check_storable_text(text: str | None, what: str) -> None:
+    """InvalidInput for text no metadata store can hold or compare: PostgreSQL's text refuses the
+    NUL character, so a value with one (a reason, or a filter of a list) is refused on SQLite too."""
+    if text is not None and "\x00" in text:
+        raise InvalidInput(f"invalid {what}: contains a NUL character")
 
 
 def inserted_id(result: sa.CursorResult[Any]) -> int:

@@ -30,7 +30,7 @@ from ..clock import Clock
 from ..errors import HoldActive, InvalidInput, NotFound
 from ..integers import check_int64
 from .audit import AuditEntry, AuditLog
-from .database import Database
+from .database import Database, check_storable_text
 from .schema_holds import holds as holds_table
 
 HOLD_KINDS: tuple[str, ...] = ("stream", "records", "dataset", "archive")
@@ -59,6 +59,7 @@ def check_kind(kind: object) -> str:
 def check_reason(reason: object) -> str:
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput("a hold needs a reason: got an empty one")
+    check_storable_text(reason, "reason")
     return " ".join(reason.split())  # one line: it is shown in errors and audit listings
 
 
@@ -227,6 +228,7 @@ class HoldStore:
         if kind is not None:
             query = query.where(holds_table.c.kind == check_kind(kind))
         if target is not None:
+            check_storable_text(target, "target")
             query = query.where(holds_table.c.target == target)
         with self.db.read() as conn:
             return [hold_from_row(r) for r in conn.execute(query)]
