@@ -67,6 +67,9 @@ def test_bad_input_is_a_problem_and_adds_or_removes_nothing(api: LiveApi, client
         assert response.headers["content-type"] == PROBLEM
         if error is not None:
             assert response.json()["error"] == error, body
+    lone_surrogate = legal.post("/api/v1/holds", headers={"content-type": "application/json"},
+                                content=b'{"kind": "stream", "target": "s/a", "reason": "x\\ud800"}')
+    assert lone_surrogate.status_code == 422 and lone_surrogate.json()["error"] == "InvalidInput"
     assert client.holds.list() == []
     assert [e for e in client.audit() if e["action"] == "hold_add"] == []
     for params in ({"kind": "nope"}, {"target": "s/\x00"}):

@@ -170,6 +170,8 @@ def test_bad_input_is_refused_with_typed_errors_and_changes_nothing(held: tk.Cli
         (InvalidInput, "a hold needs a reason: got an empty one", lambda: client.holds.add("stream", STREAM, " \n")),
         (InvalidInput, "invalid reason: contains a NUL character", lambda: client.holds.add("stream", STREAM, "a\x00")),
         (InvalidInput, "invalid target: contains a NUL character", lambda: client.holds.list("stream", "x\x00")),
+        (InvalidInput, "invalid reason: contains a lone surrogate (text that is not Unicode)",
+         lambda: client.holds.add("stream", STREAM, "a\ud800")),
         (NotFound, f"hold {existing + 100} does not exist", lambda: client.holds.remove(existing + 100)),
         (InvalidInput, "invalid hold id 0: expected a positive integer", lambda: client.holds.remove(0)),
         (InvalidInput, "invalid hold id '1': expected a positive integer", lambda: client.holds.remove("1")),
@@ -192,7 +194,7 @@ def test_an_audited_change_whose_reason_no_store_can_hold_changes_nothing(held: 
     # records rolls back with it
     before = (_snapshot(held), held.audit(limit=1000))
     handle = held.stream(STREAM)
-    with pytest.raises(InvalidInput, match="^invalid reason: contains a NUL character$"):
+    with pytest.raises(InvalidInput, match=r"^invalid reason: contains a NUL character$"):
         handle.truncate(handle.tail_cut(), "nul \x00 reason")
     assert (_snapshot(held), held.audit(limit=1000)) == before
 

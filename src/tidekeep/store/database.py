@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -323,9 +324,17 @@ def retry_store(action: Callable[[], T], what: str, attempts: int = RETRY_ATTEMP
 
 def check_storable_text(text: str | None, what: str) -> None:
     """InvalidInput for text no metadata store can hold or compare: PostgreSQL's text refuses the
-    NUL character, so a value with one (a reason, or a filter of a list) is refused on SQLite too."""
-    if text is not None and "\x00" in text:
+    NUL character, and neither store can encode a lone surrogate (a JSON "\\ud800" escape decodes
+    to one), so such a value (a reason, or a filter of a list) is refused on both stores alike."""
+    if text is None:
+        return
+    if "\x00" in text:
         raise InvalidInput(f"invalid {what}: contains a NUL character")
+    if _LONE_SURROGATE.search(text):
+        raise InvalidInput(f"invalid {what}: contains a lone surrogate (text that is not Unicode)")
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def inserted_id(result: sa.CursorResult[Any]) -> int:
