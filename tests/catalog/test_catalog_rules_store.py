@@ -193,6 +193,18 @@ def test_a_save_based_on_an_older_version_is_stale_and_saves_nothing(client: tk.
     assert [json.loads(e["details"])["previous_version"] for e in rules_audit(client)] == [first.version, None]
 
 
+def save_based_on(client: tk.Client, number: int, based_on: str, start: threading.Barrier,
+                  won: list[str], stale: list[StaleVersion], other: list[BaseException]) -> None:
+    rules = f"rules:\n  - number: 1\n    name: saver {number}\n    expression: all\n    age: 1 days\n"
+    start.wait()
+    try:
+        won.append(client.catalog.set_rules(rules, expected_version=based_on).version)
+    except StaleVersion as exc:
+        stale.append(exc)
+    except BaseException as exc:  # pragma: no cover - reported by the test
+        other.append(exc)
+
+
 @pytest.mark.parametrize("based_on_none", [True, False], ids=["first-save", "later-save"])
 def test_of_concurrent_saves_of_one_version_exactly_one_wins(client: tk.Client, based_on_none: bool) -> None:
     base = "" if based_on_none else client.catalog.set_rules(YAML).version
@@ -202,18 +214,8 @@ def test_of_concurrent_saves_of_one_version_exactly_one_wins(client: tk.Client, 
         won: list[str] = []
         stale: list[StaleVersion] = []
         other: list[BaseException] = []
-
-        def save(number: int, based_on: str = base) -> None:
-            rules = f"rules:\n  - number: 1\n    name: saver {number}\n    expression: all\n    age: 1 days\n"
-            start.wait()
-            try:
-                won.append(client.catalog.set_rules(rules, expected_version=based_on).version)
-            except StaleVersion as exc:
-                stale.append(exc)
-            except BaseException as exc:  # pragma: no cover - reported below
-                other.append(exc)
-
-        threads = [threading.Thread(target=save, args=(n,)) for n in range(savers)]
+        threads = [threading.Thread(target=save_based_on, args=(client, n, base, start, won, stale, other))
+                   for n in range(savers)]
         for t in threads:
             t.start()
         for t in threads:

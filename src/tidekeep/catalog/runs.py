@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..errors import RunInProgress
+from ..errors import NotFound, RunInProgress
 from ..faults import pause_point
 from ..store.database import inserted_id
 from ..store.fencing import LeaseFence, check_fence
@@ -94,8 +94,24 @@ def end_run(workspace: Workspace, run_id: int, state: str, report: dict[str, Any
             state=state, finished_ms=workspace.clock.now_ms(), report=json.dumps(report)))
 
 
-def list_runs(workspace: Workspace, limit: int = 20) -> list[Mapping[str, Any]]:
-    """Recent runs of both kinds, newest first, with their reports."""
+def list_runs(workspace: Workspace, limit: int = 20, before_id: int | None = None) -> list[Mapping[str, Any]]:
+    """Recent runs of both kinds, newest first, with their reports; `before_id`: only older runs
+    than that one (paging)."""
+    query = sa.select(catalog_runs).order_by(catalog_runs.c.id.desc()).limit(limit)
+    if before_id is not None:
+        query = query.where(catalog_runs.c.id < before_id)
     with workspace.db.read() as conn:
-        rows = conn.execute(sa.select(catalog_runs).order_by(catalog_runs.c.id.desc()).limit(limit))
-        return [{**dict(r._mapping), "report": json.loads(r.report) if r.report else None} for r in rows]
+        return [_run_entry(r) for r in conn.execute(query)]
+
+
+def get_run(workspace: Workspace, run_id: int) -> Mapping[str, Any]:
+    """One run with its report, as `list_runs` gives it; NotFound when there is none."""
+    with workspace.db.read() as conn:
+        row = conn.execute(sa.select(catalog_runs).where(catalog_runs.c.id == run_id)).one_or_none()
+    if row is None:
+        raise NotFound(f"catalog run {run_id} does not exist (see 'tidekeep catalog runs')")
+    return _run_entry(row)
+
+
+def _run_entry(row: Any) -> Mapping[str, Any]:
+    return {**dict(row._mapping), "report": json.loads(row.report) if row.report else None}

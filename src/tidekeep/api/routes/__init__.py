@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import readergroups, retention, streams, tokens, transactions, watermarks
+from . import audit, catalog, holds, jobs, readergroups, retention, streams, tokens, transactions, watermarks
 
 ROUTERS: list[APIRouter] = [
     streams.router,
@@ -12,5 +12,9 @@ ROUTERS: list[APIRouter] = [
     retention.router,
     watermarks.router,
     transactions.router,
+    holds.router,
+    audit.router,
+    jobs.router,
+    catalog.router,
     tokens.router,
 ]
