@@ -95,7 +95,8 @@ class ResetBody(BaseModel):
                 raise InvalidInput("to = cut needs the cuts: one per stream of the group")
             return ResetTarget.to_cuts(self.cuts)
         if to == "checkpoint":
-            assert self.checkpoint is not None
+            if self.checkpoint is None:
+                raise InvalidInput("to = checkpoint needs the checkpoint's name")
             return ResetTarget.to_checkpoint(self.checkpoint)
         return ResetTarget.head() if to == "head" else ResetTarget.tail()
 
