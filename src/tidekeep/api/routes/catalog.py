@@ -21,10 +21,10 @@ from ..etags import if_match_version, set_etag
 from ..jobs import ProgressCallback
 from ..models import Accepted, Page
 from ..paging import DEFAULT_LIMIT, decode_id_cursor, encode_cursor
-from ..state import Admin, Caller, Operator, Reader
+from ..state import UNSCOPED, Admin, Caller, Operator, Reader
 from .streams import Cursor, Limit
 
-router = APIRouter(tags=["catalog"])
+router = APIRouter(tags=["catalog"], dependencies=UNSCOPED)
 
 RecordId = Annotated[int, Path(ge=1, le=INT64_MAX, description="the record's id")]
 RunId = Annotated[int, Path(ge=1, le=INT64_MAX, description="the run's id")]
