@@ -144,3 +144,15 @@ def test_a_local_input_on_a_cluster_is_refused_before_it_is_listed(sqlite_client
             with pytest.raises(ConfigError, match=r"^input .*missing\.log' is a local path, and the executors"):
                 cluster.archives.ingest("app", [s3_server.uri(s3_bucket, "logs"), given])
         assert cluster.archives.list() == [] and cluster.archives.datasets() == []
+
+
+@pytest.mark.parametrize("given", ["", "logs/\x00app.log", "logs/\udcffapp.log"])
+def test_an_input_that_names_no_file_is_refused_before_anything_is_listed(sqlite_client: tk.Client,
+                                                                          given: str) -> None:
+    # an empty input would stand for the current directory; a NUL or a lone surrogate cannot be a
+    # path: each is bad input (one line), never a ValueError or UnicodeError from the filesystem
+    with pytest.raises(InvalidInput, match="input"):
+        list_inputs([given])
+    with pytest.raises(InvalidInput, match="input"):
+        sqlite_client.archives.ingest("web", [given])
+    assert sqlite_client.archives.datasets() == []

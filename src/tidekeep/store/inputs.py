@@ -46,7 +46,22 @@ def given_inputs(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str
     given = [os.fspath(i) for i in inputs]
     if not given:
         raise InvalidInput("no input paths given")
+    for one in given:
+        check_input_text(one)
     return given
+
+
+def check_input_text(given: str) -> None:
+    """InvalidInput for an input no file can have: empty (it would stand for the current
+    directory), or with a NUL or a character UTF-8 cannot encode (the filesystem would raise)."""
+    if not given:
+        raise InvalidInput("an input path is empty: name a file, a directory or a URI")
+    if "\x00" in given:
+        raise InvalidInput(f"input {given!r} contains a NUL character")
+    try:
+        given.encode()
+    except UnicodeEncodeError:
+        raise InvalidInput(f"input {given!r} is not valid UTF-8 text") from None
 
 
 def check_input_uri(given: str) -> None:
