@@ -333,3 +333,22 @@ def test_results_of_a_real_search_expire_with_the_collector(retention_client: tk
     with pytest.raises(NotFound, match=f"the results of search job {job.id} expired at "):
         client.archives.results(job.id)
     assert client.workspace.storage.list_files(f"search-results/{job.id}") == []
+
+
+def test_a_started_search_is_running_before_it_runs_and_abandoning_it_fails_it(sqlite_client: tk.Client) -> None:
+    """start_search creates the job (the HTTP API answers with its id) and run() runs it later; a
+    search whose runner never starts is abandoned as FAILED, never left RUNNING, and its heartbeat
+    stops."""
+    make_archive(sqlite_client, "app", [(1, "hit one"), (2, "hit two")])
+    started = sqlite_client.archives.start_search("app", "hit")
+    assert sqlite_client.archives.job(started.job.id).state is JobState.RUNNING
+    assert started.heartbeat.is_alive()
+    ran = started.run()
+    assert ran.state is JobState.SUCCEEDED and ran.results_count == 2
+    assert not started.heartbeat.is_alive()
+
+    left = sqlite_client.archives.start_search("app", "hit")
+    left.abandon("the runner could not start")
+    job = sqlite_client.archives.job(left.job.id)
+    assert job.state is JobState.FAILED and job.error == "the runner could not start"
+    assert not left.heartbeat.is_alive()

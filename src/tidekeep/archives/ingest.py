@@ -289,18 +289,35 @@ def _run_job(workspace: Workspace, files: list[InputFile], rules: TimestampRules
     return [row.asDict() for row in rows]
 
 
-def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.PathLike[str]], *, timezone: str = "UTC",
-                timestamp_format: str | None = None, progress: Progress | None = None) -> IngestReport:
-    """Compress the log files at `paths` into archives of `dataset` (see the module docstring)."""
-    began = time.perf_counter()
+def _checked(workspace: Workspace, dataset: str, paths: Sequence[str | os.PathLike[str]], timezone: str,
+             timestamp_format: str | None) -> tuple[str, list[str]]:
+    """The dataset and inputs, checked as far as they can be without listing any input."""
     dataset = check_dataset(dataset)
-    now = workspace.clock.now_ms()
-    rules = make_rules(timezone, timestamp_format, now)
+    make_rules(timezone, timestamp_format)
     given = given_inputs(paths)
     for uri in given:
         check_input_uri(uri)
     # a local input on a cluster is refused before anything is listed (spark/cluster.py)
     check_job_reach(workspace.settings, storage=True, inputs=locations_of(given))
+    return dataset, given
+
+
+def check_ingest(workspace: Workspace, dataset: str, paths: Sequence[str | os.PathLike[str]], *,
+                 timezone: str = "UTC", timestamp_format: str | None = None) -> None:
+    """The refusals ingest_logs makes before it writes anything (a bad dataset name, zone or format,
+    no inputs, an input carrying credentials or missing, inputs the executors could not reach), made
+    without ingesting: the HTTP API refuses bad input at once instead of in a failed job."""
+    _, given = _checked(workspace, dataset, paths, timezone, timestamp_format)
+    expand_paths(given)
+
+
+def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.PathLike[str]], *, timezone: str = "UTC",
+                timestamp_format: str | None = None, progress: Progress | None = None) -> IngestReport:
+    """Compress the log files at `paths` into archives of `dataset` (see the module docstring)."""
+    began = time.perf_counter()
+    dataset, given = _checked(workspace, dataset, paths, timezone, timestamp_format)
+    now = workspace.clock.now_ms()
+    rules = make_rules(timezone, timestamp_format, now)
     files = expand_paths(given)
     ingest_id = uuid.uuid4().hex
     opener = InputOpener()
@@ -371,4 +388,5 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
     return report
 
 
-__all__ = ["CorruptLogFile", "IngestReport", "expand_paths", "ingest_logs", "open_log", "range_partitions"]
+__all__ = ["CorruptLogFile", "IngestReport", "check_ingest", "expand_paths", "ingest_logs", "open_log",
+           "range_partitions"]

@@ -123,6 +123,20 @@ class Archive:
         return asdict(self)
 
 
+def dataset_summaries(names: list[str], archives: list[Archive]) -> list[dict[str, Any]]:
+    """Per dataset (in the order of `names`): its archive count, messages, sizes and time span."""
+    summary = []
+    for name in names:
+        mine = [a for a in archives if a.dataset == name]
+        ends = [a.end_ts for a in mine if a.end_ts is not None]
+        begins = [a.begin_ts for a in mine if a.begin_ts is not None]
+        summary.append({"dataset": name, "archives": len(mine), "messages": sum(a.message_count for a in mine),
+                        "raw_bytes": sum(a.raw_bytes for a in mine),
+                        "stored_bytes": sum(a.stored_bytes for a in mine),
+                        "begin_ts": min(begins) if begins else None, "end_ts": max(ends) if ends else None})
+    return summary
+
+
 @dataclass(frozen=True)
 class SearchJob:
     id: int

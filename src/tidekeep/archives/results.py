@@ -65,10 +65,38 @@ def result_files(workspace: Workspace, results_path: str) -> list[tuple[str, str
 
 def read_results(workspace: Workspace, job_id: int, page: int = 1, page_size: int = 50) -> ResultsPage:
     """One page of a job's results; NotFound for an unknown job or results already expired."""
+    page, page_size = check_paging(page, page_size)
+    job, total, rows = _results_slice(workspace, job_id, (page - 1) * page_size, page_size)
+    return ResultsPage(job, page, page_size, total, rows)
+
+
+@dataclass(frozen=True)
+class ResultsSlice:
+    """`limit` results from position `offset` (0: the newest) of a job's ordered results."""
+
+    job: SearchJob
+    offset: int
+    limit: int
+    total: int  # results of the whole job (so far, for a RUNNING job)
+    rows: list[dict[str, Any]] = field(default_factory=list)  # {timestamp, message, archive_id}
+
+
+def read_results_from(workspace: Workspace, job_id: int, offset: int = 0, limit: int = 50) -> ResultsSlice:
+    """The results at positions [offset, offset + limit) in the order read_results pages them (the
+    HTTP API's cursor paging); NotFound for an unknown job or results already expired."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidInput(f"invalid offset {offset!r}: expected a whole number from 0")
+    check_paging(1, limit)
+    job, total, rows = _results_slice(workspace, job_id, offset, limit)
+    return ResultsSlice(job, offset, limit, total, rows)
+
+
+def _results_slice(workspace: Workspace, job_id: int, start: int, count: int) -> tuple[SearchJob, int,
+                                                                                       list[dict[str, Any]]]:
+    """The job, its result count and its results at positions [start, start + count)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    page, page_size = check_paging(page, page_size)
     job = SearchJobStore(workspace).get(job_id)
     if job.results_expired_ms is not None:
         raise NotFound(f"the results of search job {job.id} expired at {iso_utc(job.results_expired_ms)} "
@@ -82,13 +110,13 @@ def read_results(workspace: Workspace, job_id: int, page: int = 1, page_size: in
         file_index.append(pa.array([index] * len(column), pa.int32()))
         positions.append(pa.array(range(len(column)), pa.int64()))
     if not files:
-        return ResultsPage(job, page, page_size, 0, [])
+        return job, 0, []
     keys = pa.table({"timestamp": pa.chunked_array([c for s in stamps for c in s.chunks], pa.int64()),
                      "file": pa.chunked_array(file_index), "position": pa.chunked_array(positions)})
     total = keys.num_rows
     order = pc.sort_indices(keys, sort_keys=[("timestamp", "descending", "at_end"), ("file", "ascending", "at_end"),
                                              ("position", "ascending", "at_end")])
-    chosen = keys.take(order[(page - 1) * page_size:page * page_size])
+    chosen = keys.take(order[start:start + count])
     wanted: dict[int, list[int]] = {}
     for f, pos in zip(chosen.column("file").to_pylist(), chosen.column("position").to_pylist(), strict=True):
         wanted.setdefault(f, []).append(pos)
@@ -100,7 +128,8 @@ def read_results(workspace: Workspace, job_id: int, page: int = 1, page_size: in
     rows_out = [{"timestamp": ts, "message": messages[(f, pos)], "archive_id": files[f][0]}
                 for ts, f, pos in zip(chosen.column("timestamp").to_pylist(), chosen.column("file").to_pylist(),
                                       chosen.column("position").to_pylist(), strict=True)]
-    return ResultsPage(job, page, page_size, total, rows_out)
+    return job, total, rows_out
 
 
-__all__ = ["MAX_PAGE_SIZE", "ResultsPage", "check_paging", "read_results", "result_files"]
+__all__ = ["MAX_PAGE_SIZE", "ResultsPage", "ResultsSlice", "check_paging", "read_results",
+           "read_results_from", "result_files"]

@@ -222,10 +222,45 @@ def _counts(outcomes: list[ArchiveOutcome]) -> tuple[int, int, str | None]:
     return len(good), sum(o.matches for o in good), error
 
 
-def run_search(workspace: Workspace, dataset: str, query: str, *, begin: int | str | None = None,
-               end: int | str | None = None, regex: bool = False, ignore_case: bool = False,
-               progress: Progress | None = None) -> SearchJob:
-    """Run a search job to its end in this process and return it in its final state."""
+@dataclass
+class StartedSearch:
+    """A search job already created RUNNING, its heartbeat beating, whose Spark job has yet to run.
+    `run` runs it to its end (once). The HTTP API starts a search this way so it can answer with the
+    job's id at once and run the Spark job in the background (docs/api.md, "Archives")."""
+
+    workspace: Workspace
+    spark: Any
+    job: SearchJob
+    matcher: Matcher
+    time_range: TimeRange
+    heartbeat: Heartbeat
+
+    def run(self, progress: Progress | None = None) -> SearchJob:
+        """Run the Spark job and return the job in its final state."""
+        jobs = SearchJobStore(self.workspace)
+        try:
+            return _run(self.workspace, self.spark, self.job, self.matcher, self.time_range,
+                        ArchiveStore(self.workspace), jobs, progress)
+        except BaseException as exc:
+            # never leave a job RUNNING behind: it would hold the archive collector back until killed
+            state = JobState.CANCELLED if isinstance(exc, KeyboardInterrupt) else JobState.FAILED
+            with contextlib.suppress(Exception):
+                jobs.finish(self.job.id, state, archives_searched=0, results_count=0, error=_describe(exc))
+            raise
+        finally:
+            self.heartbeat.stop()
+
+    def abandon(self, why: str) -> None:
+        """End the job FAILED without running it (its runner could not be started)."""
+        self.heartbeat.stop()
+        SearchJobStore(self.workspace).finish(self.job.id, JobState.FAILED, archives_searched=0, results_count=0,
+                                              error=why)
+
+
+def start_search(workspace: Workspace, dataset: str, query: str, *, begin: int | str | None = None,
+                 end: int | str | None = None, regex: bool = False, ignore_case: bool = False) -> StartedSearch:
+    """Check the search, start Spark, create the job RUNNING and start its heartbeat; bad input
+    raises before anything is written."""
     dataset = check_dataset(dataset)
     matcher = compile_query(query, regex=regex, ignore_case=ignore_case)
     time_range = parse_range(begin, end)
@@ -243,16 +278,15 @@ def run_search(workspace: Workspace, dataset: str, query: str, *, begin: int | s
                       heartbeat_interval_ms=interval)
     heartbeat = Heartbeat(jobs, job.id, interval)
     heartbeat.start()
-    try:
-        return _run(workspace, spark, job, matcher, time_range, archive_store, jobs, progress)
-    except BaseException as exc:
-        # never leave a job RUNNING behind: it would hold the archive collector back until killed
-        state = JobState.CANCELLED if isinstance(exc, KeyboardInterrupt) else JobState.FAILED
-        with contextlib.suppress(Exception):
-            jobs.finish(job.id, state, archives_searched=0, results_count=0, error=_describe(exc))
-        raise
-    finally:
-        heartbeat.stop()
+    return StartedSearch(workspace, spark, job, matcher, time_range, heartbeat)
+
+
+def run_search(workspace: Workspace, dataset: str, query: str, *, begin: int | str | None = None,
+               end: int | str | None = None, regex: bool = False, ignore_case: bool = False,
+               progress: Progress | None = None) -> SearchJob:
+    """Run a search job to its end in this process and return it in its final state."""
+    return start_search(workspace, dataset, query, begin=begin, end=end, regex=regex,
+                        ignore_case=ignore_case).run(progress)
 
 
 def _partial_counts(workspace: Workspace, results_path: str, finished_tasks: int) -> tuple[int, int, None]:
@@ -329,4 +363,4 @@ def _run(workspace: Workspace, spark: Any, job: SearchJob, matcher: Matcher, tim
     return jobs.get(job.id)
 
 
-__all__ = ["ArchiveOutcome", "ArchiveTask", "run_search", "search_archive"]
+__all__ = ["ArchiveOutcome", "ArchiveTask", "StartedSearch", "run_search", "search_archive", "start_search"]

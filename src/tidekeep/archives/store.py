@@ -186,8 +186,10 @@ class SearchJobStore:
             raise NotFound(f"search job {job_id} does not exist")
         return job_from_row(row)
 
-    def list(self, limit: int = 100, state: str | None = None) -> builtins.list[SearchJob]:
-        """Jobs, newest first."""
+    def list(self, limit: int = 100, state: str | None = None, before: int | None = None) -> builtins.list[SearchJob]:
+        """Jobs, newest first; with `before`, only jobs whose id is lower (the next page after it)."""
+        if before is not None:
+            before = check_job_id(before)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidInput(f"invalid job limit {limit!r}: expected a whole number from 1")
         if state is not None and (not isinstance(state, str) or state.upper() not in JobState.__members__):
@@ -195,6 +197,8 @@ class SearchJobStore:
         query = sa.select(archive_search_jobs).order_by(archive_search_jobs.c.id.desc()).limit(limit)
         if state is not None:
             query = query.where(archive_search_jobs.c.state == str(JobState(state.upper())))
+        if before is not None:
+            query = query.where(archive_search_jobs.c.id < before)
         with self.db.read() as conn:
             return [job_from_row(r) for r in conn.execute(query)]
 

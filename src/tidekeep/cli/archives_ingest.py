@@ -114,19 +114,6 @@ def show(
     output(ctx, json_output).show(archive.to_dict(), lambda: print_archive(archive))
 
 
-def dataset_summary(names: list[str], archives: list[Archive]) -> list[dict[str, Any]]:
-    summary = []
-    for name in names:
-        mine = [a for a in archives if a.dataset == name]
-        ends = [a.end_ts for a in mine if a.end_ts is not None]
-        begins = [a.begin_ts for a in mine if a.begin_ts is not None]
-        summary.append({"dataset": name, "archives": len(mine), "messages": sum(a.message_count for a in mine),
-                        "raw_bytes": sum(a.raw_bytes for a in mine),
-                        "stored_bytes": sum(a.stored_bytes for a in mine),
-                        "begin_ts": min(begins) if begins else None, "end_ts": max(ends) if ends else None})
-    return summary
-
-
 def print_datasets(summary: list[dict[str, Any]]) -> None:
     if not summary:
         emit("no datasets")
@@ -139,7 +126,5 @@ def print_datasets(summary: list[dict[str, Any]]) -> None:
 def datasets(ctx: typer.Context, json_output: JsonFlag = False) -> None:
     """Datasets with their archive counts, messages and sizes."""
     with open_client(ctx) as client:
-        names = client.archives.datasets()
-        archives = client.archives.list()
-    summary = dataset_summary(names, archives)
+        summary = client.archives.dataset_summaries()
     output(ctx, json_output).show(summary, lambda: print_datasets(summary))
