@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import audit, catalog, holds, jobs, readergroups, retention, streams, tokens, transactions, watermarks
+from . import archives, audit, catalog, holds, jobs, readergroups, retention, streams, tokens, transactions, watermarks
 
 ROUTERS: list[APIRouter] = [
     streams.router,
@@ -16,5 +16,6 @@ ROUTERS: list[APIRouter] = [
     audit.router,
     jobs.router,
     catalog.router,
+    archives.router,
     tokens.router,
 ]
