@@ -9,6 +9,7 @@ from fastapi import APIRouter, Header, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import InvalidInput
+from ...store.deletion import files_left_json
 from ...stream_handle import Stream
 from ...streams.config import RetentionKind, RetentionPolicy, StreamConfig
 from ...streams.controller import StreamInfo
@@ -158,7 +159,7 @@ def delete_stream(scope: str, stream: str, call: Caller = Operator,
                   force: Annotated[bool, Query(description="seal an active stream first")] = False) -> dict[str, Any]:
     result = call.client.stream(call.stream(scope, stream)).delete(force=force)
     return {"stream": result.stream, "bytes_freed": result.bytes_freed, "sealed_first": result.sealed_first,
-            "files_left": [f.path for f in result.files_left]}
+            "files_left": files_left_json(result.files_left)}
 
 
 # ---- scaling ---------------------------------------------------------------------------------------
@@ -216,14 +217,20 @@ def cut_of(handle: Stream, text: str) -> StreamCut | str:
     return text
 
 
+def cut_document(cut: StreamCut) -> dict[str, Any]:
+    """A cut in compact form (`cut`) and in JSON form with key ranges (`json`, as
+    `tidekeep stream head --json` prints it)."""
+    return {"cut": str(cut), "json": cut.to_dict()}
+
+
 @router.get("/scopes/{scope}/streams/{stream}/head", summary="The stream's head cut")
-def head_cut(scope: str, stream: str, call: Caller = Reader) -> dict[str, str]:
-    return {"cut": str(call.client.stream(call.stream(scope, stream)).head_cut())}
+def head_cut(scope: str, stream: str, call: Caller = Reader) -> dict[str, Any]:
+    return cut_document(call.client.stream(call.stream(scope, stream)).head_cut())
 
 
 @router.get("/scopes/{scope}/streams/{stream}/tail", summary="The stream's tail cut")
-def tail_cut(scope: str, stream: str, call: Caller = Reader) -> dict[str, str]:
-    return {"cut": str(call.client.stream(call.stream(scope, stream)).tail_cut())}
+def tail_cut(scope: str, stream: str, call: Caller = Reader) -> dict[str, Any]:
+    return cut_document(call.client.stream(call.stream(scope, stream)).tail_cut())
 
 
 @router.get("/scopes/{scope}/streams/{stream}/size", summary="Logical bytes between two cuts")
@@ -248,4 +255,4 @@ def truncate(scope: str, stream: str, body: TruncateBody, call: Caller = Operato
     result = handle.truncate(cut_of(handle, body.cut), body.reason)
     return {"stream": result.stream, "old_head": str(result.old_head), "new_head": str(result.new_head),
             "bytes_freed": result.bytes_freed, "chunks_deleted": result.chunks_deleted,
-            "files_left": [f.path for f in result.files_left]}
+            "files_left": files_left_json(result.files_left)}
