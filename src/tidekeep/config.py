@@ -42,7 +42,9 @@ MAX_EVENT_SIZE = 8 * 1024 * 1024
 # Environment variables with the TIDEKEEP_ prefix that are not settings.
 # TIDEKEEP_METADATA_PASSWORD: how Spark executors get the metadata password (spark/credentials.py)
 _ENV_NOT_SETTINGS = {"TIDEKEEP_HOME", "TIDEKEEP_FAULT", "TIDEKEEP_FAULT_RAISE", "TIDEKEEP_PAUSE",
-                     "TIDEKEEP_METADATA_PASSWORD"}
+                     "TIDEKEEP_METADATA_PASSWORD",
+                     # the CLI's --server mode (cli/remote.py): where the API is, the token, a private CA
+                     "TIDEKEEP_SERVER", "TIDEKEEP_TOKEN", "TIDEKEEP_CA_BUNDLE"}
 _ENV_IGNORED_PREFIXES = ("TIDEKEEP_TEST_",)
 
 

@@ -1,4 +1,5 @@
-"""The root options (--home, --metadata-url, --storage, --set, --verbose) and opening the workspace.
+"""The root options (--home, --metadata-url, --storage, --set, --verbose, --server) and opening the
+workspace, or with --server the API server that stands for it (cli/remote.py).
 
 Settings are layered by tidekeep.config.load_settings: defaults < tidekeep.yaml < TIDEKEEP_* env
 < these flags. Nothing is loaded until a command needs it, so `--help` works even when the
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ..errors import ConfigError, NotFound
+from ..errors import ConfigError, InvalidInput, NotFound
 from ..printable import PrintableFormatter
 from ..redaction import RedactingFilter
 from ..store.deletion import in_result
@@ -27,6 +28,17 @@ from .output import Output
 if TYPE_CHECKING:
     from ..client import Client
     from ..config import Settings
+    from .remote import Remote
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """Where the API server is and how to prove who we are: the root's --server, --token-file and
+    --server-ca, or TIDEKEEP_SERVER, TIDEKEEP_TOKEN and TIDEKEEP_CA_BUNDLE (docs/cli.md)."""
+
+    url: str
+    token_file: Path | None = None
+    ca_bundle: str | None = None
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,7 @@ class GlobalOptions:
     settings: dict[str, str] = field(default_factory=dict)
     verbose: bool = False
     output: Output = field(default_factory=Output)  # text, or JSON with the root's --json
+    server: ServerOptions | None = None  # commands go through this API server, not the workspace
 
     def overrides(self) -> dict[str, str]:
         """Flag-level settings: --set pairs, then the dedicated flags, which win over --set."""
@@ -69,9 +82,40 @@ def output(ctx: typer.Context, json_flag: bool = False) -> Output:
     return Output(json=True) if json_flag else options(ctx).output
 
 
+def is_remote(ctx: typer.Context) -> bool:
+    """Whether the command goes through an API server (--server or TIDEKEEP_SERVER)."""
+    return options(ctx).server is not None
+
+
+def refuse_remote(ctx: typer.Context) -> None:
+    """With --server, a command that only works on the workspace says so in one line, instead of
+    quietly opening whatever workspace the local settings name."""
+    if is_remote(ctx):
+        raise InvalidInput(f"`{ctx.command_path}` is not available with --server; run it where the workspace "
+                           "is (without --server and TIDEKEEP_SERVER)")
+
+
+@contextlib.contextmanager
+def open_remote(ctx: typer.Context) -> Iterator[Remote]:
+    """The API server the options name, with the token of --token-file or TIDEKEEP_TOKEN."""
+    import os
+
+    from .remote import Remote, read_token
+
+    server = options(ctx).server
+    if server is None:
+        raise InvalidInput(f"`{ctx.command_path}` needs --server URL or TIDEKEEP_SERVER")
+    remote = Remote(server, read_token(server, os.environ))
+    try:
+        yield remote
+    finally:
+        remote.close()
+
+
 def load(ctx: typer.Context) -> Settings:
     from ..config import load_settings
 
+    refuse_remote(ctx)
     opts = options(ctx)
     return load_settings(opts.home, opts.overrides())
 

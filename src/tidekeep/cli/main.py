@@ -25,7 +25,7 @@ from ..errors import INTERRUPTED_EXIT, StoreUnavailable, TidekeepError
 from ..printable import printable
 from ..redaction import redact
 from ..spark import session as spark_session
-from .context import GlobalOptions, parse_set_options
+from .context import GlobalOptions, ServerOptions, parse_set_options
 from .failures import describe
 from .help_format import use_metavars_in_help
 from .output import Output
@@ -125,17 +125,28 @@ def root(
         "--debug", help="Show the traceback of an internal error")] = False,
     json_output: Annotated[bool, typer.Option(
         "--json", help="Print JSON instead of text, for every command (as each command's --json)")] = False,
+    server: Annotated[str | None, typer.Option(
+        "--server", metavar="URL", envvar="TIDEKEEP_SERVER", show_envvar=False,
+        help="Run the command through this tidekeep API server, with the token in $TIDEKEEP_TOKEN or "
+             "--token-file [default: $TIDEKEEP_SERVER]")] = None,
+    token_file: Annotated[Path | None, typer.Option(
+        "--token-file", metavar="PATH", help="With --server: read the token from this file (mode 600)")] = None,
+    server_ca: Annotated[str | None, typer.Option(
+        "--server-ca", metavar="PATH", envvar="TIDEKEEP_CA_BUNDLE", show_envvar=False,
+        help="With --server: trust this CA bundle for its TLS certificate [default: $TIDEKEEP_CA_BUNDLE]")] = None,
 ) -> None:
     """Keep streaming and log data exactly as long as policy says.
 
     Settings: flags > TIDEKEEP_* environment > <home>/tidekeep.yaml > defaults.
     """
+    remote = None if not server else ServerOptions(server, token_file, server_ca or None)
     ctx.obj = GlobalOptions(home, metadata_url, storage, parse_set_options(settings or []), verbose,
-                            Output(json=json_output))
+                            Output(json=json_output), remote)
 
 
 # root options that take a value, skipped when looking for --debug before the command
-_ROOT_VALUE_OPTIONS = frozenset({"--home", "--metadata-url", "--storage", "--set"})
+_ROOT_VALUE_OPTIONS = frozenset({"--home", "--metadata-url", "--storage", "--set", "--server", "--token-file",
+                                 "--server-ca"})
 _TRACEBACK_FLAGS = frozenset({"--debug", "--verbose", "-v"})
 
 

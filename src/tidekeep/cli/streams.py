@@ -11,12 +11,15 @@ import typer
 from ..errors import InvalidInput
 from ..units import format_duration
 from . import retention, stream_data
-from .context import open_client, output
+from .context import is_remote, open_client, open_remote, output
 from .options import JsonFlag, StreamName, int_option
 from .output import emit, emit_table, fields, format_bytes, iso_utc, key_range, warn_files_left
 from .stream_data import cut_argument
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..stream_handle import Stream
     from ..streams.controller import StreamInfo
     from ..streams.model import Segment
 
@@ -59,17 +62,30 @@ def segment_record(segment: Segment) -> dict[str, Any]:
             "key_range": [segment.key_low, segment.key_high]}
 
 
-def emit_scaled(ctx: typer.Context, stream: str, sealed: list[str | int], new_segments: list[Segment],
+def emit_scaled(ctx: typer.Context, stream: str, sealed: list[str | int], new_segments: list[dict[str, Any]],
                 json_output: bool) -> None:
+    """`new_segments`: segment records (`segment_record`)."""
     from ..stream_handle import parse_segment
     from ..streams.model import segment_name
 
     sealed_names = [segment_name(parse_segment(s)) for s in sealed]
-    added = ", ".join(f"{segment_name(s.id)} {key_range(s.key_low, s.key_high)}" for s in new_segments)
+    added = ", ".join(f"{s['segment']} {key_range(*s['key_range'])}" for s in new_segments)
+    epoch = new_segments[0]["epoch"]
     output(ctx, json_output).show(
-        {"stream": stream, "sealed": sealed_names, "epoch": new_segments[0].epoch,
-         "new_segments": [segment_record(s) for s in new_segments]},
-        f"scaled {stream} to epoch {new_segments[0].epoch}: sealed {', '.join(sealed_names)}; new segments {added}")
+        {"stream": stream, "sealed": sealed_names, "epoch": epoch, "new_segments": new_segments},
+        f"scaled {stream} to epoch {epoch}: sealed {', '.join(sealed_names)}; new segments {added}")
+
+
+def scaled(ctx: typer.Context, name: str, verb: str, body: dict[str, Any],
+           local: Callable[[Stream], list[Segment]]) -> list[dict[str, Any]]:
+    """The new segments of a scale, split or merge, through the server or the workspace."""
+    if is_remote(ctx):
+        from . import streams_remote
+
+        with open_remote(ctx) as remote:
+            return streams_remote.scaled(remote, name, verb, body)
+    with open_client(ctx) as client:
+        return [segment_record(s) for s in local(client.stream(name))]
 
 
 def emit_description(d: dict[str, Any]) -> None:
@@ -94,22 +110,31 @@ def emit_description(d: dict[str, Any]) -> None:
                  "sealed" if s["sealed"] else "active"] for s in d["segments"]], indent="  ")
 
 
-def emit_stream_list(infos: list[StreamInfo], scope: str | None) -> None:
-    if not infos:
+def emit_stream_list(records: list[dict[str, Any]], scope: str | None) -> None:
+    """`records`: `info_record`s."""
+    if not records:
         emit("no streams" + (f" in scope {scope}" if scope else ""))
         return
     emit_table(["NAME", "STATE", "EPOCH", "CREATED", "RETENTION"],
-               [[i.name, i.state, i.current_epoch, iso_utc(i.created_ms),
-                 "none" if i.config.retention is None else i.config.retention.describe()] for i in infos])
+               [[r["name"], r["state"], r["current_epoch"], iso_utc(r["created_ms"]), r["retention"] or "none"]
+                for r in records])
 
 
-def emit_truncated(name: str, result: Any) -> None:
-    if result.bytes_freed == 0 and result.old_head == result.new_head:
-        emit(f"{name}: the head is already at {result.new_head}; nothing truncated")
+def emit_truncated(name: str, result: dict[str, Any]) -> None:
+    """`result`: the truncation's record (what `stream truncate --json` prints)."""
+    if result["bytes_freed"] == 0 and result["old_head"] == result["new_head"]:
+        emit(f"{name}: the head is already at {result['new_head']}; nothing truncated")
         return
-    deleted = result.chunks_deleted - len(result.files_left)
-    fields([("truncated", name), ("old head", str(result.old_head)), ("new head", str(result.new_head)),
-            ("freed", f"{format_bytes(result.bytes_freed)} ({deleted} chunk files deleted)")])
+    deleted = result["chunks_deleted"] - len(result["files_left"])
+    fields([("truncated", name), ("old head", result["old_head"]), ("new head", result["new_head"]),
+            ("freed", f"{format_bytes(result['bytes_freed'])} ({deleted} chunk files deleted)")])
+
+
+def warn_left(files_left: list[dict[str, str]]) -> None:
+    """The files an operation could not delete, from its record's `files_left`."""
+    from ..store.deletion import FileLeft
+
+    warn_files_left([FileLeft(f["path"], f["reason"]) for f in files_left])
 
 
 @app.command("create")
@@ -130,14 +155,22 @@ def create(
     """Create a stream (and its scope, if new) with N segments splitting the key space evenly."""
     from ..streams.config import StreamConfig
 
-    config = StreamConfig(segments=segments, retention=retention.policy_from_options(retention_size, retention_time),
-                          timestamp_aggregation_timeout=aggregation_timeout)
-    with open_client(ctx) as client:
-        info = client.create_stream(name, config)
-        described = client.stream(name).describe()
+    policy = retention.policy_from_options(retention_size, retention_time)
+    if is_remote(ctx):
+        from . import streams_remote
+
+        with open_remote(ctx) as remote:
+            record, described = streams_remote.create(remote, name, segments,
+                                                       None if policy is None else policy.to_dict(),
+                                                       aggregation_timeout)
+    else:
+        config = StreamConfig(segments=segments, retention=policy, timestamp_aggregation_timeout=aggregation_timeout)
+        with open_client(ctx) as client:
+            record = info_record(client.create_stream(name, config))
+            described = client.stream(name).describe()
     listed = ", ".join(f"{s['segment']} {key_range(*s['key_range'])}" for s in described["segments"])
     output(ctx, json_output).show(
-        {**info_record(info), "segments": [
+        {**record, "segments": [
             {"segment": s["segment"], "key_range": s["key_range"]} for s in described["segments"]]},
         f"created stream {name} with {segments} segment(s): {listed}")
 
@@ -149,16 +182,28 @@ def list_streams(
     json_output: JsonFlag = False,
 ) -> None:
     """List streams, by scope and name."""
-    with open_client(ctx) as client:
-        infos = client.list_streams(scope)
-    output(ctx, json_output).show([info_record(i) for i in infos], lambda: emit_stream_list(infos, scope))
+    if is_remote(ctx):
+        from . import streams_remote
+
+        with open_remote(ctx) as remote:
+            records = streams_remote.list_streams(remote, scope)
+    else:
+        with open_client(ctx) as client:
+            records = [info_record(i) for i in client.list_streams(scope)]
+    output(ctx, json_output).show(records, lambda: emit_stream_list(records, scope))
 
 
 @app.command("describe")
 def describe(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
     """Epochs, segments with key ranges and offsets, head and tail cuts, size, retention."""
-    with open_client(ctx) as client:
-        described = client.stream(name).describe()
+    if is_remote(ctx):
+        from . import streams_remote
+
+        with open_remote(ctx) as remote:
+            described = streams_remote.describe(remote, name)
+    else:
+        with open_client(ctx) as client:
+            described = client.stream(name).describe()
     output(ctx, json_output).show(described, lambda: emit_description(described))
 
 
@@ -175,8 +220,8 @@ def scale(
 ) -> None:
     """Seal adjacent segments and replace them with new ones over the same key range (a new epoch)."""
     new_ranges = [parse_range(r) for r in ranges or []]
-    with open_client(ctx) as client:
-        created = client.stream(name).scale(list(seal or []), new_ranges)
+    created = scaled(ctx, name, "scale", {"seal": list(seal or []), "new_ranges": new_ranges},
+                     lambda stream: stream.scale(list(seal or []), new_ranges))
     emit_scaled(ctx, name, list(seal or []), created, json_output)
 
 
@@ -189,8 +234,8 @@ def split(
     json_output: JsonFlag = False,
 ) -> None:
     """Scale shortcut: split one segment into N equal key ranges."""
-    with open_client(ctx) as client:
-        created = client.stream(name).split(segment, parts)
+    created = scaled(ctx, name, "split", {"segment": segment, "parts": parts},
+                     lambda stream: stream.split(segment, parts))
     emit_scaled(ctx, name, [segment], created, json_output)
 
 
@@ -202,8 +247,7 @@ def merge(
     json_output: JsonFlag = False,
 ) -> None:
     """Scale shortcut: merge adjacent segments into one."""
-    with open_client(ctx) as client:
-        created = client.stream(name).merge(segments)
+    created = scaled(ctx, name, "merge", {"segments": list(segments)}, lambda stream: stream.merge(segments))
     emit_scaled(ctx, name, list(segments), created, json_output)
 
 
@@ -212,8 +256,14 @@ def seal_stream(ctx: typer.Context, name: StreamName, json_output: JsonFlag = Fa
     """Seal the stream: it keeps its data and takes no more writes."""
     from ..streams.repository import StreamStatus
 
-    with open_client(ctx) as client:
-        changed = client.stream(name).seal()
+    if is_remote(ctx):
+        from . import streams_remote
+
+        with open_remote(ctx) as remote:
+            changed = streams_remote.seal(remote, name)
+    else:
+        with open_client(ctx) as client:
+            changed = client.stream(name).seal()
     output(ctx, json_output).show({"stream": name, "state": StreamStatus.SEALED.value, "changed": changed},
                                   f"sealed {name}" if changed else f"{name} was already sealed; nothing changed")
 
@@ -229,15 +279,24 @@ def delete(
     under a legal hold is refused before anything changes."""
     from ..store.deletion import files_left_json
 
-    with open_client(ctx) as client:
-        # one transaction seals (with --force) and deletes: a refusal leaves the stream as it was
-        result = client.stream(name).delete(force=force)
+    if is_remote(ctx):
+        from . import streams_remote
+
+        with open_remote(ctx) as remote:
+            answer = streams_remote.delete(remote, name, force)
+        sealed_first, bytes_freed, files_left = answer["sealed_first"], answer["bytes_freed"], answer["files_left"]
+    else:
+        with open_client(ctx) as client:
+            # one transaction seals (with --force) and deletes: a refusal leaves the stream as it was
+            result = client.stream(name).delete(force=force)
+        sealed_first, bytes_freed = result.sealed_first, result.bytes_freed
+        files_left = files_left_json(result.files_left)
     output(ctx, json_output).show(
-        {"stream": name, "deleted": True, "sealed_first": result.sealed_first,
-         "bytes_freed": result.bytes_freed, "files_left": files_left_json(result.files_left)},
-        f"deleted stream {name}{' (sealed it first)' if result.sealed_first else ''}: "
-        f"{format_bytes(result.bytes_freed)} of data removed")
-    warn_files_left(result.files_left)
+        {"stream": name, "deleted": True, "sealed_first": sealed_first,
+         "bytes_freed": bytes_freed, "files_left": files_left},
+        f"deleted stream {name}{' (sealed it first)' if sealed_first else ''}: "
+        f"{format_bytes(bytes_freed)} of data removed")
+    warn_left(files_left)
 
 
 @app.command("truncate")
@@ -251,30 +310,48 @@ def truncate(
     """Move the stream's head forward to CUT and delete the data before it (audited)."""
     from ..store.deletion import files_left_json
 
-    with open_client(ctx) as client:
-        result = client.stream(name).truncate(cut_argument(client, name, cut), reason)
-    output(ctx, json_output).show(
-        {"stream": name, "old_head": str(result.old_head), "new_head": str(result.new_head),
-         "bytes_freed": result.bytes_freed, "chunks_deleted": result.chunks_deleted,
-         "files_left": files_left_json(result.files_left)},
-        lambda: emit_truncated(name, result))
-    warn_files_left(result.files_left)
+    if is_remote(ctx):
+        from . import streams_remote
+
+        with open_remote(ctx) as remote:
+            answer = streams_remote.truncate(remote, name, cut, reason)
+        record = {"stream": name, **{k: answer[k] for k in ("old_head", "new_head", "bytes_freed", "chunks_deleted",
+                                                              "files_left")}}
+    else:
+        with open_client(ctx) as client:
+            result = client.stream(name).truncate(cut_argument(client, name, cut), reason)
+        record = {"stream": name, "old_head": str(result.old_head), "new_head": str(result.new_head),
+                  "bytes_freed": result.bytes_freed, "chunks_deleted": result.chunks_deleted,
+                  "files_left": files_left_json(result.files_left)}
+    output(ctx, json_output).show(record, lambda: emit_truncated(name, record))
+    warn_left(record["files_left"])
 
 
 @app.command("head")
 def head(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
     """Print the head cut (the first readable position) in compact form, or JSON with --json."""
-    with open_client(ctx) as client:
-        cut = client.stream(name).head_cut()
-    emit(cut.to_json() if output(ctx, json_output).json else str(cut))
+    emit_cut(ctx, name, "head", json_output)
 
 
 @app.command("tail")
 def tail(ctx: typer.Context, name: StreamName, json_output: JsonFlag = False) -> None:
     """Print the tail cut (where the next events go) in compact form, or JSON with --json."""
-    with open_client(ctx) as client:
-        cut = client.stream(name).tail_cut()
-    emit(cut.to_json() if output(ctx, json_output).json else str(cut))
+    emit_cut(ctx, name, "tail", json_output)
+
+
+def emit_cut(ctx: typer.Context, name: str, end: str, json_output: bool) -> None:
+    """The stream's `head` or `tail` cut: compact, or its JSON form with key ranges."""
+    if is_remote(ctx):
+        from . import streams_remote
+
+        with open_remote(ctx) as remote:
+            compact, as_json = streams_remote.cut(remote, name, end)
+    else:
+        with open_client(ctx) as client:
+            handle = client.stream(name)
+            found = handle.head_cut() if end == "head" else handle.tail_cut()
+        compact, as_json = str(found), found.to_json()
+    emit(as_json if output(ctx, json_output).json else compact)
 
 
 # data in and out, and the retention policy, live in their own modules; registered here, after the

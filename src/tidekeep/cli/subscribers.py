@@ -5,17 +5,14 @@ A command of the retention app (retention.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Any
 
 import typer
 
-from ..streams.documents import subscriber_age_ms, subscriber_json
-from .context import open_client, output
+from ..streams.documents import subscriber_json
+from .context import is_remote, open_client, open_remote, output
 from .options import JsonFlag
 from .output import emit, emit_table, size_cell
-
-if TYPE_CHECKING:
-    from ..streams.subscriber_store import Subscriber
 
 
 def age_text(ms: int | None) -> str:
@@ -31,14 +28,15 @@ def age_text(ms: int | None) -> str:
     return " ".join(parts[:2]) if parts else f"{ms}ms"
 
 
-def emit_subscribers(stream: str, found: list[Subscriber], now: int) -> None:
+def emit_subscribers(stream: str, found: list[dict[str, Any]]) -> None:
+    """`found`: `subscriber_json` records."""
     if not found:
         emit(f"{stream} has no subscribers: size/time retention applies unchanged")
         return
     emit_table(["READER GROUP", "TYPE", "GEN", "ACKNOWLEDGED CUT", "AGE", "UNCONSUMED"],
-               [[s.reader_group, s.retention_type, s.generation,
-                 s.to_dict()["acknowledged"] or f"- (holds at its start {s.to_dict()['start']})",
-                 age_text(subscriber_age_ms(s, now)), size_cell(s.unconsumed_bytes)] for s in found])
+               [[s["reader_group"], s["retention_type"], s["generation"],
+                 s["acknowledged"] or f"- (holds at its start {s['start']})",
+                 age_text(s["age_ms"]), size_cell(s["unconsumed_bytes"])] for s in found])
 
 
 def subscribers(
@@ -47,8 +45,13 @@ def subscribers(
     json_output: JsonFlag = False,
 ) -> None:
     """Subscriber reader groups of a stream: acknowledged cut, its age, unconsumed bytes."""
-    with open_client(ctx) as client:
-        found = client.stream(stream).subscribers()
-        now = client.clock.now_ms()
-    output(ctx, json_output).show([subscriber_json(s, now) for s in found],
-                                  lambda: emit_subscribers(stream, found, now))
+    if is_remote(ctx):
+        from .streams_remote import stream_path
+
+        with open_remote(ctx) as remote:
+            found = remote.items(f"{stream_path(stream)}/subscribers")
+    else:
+        with open_client(ctx) as client:
+            now = client.clock.now_ms()
+            found = [subscriber_json(s, now) for s in client.stream(stream).subscribers()]
+    output(ctx, json_output).show(found, lambda: emit_subscribers(stream, found))
