@@ -10,13 +10,13 @@ output is printed either way. Plain functions; archives.py makes them commands o
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..printable import printable
 from ..units import format_duration
-from .context import open_client, output
+from .context import is_remote, open_client, open_remote, output
 from .options import JsonFlag, int_option, limit_option
 from .output import emit, emit_table, fields, iso_utc
 from .progress import progress_bar
@@ -122,6 +122,12 @@ def search(
     from ..spark.session import check_job_reach
 
     out = output(ctx, json_output)
+    if is_remote(ctx):
+        page = remote_search(ctx, {"dataset": dataset, "query": query, "begin": begin, "end": end, "regex": regex,
+                                   "ignore_case": ignore_case}, page_size, not out.json)
+        out.show(page.to_dict(), lambda: print_results(page))
+        _fail_unless_succeeded(page.job)
+        return
     # executors read the archives and write the results (run_search)
     with (open_client(ctx, lambda settings: check_job_reach(settings, storage=True)) as client,
           progress_bar("searching archives", not out.json, unit="archives") as update):
@@ -133,6 +139,26 @@ def search(
         page = client.archives.results(job.id, page=1, page_size=page_size)
     out.show(page.to_dict(), lambda: print_results(page))
     _fail_unless_succeeded(page.job)
+
+
+def remote_search(ctx: typer.Context, body: dict[str, Any], page_size: int, show_progress: bool) -> ResultsPage:
+    """The search through the server: start it, follow its job, then the job and its first page."""
+    import dataclasses
+
+    from ..archives.model import JobState, SearchJob
+    from ..archives.results import ResultsPage, check_paging
+
+    check_paging(1, page_size)  # before the job: bad input creates nothing
+    with open_remote(ctx) as remote:
+        started = remote.call("POST", "/archives/searches", json=body)
+        remote.job(started, "searching archives", show_progress, unit="archives")
+        path = f"/archives/searches/{started['search']}"
+        found = remote.call("GET", path)
+        rows = remote.items(f"{path}/results", limit=page_size)
+    known = {f.name for f in dataclasses.fields(SearchJob)}
+    job = SearchJob(**{k: v for k, v in found.items() if k in known} | {"state": JobState(found["state"])})
+    shown = [{"timestamp": r["timestamp"], "message": r["message"], "archive_id": r["archive_id"]} for r in rows]
+    return ResultsPage(job, 1, page_size, job.results_count, shown)
 
 
 def results(ctx: typer.Context, job_id: JobArg, page: PageOption = 1, page_size: PageSizeOption = 50,

@@ -10,7 +10,7 @@ import typer
 from ..errors import InvalidInput
 from ..names import split_stream_name
 from ..streams.documents import head_positions_to_cut
-from .context import open_client, output
+from .context import is_remote, open_client, open_remote, output
 from .options import limit_option
 from .output import emit, format_bytes, iso_utc
 
@@ -56,6 +56,11 @@ def list_entries(
         raise InvalidInput(f"invalid --limit {limit}: must be 1 or more")
     if stream is not None:
         split_stream_name(stream)  # a deleted stream still has its audit entries, so no existence check
-    with open_client(ctx) as client:
-        records = [audit_record(e) for e in client.audit(stream, limit)]
+    if is_remote(ctx):
+        with open_remote(ctx) as remote:
+            # the API's audit rows are these records already (GET /api/v1/audit, newest first)
+            records = remote.items("/audit", {"target": stream}, limit)
+    else:
+        with open_client(ctx) as client:
+            records = [audit_record(e) for e in client.audit(stream, limit)]
     output(ctx, json_output).show(records, lambda: emit_entries(records, stream))

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .context import open_client, output
+from ..errors import InvalidInput
+from .context import is_remote, open_client, open_remote, output
 from .options import JsonFlag, int_argument, limit_option
 from .output import emit, emit_table, fields, format_bytes, iso_utc, size_cell
 from .progress import progress_bar
@@ -17,34 +18,37 @@ if TYPE_CHECKING:
     from ..config import Settings
 
 
-def _rule_label(report: Any, number: int) -> str:
-    for period in report.periods:
-        for action in period.actions:
+# Each report prints from its document (what --json prints), so a report a server sent (--server)
+# prints as one made here.
+def _rule_label(report: Mapping[str, Any], number: int) -> str:
+    for period in report["periods"]:
+        for action in period["actions"]:
             if action["rule"] == number:
                 return f"{number} {action['name']}"
     return str(number)
 
 
-def print_run(report: Any) -> None:
-    verb = "would delete" if report.dry_run else "deleted"
-    run = f"run {report.run_id}" if report.run_id is not None else "run"
-    emit(f"{run} at now={iso_utc(report.now_ms)}{' (dry run)' if report.dry_run else ''}: {verb} "
-         f"{report.rows:,} record(s), {format_bytes(report.bytes)} in {report.elapsed_s:.1f}s")
-    if not report.periods:
+def print_run(report: Mapping[str, Any]) -> None:
+    """`report`: a RunReport's document."""
+    verb = "would delete" if report["dry_run"] else "deleted"
+    run = f"run {report['run_id']}" if report["run_id"] is not None else "run"
+    emit(f"{run} at now={iso_utc(report['now_ms'])}{' (dry run)' if report['dry_run'] else ''}: {verb} "
+         f"{report['rows']:,} record(s), {format_bytes(report['bytes'])} in {report['elapsed_s']:.1f}s")
+    if not report["periods"]:
         emit("no active rules: nothing to do")
         return
     rows = []
-    for p in report.periods:
-        per_rule = ", ".join(f"rule {k}: {v.rows:,}" for k, v in sorted(p.deleted.items())) or "-"
-        deleting = ",".join(str(a["rule"]) for a in p.actions if a["action"] == "DELETE") or "-"
-        rows.append([iso_utc(p.from_ms), iso_utc(p.to_ms), p.tracker_age, deleting, f"{p.candidates:,}",
-                     f"{p.rows:,}", size_cell(p.bytes), per_rule])
+    for p in report["periods"]:  # `deleted` and `by_rule` are in rule number order
+        per_rule = ", ".join(f"rule {k}: {v['rows']:,}" for k, v in p["deleted"].items()) or "-"
+        deleting = ",".join(str(a["rule"]) for a in p["actions"] if a["action"] == "DELETE") or "-"
+        rows.append([iso_utc(p["from_ms"]), iso_utc(p["to_ms"]), p["tracker_age"], deleting, f"{p['candidates']:,}",
+                     f"{p['rows']:,}", size_cell(p["bytes"]), per_rule])
     emit_table(["FROM", "TO", "TRACKER", "DELETING RULES", "CANDIDATES", "DELETED", "BYTES", "BY RULE"], rows)
-    by_rule = report.by_rule()
-    if by_rule:
+    if report["by_rule"]:
         emit("")
         emit_table(["RULE", "RECORDS", "BYTES"],
-                   [[_rule_label(report, k), f"{v.rows:,}", size_cell(v.bytes)] for k, v in by_rule.items()])
+                   [[_rule_label(report, int(k)), f"{v['rows']:,}", size_cell(v["bytes"])]
+                    for k, v in report["by_rule"].items()])
 
 
 def _reads_the_metadata_store(settings: Settings) -> None:
@@ -64,19 +68,25 @@ def run(
     Period by period, youngest first, in create-time slices; trackers make the next run incremental.
     """
     out = output(ctx, json_output)
-    with (open_client(ctx, _reads_the_metadata_store) as client,
-          progress_bar("retention job", not out.json, unit="records") as update):
-        report = client.catalog.run(dry_run=dry_run, progress=update)
-    out.show(report.to_dict(), lambda: print_run(report))
+    if is_remote(ctx):
+        with open_remote(ctx) as remote:
+            report = remote.result(remote.call("POST", "/catalog/runs", json={"dry_run": dry_run}),
+                                   "retention job", not out.json)
+    else:
+        with (open_client(ctx, _reads_the_metadata_store) as client,
+              progress_bar("retention job", not out.json, unit="records") as update):
+            report = client.catalog.run(dry_run=dry_run, progress=update).to_dict()
+    out.show(report, lambda: print_run(report))
 
 
-def print_impact(summary: Any) -> None:
-    emit(f"impact at now={iso_utc(summary.now_ms)}: {summary.total_rows:,} record(s), "
-         f"{format_bytes(summary.total_bytes)} would be deleted")
-    if summary.rows:
+def print_impact(summary: Mapping[str, Any]) -> None:
+    """`summary`: an ImpactSummary's document."""
+    emit(f"impact at now={iso_utc(summary['now_ms'])}: {summary['total_rows']:,} record(s), "
+         f"{format_bytes(summary['total_bytes'])} would be deleted")
+    if summary["rows"]:
         emit_table(["RULE", "AGE", "FEED", "TYPE", "RECORDS", "BYTES", "HELD"],
-                   [[f"{r.rule} {r.rule_name}", r.age, r.feed, r.type, f"{r.rows:,}", size_cell(r.bytes),
-                     r.held_rows] for r in summary.rows])
+                   [[f"{r['rule']} {r['rule_name']}", r["age"], r["feed"], r["type"], f"{r['rows']:,}",
+                     size_cell(r["bytes"]), r["held_rows"]] for r in summary["rows"]])
 
 
 def impact(
@@ -88,22 +98,29 @@ def impact(
 ) -> None:
     """What the job would delete if it ran now with no trackers, per rule, feed and type."""
     out = output(ctx, json_output)
-    with (open_client(ctx, _reads_the_metadata_store) as client,
-          progress_bar("impact", not out.json, unit="records") as update):
-        summary = client.catalog.impact(rules=rules, progress=update)
-    out.show(summary.to_dict(), lambda: print_impact(summary))
+    if is_remote(ctx):
+        if rules is not None:  # a file on this machine: the server assesses its saved rules only
+            raise InvalidInput("--rules is not available with --server; the server assesses its saved rules")
+        with open_remote(ctx) as remote:
+            summary = remote.result(remote.call("POST", "/catalog/impact", json={}), "impact", not out.json)
+    else:
+        with (open_client(ctx, _reads_the_metadata_store) as client,
+              progress_bar("impact", not out.json, unit="records") as update):
+            summary = client.catalog.impact(rules=rules, progress=update).to_dict()
+    out.show(summary, lambda: print_impact(summary))
 
 
-def print_explanation(answer: Any) -> None:
+def print_explanation(answer: Mapping[str, Any]) -> None:
+    """`answer`: an Explanation's document."""
     fields([
-        ("record", answer.record_id),
-        ("status", f"{answer.status} since {iso_utc(answer.status_time)}"),
-        ("created", iso_utc(answer.create_time)),
-        ("rule", "none" if answer.rule is None else f"{answer.rule} {answer.rule_name}"),
-        ("age", answer.age),
-        ("retain until", "forever" if answer.retain_until_ms is None else iso_utc(answer.retain_until_ms)),
-        ("holds", ", ".join(f"{h['id']} ({h['reason']})" for h in answer.holds) or "none"),
-        ("decision", f"{answer.decision}: {answer.reason}"),
+        ("record", answer["record_id"]),
+        ("status", f"{answer['status']} since {iso_utc(answer['status_time'])}"),
+        ("created", iso_utc(answer["create_time"])),
+        ("rule", "none" if answer["rule"] is None else f"{answer['rule']} {answer['rule_name']}"),
+        ("age", answer["age"]),
+        ("retain until", "forever" if answer["retain_until_ms"] is None else iso_utc(answer["retain_until_ms"])),
+        ("holds", ", ".join(f"{h['id']} ({h['reason']})" for h in answer["holds"]) or "none"),
+        ("decision", f"{answer['decision']}: {answer['reason']}"),
     ])
 
 
@@ -113,9 +130,13 @@ def explain(
     json_output: JsonFlag = False,
 ) -> None:
     """Why a record is kept or deleted: the deciding rule, its age, retain-until, holds."""
-    with open_client(ctx) as client:
-        answer = client.catalog.explain(record_id)
-    output(ctx, json_output).show(answer.to_dict(), lambda: print_explanation(answer))
+    if is_remote(ctx):
+        with open_remote(ctx) as remote:
+            answer = remote.call("GET", f"/catalog/records/{record_id}/explain")
+    else:
+        with open_client(ctx) as client:
+            answer = client.catalog.explain(record_id).to_dict()
+    output(ctx, json_output).show(answer, lambda: print_explanation(answer))
 
 
 def print_runs(entries: Sequence[Mapping[str, Any]]) -> None:

@@ -24,21 +24,12 @@ from ..printable import PrintableFormatter
 from ..redaction import RedactingFilter
 from ..store.deletion import in_result
 from .output import Output
+from .server_options import ServerOptions
 
 if TYPE_CHECKING:
     from ..client import Client
     from ..config import Settings
     from .remote import Remote
-
-
-@dataclass(frozen=True)
-class ServerOptions:
-    """Where the API server is and how to prove who we are: the root's --server, --token-file and
-    --server-ca, or TIDEKEEP_SERVER, TIDEKEEP_TOKEN and TIDEKEEP_CA_BUNDLE (docs/cli.md)."""
-
-    url: str
-    token_file: Path | None = None
-    ca_bundle: str | None = None
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .context import open_client, output
+from .context import is_remote, open_client, open_remote, output
 from .options import JsonFlag, int_argument
 from .output import emit, emit_table, iso_utc
 
@@ -27,12 +27,14 @@ def hold_record(hold: Hold) -> dict[str, Any]:
     return {**hold.to_dict(), "created": iso_utc(hold.created_ms)}
 
 
-def emit_holds(held: list[Hold]) -> None:
+def emit_holds(held: list[dict[str, Any]]) -> None:
+    """`held`: `hold_record`s."""
     if not held:
         emit("no holds")
         return
     emit_table(["ID", "KIND", "TARGET", "CREATED", "BY", "REASON"],
-               [[h.id, h.kind, h.target, iso_utc(h.created_ms), h.created_by, h.reason] for h in held])
+               [[h["id"], h["kind"], h["target"], iso_utc(h["created_ms"]), h["created_by"], h["reason"]]
+                for h in held])
 
 
 @app.command("add")
@@ -46,11 +48,15 @@ def add(
     json_output: JsonFlag = False,
 ) -> None:
     """Put a legal hold on a target: its data is not deleted until the hold is removed."""
-    with open_client(ctx) as client:
-        hold_id = client.holds.add(kind, target, reason)
-        hold = next(h for h in client.holds.list(kind) if h.id == hold_id)
-    output(ctx, json_output).show(hold_record(hold),
-                                  f"hold {hold.id} added on {hold.kind} {hold.target} ({hold.reason})")
+    if is_remote(ctx):
+        with open_remote(ctx) as remote:
+            hold = remote.call("POST", "/holds", json={"kind": kind, "target": target, "reason": reason})
+    else:
+        with open_client(ctx) as client:
+            hold_id = client.holds.add(kind, target, reason)
+            hold = hold_record(next(h for h in client.holds.list(kind) if h.id == hold_id))
+    output(ctx, json_output).show(hold,
+                                  f"hold {hold['id']} added on {hold['kind']} {hold['target']} ({hold['reason']})")
 
 
 @app.command("list")
@@ -61,9 +67,13 @@ def list_holds(
     json_output: JsonFlag = False,
 ) -> None:
     """Active holds, oldest first."""
-    with open_client(ctx) as client:
-        held = client.holds.list(kind, target)
-    output(ctx, json_output).show([hold_record(h) for h in held], lambda: emit_holds(held))
+    if is_remote(ctx):
+        with open_remote(ctx) as remote:
+            held = remote.items("/holds", {"kind": kind, "target": target})
+    else:
+        with open_client(ctx) as client:
+            held = [hold_record(h) for h in client.holds.list(kind, target)]
+    output(ctx, json_output).show(held, lambda: emit_holds(held))
 
 
 @app.command("remove")
@@ -73,6 +83,10 @@ def remove(
     json_output: JsonFlag = False,
 ) -> None:
     """Remove a hold (audited); the target's data may be deleted again."""
-    with open_client(ctx) as client:
-        hold = client.holds.remove(hold_id)
-    output(ctx, json_output).show(hold_record(hold), f"hold {hold.id} removed from {hold.kind} {hold.target}")
+    if is_remote(ctx):
+        with open_remote(ctx) as remote:
+            hold = remote.call("DELETE", f"/holds/{hold_id}")
+    else:
+        with open_client(ctx) as client:
+            hold = hold_record(client.holds.remove(hold_id))
+    output(ctx, json_output).show(hold, f"hold {hold['id']} removed from {hold['kind']} {hold['target']}")

@@ -25,10 +25,11 @@ from ..errors import INTERRUPTED_EXIT, StoreUnavailable, TidekeepError
 from ..printable import printable
 from ..redaction import redact
 from ..spark import session as spark_session
-from .context import GlobalOptions, ServerOptions, parse_set_options
+from .context import GlobalOptions, parse_set_options
 from .failures import describe
 from .help_format import use_metavars_in_help
 from .output import Output
+from .server_options import ServerOptions
 
 use_metavars_in_help()  # --help shows metavars, not <bool>/<str> (cli/help_format.py)
 

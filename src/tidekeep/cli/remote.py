@@ -20,8 +20,8 @@ import httpx
 
 from ..errors import ConfigError, InvalidInput, StoreUnavailable
 from ..printable import printable
-from .context import ServerOptions
 from .progress import progress_bar
+from .server_options import ServerOptions
 
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 120.0  # a route's own work (a truncation deleting many files) may take a while
