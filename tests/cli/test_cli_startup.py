@@ -17,8 +17,9 @@ import pytest
 
 from helpers.cli import run_cli
 
-NEVER_FOR_HELP = ("pyspark", "pyarrow", "alembic", "pandas", "sqlalchemy", "numpy", "yaml", "tidekeep.client")
-NEVER_FOR_METADATA = ("pyspark", "alembic", "pandas", "pyarrow", "numpy", "tidekeep.catalog.expressions",
+NEVER_FOR_HELP = ("pyspark", "pyarrow", "alembic", "pandas", "sqlalchemy", "numpy", "yaml", "tidekeep.client",
+                  "httpx", "tidekeep.cli.remote")  # the HTTP client loads only with --server
+NEVER_FOR_METADATA = ("pyspark", "alembic", "pandas", "pyarrow", "numpy", "tidekeep.catalog.expressions", "httpx",
                       "tidekeep.streams.writer", "tidekeep.streams.reader",
                       "tidekeep.streams.readergroup", "tidekeep.catalog.job", "tidekeep.archives.search",
                       # a command builds only its own noun's part of the command tree (cli/main.py)
