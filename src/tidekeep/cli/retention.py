@@ -27,7 +27,7 @@ from .output import (
 )
 
 if TYPE_CHECKING:
-    from ..streams.retention import RetentionDecision
+    pass
 
 app = typer.Typer(help="Size and time retention: preview, run and history of cycles.", no_args_is_help=True)
 
