@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 import tidekeep.cli
-from tidekeep.cli import archives_search, holds, main
+from tidekeep.cli import archives_search, holds, main, tokens
 
 CLI_DIR = Path(tidekeep.cli.__file__).parent
 MAX_FUNCTION_LINES = 60
@@ -48,7 +48,7 @@ def test_every_noun_is_one_module_level_app() -> None:
     root = typer.main.get_command(main.app)
     nouns = {name for name, command in root.commands.items() if isinstance(command, typer.core.TyperGroup)}
     assert nouns == {"stream", "audit", "db", "txn", "rg", "retention", "hold", "catalog", "archives", "watermark",
-                     "config"}
+                     "config", "token"}
     registered = {info.name: info.typer_instance for info in main.app.registered_groups}
     for noun in nouns:
         owner = [module for module in vars(tidekeep.cli).values()
@@ -60,7 +60,9 @@ def test_values_written_out_for_help_equal_their_owners() -> None:
     from tidekeep.archives.model import JobState
     from tidekeep.archives.results import MAX_PAGE_SIZE
     from tidekeep.holds import HOLD_KINDS
+    from tidekeep.store.tokens import Role
 
     assert tuple(HOLD_KINDS) == holds.HOLD_KIND_NAMES
+    assert tuple(role.value for role in Role) == tokens.ROLE_NAMES
     assert archives_search.MAX_PAGE_SIZE_SHOWN == MAX_PAGE_SIZE
     assert tuple(state.value for state in JobState) == archives_search.JOB_STATE_NAMES

@@ -14,6 +14,7 @@ from .context import load, require_workspace
 if TYPE_CHECKING:
     from ..api.server import ApiOptions
     from ..config import Settings
+    from ..service.server import ServeOptions
 
 ListenOption = Annotated[str | None, typer.Option(
     "--listen", metavar="HOST:PORT", help="Serve the HTTP API here [default: api.listen, 127.0.0.1:8620]")]
@@ -66,9 +67,7 @@ def serve_command(
 
     The HTTP API (docs/api.md) listens on api.listen (default 127.0.0.1:8620) unless --no-api.
     """
-    from ..service.assembly import families_of
-    from ..service.server import ServeOptions, configure_service_logging, serve
-    from ..store.house import open_workspace
+    from ..service.server import ServeOptions, configure_service_logging
 
     settings = load(ctx)
     require_workspace(settings)
@@ -82,6 +81,16 @@ def serve_command(
         watermark_every_ms=None if no_watermarks else watermark_every)
     api_options = None if no_api or once else checked_api_options(settings, listen)
     configure_service_logging(settings["log.level"], json_logs)
+    raise typer.Exit(serve_with_api(settings, options, api_options))
+
+
+def serve_with_api(settings: Settings, options: ServeOptions, api_options: ApiOptions | None) -> int:
+    """The service in this thread and, unless `api_options` is None, the API in another, on one
+    open workspace; the API stops when the service does."""
+    from ..service.assembly import families_of
+    from ..service.server import serve
+    from ..store.house import open_workspace
+
     workspace = open_workspace(settings)
     api = None
     try:
@@ -90,12 +99,11 @@ def serve_command(
 
             api = ApiServer(workspace, api_options)
             api.start()
-        code = serve(workspace, options, families=families_of(workspace))
+        return serve(workspace, options, families=families_of(workspace))
     finally:
         if api is not None:
             api.stop()
         workspace.close()
-    raise typer.Exit(code)
 
 
 def checked_api_options(settings: Settings, listen: str | None) -> ApiOptions:
