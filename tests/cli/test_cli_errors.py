@@ -383,7 +383,7 @@ def test_every_os_error_is_one_documented_line(number: int, filename: str | None
 # ---- fuzz: every command, hostile arguments -----------------------------------------------------
 
 
-SPARK_OR_BLOCKING = {"serve", "archives ingest", "archives search", "catalog import", "catalog run",
+SPARK_OR_BLOCKING = {"serve", "api", "archives ingest", "archives search", "catalog import", "catalog run",
                      "catalog impact", "rg read", "stream write"}
 
 
