@@ -9,14 +9,14 @@ from typing import Any
 from tests.helpers.api_server import LiveApi
 
 import tidekeep as tk
-from tidekeep.cli.audit import audit_record
+from tidekeep.streams.documents import audit_document
 from tidekeep.units import iso_utc
 
 PROBLEM = "application/problem+json"
 
 
 def all_rows(client: tk.Client) -> list[dict[str, Any]]:
-    return [audit_record(e) for e in client.audit(limit=1000)]
+    return [audit_document(e) for e in client.audit(limit=1000)]
 
 
 def seed(api: LiveApi, client: tk.Client) -> None:

@@ -2,36 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
 
 from ..errors import InvalidInput
 from ..names import split_stream_name
-from ..streams.documents import head_positions_to_cut
+from ..streams.documents import audit_document
 from .context import is_remote, open_client, open_remote, output
 from .options import limit_option
-from .output import emit, format_bytes, iso_utc
+from .output import emit, format_bytes
 
 app = typer.Typer(help="The audit trail: every deletion, why, how much, by whom.", no_args_is_help=True)
-
-
-def audit_record(entry: dict[str, Any]) -> dict[str, Any]:
-    target = entry["target"]
-    return {
-        "id": entry["id"],
-        "time": iso_utc(entry["time_ms"]),
-        "time_ms": entry["time_ms"],
-        "action": entry["action"],
-        "target": target,
-        "old_head": head_positions_to_cut(target, entry["old_head"]),
-        "new_head": head_positions_to_cut(target, entry["new_head"]),
-        "bytes_freed": entry["bytes_freed"],
-        "reason": entry["reason"],
-        "actor": entry["actor"],
-        "details": None if entry["details"] is None else json.loads(entry["details"]),
-    }
 
 
 def emit_entries(records: list[dict[str, Any]], stream: str | None) -> None:
@@ -62,5 +44,5 @@ def list_entries(
             records = remote.items("/audit", {"target": stream}, limit)
     else:
         with open_client(ctx) as client:
-            records = [audit_record(e) for e in client.audit(stream, limit)]
+            records = [audit_document(e) for e in client.audit(stream, limit)]
     output(ctx, json_output).show(records, lambda: emit_entries(records, stream))

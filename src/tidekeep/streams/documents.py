@@ -37,6 +37,25 @@ def head_positions_to_cut(stream: str, stored: str | None) -> str | None:
     return f"{stream}:{body}"
 
 
+def audit_document(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An audit row as `tidekeep audit list --json` prints it and `GET /api/v1/audit` answers it: a
+    truncation's heads in the compact cut form, the details parsed."""
+    target = entry["target"]
+    return {
+        "id": entry["id"],
+        "time": iso_utc(entry["time_ms"]),
+        "time_ms": entry["time_ms"],
+        "action": entry["action"],
+        "target": target,
+        "old_head": head_positions_to_cut(target, entry["old_head"]),
+        "new_head": head_positions_to_cut(target, entry["new_head"]),
+        "bytes_freed": entry["bytes_freed"],
+        "reason": entry["reason"],
+        "actor": entry["actor"],
+        "details": None if entry["details"] is None else json.loads(entry["details"]),
+    }
+
+
 # ---- retention ---------------------------------------------------------------------------------------
 def decision_document(decision: RetentionDecision, dry_run: bool) -> dict[str, Any]:
     """A retention decision (`retention preview` / `run`): the case, the cut, the reason and the set."""

@@ -3,16 +3,13 @@ newest first, paged by row id in the store (one keyset query a page)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
 from ...store.audit import AuditFilter
-from ...streams.model import segment_name
+from ...streams.documents import audit_document
 from ...times import parse_time_ms
-from ...units import iso_utc
 from ..models import Page
 from ..paging import DEFAULT_LIMIT, decode_id_cursor, encode_cursor
 from ..state import Caller, Reader
@@ -21,26 +18,6 @@ from .streams import Cursor, Limit
 router = APIRouter(tags=["audit"])
 
 TimeBound = Annotated[str | None, Query(description="epoch milliseconds or an ISO-8601 time (no zone: UTC)")]
-
-
-def head_cut(stream: str, stored: str | None) -> str | None:
-    """A truncation's head, stored as {"<segment id>": offset}, in the compact cut form."""
-    if stored is None:
-        return None
-    positions: Mapping[str, int] = json.loads(stored)
-    body = ",".join(f"{segment_name(int(seg))}={offset}"
-                    for seg, offset in sorted(positions.items(), key=lambda kv: int(kv[0])))
-    return f"{stream}:{body}"
-
-
-def audit_record(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A row as `tidekeep audit list --json` prints it."""
-    target = entry["target"]
-    return {"id": entry["id"], "time": iso_utc(entry["time_ms"]), "time_ms": entry["time_ms"],
-            "action": entry["action"], "target": target,
-            "old_head": head_cut(target, entry["old_head"]), "new_head": head_cut(target, entry["new_head"]),
-            "bytes_freed": entry["bytes_freed"], "reason": entry["reason"], "actor": entry["actor"],
-            "details": None if entry["details"] is None else json.loads(entry["details"])}
 
 
 @router.get("/audit", summary="The audit trail, newest first")
@@ -58,5 +35,5 @@ def list_audit(call: Caller = Reader, limit: Limit = DEFAULT_LIMIT, cursor: Curs
     rows = call.client.audit_page(where, limit + 1, decode_id_cursor(cursor))
     more = len(rows) > limit
     rows = rows[:limit]
-    return Page[dict[str, Any]](items=[audit_record(r) for r in rows],
+    return Page[dict[str, Any]](items=[audit_document(r) for r in rows],
                                 next_cursor=encode_cursor(rows[-1]["id"]) if more else None)
