@@ -13,8 +13,8 @@ from tests.helpers.api_server import LiveApi
 
 import tidekeep as tk
 from helpers.catalog_job import NOW
+from tidekeep.catalog.rule_documents import ruleset_document
 from tidekeep.cli.catalog_records import record_document
-from tidekeep.cli.catalog_rules import ruleset_document
 
 PROBLEM = "application/problem+json"
 DAY = 86_400_000

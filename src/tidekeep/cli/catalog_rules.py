@@ -18,22 +18,14 @@ from .options import JsonFlag
 from .output import emit, emit_document, emit_json, emit_table, iso_utc
 
 if TYPE_CHECKING:
-    from ..catalog.rules import RetentionRule, RuleSet
+    from ..catalog.rules import RuleSet
 RuleFile = Annotated[Path, typer.Argument(metavar="FILE", help="A YAML rule file or Stroom DataRetentionRules JSON")]
 
 
-def rule_document(rule: RetentionRule) -> dict[str, Any]:
-    from ..catalog.expressions import to_json, to_text
-
-    return {"number": rule.rule_number, "name": rule.name, "enabled": rule.enabled, "active": rule.active,
-            "age": rule.age_string, "forever": rule.forever, "expression": to_text(rule.expression),
-            "expression_tree": to_json(rule.expression)}
-
-
 def ruleset_document(ruleset: RuleSet, updated_ms: int | None = None, updated_by: str | None = None) -> dict[str, Any]:
-    return {"version": ruleset.version or None, "updated_ms": updated_ms, "updated": iso_utc(updated_ms),
-            "updated_by": updated_by,
-            "rules": [rule_document(r) for r in sorted(ruleset.rules, key=lambda r: r.rule_number)]}
+    from ..catalog.rule_documents import ruleset_document as document  # the catalog loads on use only
+
+    return document(ruleset, updated_ms, updated_by)
 
 
 def emit_rules(ruleset: RuleSet) -> None:

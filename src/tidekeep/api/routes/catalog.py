@@ -11,7 +11,8 @@ from fastapi import APIRouter, Body, Header, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...catalog.records import MetaRecord
-from ...catalog.rules import RetentionRule, RuleSet, rules_from_document
+from ...catalog.rule_documents import ruleset_document
+from ...catalog.rules import RuleSet, rules_from_document
 from ...catalog.rules_store import SavedRules
 from ...errors import InvalidInput
 from ...integers import INT64_MAX
@@ -42,21 +43,6 @@ def record_document(record: MetaRecord) -> dict[str, Any]:
     for name in ("create_time", "effective_time", "status_time"):
         doc[name.replace("_time", "_iso")] = iso_utc(doc[name])
     return doc
-
-
-def rule_document(rule: RetentionRule) -> dict[str, Any]:
-    from ...catalog.expressions import to_json, to_text
-
-    return {"number": rule.rule_number, "name": rule.name, "enabled": rule.enabled, "active": rule.active,
-            "age": rule.age_string, "forever": rule.forever, "expression": to_text(rule.expression),
-            "expression_tree": to_json(rule.expression)}
-
-
-def ruleset_document(ruleset: RuleSet, updated_ms: int | None = None, updated_by: str | None = None) -> dict[str, Any]:
-    """A rule set as `tidekeep catalog rules show --json` prints it."""
-    return {"version": ruleset.version or None, "updated_ms": updated_ms, "updated": iso_utc(updated_ms),
-            "updated_by": updated_by,
-            "rules": [rule_document(r) for r in sorted(ruleset.rules, key=lambda r: r.rule_number)]}
 
 
 def saved_document(saved: SavedRules) -> dict[str, Any]:
