@@ -1,4 +1,4 @@
-"""The CLI with --server for retention, holds, audit and the catalog: each command runs as a real
+"""The CLI with --server for retention, holds, audit, the catalog and archive search: each command runs as a real
 `tidekeep` subprocess against a live API and prints what the local command prints on the same
 workspace (test_cli_remote.py has the stream commands and the `Sides` fixture). SQLite only: the
 subject is the CLI's remote path, not the metadata backend."""
@@ -6,16 +6,31 @@ subject is the CLI's remote path, not the metadata backend."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli.test_cli_remote import Sides, renamed, sides  # noqa: F401  (the fixture)
+from tests.cli.test_cli_remote import Sides, renamed
+from tests.helpers.api_server import live_api
+from tests.helpers.archives import make_archive
 from tests.helpers.cli_runner import assert_one_error_line, check_ok
 
 import tidekeep as tk
 
-pytestmark = pytest.mark.parametrize("metadata_url", ["sqlite"], indirect=True)
+
+@pytest.fixture
+def sides(tmp_path: Path) -> Iterator[Sides]:
+    """test_cli_remote.py's two sides, on SQLite only."""
+    url = f"sqlite:///{tmp_path / 'metadata.db'}"
+    client = tk.connect(home=tmp_path / "ws", metadata_url=url, storage=str(tmp_path / "data"),
+                        settings={"writer.linger": 0}, create=True)
+    try:
+        with live_api(client.workspace) as api:
+            yield Sides(api, client, tmp_path, url)
+    finally:
+        client.close()
+
 
 # a time well after every write of the test: `retention preview --at` decides as of it on both sides
 LATER_MS = 4_102_444_800_000  # 2100-01-01
@@ -188,3 +203,46 @@ def test_catalog_explain_impact_and_run(sides: Sides, tmp_path: Path) -> None:
     assert_one_error_line(sides.remote("catalog", "explain", "999", token=viewer), 3, "999")
     assert_one_error_line(sides.remote("catalog", "run", token=viewer), 18, "operator")
     assert_one_error_line(sides.remote("catalog", "impact", "--rules", str(rules), token=operator), 2, "--rules")
+
+
+# the parts of a search job that differ between two runs of the same search
+SEARCH_RUN = ("id", "created_ms", "completed_ms", "heartbeat_ms", "results_path", "actor")
+
+
+def test_archives_search_through_the_server(sides: Sides, spark: Any) -> None:
+    minute_ago = sides.client.clock.now_ms() - 60_000  # data times: inside the default archive retention
+    for i in range(2):
+        make_archive(sides.client, "app", [(minute_ago + i * 1000 + k, f"hit {i}.{k}") for k in range(3)]
+                     + [(minute_ago - 1000, "miss")])
+    args = ("archives", "search", "app", "HIT *", "--ignore-case", "--page-size", "4")
+    remote = check_ok(sides.remote(*args, "--json", token=sides.token("operator"))).json()
+    searched = sides.local(*args, "--json")  # its own Spark: the JVM may say something on stderr
+    assert searched.code == 0, searched.stderr
+    local = searched.json()
+    assert without(remote, *SEARCH_RUN) == without(local, *SEARCH_RUN)
+    assert remote["job"]["state"] == "SUCCEEDED" and remote["total"] == 6 and len(remote["rows"]) == 4
+    assert remote["job"]["actor"] == "operator"  # the search ran as the token
+    assert_one_error_line(sides.remote("archives", "search", "nope", "x", token=sides.token("operator")), 3,
+                          "nope")
+
+
+@pytest.mark.parametrize("args", [
+    ("retention", "preview", "r/a", "--at", "soon"),
+    ("retention", "preview", "r/a", "--at", "+5parsecs"),
+    ("retention", "history", "r/a", "--limit", "0"),
+    ("hold", "add", "stream", "nosl", "--reason", "r"),
+    ("hold", "add", "records", "feed = ", "--reason", "r"),
+    ("hold", "list", "--kind", "bogus"),
+    ("hold", "remove", "0"),
+    ("audit", "list", "--stream", "noslash"),
+    ("audit", "list", "--limit", "0"),
+    ("catalog", "explain", "0"),
+])
+def test_bad_input_is_the_local_commands_line(sides: Sides, args: tuple[str, ...]) -> None:
+    """Checked before the request where the local command checks it, so the line names the option
+    (`--at`, `--limit`) or the id as the local command does, not the API's parameter."""
+    sides.client.create_stream("r/a")
+    remote = sides.remote(*args, token=sides.token("admin"))
+    local = sides.local(*args)
+    assert local.code in (2, 3) and len(local.stderr.splitlines()) == 1, local.stderr
+    assert (remote.code, remote.stderr, remote.stdout) == (local.code, local.stderr, "")

@@ -131,6 +131,9 @@ def explain(
 ) -> None:
     """Why a record is kept or deleted: the deciding rule, its age, retain-until, holds."""
     if is_remote(ctx):
+        from ..catalog.record_store import check_record_id
+
+        check_record_id(record_id)  # the local command's line, not the API's for its path parameter
         with open_remote(ctx) as remote:
             answer = remote.call("GET", f"/catalog/records/{record_id}/explain")
     else:

@@ -84,6 +84,9 @@ def remove(
 ) -> None:
     """Remove a hold (audited); the target's data may be deleted again."""
     if is_remote(ctx):
+        from ..store.holds import check_hold_id
+
+        check_hold_id(hold_id)  # the local command's line, not the API's for its path parameter
         with open_remote(ctx) as remote:
             hold = remote.call("DELETE", f"/holds/{hold_id}")
     else:

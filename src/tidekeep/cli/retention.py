@@ -171,6 +171,8 @@ def preview(
     if is_remote(ctx):
         from .streams_remote import stream_path
 
+        if at is not None:
+            parse_at(at, 0)  # refused here, naming --at as the local command does; the server resolves it
         with open_remote(ctx) as remote:
             # the server resolves --at on its own clock, as the local command does on the workspace's
             document = remote.call("GET", f"{stream_path(stream)}/retention/preview", params={"at": at})
@@ -205,6 +207,8 @@ def history(
     json_output: JsonFlag = False,
 ) -> None:
     """Past truncations of STREAM (by retention and by hand), newest first, from the audit table."""
+    if limit < 1:  # the same line with and without --server (audit list says it the same way)
+        raise InvalidInput(f"invalid --limit {limit}: must be 1 or more")
     if is_remote(ctx):
         from .streams_remote import stream_path
 
