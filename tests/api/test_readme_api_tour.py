@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def api_block() -> str:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index("The control plane as a service")
+    start = readme.index("The control plane as a service: `tidekeep serve`")
     match = re.search(r"```sh\n(.*?)```", readme[start:], re.S)
     assert match is not None
     return match.group(1)

@@ -20,7 +20,9 @@ from helpers.procs import worker_env
 from tidekeep.store import schema as t
 from tidekeep.store.leases import LeaseStore
 
-SERVE = [sys.executable, "-m", "tidekeep.cli.main", "serve"]
+# without the HTTP API: these tests run several services on one host, and the API's port is one per
+# host (tests/api/test_api_server.py tests serve with it)
+SERVE = [sys.executable, "-m", "tidekeep.cli.main", "serve", "--no-api"]
 HOUR = 3_600_000
 
 

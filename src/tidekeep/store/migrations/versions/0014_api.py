@@ -27,12 +27,11 @@ def upgrade() -> None:
         sa.Column("created_by", sa.String(255), nullable=False),
         sa.Column("revoked_ms", sa.BigInteger, nullable=True),
     )
-    # existing streams start at version 1, as new ones do
-    with op.batch_alter_table("streams") as batch:
-        batch.add_column(sa.Column("config_version", sa.BigInteger, nullable=False, server_default="1"))
+    # existing streams start at version 1, as new ones do. A plain ALTER, never a batch (table copy):
+    # on SQLite, dropping the old `streams` would cascade to every table that references it
+    op.add_column("streams", sa.Column("config_version", sa.BigInteger, nullable=False, server_default="1"))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("streams") as batch:
-        batch.drop_column("config_version")
+    op.drop_column("streams", "config_version")  # SQLite >= 3.35 drops a column in place
     op.drop_table("api_tokens")
