@@ -64,6 +64,16 @@ def test_a_stale_if_match_is_refused_with_412(api: LiveApi, client: tk.Client) -
     assert policy is not None and "by time" in policy
 
 
+def test_a_policy_update_keeps_the_rest_of_the_config(api: LiveApi, client: tk.Client) -> None:
+    ops = api.as_role("operator")
+    ops.post("/api/v1/scopes/s/streams", json={"name": "a", "segments": 3, "timestamp_aggregation_timeout": "5m"})
+    updated = ops.put("/api/v1/scopes/s/streams/a", json={"retention": {"kind": "size", "min": "1GB"}})
+    assert updated.status_code == 200, updated.text
+    config = client.stream("s/a").state().info.config
+    assert (config.segments, config.timestamp_aggregation_timeout_ms) == (3, 300_000)
+    assert config.retention is not None and config.retention.min == 10**9
+
+
 def test_no_token_is_401_and_a_viewer_may_not_write(api: LiveApi) -> None:
     assert api.http().get("/api/v1/streams").status_code == 401
     assert api.http("tk_1_" + "x" * 43).get("/api/v1/streams").status_code == 401

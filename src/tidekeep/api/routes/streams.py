@@ -138,10 +138,10 @@ def update_stream(scope: str, stream: str, body: UpdateStreamBody, response: Res
                   = None) -> StreamSummary:
     handle = call.client.stream(call.stream(scope, stream))
     expected = if_match_int(if_match)
-    current = handle.describe()
+    current = handle.state().info.config  # the rest of the config stays as stored
     timeout = body.timestamp_aggregation_timeout
-    config = StreamConfig(segments=1, retention=policy_of(body.retention),
-                          timestamp_aggregation_timeout=current["timestamp_aggregation_timeout_ms"]
+    config = StreamConfig(segments=current.segments, retention=policy_of(body.retention),
+                          timestamp_aggregation_timeout=current.timestamp_aggregation_timeout_ms
                           if timeout is None else timeout)
     info = handle.update(config, expected)
     set_etag(response, info.config_version)
