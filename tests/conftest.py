@@ -420,7 +420,9 @@ def pytest_configure(config: pytest.Config) -> None:
                  "postgres: uses PostgreSQL (applied from pg_url and postgres-parametrised fixtures)",
                  "slow: starts a process: a worker, the CLI, a crash test (applied from subprocess use)",
                  "cli: runs the tidekeep command line (applied from run_cli / CliRunner use)",
-                 "cluster: runs on the Spark standalone cluster (applied from the cluster fixture; slow too)"):
+                 "cluster: runs on the Spark standalone cluster (applied from the cluster fixture; slow too)",
+                 "browser: drives Chromium against a live `tidekeep serve` (applied from the served, browser and "
+                 "login fixtures of tests/web; slow too)"):
         config.addinivalue_line("markers", line)
     # The Spark UI is on by default (the spark.ui setting leaves it to Spark): the suite's Spark
     # drivers, the CLI subprocesses' among them (this names no tidekeep setting, so they keep it),
@@ -450,6 +452,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.spark)
         if "cluster" in item.fixturenames:
             item.add_marker(pytest.mark.cluster)
+        if {"served", "browser", "login"} & set(item.fixturenames):
+            item.add_marker(pytest.mark.browser)
+            item.add_marker(pytest.mark.slow)
         if _uses_postgres(item):
             item.add_marker(pytest.mark.postgres)
         found: set[str] = set()

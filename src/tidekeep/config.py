@@ -283,6 +283,9 @@ class TidekeepSettings(BaseSettings):
     api_auth: Boolean = _key(
         "api.auth", True,
         "require a token on every API request; false only on a loopback address (docs/security.md)")
+    api_dashboard: Boolean = _key(
+        "api.dashboard", True,
+        "serve the web dashboard at / beside the API, behind the same tokens (docs/dashboard.md)")
     api_tls_cert: OptionalText = _key("api.tls_cert", None, "PEM certificate file: the API speaks HTTPS")
     api_tls_key: OptionalText = _key("api.tls_key", None, "PEM private key file of api.tls_cert")
     api_metrics_interval: PositiveDuration = _key(

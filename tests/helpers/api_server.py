@@ -3,13 +3,16 @@ of the test process, over a workspace the test opened; httpx clients carrying to
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import httpx
+from fastapi import FastAPI
 
+from tidekeep.api.app import create_app
 from tidekeep.api.server import ApiOptions, ApiServer
+from tidekeep.api.state import ApiState
 from tidekeep.errors import ConfigError
 from tidekeep.store.house import Workspace
 from tidekeep.store.tokens import TokenStore
@@ -55,13 +58,15 @@ class LiveApi:
 
 
 @contextmanager
-def live_api(workspace: Workspace, auth: bool = True) -> Iterator[LiveApi]:
-    """Serve the API over `workspace` until the block ends. A port another process took between
+def live_api(workspace: Workspace, auth: bool = True,
+             app_factory: Callable[[ApiState], FastAPI] = create_app) -> Iterator[LiveApi]:
+    """Serve the API (or, with `app_factory=dashboard_app`, the API and the dashboard) over
+    `workspace` until the block ends. A port another process took between
     choosing and binding is given up for another (three attempts)."""
     last: Exception | None = None
     for _ in range(3):
         port = unused_port()
-        server = ApiServer(workspace, ApiOptions("127.0.0.1", port, auth=auth))
+        server = ApiServer(workspace, ApiOptions("127.0.0.1", port, auth=auth), app_factory)
         try:
             server.start()
         except ConfigError as exc:

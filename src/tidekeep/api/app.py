@@ -30,6 +30,27 @@ def _problem_response(document: dict[str, Any], headers: dict[str, str] | None =
     return JSONResponse(document, status_code=document["status"], media_type=PROBLEM_TYPE, headers=headers)
 
 
+def error_response(exc: TidekeepError) -> JSONResponse:
+    """The problem document of a typed error (with `WWW-Authenticate` on 401)."""
+    document = problem_of(exc)
+    return _problem_response(document, {"WWW-Authenticate": "Bearer"} if document["status"] == 401 else None)
+
+
+def validation_response(exc: RequestValidationError) -> JSONResponse:
+    """A request the route's parameters refuse: 422, naming the first bad field."""
+    first = exc.errors()[0] if exc.errors() else {}
+    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
+    return _problem_response(problem(422, "InvalidInput", f"bad {where}: {first.get('msg', 'invalid')}",
+                                     errors=[{"loc": [str(p) for p in e.get("loc", ())], "msg": e.get("msg")}
+                                             for e in exc.errors()]))
+
+
+def http_error_response(exc: StarletteHTTPException) -> JSONResponse:
+    """Starlette's own errors (no such route, method not allowed) as problem documents."""
+    name = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
+    return _problem_response(problem(exc.status_code, name, str(exc.detail)), getattr(exc, "headers", None))
+
+
 def create_app(state: ApiState) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -47,21 +68,15 @@ def create_app(state: ApiState) -> FastAPI:
 
     @app.exception_handler(TidekeepError)
     async def tidekeep_error(_request: Request, exc: TidekeepError) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if problem_of(exc)["status"] == 401 else None
-        return _problem_response(problem_of(exc), headers)
+        return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "request"
-        return _problem_response(problem(422, "InvalidInput", f"bad {where}: {first.get('msg', 'invalid')}",
-                                         errors=[{"loc": [str(p) for p in e.get("loc", ())], "msg": e.get("msg")}
-                                                 for e in exc.errors()]))
+        return validation_response(exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        name = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
-        return _problem_response(problem(exc.status_code, name, str(exc.detail)), getattr(exc, "headers", None))
+        return http_error_response(exc)
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:

@@ -99,3 +99,14 @@ class Authenticator:
                 raise NotAuthenticated("invalid token")
             info = found
         return Principal(info.name, info.role, info.scope)
+
+    def principal_of_token(self, token_id: int | None) -> Principal:
+        """The principal of a token known by id (a dashboard session's): its row is read again, so a
+        revoked token stops working at once. None stands for the anonymous caller when
+        authentication is off."""
+        if self.tokens is None:
+            return ANONYMOUS_ADMIN
+        found = None if token_id is None else self.tokens.lookup(token_id)
+        if found is None or found.revoked_ms is not None:
+            raise NotAuthenticated("the session's token was revoked; log in again")
+        return Principal(found.name, found.role, found.scope)

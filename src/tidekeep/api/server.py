@@ -9,12 +9,13 @@ import ipaddress
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import uvicorn
+from fastapi import FastAPI
 
 from ..config import Settings, parse_listen
 from ..errors import ConfigError, NotFound
@@ -90,10 +91,12 @@ class ApiServer:
     """uvicorn serving the API in a thread of this process (`tidekeep serve`), or in the
     foreground (`tidekeep api`)."""
 
-    def __init__(self, workspace: Workspace, options: ApiOptions) -> None:
+    def __init__(self, workspace: Workspace, options: ApiOptions,
+                 app_factory: Callable[[ApiState], FastAPI] = create_app) -> None:
+        """`app_factory` builds the ASGI application: the API alone, or with the dashboard (tidekeep.web)."""
         self.options = options
         self.state = ApiState(workspace, auth=options.auth)
-        self.app = create_app(self.state)
+        self.app = app_factory(self.state)
         config = uvicorn.Config(self.app, host=options.host, port=options.port, log_config=None,
                                 access_log=False, ssl_certfile=options.tls_cert, ssl_keyfile=options.tls_key,
                                 server_header=False, timeout_graceful_shutdown=5)

@@ -12,9 +12,10 @@ from ..units import parse_duration_ms
 from .context import load, require_workspace
 
 if TYPE_CHECKING:
-    from ..api.server import ApiOptions
+    from ..api.server import ApiOptions, ApiServer
     from ..config import Settings
     from ..service.server import ServeOptions
+    from ..store.house import Workspace
 
 ListenOption = Annotated[str | None, typer.Option(
     "--listen", metavar="HOST:PORT", help="Serve the HTTP API here [default: api.listen, 127.0.0.1:8620]")]
@@ -95,15 +96,22 @@ def serve_with_api(settings: Settings, options: ServeOptions, api_options: ApiOp
     api = None
     try:
         if api_options is not None:
-            from ..api.server import ApiServer
-
-            api = ApiServer(workspace, api_options)
+            api = api_server(settings, workspace, api_options)
             api.start()
         return serve(workspace, options, families=families_of(workspace))
     finally:
         if api is not None:
             api.stop()
         workspace.close()
+
+
+def api_server(settings: Settings, workspace: Workspace, options: ApiOptions) -> ApiServer:
+    """The API, with the dashboard at / unless api.dashboard is false."""
+    from ..api.app import create_app
+    from ..api.server import ApiServer
+    from ..web import dashboard_app
+
+    return ApiServer(workspace, options, dashboard_app if settings["api.dashboard"] else create_app)
 
 
 def checked_api_options(settings: Settings, listen: str | None) -> ApiOptions:
@@ -130,7 +138,6 @@ def api_command(
     Every request needs a token (`tidekeep token create`) unless api.auth is false, which is
     allowed on a loopback address only. SIGTERM or SIGINT stops it. docs/api.md.
     """
-    from ..api.server import ApiServer
     from ..service.server import configure_service_logging
     from ..store.house import open_workspace
 
@@ -140,6 +147,6 @@ def api_command(
     configure_service_logging(settings["log.level"], json_logs)
     workspace = open_workspace(settings)
     try:
-        ApiServer(workspace, options).run()
+        api_server(settings, workspace, options).run()
     finally:
         workspace.close()

@@ -1,0 +1,74 @@
+"""Fixtures of the dashboard tests: a live `tidekeep serve` and a headless Chromium (tests/helpers/dashboard.py).
+
+Without Chromium (/usr/bin/chromium from Debian's package, or $TIDEKEEP_TEST_CHROMIUM) the browser
+tests skip, except in CI (CI=true or TIDEKEEP_TEST_REQUIRE_BROWSER=1), where they fail: .ci/run installs it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.helpers.dashboard import CHROMIUM, CHROMIUM_ARGS, Served, artifacts_dir, browser_required, served_dashboard
+
+
+@pytest.fixture(scope="session")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One `tidekeep serve` per test process, shared by the browser tests (each uses its own names)."""
+    with served_dashboard(tmp_path_factory.mktemp("dashboard-home")) as live:
+        yield live
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).is_file():
+        message = f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does)"
+        if browser_required():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def login(browser: Any, served: Served, request: pytest.FixtureRequest) -> Iterator[Callable[[str], Any]]:
+    """`login(role)`: a new browser context logged in through the login form with that role's token;
+    returns its page. Each context's cookies are its own."""
+    contexts: list[Any] = []
+
+    def logged_in(role: str) -> Any:
+        context = browser.new_context(base_url=served.url, viewport={"width": 1280, "height": 900})
+        context.set_default_timeout(20_000)
+        contexts.append(context)
+        page = context.new_page()
+        page.goto("/login")
+        page.fill("#token", served.tokens[role])
+        page.click("button[type=submit]")
+        page.wait_for_url(re.compile(r".*/$"))
+        return page
+
+    yield logged_in
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def shot(request: pytest.FixtureRequest) -> Callable[[Any, str], Path]:
+    """`shot(page, name)`: a full-page screenshot in the artifacts folder, named after the test and `name`."""
+
+    def take(page: Any, name: str) -> Path:
+        test = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
+        path = artifacts_dir() / f"{test}--{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        assert path.stat().st_size > 0
+        return path
+
+    return take
