@@ -51,6 +51,13 @@ def http_error_response(exc: StarletteHTTPException) -> JSONResponse:
     return _problem_response(problem(exc.status_code, name, str(exc.detail)), getattr(exc, "headers", None))
 
 
+def internal_error_response(request: Request, exc: Exception) -> JSONResponse:
+    """A defect: logged with its traceback on the server, one line for the caller."""
+    log.error("internal error in %s %s", request.method, request.url.path, exc_info=exc)
+    return _problem_response(problem(500, "InternalError", f"internal error ({type(exc).__name__}); "
+                                     "the server's log has the traceback"))
+
+
 def create_app(state: ApiState) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -80,10 +87,7 @@ def create_app(state: ApiState) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
-        # a defect: logged with its traceback on the server, one line for the caller
-        log.error("internal error in %s %s", request.method, request.url.path, exc_info=exc)
-        return _problem_response(problem(500, "InternalError", f"internal error ({type(exc).__name__}); "
-                                         "the server's log has the traceback"))
+        return internal_error_response(request, exc)
 
     @app.get("/healthz", tags=["service"], summary="Liveness: the process answers")
     def healthz() -> dict[str, str]:

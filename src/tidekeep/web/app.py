@@ -14,7 +14,13 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 
-from ..api.app import create_app, error_response, http_error_response, validation_response
+from ..api.app import (
+    create_app,
+    error_response,
+    http_error_response,
+    internal_error_response,
+    validation_response,
+)
 from ..api.problems import status_of
 from ..api.state import ApiState
 from ..errors import InvalidInput, NotAuthenticated, NotFound, TidekeepError
@@ -30,6 +36,10 @@ _API_PATHS = ("/api/", "/metrics", "/openapi.json", "/docs", "/redoc", "/healthz
 # scripts and styles only from this server: no inline script, nothing from elsewhere
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                            "connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+
+
+class InternalDefect(TidekeepError):
+    """A defect on a page (status 500): the page says so in one line; the log has the traceback."""
 
 
 def _is_api(request: Request) -> bool:
@@ -95,6 +105,14 @@ def dashboard_app(state: ApiState) -> FastAPI:
         if _is_api(request) or exc.status_code != 404:
             return http_error_response(exc)
         return _error_page(request, NotFound(f"no page at {request.url.path}"))
+
+    @app.exception_handler(Exception)
+    async def defect(request: Request, exc: Exception) -> Response:
+        response = internal_error_response(request, exc)  # logged with the traceback
+        if _is_api(request):
+            return response
+        return _error_page(request, InternalDefect(f"internal error ({type(exc).__name__}); "
+                                                   "the server's log has the traceback"))
 
     app.add_middleware(SecurityHeaders)
     return app
