@@ -8,12 +8,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import closing
+from pathlib import Path
 
 import httpx
 import pytest
 from tests.helpers.api_server import LiveApi, live_api
 
 import tidekeep as tk
+from tidekeep.api.server import ApiOptions
+from tidekeep.cli.serve import api_server
+from tidekeep.config import load_settings
 from tidekeep.web import dashboard_app
 
 
@@ -137,3 +141,14 @@ def test_without_authentication_the_login_enters_as_the_anonymous_administrator(
         assert "Authentication is off" in form.text
         assert browser.post("/login", data={"next": "/"}).status_code == 303
         assert "anonymous" in browser.get("/").text
+
+
+@pytest.mark.parametrize("dashboard", [True, False])
+def test_the_dashboard_setting_decides_what_serve_mounts(sqlite_client: tk.Client, tmp_path: Path,
+                                                         dashboard: bool) -> None:
+    settings = load_settings(tmp_path, env={"TIDEKEEP_API_DASHBOARD": str(dashboard).lower()})
+    server = api_server(settings, sqlite_client.workspace, ApiOptions("127.0.0.1", 0))
+    # the dashboard's application keeps the sessions; the API's alone has none
+    assert hasattr(server.app.state, "sessions") is dashboard
+    assert server.app.state.api is server.state  # the API either way
+    server.state.close()
