@@ -2,7 +2,10 @@
 
 from fastapi import APIRouter
 
+from .catalog import router as catalog
+from .catalog_records import router as catalog_records
+from .catalog_runs import router as catalog_runs
 from .overview import router as overview
 from .session import router as session
 
-WEB_ROUTERS: list[APIRouter] = [session, overview]
+WEB_ROUTERS: list[APIRouter] = [session, overview, catalog, catalog_records, catalog_runs]
