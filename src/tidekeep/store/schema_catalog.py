@@ -40,6 +40,9 @@ catalog_records = sa.Table(
 # the job scans one period of UNLOCKED rows by create time; the purge DELETED rows by status time
 sa.Index("ix_catalog_records_status_create_time", catalog_records.c.status, catalog_records.c.create_time)
 sa.Index("ix_catalog_records_status_status_time", catalog_records.c.status, catalog_records.c.status_time)
+# records listed in id order by status or feed (RecordStore.list: the CLI, API and dashboard), migration 0015
+sa.Index("ix_catalog_records_status_id", catalog_records.c.status, catalog_records.c.id)
+sa.Index("ix_catalog_records_feed_id", catalog_records.c.feed, catalog_records.c.id)
 
 catalog_dictionaries = sa.Table(
     "catalog_dictionaries",
