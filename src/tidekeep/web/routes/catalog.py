@@ -69,7 +69,7 @@ def rules_page(request: Request, viewer: Viewer = Look, saved: str | None = None
 
 
 @router.post("/catalog/rules/validate", response_class=HTMLResponse)
-def validate(request: Request, rules: RulesText, viewer: Viewer = Look) -> Response:
+def rules_validate(request: Request, rules: RulesText, viewer: Viewer = Look) -> Response:
     # the answer to "is this valid?" is the fragment either way: an error is shown where asked
     try:
         ruleset = edited_rules(viewer, rules)
