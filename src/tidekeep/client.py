@@ -41,6 +41,7 @@ from .units import parse_duration_ms
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from .streams.listing import StreamListing, StreamQuery
     from .streams.readergroup import ReaderGroup, ReaderGroupConfig
     from .streams.txn_store import TransactionStore
 
@@ -119,6 +120,14 @@ class Client:
 
     def list_streams(self, scope: str | None = None) -> list[StreamInfo]:
         return self._streams.list_streams(scope)
+
+    def stream_listing(self, query: StreamQuery | None = None) -> StreamListing:
+        """One page of streams with their retained bytes and segment counts, filtered, sorted and
+        paged in the metadata store: a few queries whatever the number of streams (streams/listing.py)."""
+        from .streams.listing import StreamQuery, list_stream_rows
+
+        with self._db.read() as conn:
+            return list_stream_rows(conn, query or StreamQuery())
 
     def stream(self, name: str) -> Stream:
         """The handle of one stream: cuts, reads, writers, truncation, scaling, its retention and
