@@ -12,7 +12,7 @@ from ...errors import InvalidInput
 from ...store.deletion import files_left_json
 from ...stream_handle import Stream
 from ...streams.config import RetentionKind, RetentionPolicy, StreamConfig
-from ...streams.controller import StreamInfo
+from ...streams.controller import StreamInfo, TruncateResult
 from ...streams.cuts import StreamCut
 from ..etags import if_match_int, set_etag
 from ..models import Page, PolicyBody
@@ -252,7 +252,11 @@ def truncate(scope: str, stream: str, body: TruncateBody, call: Caller = Operato
     if not body.reason.strip():
         raise InvalidInput("the reason must not be empty")
     handle = call.client.stream(call.stream(scope, stream))
-    result = handle.truncate(cut_of(handle, body.cut), body.reason)
+    return truncated_document(handle.truncate(cut_of(handle, body.cut), body.reason))
+
+
+def truncated_document(result: TruncateResult) -> dict[str, Any]:
+    """A truncation's result: the heads before and after, what it freed (the dashboard shows the same)."""
     return {"stream": result.stream, "old_head": str(result.old_head), "new_head": str(result.new_head),
             "bytes_freed": result.bytes_freed, "chunks_deleted": result.chunks_deleted,
             "files_left": files_left_json(result.files_left)}
