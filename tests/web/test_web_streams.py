@@ -144,15 +144,27 @@ def test_the_stream_page_shows_head_tail_policy_segments_subscribers_and_waterma
 
 
 def test_an_operator_truncates_and_the_audit_names_the_token(web: LiveApi, sqlite_client: tk.Client) -> None:
+    handle = sqlite_client.stream(BIG)
+    handle.update(tk.StreamConfig(retention=tk.RetentionPolicy.by_size(0)))
     browser, csrf = logged_in(web, "operator")
     with closing(browser):
         page = browser.get(f"/streams/{BIG}")
         assert 'id="truncate-form"' in page.text and 'id="hold-form"' not in page.text
+        # the preview offers its cut (keep at least 0 B: everything recorded may go)
+        preview = browser.get(f"/streams/{BIG}/preview", headers={"HX-Request": "true"})
+        decision = handle.retention.preview()
+        assert decision.cut is not None and "Truncate at this cut" in preview.text
+        offered = re.search(r'name="cut" value="([^"]+)"', preview.text)
+        assert offered is not None and offered.group(1) == str(handle.state().cut(decision.cut))
+        answer = browser.post(f"/streams/{BIG}/truncate", data={"cut": offered.group(1), "csrf_token": csrf})
+        assert answer.status_code == 303 and answer.headers["location"] == f"/streams/{BIG}"
+        assert handle.head_cut().positions == decision.cut
+        with handle.writer("w") as writer:
+            writer.write(b"more")
         answer = browser.post(f"/streams/{BIG}/truncate", data={"cut": "tail", "reason": "tidy up", "csrf_token": csrf},
                               headers={"HX-Request": "true"})
         assert answer.status_code == 200 and "Truncated alpha/orders-007" in answer.text
         assert answer.headers["HX-Trigger"] == "stream-changed"
-    handle = sqlite_client.stream(BIG)
     assert handle.head_cut() == handle.tail_cut()
     entry = sqlite_client.audit(BIG)[0]
     assert (entry["action"], entry["reason"], entry["actor"]) == ("truncate", "tidy up", "operator")

@@ -5,7 +5,7 @@ the truncated bytes at a moment are today's total less what later truncations fr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,14 +17,14 @@ class Point:
     time_ms: int
     written: int
     retained: int
-    event: str  # "recorded", "truncated" or "now"
+    event: str  # "created", "recorded", "truncated" or "now"
 
 
 def retained_series(records: Sequence[RetentionRecord], truncations: Sequence[Mapping[str, Any]],
-                    written_now: int, truncated_now: int, now_ms: int, complete: bool) -> list[Point]:
+                    written_now: int, truncated_now: int, now_ms: int, created_ms: int, complete: bool) -> list[Point]:
     """`truncations`: audit rows (`time_ms`, `bytes_freed`), any order; `complete` False when older
     truncations were left out — the series then starts at the oldest one given, as before it the
-    truncated total is unknown."""
+    truncated total is unknown; complete, it starts empty when the stream was created."""
     ordered = sorted(truncations, key=lambda e: (int(e["time_ms"]), int(e.get("id") or 0)))
     start = int(ordered[0]["time_ms"]) if ordered and not complete else None
     truncated = truncated_now - sum(int(e["bytes_freed"]) for e in ordered)
@@ -32,7 +32,7 @@ def retained_series(records: Sequence[RetentionRecord], truncations: Sequence[Ma
                                                if start is None or r.recording_time_ms >= start]
     moments += [(int(e["time_ms"]), 1, "truncated", int(e["bytes_freed"])) for e in ordered]
     written = 0
-    points = []
+    points = [Point(created_ms, 0, 0, "created")] if complete else []
     for time_ms, _, event, amount in sorted(moments):
         if event == "recorded":
             written = max(written, amount)
@@ -45,9 +45,9 @@ def retained_series(records: Sequence[RetentionRecord], truncations: Sequence[Ma
     return points
 
 
-def chart_spec(points: Sequence[Point], label_of: Any) -> dict[str, Any]:
+def chart_spec(points: Sequence[Point], label_of: Callable[[int], str]) -> dict[str, Any]:
     """The Chart.js line (static/app.js): retained and written bytes at each moment."""
     return {"type": "line", "labels": [label_of(p.time_ms) for p in points], "bytes": True,
             "xTitle": "time (UTC)", "yTitle": "bytes",
-            "datasets": [{"label": "retained", "data": [p.retained for p in points], "stepped": True},
-                         {"label": "written", "data": [p.written for p in points], "stepped": True}]}
+            "datasets": [{"label": "retained", "data": [p.retained for p in points]},
+                         {"label": "written", "data": [p.written for p in points]}]}

@@ -80,7 +80,7 @@ def stream_page(request: Request, scope: str, stream: str, viewer: Viewer = Look
     complete = len(truncations) <= HISTORY_FOR_CHART
     truncations = truncations[:HISTORY_FOR_CHART]
     series = retained_series(handle.retention.records(), truncations, described["written_bytes"],
-                             state.truncated_bytes, now, complete)
+                             state.truncated_bytes, now, state.info.created_ms, complete)
     latest = handle.watermarks.latest()
     subscribers = sorted((subscriber_json(s, now) for s in handle.subscribers()), key=lambda d: str(d["reader_group"]))
     return render(request, "streams/stream.html", viewer, area="streams", scope=scope, stream=stream, name=name,
