@@ -76,6 +76,18 @@ def test_list_stream_page_preview_hold_and_roles(login: Callable[[str], Any], se
     shot(operator, "stream")
     assert axe_violations(operator) == [], describe(axe_violations(operator))
 
+    # a truncation to the tail, confirmed: the message, and the head in the page moves without a reload
+    tail = served.call("GET", f"/api/v1/scopes/{scope}/streams/{stream}/tail")["cut"]
+    operator.fill("#truncate-cut", "tail")
+    operator.fill("#truncate-reason", "emptied in the browser")
+    operator.once("dialog", lambda dialog: dialog.accept())
+    operator.get_by_role("button", name="Truncate", exact=True).click()
+    operator.locator("#messages .ok").wait_for()
+    assert operator.locator("#messages").inner_text().startswith(f"Truncated {name}")
+    operator.wait_for_function(f"document.querySelector('#head-cut').textContent === {tail!r}")
+    head = served.call("GET", f"/api/v1/scopes/{scope}/streams/{stream}/head")["cut"]
+    assert head == tail
+
     # a legal hold added in the page
     legal = login("legal")
     legal.goto(f"/streams/{scope}/{stream}")
