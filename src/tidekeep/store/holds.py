@@ -31,6 +31,7 @@ from ..errors import HoldActive, InvalidInput, NotFound
 from ..integers import check_int64
 from .audit import AuditEntry, AuditLog
 from .database import Database, check_storable_text
+from .schema import audit as audit_table
 from .schema_holds import holds as holds_table
 
 HOLD_KINDS: tuple[str, ...] = ("stream", "records", "dataset", "archive")
@@ -196,6 +197,86 @@ def holds_covering(conn: Connection, subject: str, identifier: str, now_ms: int)
     return [found[i] for i in sorted(found)]
 
 
+# ---- filtered pages (the dashboard's hold list) ------------------------------------------------------
+@dataclass(frozen=True)
+class HoldFilter:
+    """Which holds a page shows: each given field must match. `target` exactly; `text` anywhere in
+    the target or the reason (any case); `target_prefix` keeps the targets starting with it (a
+    scope's streams: "scope/")."""
+
+    kind: str | None = None
+    target: str | None = None
+    text: str | None = None
+    target_prefix: str | None = None
+
+    def checked(self) -> HoldFilter:
+        if self.kind is not None:
+            check_kind(self.kind)
+        for what, value in (("target", self.target), ("text", self.text), ("target prefix", self.target_prefix)):
+            check_storable_text(value, what)
+        return self
+
+
+def _matching(target: sa.ColumnElement[str], reason: sa.ColumnElement[str], where: HoldFilter) -> list[Any]:
+    conditions: list[Any] = []
+    if where.target is not None:
+        conditions.append(target == where.target)
+    if where.target_prefix is not None:
+        conditions.append(target.startswith(where.target_prefix, autoescape=True))
+    if where.text:
+        needle = where.text.lower()
+        conditions.append(sa.or_(sa.func.lower(target).contains(needle, autoescape=True),
+                                 sa.func.lower(reason).contains(needle, autoescape=True)))
+    return conditions
+
+
+def _active_matching(where: HoldFilter) -> list[Any]:
+    where = where.checked()
+    conditions = _matching(holds_table.c.target, holds_table.c.reason, where)
+    if where.kind is not None:
+        conditions.append(holds_table.c.kind == where.kind)
+    return conditions
+
+
+def active_holds_page(db: Database, where: HoldFilter, limit: int, after_id: int | None = None) -> builtins.list[Hold]:
+    """At most `limit` active holds matching `where`, oldest first, after hold `after_id` when given:
+    one keyset query a page."""
+    conditions = _active_matching(where)
+    if after_id is not None:
+        conditions.append(holds_table.c.id > after_id)
+    query = sa.select(holds_table).where(*conditions).order_by(holds_table.c.id).limit(limit)
+    with db.read() as conn:
+        return [hold_from_row(r) for r in conn.execute(query)]
+
+
+def active_holds_summary(db: Database, where: HoldFilter, newest: int) -> tuple[int, builtins.list[Hold]]:
+    """How many active holds match `where`, and the `newest` of them, newest first."""
+    conditions = _active_matching(where)
+    with db.read() as conn:
+        count = conn.execute(sa.select(sa.func.count()).select_from(holds_table).where(*conditions)).scalar_one()
+        rows = conn.execute(sa.select(holds_table).where(*conditions).order_by(holds_table.c.id.desc()).limit(newest))
+        return int(count), [hold_from_row(r) for r in rows]
+
+
+def released_holds_page(db: Database, where: HoldFilter, limit: int,
+                        before_id: int | None = None) -> builtins.list[dict[str, Any]]:
+    """At most `limit` releases of holds matching `where` (their "hold_remove" audit rows, whose
+    details name the hold and its kind), newest first, older than audit row `before_id` when given."""
+    where = where.checked()
+    conditions = [audit_table.c.action == "hold_remove",
+                  *_matching(audit_table.c.target, audit_table.c.reason, where)]
+    if where.kind is not None:
+        # the details are written by `remove` below as json.dumps({"hold": id, "kind": kind})
+        kind = (sa.func.json_extract(audit_table.c.details, "$.kind") if db.is_sqlite
+                else sa.cast(audit_table.c.details, sa.JSON)["kind"].as_string())
+        conditions.append(kind == where.kind)
+    if before_id is not None:
+        conditions.append(audit_table.c.id < before_id)
+    query = sa.select(audit_table).where(*conditions).order_by(audit_table.c.id.desc()).limit(limit)
+    with db.read() as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]
+
+
 # ---- adding, listing, removing ---------------------------------------------------------------------
 class HoldStore:
     """Add, list and remove holds; each change audited in its own transaction."""
@@ -264,7 +345,8 @@ class HoldStore:
         return hold
 
 
-__all__ = ["HOLDS_LOCK", "HOLD_KINDS", "MAX_TARGET_CHARS", "Coverage", "Hold", "HoldKind", "HoldStore", "check_hold_id",
+__all__ = ["HOLDS_LOCK", "HOLD_KINDS", "MAX_TARGET_CHARS", "Coverage", "Hold", "HoldFilter", "HoldKind", "HoldStore",
+           "active_holds_page", "active_holds_summary", "check_hold_id",
            "check_kind", "check_reason", "hold_active", "hold_from_row", "holds_covering", "holds_of", "holds_on",
            "holds_under", "kind_named", "lock_holds", "refuse_if_held", "register_coverage", "register_kind",
-           "register_loader"]
+           "register_loader", "released_holds_page"]
