@@ -16,16 +16,17 @@ def browser_of(web: LiveApi) -> httpx.Client:
     return httpx.Client(base_url=web.url, timeout=30, follow_redirects=False)
 
 
-def logged_in(web: LiveApi, role: str, scope: str | None = None) -> tuple[httpx.Client, str]:
-    """A browser logged in with a token of `role` (limited to `scope`, if given; one token per role
-    and scope), and the CSRF token of its pages (the caller closes it with `with`)."""
+def logged_in(web: LiveApi, role: str, scope: str | None = None,
+              token: str | None = None) -> tuple[httpx.Client, str]:
+    """A browser logged in with `token`, by default a token of `role` (limited to `scope`, if given;
+    one token per role and scope), and the CSRF token of its pages (the caller closes it with `with`)."""
     name = role if scope is None else f"{role}-{scope}"
-    token = web.tokens.get(name) or web.token(name, role, scope)
+    token = token or web.tokens.get(name) or web.token(name, role, scope)
     browser = browser_of(web)
     answer = browser.post("/login", data={"token": token, "next": "/"})
     assert answer.status_code == 303, answer.text
     page = browser.get("/")
-    assert page.status_code == 200
+    assert page.status_code == 200, page.text
     found = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
     assert found is not None
     return browser, found.group(1)

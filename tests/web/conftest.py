@@ -11,7 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.helpers.api_server import LiveApi, live_api
 from tests.helpers.dashboard import CHROMIUM, CHROMIUM_ARGS, Served, artifacts_dir, browser_required, served_dashboard
+
+import tidekeep as tk
+from tidekeep.web import dashboard_app
+
+
+@pytest.fixture
+def web(sqlite_client: tk.Client) -> Iterator[LiveApi]:
+    """The API and the dashboard in this test process over the `sqlite_client` workspace (fast HTTP tests)."""
+    with live_api(sqlite_client.workspace, app_factory=dashboard_app) as served:
+        yield served
 
 
 @pytest.fixture(scope="session")

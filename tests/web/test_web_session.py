@@ -5,45 +5,17 @@ against a live server (tests/helpers/api_server.py) with the dashboard mounted."
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
-import httpx
-import pytest
 from tests.helpers.api_server import LiveApi, live_api
+from tests.helpers.web_client import browser_of, logged_in
 
 import tidekeep as tk
 from tidekeep.api.server import ApiOptions
 from tidekeep.cli.serve import api_server
 from tidekeep.config import load_settings
 from tidekeep.web import dashboard_app
-
-
-@pytest.fixture
-def web(sqlite_client: tk.Client) -> Iterator[LiveApi]:
-    with live_api(sqlite_client.workspace, app_factory=dashboard_app) as served:
-        yield served
-
-
-def browser_of(web: LiveApi) -> httpx.Client:
-    """A cookie-keeping client that behaves as a same-site browser (no Authorization header)."""
-    return httpx.Client(base_url=web.url, timeout=30, follow_redirects=False)
-
-
-def logged_in(web: LiveApi, role: str) -> tuple[httpx.Client, str]:
-    """A browser logged in with a new token of `role`, and the CSRF token of its pages (the caller
-    closes it with `with`)."""
-    token = web.tokens.get(role) or web.token(role, role)
-    browser = browser_of(web)
-    answer = browser.post("/login", data={"token": token, "next": "/"})
-    assert answer.status_code == 303, answer.text
-    page = browser.get("/")
-    assert page.status_code == 200
-    found = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
-    assert found is not None
-    return browser, found.group(1)
 
 
 def test_pages_need_a_session_and_send_to_login(web: LiveApi) -> None:

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 from fastapi import Depends, Request
 
 from ..api.auth import Principal
-from ..api.state import ApiState, api_state
+from ..api.state import ApiState, Caller, api_state
 from ..client import Client
 from ..errors import NotAuthenticated, PermissionDenied
 from ..store.tokens import Role
@@ -42,6 +42,10 @@ class Viewer:
     @property
     def unscoped(self) -> bool:
         return self.principal.scope is None
+
+    def caller(self) -> Caller:
+        """The viewer as the API's routes see a caller: a page reuses a route's checks and documents."""
+        return Caller(self.principal, self.client, self.state)
 
 
 def sessions_of(request: Request) -> SessionStore:

@@ -123,8 +123,8 @@ def group_of(call: Caller, name: str) -> ReaderGroup:
     return group
 
 
-@router.get(GROUPS, summary="List reader groups (a scoped token: those reading only its scope)")
-def list_groups(call: Caller = Reader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Page[GroupSummary]:
+def visible_groups(call: Caller) -> list[GroupSummary]:
+    """Every reader group the caller reaches (a scoped token: those reading only its scope), by name."""
     summaries = []
     for name in sorted(call.client.list_reader_groups()):
         try:
@@ -133,7 +133,12 @@ def list_groups(call: Caller = Reader, limit: Limit = DEFAULT_LIMIT, cursor: Cur
             continue
         if call.principal.scope is None or all(s.split("/")[0] == call.principal.scope for s in streams):
             summaries.append(GroupSummary(name=name, streams=streams))
-    items, after = page_of(summaries, lambda g: g.name, cursor, limit)
+    return summaries
+
+
+@router.get(GROUPS, summary="List reader groups (a scoped token: those reading only its scope)")
+def list_groups(call: Caller = Reader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Page[GroupSummary]:
+    items, after = page_of(visible_groups(call), lambda g: g.name, cursor, limit)
     return Page[GroupSummary](items=items, next_cursor=after)
 
 
