@@ -2,11 +2,15 @@
 
 from fastapi import APIRouter
 
+from .audit import router as audit
 from .catalog import router as catalog
 from .catalog_records import router as catalog_records
 from .catalog_runs import router as catalog_runs
+from .holds import router as holds
 from .overview import router as overview
+from .readergroups import router as readergroups
 from .session import router as session
 from .streams import router as streams
 
-WEB_ROUTERS: list[APIRouter] = [session, overview, streams, catalog, catalog_records, catalog_runs]
+WEB_ROUTERS: list[APIRouter] = [session, overview, streams, readergroups, catalog, catalog_records, catalog_runs,
+                                holds, audit]
