@@ -21,6 +21,7 @@ from tidekeep.store.audit import AuditEntry
 from tidekeep.store.leases import LeaseStore
 from tidekeep.store.overview_queries import FAMILY_ACTIONS, HOUR_MS
 from tidekeep.units import iso_utc
+from tidekeep.web.recent import Recent
 from tidekeep.web.schedule import DEFAULT_SWEEP_EVERY_MS
 
 
@@ -159,3 +160,19 @@ def test_a_scoped_token_sees_its_scope_only(web: LiveApi, sqlite_client: tk.Clie
     assert spec["datasets"][0]["data"] == expected_chart(client, spec["since_ms"], spec["until_ms"], ("streams",),
                                                          "o/")[0]
     assert sum(spec["datasets"][0]["data"]) == 0  # the truncation of p/c is another scope's
+
+
+def test_the_costly_figures_are_read_once_per_interval() -> None:
+    clock = tk.ManualClock()
+    reads: list[int] = []
+
+    def read() -> int:
+        reads.append(clock.now_ms())
+        return len(reads)
+
+    recent = Recent(read, clock, max_age_ms=15_000)
+    first = recent.get()
+    clock.advance(14_999)
+    assert recent.get() == first == (1, reads[0])
+    clock.advance(1)
+    assert recent.get() == (2, reads[0] + 15_000) and len(reads) == 2

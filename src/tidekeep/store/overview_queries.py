@@ -66,7 +66,7 @@ def deletions_by_hour(db: Database, since_ms: int, until_ms: int,
     """Deleting audit rows with `since_ms <= time_ms <= until_ms` (of targets starting with
     `target_prefix`, when given), counted by (hour, family): the hour as its start in ms. One
     grouped query over the window's rows."""
-    hour = (audit.c.time_ms / HOUR_MS).label("hour")  # integer division on both dialects
+    hour = (audit.c.time_ms // HOUR_MS).label("hour")  # integer division on both dialects ("/" is true division)
     conditions = [audit.c.time_ms >= since_ms, audit.c.time_ms <= until_ms, audit.c.action.in_(list(_FAMILY_OF))]
     if target_prefix is not None:
         conditions.append(audit.c.target.startswith(target_prefix, autoescape=True))

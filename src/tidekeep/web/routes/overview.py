@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse
 
 from ...api.routes.jobs import visible_to
@@ -25,6 +25,7 @@ from ...store.overview_queries import (
 )
 from ...units import iso_utc
 from ..auth import Look, Viewer
+from ..recent import Recent
 from ..render import render
 from ..schedule import next_runs
 
@@ -49,6 +50,16 @@ def deletions_chart(viewer: Viewer, now_ms: int) -> dict[str, Any]:
                          for family in families]}
 
 
+def recent_bytes(app: FastAPI, viewer: Viewer) -> Recent[dict[str, int]]:
+    """The server's workspace-wide retained bytes, read at most every api.metrics_interval."""
+    found: Recent[dict[str, int]] | None = getattr(app.state, "retained_bytes", None)
+    if found is None:
+        workspace = viewer.state.workspace
+        found = app.state.retained_bytes = Recent(lambda: retained_bytes(workspace.db), workspace.clock,
+                                                  workspace.settings["api.metrics_interval"])
+    return found
+
+
 @router.get("/", response_class=HTMLResponse)
 def overview(request: Request, viewer: Viewer = Look) -> HTMLResponse:
     db, now_ms = viewer.client.workspace.db, viewer.state.workspace.clock.now_ms()
@@ -59,7 +70,9 @@ def overview(request: Request, viewer: Viewer = Look) -> HTMLResponse:
     failed_jobs = [j for j in viewer.state.jobs.list() if j.state == "failed" and visible_to(viewer.caller(), j)]
     workspace: dict[str, Any] = {}
     if viewer.unscoped:
-        workspace = {"bytes": retained_bytes(db), "runs": next_runs(db, viewer.client.workspace.settings, now_ms),
+        figures, read_ms = recent_bytes(request.app, viewer).get()
+        workspace = {"bytes": figures, "bytes_read_ms": read_ms,
+                     "runs": next_runs(db, viewer.client.workspace.settings, now_ms),
                      "failed_runs": failed_catalog_runs(db, FAILED_SHOWN), "leases": service_leases(db),
                      "stream_leases": held_by_owner(db, now_ms)}
     return render(request, "overview.html", viewer, area="overview", now_ms=now_ms,
