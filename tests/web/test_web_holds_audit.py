@@ -182,7 +182,8 @@ def test_audit_filters_paging_and_csv(web: LiveApi, sqlite_client: tk.Client) ->
     for i in range(60):
         client.holds.add("stream", "s/a", f"bulk {i}")
     legal = web.as_role("legal")
-    assert legal.post("/api/v1/holds", json={"kind": "stream", "target": "t/c", "reason": "by legal"}).status_code == 201
+    added = legal.post("/api/v1/holds", json={"kind": "stream", "target": "t/c", "reason": "by legal"})
+    assert added.status_code == 201
     rows = [audit_document(r) for r in client.audit(limit=100_000)]
     middle = sorted(r["time_ms"] for r in rows)[len(rows) // 2]
     cases: list[tuple[dict[str, Any], Any]] = [
