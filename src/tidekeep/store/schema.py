@@ -116,6 +116,8 @@ audit = sa.Table(
     sa.Column("details", sa.Text, nullable=True),
 )
 sa.Index("ix_audit_target_time", audit.c.target, audit.c.time_ms)
+# the rows of a time window (the overview's deletions of the last 24 hours, audit lists by time)
+sa.Index("ix_audit_time", audit.c.time_ms)
 
 # the tables of later features live in modules of their own, on the same MetaData
 from . import (  # noqa: E402, F401
