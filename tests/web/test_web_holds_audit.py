@@ -127,6 +127,11 @@ def test_legal_adds_and_removes_holds_and_viewers_cannot(web: LiveApi, sqlite_cl
 
         bad = legal.post("/holds", data={**form, "target": "s/missing", "csrf_token": csrf})
         assert bad.status_code == 404 and "does not exist" in bad.text and len(client.holds.list()) == 1
+        bad = legal.post("/holds", data={**form, "kind": "everything", "csrf_token": csrf})
+        assert bad.status_code == 422 and "unknown hold kind" in bad.text and len(client.holds.list()) == 1
+        bad = legal.post("/holds", data={**form, "reason": " ", "csrf_token": csrf})
+        assert bad.status_code == 422 and "needs a reason" in bad.text and len(client.holds.list()) == 1
+        assert legal.get("/holds", params={"kind": "everything"}).status_code == 422
 
         assert viewer.post(f"/holds/{hold.id}/remove", data={"csrf_token": viewer_csrf}).status_code == 403
         assert legal.post(f"/holds/{hold.id}/remove", headers={"X-CSRF-Token": "forged"}).status_code == 403
@@ -142,9 +147,13 @@ def test_a_scoped_legal_token_holds_its_own_streams_only(web: LiveApi, sqlite_cl
     for name in ("s/a", "t/c"):
         client.create_stream(name)
     client.holds.add("stream", "t/c", "another scope's")
+    for target in ("s/a", "t/c"):
+        client.holds.remove(client.holds.add("stream", target, f"released on {target}"))
     legal, csrf = logged_in(web, "scoped", web.token("s-legal", "legal", "s"))
     with closing(legal):
         assert "another scope" not in legal.get("/holds").text
+        released = legal.get("/holds", params={"state": "released"}).text
+        assert "released on s/a" in released and "released on t/c" not in released
         assert legal.get("/holds", params={"kind": "records"}).status_code == 200
         other = legal.post("/holds", data={"kind": "stream", "target": "t/c", "reason": "x", "csrf_token": csrf})
         assert other.status_code == 403

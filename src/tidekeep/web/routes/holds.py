@@ -39,8 +39,10 @@ class HoldQuery:
 
     def filter_for(self, viewer: Viewer) -> HoldFilter:
         # a scoped token sees the stream holds of its scope only (api/routes/holds.py `visible`)
-        prefix = None if viewer.unscoped else f"{viewer.principal.scope}/"
-        return HoldFilter(kind=self.kind, target=self.target, text=self.text, target_prefix=prefix)
+        if viewer.unscoped:
+            return HoldFilter(kind=self.kind, target=self.target, text=self.text)
+        return HoldFilter(kind="stream", target=self.target, text=self.text,
+                          target_prefix=f"{viewer.principal.scope}/")
 
     def hidden_from(self, viewer: Viewer) -> bool:
         """A scoped viewer asking for holds of another kind than stream: none it may see."""

@@ -67,7 +67,8 @@ def overview(request: Request, viewer: Viewer = Look) -> HTMLResponse:
     holds_seen = HoldFilter(target_prefix=None if scope is None else f"{scope}/",
                             kind=None if scope is None else "stream")
     hold_count, newest_holds = active_holds_summary(db, holds_seen, NEWEST_HOLDS)
-    failed_jobs = [j for j in viewer.state.jobs.list() if j.state == "failed" and visible_to(viewer.caller(), j)]
+    caller = viewer.caller()
+    failed_jobs = [j for j in viewer.state.jobs.list() if j.state == "failed" and visible_to(caller, j)]
     workspace: dict[str, Any] = {}
     if viewer.unscoped:
         figures, read_ms = recent_bytes(request.app, viewer).get()
