@@ -149,7 +149,7 @@ def test_a_scoped_legal_token_holds_its_own_streams_only(web: LiveApi, sqlite_cl
     client.holds.add("stream", "t/c", "another scope's")
     for target in ("s/a", "t/c"):
         client.holds.remove(client.holds.add("stream", target, f"released on {target}"))
-    legal, csrf = logged_in(web, "scoped", web.token("s-legal", "legal", "s"))
+    legal, csrf = logged_in(web, "scoped", token=web.token("s-legal", "legal", "s"))
     with closing(legal):
         assert "another scope" not in legal.get("/holds").text
         released = legal.get("/holds", params={"state": "released"}).text
@@ -219,7 +219,7 @@ def test_audit_filters_paging_and_csv(web: LiveApi, sqlite_client: tk.Client) ->
 
 
 def test_audit_is_for_unscoped_tokens_only(web: LiveApi, sqlite_client: tk.Client) -> None:
-    scoped, _ = logged_in(web, "scoped", web.token("s-admin", "admin", "s"))
+    scoped, _ = logged_in(web, "scoped", token=web.token("s-admin", "admin", "s"))
     with closing(scoped):
         for path in ("/audit", "/audit.csv"):
             answer = scoped.get(path)

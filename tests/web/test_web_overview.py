@@ -149,7 +149,7 @@ def test_a_scoped_token_sees_its_scope_only(web: LiveApi, sqlite_client: tk.Clie
     for target in ("o/a", "p/c"):
         assert legal.post("/api/v1/holds", json={"kind": "stream", "target": target, "reason": f"on {target}"}
                           ).status_code == 201
-    browser, _ = logged_in(web, "scoped", web.token("o-viewer", "viewer", "o"))
+    browser, _ = logged_in(web, "scoped", token=web.token("o-viewer", "viewer", "o"))
     with closing(browser):
         page = browser.get("/").text
     assert bytes_shown(page, "streams") == client.stream("o/a").describe()["size_bytes"]

@@ -68,7 +68,7 @@ def test_a_group_page_shows_what_the_api_describes(web: LiveApi, sqlite_client: 
 
 def test_a_scoped_token_sees_the_groups_inside_its_scope_only(web: LiveApi, sqlite_client: tk.Client) -> None:
     setup_groups(web, sqlite_client)
-    scoped, _ = logged_in(web, "scoped", web.token("g-viewer", "viewer", "g"))
+    scoped, _ = logged_in(web, "scoped", token=web.token("g-viewer", "viewer", "g"))
     with closing(scoped):
         assert group_names(scoped.get("/readergroups").text) == ["alpha"]
         assert scoped.get("/readergroups/g/alpha").status_code == 200

@@ -8,6 +8,7 @@ from __future__ import annotations
 from contextlib import closing
 from pathlib import Path
 
+import pytest
 from tests.helpers.api_server import LiveApi, live_api
 from tests.helpers.web_client import browser_of, logged_in
 
