@@ -2,6 +2,7 @@
 
 from fastapi import APIRouter
 
+from .archives import router as archives
 from .audit import router as audit
 from .catalog import router as catalog
 from .catalog_records import router as catalog_records
@@ -13,4 +14,4 @@ from .session import router as session
 from .streams import router as streams
 
 WEB_ROUTERS: list[APIRouter] = [session, overview, streams, readergroups, catalog, catalog_records, catalog_runs,
-                                holds, audit]
+                                archives, holds, audit]
