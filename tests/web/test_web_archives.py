@@ -186,6 +186,15 @@ def test_search_from_the_form_then_page_every_result_once(web: LiveApi, timed_cl
             assert live["data-state"] == "RUNNING" and live["hx-trigger"] == "every 1s"
             assert live["hx-get"] == f"/archives/searches/{search_id}/live?limit=4"
             assert 'id="search-progress"' in running.text
+            assert 'hx-confirm="Cancel search' in running.text
+            # a second search, cancelled from its page while it waits
+            other = browser.post("/archives/searches", data={"csrf_token": csrf, "dataset": "app", "query": "miss"})
+            other_id = int(other.headers["location"].split("/")[3].split("?")[0])
+            cancelled = browser.post(f"/archives/searches/{other_id}/cancel", headers={"X-CSRF-Token": csrf,
+                                                                                        "HX-Request": "true"})
+            assert cancelled.status_code == 200, cancelled.text
+            assert attributes(cancelled.text, "search-live")["data-state"] == "CANCELLED"
+            assert "hx-trigger" not in attributes(cancelled.text, "search-live")
         finally:
             release.set()
         deadline = time.monotonic() + 120
@@ -215,6 +224,7 @@ def test_search_from_the_form_then_page_every_result_once(web: LiveApi, timed_cl
     assert pages == 3 and len(walked) == len(set(walked)) == 9
     assert {m for _, m in walked} == {f"2023-11-14T22:0{i}:00Z INFO hit {i}" for i in range(9)}
     assert timed_client.archives.job(search_id).actor == "operator"  # audited as the token, as through the API
+    assert timed_client.archives.job(other_id).state == "CANCELLED"
 
 
 def test_bad_search_input_is_refused_with_one_line_and_no_job(web: LiveApi, timed_client: tk.Client) -> None:
