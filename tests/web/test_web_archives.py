@@ -22,6 +22,7 @@ from tests.helpers.archives import make_archive
 from tests.helpers.web_client import logged_in
 
 import tidekeep as tk
+from tidekeep.archives.model import JobState
 from tidekeep.archives.store import SearchJobStore
 from tidekeep.web import dashboard_app
 from tidekeep.web.archive_timeline import LEFT, PLOT_WIDTH
@@ -88,16 +89,18 @@ def test_datasets_page_figures_equal_the_store(web: LiveApi, timed_client: tk.Cl
     assert "2023-11-14 20:43:20Z" in page.text  # web's oldest timestamp, T0 − 90 min
 
 
-def expected_timeline(archives: list[Any], now: int, retention_minutes: int) -> dict[str, Any]:
+def expected_timeline(archives: list[Any], now: int, retention_minutes: int, held: set[str]) -> dict[str, Any]:
     """The expiry line and the next archive to go, from the archives' times: the axis spans the
     archives' timestamps and the expiry now − retention; an archive is past retention iff its
-    newest timestamp is before the expiry; the next to go is the oldest end not yet past it."""
+    newest timestamp is before the expiry; the next to go is the oldest end not yet past it of the
+    archives no hold keeps."""
     expiry = now - retention_minutes * MIN
     points = [a.begin_ts for a in archives] + [a.end_ts for a in archives] + [expiry]
     start, end = min(points), max(points)
-    waiting = sorted((a for a in archives if a.end_ts >= expiry), key=lambda a: (a.end_ts, a.id))
+    waiting = sorted((a for a in archives if a.end_ts >= expiry and a.id not in held), key=lambda a: (a.end_ts, a.id))
     return {"expiry_ms": expiry, "x": LEFT + (expiry - start) * PLOT_WIDTH / (end - start),
-            "expired": {a.id for a in archives if a.end_ts < expiry},
+            "expired": {a.id for a in archives if a.end_ts < expiry and a.id not in held},
+            "held": {a.id for a in archives if a.end_ts < expiry and a.id in held},
             "next": waiting[0].id if waiting else "",
             "next_expires_ms": waiting[0].end_ts + retention_minutes * MIN if waiting else None}
 
@@ -111,13 +114,18 @@ def test_timeline_expiry_line_and_next_to_go(web: LiveApi, timed_client: tk.Clie
             make_archive(timed_client, "app", [(T0 - 50 * MIN, "b"), (T0 - 10 * MIN, "c")]),
             make_archive(timed_client, "app", [(T0 - 30 * MIN, "d")])]
     timeless = make_archive(timed_client, "app", [(None, "no time")])
+    held = {made[1].id, made[2].id}  # past retention, and the one that would otherwise go next
+    for archive_id in sorted(held):
+        timed_client.holds.add("archive", archive_id, "incident 7")
     browser, _ = logged_in(web, "viewer")
     with closing(browser):
-        for advance in (0, 25 * MIN):  # the line moves with now; an archive passes it
+        # the line moves with now: made[4] ends at T0 − 30 min, so 30 minutes on it is exactly at its
+        # retention (kept) and one millisecond later past it. made[2] would go before it but is held
+        for advance, goes_next in ((0, made[4]), (30 * MIN, made[4]), (1, made[3])):
             clock.advance(advance)
             page = browser.get("/archives/datasets/app")
             assert page.status_code == 200, page.text
-            want = expected_timeline(made, clock.now_ms(), RETENTION)
+            want = expected_timeline(made, clock.now_ms(), RETENTION, held)
             line = attributes(page.text, "expiry-line")
             assert int(line["data-expiry-ms"]) == want["expiry_ms"]
             assert float(line["x1"]) == pytest.approx(want["x"], abs=0.01)
@@ -127,8 +135,9 @@ def test_timeline_expiry_line_and_next_to_go(web: LiveApi, timed_client: tk.Clie
             bars = {archive: kind for kind, archive in re.findall(
                 r'<rect class="bar (bar-\w+)"[^>]*data-archive="([0-9a-f]+)"', page.text)}
             assert {a for a, kind in bars.items() if kind == "bar-expired"} == want["expired"]
+            assert {a for a, kind in bars.items() if kind == "bar-held"} == want["held"]
             assert set(bars) == {a.id for a in made}  # the timeless archive has no bar
-        assert want["next"] == made[4].id  # 25 minutes on, "next" (ending T0 − 40 min) is past too
+            assert want["next"] == goes_next.id
 
         # the table pages through every archive once, in the API's order
         walked: list[str] = []
@@ -243,6 +252,31 @@ def test_bad_search_input_is_refused_with_one_line_and_no_job(web: LiveApi, time
     assert timed_client.archives.jobs() == [] and web.server.state.jobs.list() == []
 
 
+def test_unknown_searches_and_expired_results(web: LiveApi, timed_client: tk.Client) -> None:
+    clock = timed_client.clock
+    assert isinstance(clock, tk.ManualClock)
+    make_archive(timed_client, "app", [(T0 - MIN, "hit")])
+    # a search row ended with no results (the store's, no Spark: the page is the subject)
+    jobs = SearchJobStore(timed_client.workspace)
+    ended = jobs.create("app", "hit", regex=False, ignore_case=False, begin_ts=None, end_ts=None,
+                        retention_minutes=RETENTION)
+    jobs.finish(ended.id, JobState.SUCCEEDED, archives_searched=1, results_count=0)
+    browser, _ = logged_in(web, "viewer")
+    with closing(browser):
+        assert browser.get("/archives/searches/99").status_code == 404
+        for bad in ("0", "abc", str(2**64)):
+            assert browser.get(f"/archives/searches/{bad}").status_code == 422, bad
+        assert browser.get(f"/archives/searches/{ended.id}", params={"limit": 0}).status_code == 422
+        assert browser.get(f"/archives/searches/{ended.id}", params={"cursor": "!!"}).status_code == 422
+        page = browser.get(f"/archives/searches/{ended.id}")
+        assert page.status_code == 200 and attributes(page.text, "search-live")["data-state"] == "SUCCEEDED"
+        assert '<span id="results-total">0</span>' in page.text
+        clock.advance(61 * MIN)
+        timed_client.archives.gc_results()
+        page = browser.get(f"/archives/searches/{ended.id}")
+        assert page.status_code == 200 and "Its results expired at 2023-11-14 23:14:20Z" in page.text
+
+
 # ---- the garbage collectors --------------------------------------------------------------------------
 def test_gc_preview_equals_the_api_and_shows_what_a_running_search_protects(
         web: LiveApi, timed_client: tk.Client) -> None:
@@ -251,6 +285,8 @@ def test_gc_preview_equals_the_api_and_shows_what_a_running_search_protects(
     old = make_archive(timed_client, "app", [(T0 - 62 * MIN, "old")])
     kept = make_archive(timed_client, "app", [(T0 - 58 * MIN, "kept for the search")])
     make_archive(timed_client, "app", [(T0 - 10 * MIN, "fresh")])
+    held = make_archive(timed_client, "legal", [(T0 - 5 * 60 * MIN, "held")])
+    timed_client.holds.add("dataset", "legal", "litigation 42")
     running = SearchJobStore(timed_client.workspace).create(
         "app", "x", regex=False, ignore_case=False, begin_ts=None, end_ts=None, retention_minutes=RETENTION)
     clock.advance(5 * MIN)  # now − retention = T0 − 55 min; the search holds expiry at T0 − 60 min
@@ -264,10 +300,12 @@ def test_gc_preview_equals_the_api_and_shows_what_a_running_search_protects(
     assert api["archives"]["held_back_by_job"] == running.id
     assert f'<a href="/archives/searches/{running.id}">{running.id}</a>' in page.text
     assert table_ids(page.text, "gc-protected") == [kept.id]
+    assert table_ids(page.text, "gc-held") == [h["archive_id"] for h in api["archives"]["held"]] == [held.id]
+    assert "expired but held (dataset hold)" in page.text
     assert "2023-11-14 21:13:20Z" in page.text  # the safe expiry, T0 − 60 min, as the API gives it
     assert api["archives"]["expiry_ms"] == T0 - 60 * MIN
     assert "Run garbage collection" not in page.text  # not offered to a viewer
-    assert len(timed_client.archives.list()) == 3  # a preview changes nothing
+    assert len(timed_client.archives.list()) == 4  # a preview changes nothing
 
 
 ACTIONS = [("/archives/gc", {"which": "both"}), ("/archives/searches", {"dataset": "app", "query": "x"})]

@@ -5,7 +5,7 @@ expiry rule is the collector's own (archives/expiry.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ..archives.expiry import is_expired, retention_ms
@@ -30,7 +30,8 @@ class Bar:
     x: float
     y: float
     width: float
-    expired: bool  # past its retention: the next sweep deletes it unless a hold or a running search keeps it
+    expired: bool  # past its retention: the next sweep deletes it unless held or a running search keeps it
+    held: bool  # a hold keeps it (archives/holds.py): it does not go, whatever its age
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,9 @@ class Timeline:
     expiry_ms: int | None  # now − retention; None without a retention period
     expiry_x: float | None
     expired: int  # archives left of the line
+    held_expired: int  # of those, the held ones (the rest go at the next sweep, unless a running search keeps them)
     timeless: int  # archives without timestamps: no bar, never expire
-    next_to_go: Archive | None  # of the archives not yet past retention, the one whose end is oldest
+    next_to_go: Archive | None  # of the unheld archives not yet past retention, the one whose end is oldest
     next_expires_ms: int | None  # when it passes its retention: end + retention (kept at that instant)
 
     @property
@@ -80,8 +82,10 @@ def _lanes(archives: Sequence[Archive]) -> list[tuple[Archive, int]]:
     return placed
 
 
-def timeline(archives: Sequence[Archive], now_ms: int, retention_minutes: int | None) -> Timeline:
-    """The timeline of `archives` at `now_ms`: the axis spans their timestamps and the expiry line."""
+def timeline(archives: Sequence[Archive], now_ms: int, retention_minutes: int | None,
+             held: Collection[str] = ()) -> Timeline:
+    """The timeline of `archives` at `now_ms`: the axis spans their timestamps and the expiry line.
+    `held`: the ids of the archives a hold keeps."""
     timed = [a for a in archives if a.end_ts is not None]
     expiry = None if retention_minutes is None else now_ms - retention_ms(retention_minutes)
     times = [a.begin_ts if a.begin_ts is not None else a.end_ts for a in timed] + [a.end_ts for a in timed]
@@ -95,17 +99,18 @@ def timeline(archives: Sequence[Archive], now_ms: int, retention_minutes: int | 
         left = x_of(archive.begin_ts if archive.begin_ts is not None else archive.end_ts, start, end)
         width = max(x_of(archive.end_ts, start, end) - left, MIN_BAR_WIDTH)
         bars.append(Bar(archive, left, TOP + lane * LANE_HEIGHT, width,
-                        expiry is not None and is_expired(archive.end_ts, expiry)))
+                        expiry is not None and is_expired(archive.end_ts, expiry), archive.id in held))
     axis_y = TOP + max(lanes, 1) * LANE_HEIGHT + 4
     ticks = [(x_of(start + (end - start) * i // (TICKS - 1), start, end), start + (end - start) * i // (TICKS - 1))
              for i in range(TICKS)] if end > start else [(x_of(start, start, end), start)]
-    waiting = [a for a in timed if expiry is not None and not is_expired(a.end_ts, expiry)]
+    waiting = [a for a in timed if expiry is not None and not is_expired(a.end_ts, expiry) and a.id not in held]
     next_to_go = min(waiting, key=lambda a: (a.end_ts, a.id), default=None)
     next_expires = (None if next_to_go is None or next_to_go.end_ts is None or retention_minutes is None
                     else next_to_go.end_ts + retention_ms(retention_minutes))
     return Timeline(start, end, axis_y + AXIS_HEIGHT, axis_y, bars, ticks, now_ms, retention_minutes, expiry,
                     None if expiry is None or not timed else x_of(expiry, start, end),
-                    sum(1 for b in bars if b.expired), len(archives) - len(timed), next_to_go, next_expires)
+                    sum(1 for b in bars if b.expired), sum(1 for b in bars if b.expired and b.held),
+                    len(archives) - len(timed), next_to_go, next_expires)
 
 
 __all__ = ["LEFT", "PLOT_WIDTH", "WIDTH", "Bar", "Timeline", "timeline", "x_of"]

@@ -27,7 +27,9 @@ from ...api.routes.archives import (
 from ...api.routes.archives import cancel_search as api_cancel_search
 from ...api.routes.streams import Cursor, Limit
 from ...api.state import Caller
-from ...archives.expiry import is_expired, retention_ms
+from ...archives.expiry import is_expired, is_held, retention_ms
+from ...archives.holds import ARCHIVE_KIND, DATASET_KIND
+from ...archives.model import Archive
 from ...errors import NotFound
 from ..archive_timeline import timeline
 from ..auth import UNSCOPED_PAGES, Look, Operate, Viewer
@@ -56,6 +58,15 @@ def _now(viewer: Viewer) -> int:
     return viewer.client.workspace.clock.now_ms()
 
 
+def held_archives(viewer: Viewer, dataset: str, archives: list[Archive]) -> set[str]:
+    """The ids of `archives` (of `dataset`) that a dataset or archive hold keeps, by the collector's
+    rule (archives/expiry.py is_held). A records hold on an archive's catalog record also keeps it;
+    the GC preview shows those."""
+    held_datasets = {h.target for h in viewer.client.holds.list(DATASET_KIND, dataset)}
+    held_ids = {h.target for h in viewer.client.holds.list(ARCHIVE_KIND)}
+    return {a.id for a in archives if is_held(a, held_datasets, held_ids)}
+
+
 # ---- datasets ----------------------------------------------------------------------------------------
 @router.get("/archives", response_class=HTMLResponse)
 def datasets(request: Request, viewer: Viewer = Look) -> HTMLResponse:
@@ -71,10 +82,11 @@ def dataset(request: Request, dataset: str, viewer: Viewer = Look, limit: Limit 
             cursor: Cursor = None) -> HTMLResponse:
     page = list_archives(dataset, caller_of(viewer), limit, cursor)  # NotFound for an unknown dataset
     archives = sorted(viewer.client.archives.list(dataset), key=archive_order)
-    drawn = timeline(archives, _now(viewer), _retention(viewer))
+    held = held_archives(viewer, dataset, archives)
+    drawn = timeline(archives, _now(viewer), _retention(viewer), held)
     return render(request, "archives/dataset.html", viewer, area="archives", dataset=dataset, timeline=drawn,
                   rows=page.items, next_cursor=page.next_cursor, limit=limit, first=cursor is not None,
-                  total=len(archives),
+                  total=len(archives), held=held,
                   retention_ms=None if drawn.retention_minutes is None else retention_ms(drawn.retention_minutes))
 
 
