@@ -28,6 +28,10 @@ CHROMIUM = os.environ.get("TIDEKEEP_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--disable-gpu", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--disable-quic"]
 ROLES = ("viewer", "operator", "legal", "admin")
+# archives expire an hour after their newest message, so the timeline has an expiry line; the tests'
+# archives are younger, so the server's own collector deletes none of them while a test runs
+ARCHIVE_RETENTION_MINUTES = 60
+SERVE_SETTINGS = {"TIDEKEEP_ARCHIVE_OUTPUT_RETENTION_PERIOD": str(ARCHIVE_RETENTION_MINUTES)}
 
 
 def artifacts_dir() -> Path:
@@ -78,7 +82,7 @@ class Served:
 @contextmanager
 def served_dashboard(home: Path) -> Iterator[Served]:
     """`tidekeep init`, a token per role, then `tidekeep serve` (retention cycles hourly, so nothing a
-    test wrote is truncated behind its back) until the block ends."""
+    test wrote is truncated behind its back; SERVE_SETTINGS) until the block ends."""
     done = cli(home, "init")
     assert done.returncode == 0, done.stderr
     tokens = {}
@@ -94,7 +98,7 @@ def served_dashboard(home: Path) -> Iterator[Served]:
             process = subprocess.Popen(
                 [sys.executable, "-m", "tidekeep.cli.main", "serve", "--listen", f"127.0.0.1:{port}",
                  "--frequency", "1h", "--sweep-every", "1h", "--no-watermarks"],
-                env=_environment(home), stdout=out, stderr=subprocess.STDOUT)
+                env={**_environment(home), **SERVE_SETTINGS}, stdout=out, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         if _wait_healthy(url, process):
             served = Served(url, home, log, tokens)

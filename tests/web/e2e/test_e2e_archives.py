@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.dashboard import Served, axe_violations, describe
+from tests.helpers.dashboard import ARCHIVE_RETENTION_MINUTES, Served, axe_violations, describe
 
 from tidekeep.units import iso_utc
 
@@ -63,7 +63,15 @@ def test_archives_datasets_timeline_search_and_gc(served: Served, login: Callabl
     row.get_by_role("link", name=dataset).click()
     viewer.wait_for_url(re.compile(rf".*/archives/datasets/{dataset}$"))
     assert viewer.locator("svg#timeline rect.bar").count() == len(report["archives"])
-    assert "kept forever" in viewer.locator("#expiry-summary").inner_text()  # serve runs without retention
+    # the expiry line (now - retention) and the archive that goes next, when its newest message passes retention
+    expiry_ms = int(viewer.locator("#expiry-line").get_attribute("data-expiry-ms") or "")
+    retention_ms = ARCHIVE_RETENTION_MINUTES * 60_000
+    assert now - retention_ms <= expiry_ms <= int(time.time() * 1000) - retention_ms
+    newest = max(archive["end_ts"] for archive in report["archives"])
+    next_to_go = viewer.locator("#next-to-go")
+    assert int(next_to_go.get_attribute("data-expires-ms") or "") == min(
+        archive["end_ts"] for archive in report["archives"]) + ARCHIVE_RETENTION_MINUTES * 60_000
+    assert newest < now and viewer.locator("rect.bar-expired").count() == 0
     assert viewer.locator("#archives tbody tr").count() == len(report["archives"])
     shot(viewer, "timeline")
     accessible(viewer)
@@ -100,7 +108,8 @@ def test_archives_datasets_timeline_search_and_gc(served: Served, login: Callabl
     shot(operator, "search-results-last-page")
 
     operator.goto("/archives/gc")
-    assert "collector is off" in operator.locator("#gc-archives").inner_text()
+    preview = operator.locator("#gc-archives").inner_text()
+    assert f"Retention {ARCHIVE_RETENTION_MINUTES} min" in preview and "Would delete: 0 (0 B)" in preview
     shot(operator, "gc-preview")
     accessible(operator)
     operator.once("dialog", lambda dialog: dialog.accept())
@@ -109,4 +118,4 @@ def test_archives_datasets_timeline_search_and_gc(served: Served, login: Callabl
     shot(operator, "gc-run")
     accessible(operator)
     assert len(served.call("GET", f"/api/v1/archives/datasets/{dataset}/archives", "viewer")["items"]) == len(
-        report["archives"])  # nothing expires without retention
+        report["archives"])  # every archive is younger than its retention
