@@ -49,14 +49,56 @@ def browser() -> Iterator[Any]:
             launched.close()
 
 
+class Watch:
+    """What a browser context did that a page must never do: ask anything of another server (every
+    asset is vendored), break the Content-Security-Policy (an inline script or style, an eval), or
+    throw a script error. Checked when the test ends."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.problems: list[str] = []
+
+    def context(self, context: Any) -> Any:
+        context.on("request", self._request)
+        context.on("page", self.page)
+        return context
+
+    def page(self, page: Any) -> Any:
+        page.on("console", self._console)
+        page.on("pageerror", lambda error: self.problems.append(f"script error: {error}"))
+        return page
+
+    def _request(self, request: Any) -> None:
+        if not (request.url.startswith(self.origin + "/") or request.url.startswith(("data:", "blob:"))):
+            self.problems.append(f"request to another server: {request.url}")
+
+    def _console(self, message: Any) -> None:
+        # an action's 4xx answer is logged by the browser ("Failed to load resource") and by htmx
+        # ("Response Status Error Code"); the page shows it, which the tests check
+        if message.type == "error" and not message.text.startswith(("Failed to load resource",
+                                                                     "Response Status Error Code")):
+            self.problems.append(f"console error: {message.text}")
+
+    def check(self) -> None:
+        assert self.problems == [], "\n".join(self.problems)
+
+
 @pytest.fixture
-def login(browser: Any, served: Served, request: pytest.FixtureRequest) -> Iterator[Callable[[str], Any]]:
+def watch(served: Served) -> Iterator[Watch]:
+    """A Watch over the browser contexts of the test (the `login` fixture's among them)."""
+    watching = Watch(served.url)
+    yield watching
+    watching.check()
+
+
+@pytest.fixture
+def login(browser: Any, served: Served, watch: Watch) -> Iterator[Callable[[str], Any]]:
     """`login(role)`: a new browser context logged in through the login form with that role's token;
-    returns its page. Each context's cookies are its own."""
+    returns its page. Each context's cookies are its own; `watch` checks what they did."""
     contexts: list[Any] = []
 
     def logged_in(role: str) -> Any:
-        context = browser.new_context(base_url=served.url, viewport={"width": 1280, "height": 900})
+        context = watch.context(browser.new_context(base_url=served.url, viewport={"width": 1280, "height": 900}))
         context.set_default_timeout(20_000)
         contexts.append(context)
         page = context.new_page()

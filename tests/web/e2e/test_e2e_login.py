@@ -7,10 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.helpers.dashboard import Served, axe_violations, describe
+from tests.web.conftest import Watch
 
 
-def test_login_overview_and_logout(browser: Any, served: Served, shot: Callable[[Any, str], Any]) -> None:
-    context = browser.new_context(base_url=served.url)
+def test_login_overview_and_logout(browser: Any, served: Served, shot: Callable[[Any, str], Any],
+                                   watch: Watch) -> None:
+    context = watch.context(browser.new_context(base_url=served.url))
     try:
         page = context.new_page()
         page.goto("/?from=test")
