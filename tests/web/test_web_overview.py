@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import threading
 import time
 from contextlib import closing
 from typing import Any
@@ -175,4 +176,49 @@ def test_the_costly_figures_are_read_once_per_interval() -> None:
     clock.advance(14_999)
     assert recent.get() == first == (1, reads[0])
     clock.advance(1)
+    # stale: the old value at once, and one read in the background
+    assert recent.get() == first
+    recent.wait_for_refresh()
     assert recent.get() == (2, reads[0] + 15_000) and len(reads) == 2
+
+
+def test_a_stale_figure_never_makes_a_request_wait() -> None:
+    clock = tk.ManualClock()
+    release = threading.Event()
+    reads: list[int] = []
+
+    def read() -> int:
+        reads.append(clock.now_ms())
+        if len(reads) > 1:
+            release.wait(30)  # a slow scan of the store
+        return len(reads)
+
+    recent = Recent(read, clock, max_age_ms=1_000)
+    assert recent.get()[0] == 1
+    clock.advance(5_000)
+    for _ in range(5):  # every request meanwhile gets the old value; one refresh runs
+        assert recent.get()[0] == 1
+    assert len(reads) == 2
+    release.set()
+    recent.wait_for_refresh()
+    assert recent.get()[0] == 2
+
+
+def test_a_failed_refresh_keeps_the_old_value_and_tries_again() -> None:
+    clock = tk.ManualClock()
+    outcomes: list[int | None] = [1, None, 3]
+
+    def read() -> int:
+        outcome = outcomes.pop(0)
+        if outcome is None:
+            raise tk.StoreUnavailable("the database is down")
+        return outcome
+
+    recent = Recent(read, clock, max_age_ms=1_000)
+    assert recent.get()[0] == 1
+    clock.advance(1_000)
+    assert recent.get()[0] == 1
+    recent.wait_for_refresh()
+    assert recent.get()[0] == 1  # the failure kept the value and started another refresh
+    recent.wait_for_refresh()
+    assert recent.get()[0] == 3
