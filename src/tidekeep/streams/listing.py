@@ -99,21 +99,36 @@ def _policy_kind(config: ColumnElement[str]) -> ColumnElement[str]:
     return sa.case(*cases, else_="none")
 
 
-def _sizes() -> sa.Subquery:
+# sorts by a size: every stream's size must be known to order the page, so the grouped sizes join
+# the streams; any other sort orders the streams alone and sizes only the page's (docs/benchmarks.md)
+_SIZE_SORTS = frozenset({StreamSort.SEGMENTS, StreamSort.RETAINED})
+
+
+def _sizes(stream_ids: list[int] | None = None) -> sa.Subquery:
     seg = t.segments.c
-    return (sa.select(seg.stream_id, sa.func.count().label("segments"),
-                      sa.func.sum(sa.case((seg.sealed, 0), else_=1)).label("active"),
-                      sa.func.sum(seg.tail - seg.head).label("retained"))
-            .group_by(seg.stream_id).subquery("sizes"))
+    query = (sa.select(seg.stream_id, sa.func.count().label("segments"),
+                       sa.func.sum(sa.case((seg.sealed, 0), else_=1)).label("active"),
+                       sa.func.sum(seg.tail - seg.head).label("retained"))
+             .group_by(seg.stream_id))
+    if stream_ids is not None:
+        query = query.where(seg.stream_id.in_(stream_ids))
+    return query.subquery("sizes")
 
 
-def _rows() -> sa.Subquery:
+def _stream_columns() -> list[ColumnElement[Any]]:
+    s = t.streams.c
+    return [s.id, s.scope, s.name, s.state, s.config, s.config_version, s.current_epoch, s.truncated_bytes,
+            _policy_kind(s.config).label("policy")]
+
+
+def _rows(with_sizes: bool) -> sa.Subquery:
+    if not with_sizes:
+        return sa.select(*_stream_columns()).subquery("rows")
     s, sizes = t.streams.c, _sizes()
-    return (sa.select(s.id, s.scope, s.name, s.state, s.config, s.config_version, s.current_epoch, s.truncated_bytes,
+    return (sa.select(*_stream_columns(),
                       sa.func.coalesce(sizes.c.segments, 0).label("segments"),
                       sa.func.coalesce(sizes.c.active, 0).label("active"),
-                      sa.func.coalesce(sizes.c.retained, 0).label("retained"),
-                      _policy_kind(s.config).label("policy"))
+                      sa.func.coalesce(sizes.c.retained, 0).label("retained"))
             .select_from(t.streams.outerjoin(sizes, sizes.c.stream_id == s.id)).subquery("rows"))
 
 
@@ -132,9 +147,9 @@ def _sort_columns(rows: sa.Subquery, sort: StreamSort) -> list[ColumnElement[Any
         return [c.name, c.scope]
     if sort is StreamSort.SCOPE:
         return [c.scope, c.name]
-    first = {StreamSort.SEGMENTS: c.active, StreamSort.RETAINED: c.retained, StreamSort.POLICY: c.policy,
-             StreamSort.STATE: c.state}[sort]
-    return [first, c.scope, c.name]
+    first = {StreamSort.SEGMENTS: "active", StreamSort.RETAINED: "retained", StreamSort.POLICY: "policy",
+             StreamSort.STATE: "state"}[sort]
+    return [c[first], c.scope, c.name]
 
 
 def _after(columns: list[ColumnElement[Any]], key: Sequence[str | int], descending: bool) -> ColumnElement[bool]:
@@ -149,8 +164,9 @@ def _after(columns: list[ColumnElement[Any]], key: Sequence[str | int], descendi
 
 
 def list_stream_rows(conn: Connection, query: StreamQuery) -> StreamListing:
-    """One page of streams with their sizes (three queries: the page, the count, the page's events)."""
-    rows = _rows()
+    """One page of streams with their sizes (four queries: the page, the count, the page's sizes
+    unless the sort needed them all, the page's events)."""
+    rows = _rows(with_sizes=query.sort in _SIZE_SORTS)
     where = _filters(rows.c, query)
     order = _sort_columns(rows, query.sort)
     page = sa.select(rows).where(*where)
@@ -160,11 +176,15 @@ def list_stream_rows(conn: Connection, query: StreamQuery) -> StreamListing:
     found = conn.execute(page).all()
     more = len(found) > query.limit
     found = found[:query.limit]
-    total = conn.execute(sa.select(sa.func.count()).select_from(rows).where(*where)).scalar_one()
-    events = _events(conn, [r.id for r in found])
+    total = conn.execute(sa.select(sa.func.count()).select_from(t.streams).where(
+        *_filters(t.streams.c, query))).scalar_one()
+    ids = [r.id for r in found]
+    sizes = ({r.id: r._mapping for r in found} if query.sort in _SIZE_SORTS
+             else {int(r.stream_id): r._mapping for r in conn.execute(sa.select(_sizes(ids)))})
+    events = _events(conn, ids)
     keys = [tuple(r._mapping[c.name] for c in order) for r in found]
-    return StreamListing([_row(r, events.get(r.id, 0), key) for r, key in zip(found, keys, strict=True)],
-                         int(total), more)
+    return StreamListing([_row(r, sizes.get(r.id), events.get(r.id, 0), key)
+                          for r, key in zip(found, keys, strict=True)], int(total), more)
 
 
 def _events(conn: Connection, stream_ids: list[int]) -> dict[int, int]:
@@ -176,11 +196,14 @@ def _events(conn: Connection, stream_ids: list[int]) -> dict[int, int]:
     return {int(sid): int(n or 0) for sid, n in conn.execute(query)}
 
 
-def _row(row: sa.Row[object], events: int, key: tuple[object, ...]) -> StreamRow:
+def _row(row: sa.Row[object], sizes: Any, events: int, key: tuple[object, ...]) -> StreamRow:
+    """`sizes`: the stream's segment counts and retained bytes (None: a stream without segments)."""
     m = row._mapping
+    segments, active, retained = (0, 0, 0) if sizes is None else (
+        sizes["segments"] or 0, sizes["active"] or 0, sizes["retained"] or 0)
     return StreamRow(m["scope"], m["name"], StreamStatus(m["state"]), StreamConfig.from_json(m["config"]),
-                     int(m["config_version"]), int(m["current_epoch"]), int(m["segments"]), int(m["active"]),
-                     int(m["retained"]), int(m["truncated_bytes"]), events,
+                     int(m["config_version"]), int(m["current_epoch"]), int(segments), int(active),
+                     int(retained), int(m["truncated_bytes"]), events,
                      tuple(v if isinstance(v, str) else int(v) for v in key))  # type: ignore[call-overload]
 
 
