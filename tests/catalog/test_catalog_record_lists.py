@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from alembic import command
+from tests.helpers.query_plans import plan_of
 
 import tidekeep as tk
 from tidekeep.store.database import alembic_config
@@ -16,22 +17,7 @@ from tidekeep.store.database import alembic_config
 
 def plans_of_list(client: tk.Client, **filters: Any) -> list[str]:
     """SQLite's query plan of the statement `records(**filters)` runs."""
-    seen: list[tuple[str, Any]] = []
-
-    def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and "catalog_records" in statement:
-            seen.append((statement, parameters))
-
-    engine = client.workspace.db.engine
-    sa.event.listen(engine, "before_cursor_execute", capture)
-    try:
-        client.catalog.records(limit=51, **filters)
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", capture)
-    [(statement, parameters)] = seen
-    with engine.connect() as conn:
-        rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters).fetchall()
-    return [str(row[-1]) for row in rows]
+    return plan_of(client.workspace.db.engine, "catalog_records", lambda: client.catalog.records(limit=51, **filters))
 
 
 @pytest.mark.parametrize("filters, index", [

@@ -3,11 +3,10 @@ of a rare action costs the same as a common one however long the trail: no scan,
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import sqlalchemy as sa
 from alembic import command
+from tests.helpers.query_plans import plan_of
 
 import tidekeep as tk
 from tidekeep.store.audit import AuditFilter, audit_page
@@ -18,21 +17,7 @@ INDEXES = {"ix_audit_action_id", "ix_audit_actor_id"}
 
 def plan_of_page(client: tk.Client, where: AuditFilter, before_id: int | None) -> list[str]:
     """SQLite's query plan of the statement audit_page runs."""
-    seen: list[tuple[str, Any]] = []
-
-    def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and "audit" in statement:
-            seen.append((statement, parameters))
-
-    engine = client.workspace.db.engine
-    sa.event.listen(engine, "before_cursor_execute", capture)
-    try:
-        audit_page(client.workspace.db, where, 51, before_id)
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", capture)
-    [(statement, parameters)] = seen
-    with engine.connect() as conn:
-        return [str(row[-1]) for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters)]
+    return plan_of(client.workspace.db.engine, "audit", lambda: audit_page(client.workspace.db, where, 51, before_id))
 
 
 @pytest.mark.parametrize("where, before_id, index", [
