@@ -81,6 +81,16 @@ def unscoped_only(request: Request) -> None:
     principal_of(request).require_unscoped(f"{request.method} {request.url.path}")
 
 
+def require_access(principal: Principal, role: Role, request: Request) -> None:
+    """PermissionDenied unless the principal has `role` (or admin) and reaches the scope in the
+    request's path, if any; checked before the body is read, so a scoped token learns nothing of
+    another scope (the API's routes and the dashboard's pages alike)."""
+    principal.require(role)
+    scope = request.path_params.get("scope")
+    if scope is not None:
+        principal.require_scope(scope)
+
+
 def needs(role: Role) -> Callable[..., Caller]:
     """A dependency: the request's Caller if its token has `role` (or admin) and reaches the scope
     in the path, if any; 401/403 otherwise."""
@@ -88,10 +98,7 @@ def needs(role: Role) -> Callable[..., Caller]:
     def dependency(request: Request) -> Caller:
         state = api_state(request)
         principal = principal_of(request)
-        principal.require(role)
-        scope = request.path_params.get("scope")
-        if scope is not None:  # before the body is read: a scoped token learns nothing of another scope
-            principal.require_scope(scope)
+        require_access(principal, role, request)
         return Caller(principal, state.client_for(principal), state)
 
     dependency.__name__ = f"needs_{role.value}"

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 from fastapi import Depends, Request
 
 from ..api.auth import Principal
-from ..api.state import ApiState, Caller, api_state
+from ..api.state import ApiState, Caller, api_state, require_access
 from ..client import Client
 from ..errors import NotAuthenticated, PermissionDenied
 from ..store.tokens import Role
@@ -93,10 +93,7 @@ def page(role: Role) -> Callable[..., object]:
 
     def dependency(request: Request) -> Viewer:
         viewer = current_viewer(request)
-        viewer.principal.require(role)
-        scope = request.path_params.get("scope")
-        if scope is not None:
-            viewer.principal.require_scope(scope)
+        require_access(viewer.principal, role, request)
         return viewer
 
     dependency.__name__ = f"page_{role.value}"
