@@ -133,8 +133,9 @@ def test_the_stream_page_shows_head_tail_policy_segments_subscribers_and_waterma
         assert text.count('<line class="link"') == 2
         assert "cleared for the test" in text  # the truncation history
         assert re.search(r"<td>billing</td>\s*<td>MANUAL_RELEASE_AT_USER_STREAMCUT</td>", text)
-        lag = re.search(r'<dd id="watermark">(\d+)ms ', text)  # now − the newest watermark's lower time
+        lag = re.search(r'<dd id="watermark" data-lag-ms="(\d+)">(\dm \d+s) ', text)  # now − its lower time
         assert lag is not None and 90_000 <= int(lag.group(1)) < 150_000
+        assert lag.group(2) == f"{int(lag.group(1)) // 60_000}m {int(lag.group(1)) % 60_000 // 1000}s"
         assert 'data-chart="' in text and "retained" in text
         # a viewer sees no destructive action
         assert "truncate-form" not in text and "hold-form" not in text

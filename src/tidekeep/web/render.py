@@ -29,7 +29,21 @@ def _size(n: int | None) -> str:
 
 
 def _duration(ms: int | None) -> str:
-    return "—" if ms is None else format_duration(ms)
+    """An exact duration as settings show it ("30m"); a measured one (a lag, an age) in its two
+    largest units ("1m 31s", "2d 3h"), which people read at a glance."""
+    if ms is None:
+        return "—"
+    exact = format_duration(ms)
+    if not exact.endswith("ms") or ms < 1000:
+        return exact
+    parts, rest = [], ms
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if rest >= size or parts:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+        if len(parts) == 2:
+            break
+    return " ".join(parts)
 
 
 def _json_attribute(value: Any) -> Markup:
