@@ -36,7 +36,8 @@ def _duration(ms: int | None) -> str:
     exact = format_duration(ms)
     if not exact.endswith("ms") or ms < 1000:
         return exact
-    parts, rest = [], ms
+    parts: list[str] = []
+    rest = ms
     for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
         if rest >= size or parts:
             parts.append(f"{rest // size}{unit}")
