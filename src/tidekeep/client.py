@@ -118,8 +118,11 @@ class Client:
         """Create the stream (AlreadyExists if it does); `client.stream(name)` is its handle."""
         return self._streams.create_stream(name, config or StreamConfig())
 
-    def list_streams(self, scope: str | None = None) -> list[StreamInfo]:
-        return self._streams.list_streams(scope)
+    def list_streams(self, scope: str | None = None, *, after: tuple[str, str] | None = None,
+                     limit: int | None = None) -> list[StreamInfo]:
+        """Streams in (scope, name) order, of `scope` or of all; `after` (scope, name) and `limit`
+        give one keyset page (the API's lists)."""
+        return self._streams.list_streams(scope, after=after, limit=limit)
 
     def stream_listing(self, query: StreamQuery | None = None) -> StreamListing:
         """One page of streams with their retained bytes and segment counts, filtered, sorted and

@@ -96,3 +96,23 @@ def test_a_revoked_token_is_refused_at_once(api: LiveApi) -> None:
     assert viewer.get("/api/v1/streams").status_code == 200
     api.token_store.revoke("viewer")
     assert viewer.get("/api/v1/streams").status_code == 401
+
+
+def test_the_list_of_every_stream_pages_through_scopes_that_sort_before_the_slash(
+        sqlite_api: LiveApi, sqlite_client: tk.Client) -> None:
+    """Scopes "a" and "a-b": "a-b/…" sorts before "a/…" as text but after it as (scope, name); every
+    stream is on exactly one page whatever the characters."""
+    names = ["a/x", "a/z", "a-b/y", "a_c/w", "b/v"]
+    for name in names:
+        sqlite_client.create_stream(name)
+    http = sqlite_api.as_role("viewer")
+    seen: list[str] = []
+    cursor = None
+    for _ in range(len(names) + 1):
+        page = http.get("/api/v1/streams", params={"limit": 1, **({"cursor": cursor} if cursor else {})}).json()
+        seen += [item["name"] for item in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(names) and len(seen) == len(names)
+    assert seen == [i.name for i in sqlite_client.list_streams()]  # (scope, name) order

@@ -221,13 +221,21 @@ class StreamController:
         return dict(stream_id=stream_id, segment_id=s.id, key_low=s.key_low, key_high=s.key_high, head=0, tail=0,
                     sealed=False, sealed_epoch=None, created_ms=now, sealed_ms=None)
 
-    def list_streams(self, scope: str | None = None) -> list[StreamInfo]:
+    def list_streams(self, scope: str | None = None, *, after: tuple[str, str] | None = None,
+                     limit: int | None = None) -> list[StreamInfo]:
+        """Streams in (scope, name) order: of one scope (NotFound when it does not exist), or of all;
+        with `after` (scope, name) and `limit`, one keyset page of them, read from the unique index."""
+        c = t.streams.c
         with self.db.read() as conn:
-            query = sa.select(t.streams).order_by(t.streams.c.scope, t.streams.c.name)
+            query = sa.select(t.streams).order_by(c.scope, c.name)
             if scope is not None:
                 check_name(scope, "scope name")
                 self.repository.require_scope(conn, scope)
-                query = query.where(t.streams.c.scope == scope)
+                query = query.where(c.scope == scope)
+            if after is not None:
+                query = query.where(sa.or_(c.scope > after[0], sa.and_(c.scope == after[0], c.name > after[1])))
+            if limit is not None:
+                query = query.limit(limit)
             return [stream_info(r) for r in conn.execute(query)]
 
     def update_config(self, name: str, config: StreamConfig, expected_version: int | None = None) -> StreamInfo:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...errors import InvalidInput
+from ...errors import InvalidInput, NotFound
 from ...store.deletion import files_left_json
 from ...stream_handle import Stream
 from ...streams.config import RetentionKind, RetentionPolicy, StreamConfig
@@ -16,7 +16,7 @@ from ...streams.controller import StreamInfo, TruncateResult
 from ...streams.cuts import StreamCut
 from ..etags import if_match_int, set_etag
 from ..models import Page, PolicyBody
-from ..paging import DEFAULT_LIMIT, MAX_LIMIT, page_of
+from ..paging import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor, page_of
 from ..state import Admin, Caller, Operator, Reader
 
 router = APIRouter(tags=["streams"])
@@ -101,17 +101,32 @@ class UpdateStreamBody(BaseModel):
 
 @router.get("/streams", summary="List the streams of every scope the token reaches")
 def list_all_streams(call: Caller = Reader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Page[StreamSummary]:
-    infos = [i for i in call.client.list_streams() if call.principal.sees_scope(i.name.split("/")[0])]
-    items, after = page_of(infos, lambda i: i.name, cursor, limit)
-    return Page[StreamSummary](items=[summary(i) for i in items], next_cursor=after)
+    try:
+        return stream_page(call, call.principal.scope, cursor, limit)  # a scoped token sees its own scope
+    except NotFound:  # the token's scope has no stream yet
+        return Page[StreamSummary](items=[], next_cursor=None)
 
 
 @router.get("/scopes/{scope}/streams", summary="List a scope's streams")
 def list_streams(scope: str, call: Caller = Reader, limit: Limit = DEFAULT_LIMIT,
                  cursor: Cursor = None) -> Page[StreamSummary]:
     call.principal.require_scope(scope)
-    items, after = page_of(call.client.list_streams(scope), lambda i: i.name, cursor, limit)
-    return Page[StreamSummary](items=[summary(i) for i in items], next_cursor=after)
+    return stream_page(call, scope, cursor, limit)
+
+
+def stream_page(call: Caller, scope: str | None, cursor: str | None, limit: int) -> Page[StreamSummary]:
+    """A keyset page in (scope, name) order, read in the store: the cursor is the last stream's
+    [scope, name] (a name as text does not sort as the pair: "a-b/x" < "a/y" but ("a", …) < ("a-b", …))."""
+    after = None
+    if cursor is not None:
+        key = decode_cursor(cursor)
+        if not (isinstance(key, list) and len(key) == 2 and all(isinstance(part, str) for part in key)):
+            raise InvalidInput("invalid cursor: it belongs to another list")
+        after = (key[0], key[1])
+    infos = call.client.list_streams(scope, after=after, limit=limit + 1)
+    shown = infos[:limit]
+    following = encode_cursor(shown[-1].name.split("/", 1)) if shown and len(infos) > limit else None
+    return Page[StreamSummary](items=[summary(i) for i in shown], next_cursor=following)
 
 
 @router.post("/scopes/{scope}/streams", status_code=201, summary="Create a stream (and its scope, if new)")
