@@ -118,9 +118,6 @@ audit = sa.Table(
 sa.Index("ix_audit_target_time", audit.c.target, audit.c.time_ms)
 # the rows of a time window (the overview's deletions of the last 24 hours, audit lists by time)
 sa.Index("ix_audit_time", audit.c.time_ms)
-# a page of one action's or one actor's rows, newest first (audit lists filtered by action or actor)
-sa.Index("ix_audit_action_id", audit.c.action, audit.c.id)
-sa.Index("ix_audit_actor_id", audit.c.actor, audit.c.id)
 
 # the tables of later features live in modules of their own, on the same MetaData
 from . import (  # noqa: E402, F401
