@@ -116,3 +116,40 @@ def test_the_list_of_every_stream_pages_through_scopes_that_sort_before_the_slas
             break
     assert sorted(seen) == sorted(names) and len(seen) == len(names)
     assert seen == [i.name for i in sqlite_client.list_streams()]  # (scope, name) order
+
+
+def test_events_written_through_the_api_are_read_back_in_order(api: LiveApi, client: tk.Client) -> None:
+    client.create_stream("w/orders", tk.StreamConfig(segments=2))
+    operator = api.as_role("operator")
+    answer = operator.post("/api/v1/scopes/w/streams/orders/events", json={"events": [
+        {"data": "first", "routing_key": "k1"}, {"data": "second", "routing_key": "k1"},
+        {"data": "ünïcode", "routing_key": "k2"}]})
+    assert answer.status_code == 201, answer.text
+    document = answer.json()
+    assert document["events"] == 3 and document["writer_id"] == "api-operator"
+    binary = operator.post("/api/v1/scopes/w/streams/orders/events",
+                           json={"encoding": "base64", "writer_id": "bin", "events": [{"data": "AAH/"}]})
+    assert binary.status_code == 201 and binary.json()["tail"] == str(client.stream("w/orders").tail_cut())
+    events = list(client.stream("w/orders").read())
+    assert sorted(e.payload for e in events) == sorted([b"first", b"second", "ünïcode".encode(), b"\x00\x01\xff"])
+    k1 = [e.payload for e in events if e.routing_key == "k1"]
+    assert k1 == [b"first", b"second"]  # one key, the order written
+    assert {e.writer_id for e in events} == {"api-operator", "bin"}
+
+
+def test_writing_events_refuses_bad_input_with_nothing_written(api: LiveApi, client: tk.Client) -> None:
+    client.create_stream("w/bad")
+    operator = api.as_role("operator")
+    cases = [({"events": []}, 422), ({"events": [{"data": "x", "extra": 1}]}, 422),
+             ({"encoding": "base64", "events": [{"data": "b2s="}, {"data": "!!!"}]}, 422),
+             ({"encoding": "hex", "events": [{"data": "00"}]}, 422)]
+    for body, status in cases:
+        answer = operator.post("/api/v1/scopes/w/streams/bad/events", json=body)
+        assert answer.status_code == status, (body, answer.text)
+        assert answer.headers["content-type"] == "application/problem+json"
+    assert "events[1].data: not base64" in operator.post(
+        "/api/v1/scopes/w/streams/bad/events", json=cases[2][0]).json()["detail"]
+    assert operator.post("/api/v1/scopes/w/streams/nosuch/events", json={"events": [{"data": "x"}]}).status_code == 404
+    assert api.as_role("viewer").post("/api/v1/scopes/w/streams/bad/events",
+                                      json={"events": [{"data": "x"}]}).status_code == 403
+    assert list(client.stream("w/bad").read()) == []

@@ -12,25 +12,23 @@ from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import expect
-from tests.helpers.dashboard import Served, axe_violations, cli, describe
+from tests.helpers.dashboard import Served, axe_violations, describe
 
 
-def written_stream(served: Served, tmp_path: Path) -> tuple[str, str]:
+def written_stream(served: Served) -> tuple[str, str]:
     """A new stream with a size policy (keep at least 1 GiB: the server's retention cycles leave it
     be while the test reads its head), created and scaled through the API (a
-    split, then a merge of the split's parts: five segments over three epochs) and written with the
-    CLI between the steps (the API has no route that writes events)."""
+    split, then a merge of the split's parts: five segments over three epochs) and written through
+    the API between the steps."""
     scope, stream = f"web{uuid.uuid4().hex[:8]}", "orders"
     path = f"/api/v1/scopes/{scope}/streams"
     served.call("POST", path, "operator",
                 json={"name": stream, "segments": 2, "retention": {"kind": "size", "min": "1GiB"}})
-    lines = tmp_path / "events.txt"
-    lines.write_text("".join(f"order {i},customer-{i % 7}\n" for i in range(100)))
+    events = [{"data": f"order {i},customer-{i % 7}", "routing_key": f"customer-{i % 7}"} for i in range(100)]
 
     def write() -> None:
-        done = cli(served.home, "stream", "write", f"{scope}/{stream}", str(lines), "--key-field", "2",
-                   "--delimiter", ",")
-        assert done.returncode == 0, done.stderr
+        written = served.call("POST", f"{path}/{stream}/events", "operator", json={"events": events})
+        assert written["events"] == len(events)
 
     write()
     parts = served.call("POST", f"{path}/{stream}/split", "operator", json={"segment": "0.0", "parts": 2})
@@ -41,8 +39,8 @@ def written_stream(served: Served, tmp_path: Path) -> tuple[str, str]:
 
 
 def test_list_stream_page_preview_hold_and_roles(login: Callable[[str], Any], served: Served,
-                                                 shot: Callable[[Any, str], Path], tmp_path: Path) -> None:
-    scope, stream = written_stream(served, tmp_path)
+                                                 shot: Callable[[Any, str], Path]) -> None:
+    scope, stream = written_stream(served)
     name = f"{scope}/{stream}"
     operator = login("operator")
 

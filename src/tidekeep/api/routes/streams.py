@@ -3,7 +3,8 @@ head and tail cuts, truncate, size between cuts (the CLI's `tidekeep scope` and 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import base64
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -260,6 +261,45 @@ class TruncateBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     cut: str = Field(description="the new head: a stream cut (as `stream head`/`tail` print it), or 'tail'")
     reason: str = "manual truncation"
+
+
+# ---- writing events -----------------------------------------------------------------------------------
+MAX_EVENTS_PER_REQUEST = 10_000
+
+
+class EventBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    data: str = Field(description="the payload: text (UTF-8) or, with encoding base64, its bytes in base64")
+    routing_key: str | None = Field(None, description="events with one key are read in the order written")
+
+
+class WriteEventsBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    events: list[EventBody] = Field(min_length=1, max_length=MAX_EVENTS_PER_REQUEST)
+    encoding: Literal["utf-8", "base64"] = "utf-8"
+    writer_id: str | None = Field(None, description="the writer's id (default api-<token name>); a request "
+                                  "fences an earlier writer of the same id, as a new Writer does")
+
+
+@router.post("/scopes/{scope}/streams/{stream}/events", status_code=201,
+             summary="Write events: committed, durable and readable when the answer comes")
+def write_events(scope: str, stream: str, body: WriteEventsBody, call: Caller = Operator) -> dict[str, Any]:
+    name = call.stream(scope, stream)
+    payloads = [payload_of(event.data, body.encoding, i) for i, event in enumerate(body.events)]
+    writer_id = body.writer_id or f"api-{call.principal.name}"
+    handle = call.client.stream(name)
+    with handle.writer(writer_id) as writer:
+        written = writer.write_many(payloads, [event.routing_key for event in body.events])
+    return {"stream": name, "writer_id": writer_id, "events": written, "tail": str(handle.tail_cut())}
+
+
+def payload_of(data: str, encoding: str, index: int) -> bytes:
+    if encoding == "utf-8":
+        return data.encode()
+    try:
+        return base64.b64decode(data, validate=True)
+    except ValueError:
+        raise InvalidInput(f"events[{index}].data: not base64") from None
 
 
 @router.post("/scopes/{scope}/streams/{stream}/truncate", summary="Truncate the stream at a cut (audited)")
