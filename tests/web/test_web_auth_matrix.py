@@ -63,9 +63,17 @@ def _read_only(route: APIRoute) -> bool:
 
 
 @pytest.fixture
-def web(sqlite_client: tk.Client) -> Iterator[LiveApi]:
-    sqlite_client.create_stream("s/a")
-    with live_api(sqlite_client.workspace, app_factory=dashboard_app) as served:
+def web(client: tk.Client) -> Iterator[LiveApi]:
+    """A live dashboard on SQLite and on PostgreSQL, with a little of everything, so every list
+    page's queries run on both dialects over real rows."""
+    client.create_stream("s/a")
+    with client.stream("s/a").writer("w") as writer:
+        writer.write_many([b"event"] * 10, ["k1", "k2"] * 5)
+    client.stream("s/a").truncate(client.stream("s/a").tail_cut(), reason="matrix")
+    client.catalog.add([{"feed": "F", "type": "Events", "create_time": 1}] * 3)
+    client.holds.remove(client.holds.add("stream", "s/a", "released"))
+    client.holds.add("records", 'feed = "F"', "kept")
+    with live_api(client.workspace, app_factory=dashboard_app) as served:
         yield served
 
 
