@@ -17,6 +17,7 @@ from tidekeep.api.server import ApiOptions
 from tidekeep.cli.serve import api_server
 from tidekeep.config import load_settings
 from tidekeep.web import dashboard_app
+from tidekeep.web.throttle import FAILURES_ALLOWED
 
 
 def test_pages_need_a_session_and_send_to_login(web: LiveApi) -> None:
@@ -48,6 +49,16 @@ def test_a_bad_token_is_refused_with_one_line_and_no_cookie(web: LiveApi) -> Non
             assert answer.status_code == 401
             assert "set-cookie" not in answer.headers
             assert "That token is not valid" in answer.text
+
+
+def test_repeated_failed_logins_get_429_without_a_token_check(web: LiveApi) -> None:
+    token = web.token("ops", "operator")
+    with browser_of(web) as browser:
+        for _ in range(FAILURES_ALLOWED):
+            assert browser.post("/login", data={"token": "tk_1_wrong"}).status_code == 401
+        refused = browser.post("/login", data={"token": token})  # even a good token, from this address
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
+        assert "Too many failed logins" in refused.text and "set-cookie" not in refused.headers
 
 
 def test_after_login_only_local_paths(web: LiveApi) -> None:

@@ -8,6 +8,7 @@ import pytest
 import tidekeep as tk
 from tidekeep.web import sessions
 from tidekeep.web.sessions import IDLE_MS, LIFETIME_MS, SessionStore
+from tidekeep.web.throttle import LoginThrottle
 
 
 def test_a_session_ends_after_its_idle_time_and_its_lifetime() -> None:
@@ -53,3 +54,20 @@ def test_csrf_matches_only_the_session_token() -> None:
     assert session.csrf_matches(session.csrf)
     assert not session.csrf_matches(None) and not session.csrf_matches("") and not session.csrf_matches(
         session.csrf[:-1])
+
+
+def test_failed_logins_are_throttled_per_address_within_the_window() -> None:
+    clock = tk.ManualClock(0)
+    throttle = LoginThrottle(clock, limit=3, window_ms=60_000)
+    for _ in range(3):
+        assert throttle.wait_ms("10.0.0.1") == 0
+        throttle.failed("10.0.0.1")
+        clock.advance(1_000)
+    assert throttle.wait_ms("10.0.0.1") == 60_000 - 3_000  # until the first failure leaves the window
+    assert throttle.wait_ms("10.0.0.2") == 0  # another address is not held back
+    clock.advance(57_000)
+    assert throttle.wait_ms("10.0.0.1") == 0
+    throttle.failed("10.0.0.1")
+    assert throttle.wait_ms("10.0.0.1") == 1_000  # the second failure still counts
+    throttle.succeeded("10.0.0.1")
+    assert throttle.wait_ms("10.0.0.1") == 0  # a good token clears the address

@@ -28,6 +28,7 @@ from .auth import current_viewer
 from .render import render
 from .routes import WEB_ROUTERS
 from .sessions import SessionStore
+from .throttle import LoginThrottle
 
 log = logging.getLogger("tidekeep.web")
 
@@ -84,6 +85,7 @@ def dashboard_app(state: ApiState) -> FastAPI:
     """The API's application with the dashboard added."""
     app = create_app(state)
     app.state.sessions = SessionStore(state.workspace.clock)
+    app.state.login_throttle = LoginThrottle(state.workspace.clock)
     app.mount("/static", StaticFiles(packages=[("tidekeep.web", "static")]), name="static")
     for router in WEB_ROUTERS:
         app.include_router(router, include_in_schema=False)

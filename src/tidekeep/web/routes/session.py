@@ -13,6 +13,7 @@ from ...store.tokens import parse_token
 from ..auth import check_csrf, current_viewer, same_origin, sessions_of
 from ..render import render
 from ..sessions import SESSION_COOKIE
+from ..throttle import LoginThrottle
 
 router = APIRouter()
 
@@ -38,12 +39,23 @@ def login(request: Request, token: Annotated[str, Form()] = "",
     state = api_state(request)
     token_id: int | None = None
     if state.authenticator.enabled:
+        throttle: LoginThrottle = request.app.state.login_throttle
+        address = request.client.host if request.client else "unknown"
+        wait_ms = throttle.wait_ms(address)
+        if wait_ms > 0:
+            seconds = -(-wait_ms // 1000)
+            refused = render(request, "login.html", None, status_code=429, target=_local_target(next), auth=True,
+                             failed=f"Too many failed logins from this address: try again in {seconds} s.")
+            refused.headers["Retry-After"] = str(seconds)
+            return refused
         try:
             state.authenticator.principal("Bearer " + token.strip())
             token_id = parse_token(token.strip())[0]
         except NotAuthenticated:
+            throttle.failed(address)
             return render(request, "login.html", None, status_code=401, target=_local_target(next),
                           failed="That token is not valid (unknown, revoked or mistyped).", auth=True)
+        throttle.succeeded(address)
     session_id, _ = sessions_of(request).open(token_id)
     response = RedirectResponse(_local_target(next), status_code=303)
     response.set_cookie(SESSION_COOKIE, session_id, httponly=True, samesite="strict", path="/",
