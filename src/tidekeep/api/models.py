@@ -33,6 +33,13 @@ class Accepted(BaseModel):
     location: str
 
 
+def accepted(response: Any, job_id: str) -> Accepted:
+    """A 202 answer for a started job, with its Location header (`response`: the route's Response)."""
+    location = f"/api/v1/jobs/{job_id}"
+    response.headers["Location"] = location
+    return Accepted(job=job_id, location=location)
+
+
 class Deleted(BaseModel):
     deleted: bool = True
     details: dict[str, Any] = Field(default_factory=dict)

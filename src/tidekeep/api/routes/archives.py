@@ -17,7 +17,7 @@ from ...archives.model import Archive, JobState, SearchJob
 from ...errors import InvalidInput, NotFound
 from ...integers import INT64_MAX
 from ..jobs import KEPT, ProgressCallback
-from ..models import Accepted, Page
+from ..models import Accepted, Page, accepted
 from ..paging import DEFAULT_LIMIT, decode_cursor, encode_cursor, page_of
 from ..state import UNSCOPED, ApiState, Caller, Operator, Reader
 from .streams import Cursor, Limit
@@ -31,12 +31,6 @@ SearchId = Annotated[int, Path(ge=1, le=INT64_MAX, description="the search job's
 
 def _unscoped(call: Caller) -> None:
     call.principal.require_unscoped(ARCHIVES)
-
-
-def _accepted(response: Response, job_id: str) -> Accepted:
-    location = f"/api/v1/jobs/{job_id}"
-    response.headers["Location"] = location
-    return Accepted(job=job_id, location=location)
 
 
 # ---- datasets and archives -------------------------------------------------------------------------
@@ -120,7 +114,7 @@ def ingest(dataset: str, body: IngestBody, response: Response, call: Caller = Op
         return report.to_dict()
 
     job = call.state.jobs.submit("archive-ingest", call.principal.name, work, call.principal.scope)
-    return _accepted(response, job.id)
+    return accepted(response, job.id)
 
 
 # ---- searches --------------------------------------------------------------------------------------
@@ -232,8 +226,8 @@ def start_search(body: SearchBody, response: Response, call: Caller = Operator) 
         started.abandon(f"the API server could not start it ({type(exc).__name__})")
         raise
     _search_jobs.remember(call.state, started.job.id, job.id)
-    accepted = _accepted(response, job.id)
-    return SearchAccepted(job=accepted.job, location=accepted.location, search=started.job.id,
+    answer = accepted(response, job.id)
+    return SearchAccepted(job=answer.job, location=answer.location, search=started.job.id,
                           search_location=f"/api/v1/archives/searches/{started.job.id}")
 
 
@@ -329,4 +323,4 @@ def gc_run(response: Response, call: Caller = Operator, body: GcBody | None = No
         return result
 
     job = call.state.jobs.submit("archive-gc", call.principal.name, work, call.principal.scope)
-    return _accepted(response, job.id)
+    return accepted(response, job.id)

@@ -20,7 +20,7 @@ from ...times import parse_time_ms
 from ...units import iso_utc
 from ..etags import if_match_version, set_etag
 from ..jobs import ProgressCallback
-from ..models import Accepted, Page
+from ..models import Accepted, Page, accepted
 from ..paging import DEFAULT_LIMIT, decode_id_cursor, encode_cursor
 from ..state import UNSCOPED, Admin, Caller, Operator, Reader
 from .streams import Cursor, Limit
@@ -67,12 +67,6 @@ def job_progress(progress: ProgressCallback, unit: str) -> Any:
         progress(done, total, unit)
 
     return update
-
-
-def accepted(response: Response, job_id: str) -> Accepted:
-    location = f"/api/v1/jobs/{job_id}"
-    response.headers["Location"] = location
-    return Accepted(job=job_id, location=location)
 
 
 # ---- records -------------------------------------------------------------------------------------
