@@ -271,6 +271,12 @@ class TidekeepSettings(BaseSettings):
         "confs and secret-bearing ones are refused")
     writer_batch_size: PositiveSize = _key("writer.batch_size", 4 * 1024 * 1024, "flush a segment batch at this size")
     writer_linger: Duration = _key("writer.linger", 100, "flush pending events after this long")
+    chunks_target_size: PositiveSize = _key(
+        "chunks.target_size", 8 * 1024 * 1024,
+        "compaction merges a segment's adjacent chunks below this size into chunks of at most this size")
+    chunks_compaction_interval: Duration = _key(
+        "chunks.compaction_interval", 600_000,
+        "how often `tidekeep serve` compacts every stream's small chunks (0: never)")
     sweep_grace: Duration = _key("sweep.grace", 3_600_000, "uncommitted chunk files younger than this are never swept")
     retention_frequency: PositiveDuration = _key("retention.frequency", 30 * 60_000, "retention cycle spacing")
     watermark_frequency: PositiveDuration = _key(
@@ -695,8 +701,11 @@ spark:
 writer:
   batch_size: 4MiB
   linger: 100ms
+chunks:
+  target_size: 8MiB          # compaction merges adjacent smaller chunks into chunks of at most this size
+  compaction_interval: 10m   # under `tidekeep serve` (0: never); `tidekeep stream compact` any time
 sweep:
-  grace: 1h
+  grace: 1h                  # also how long a file compaction replaced stays for readers that planned it
 retention:
   frequency: 30m
 watermark:

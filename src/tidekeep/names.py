@@ -45,6 +45,12 @@ def chunk_file_name(writer_id: str, sequence: int, token: str | None = None) -> 
     return f"{writer_id}-{sequence}-{token}.parquet"
 
 
+def compacted_chunk_file_name(base_offset: int) -> str:
+    """The file name of a chunk compaction wrote (streams/compaction_store.py), beside the chunks it
+    replaces. Writer ids have no '.', so it never meets a writer's file name."""
+    return f"compacted.{base_offset}.{uuid.uuid4().hex[:CHUNK_TOKEN_DIGITS]}.parquet"
+
+
 SCOPE_NAME_MAX = NAME_MAX
 STREAM_NAME_MAX = NAME_MAX - len(stream_directory_name("", "0" * UID_DIGITS))
 WRITER_ID_MAX = NAME_MAX - len(chunk_file_name("", MAX_SEQUENCE, "0" * CHUNK_TOKEN_DIGITS))

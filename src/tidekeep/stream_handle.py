@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import builtins
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput, InvalidStreamCut
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from .config import Settings
     from .store.house import Workspace
+    from .streams.compaction_store import CompactionResult
     from .streams.reader import Event
     from .streams.retention import RetentionDecision, RetentionRecord
     from .streams.retention_store import RetentionManager
@@ -172,9 +173,31 @@ class Stream:
 
     def describe(self) -> dict[str, Any]:
         """The state as plain data (what `tidekeep stream describe --json` prints)."""
-        from .streams.describe import describe
+        from .streams.describe import chunks_document, describe
 
-        return describe(self.state())
+        target = self._settings["chunks.target_size"]
+        state, stats = self._controller.chunk_stats(self._name, target)
+        return describe(state, chunks_document(stats, target))
+
+    def compact(self, target_size: int | str | None = None,
+                progress: Callable[[int, int], None] | None = None) -> CompactionResult:
+        """Merge adjacent chunks smaller than `target_size` (default chunks.target_size) into chunks of
+        at most that size (docs/streams.md "Compaction"). Offsets and every event stay as they are;
+        the replaced files are removed by the sweep once sweep.grace has passed. `progress` is called
+        with (groups done, groups planned)."""
+        from .streams.compaction_store import Compactor
+
+        return Compactor(self._controller).compact(self._name, self.compaction_target(target_size),
+                                                   progress=progress)
+
+    def compaction_target(self, target_size: int | str | None = None) -> int:
+        """`target_size` in bytes (InvalidInput unless positive), or chunks.target_size for None."""
+        if target_size is None:
+            return int(self._settings["chunks.target_size"])
+        target = parse_size_bytes(target_size)
+        if target <= 0:
+            raise InvalidInput(f"invalid target size {target_size!r}: must be greater than zero")
+        return target
 
     def update(self, config: StreamConfig, expected_version: int | None = None) -> StreamInfo:
         """Replace the stream's config (its retention policy, its watermark timeout). With

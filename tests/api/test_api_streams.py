@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from tests.helpers.api_server import LiveApi
 
 import tidekeep as tk
@@ -153,3 +155,33 @@ def test_writing_events_refuses_bad_input_with_nothing_written(api: LiveApi, cli
     assert api.as_role("viewer").post("/api/v1/scopes/w/streams/bad/events",
                                       json={"events": [{"data": "x"}]}).status_code == 403
     assert list(client.stream("w/bad").read()) == []
+
+
+def test_compaction_is_a_job_and_refuses_bad_input_before_it_starts(api: LiveApi, client: tk.Client) -> None:
+    client.create_stream("s/c", tk.StreamConfig(segments=1))
+    with client.stream("s/c").writer("w") as writer:
+        for i in range(6):
+            writer.write(f"event-{i}".encode(), routing_key="k")
+            writer.flush()
+    before = list(client.stream("s/c").read())
+    ops = api.as_role("operator")
+    for body, status in (({"target_size": 0}, 422), ({"target_size": "lots"}, 422), ({"nope": 1}, 422)):
+        refused = ops.post("/api/v1/scopes/s/streams/c/compact", json=body)
+        assert refused.status_code == status and refused.headers["content-type"] == PROBLEM, refused.text
+    assert ops.post("/api/v1/scopes/s/streams/missing/compact").status_code == 404
+    assert api.as_role("viewer").post("/api/v1/scopes/s/streams/c/compact").status_code == 403
+    assert client.stream("s/c").describe()["chunks"]["count"] == 6  # nothing changed so far
+
+    started = ops.post("/api/v1/scopes/s/streams/c/compact", json={"target_size": "1MiB"})
+    assert started.status_code == 202 and started.headers["location"] == started.json()["location"]
+    for _ in range(1200):
+        job = ops.get(started.json()["location"]).json()
+        if job["state"] in ("succeeded", "failed"):
+            break
+        time.sleep(0.05)
+    assert job["state"] == "succeeded", job
+    assert job["result"] == {"stream": "s/c", "chunks_before": 6, "chunks_after": 1, "groups_merged": 1,
+                             "groups_skipped": 0, "bytes_merged": sum(8 + len(e.payload) for e in before)}
+    assert list(client.stream("s/c").read()) == before
+    entry = client.audit("s/c", limit=1)[0]
+    assert entry["action"] == "compact" and entry["actor"] == "operator"

@@ -226,6 +226,30 @@ def test_archives_search_through_the_server(sides: Sides, spark: Any) -> None:
                           "nope")
 
 
+def test_stream_compaction_through_the_server_is_the_local_command(sides: Sides) -> None:
+    sides.client.create_stream("c/a", tk.StreamConfig(segments=2))
+    with sides.client.stream("c/a").writer("w") as writer:
+        for i in range(12):
+            writer.write(f"event {i}".encode(), routing_key=f"k{i % 4}")
+            writer.flush()
+    before = check_ok(sides.local("stream", "describe", "c/a", "--json")).json()["chunks"]
+    assert before["count"] == 12 and before["compacted"] == 0
+    operator = sides.token("operator")
+    compacted = check_ok(sides.remote("stream", "compact", "c/a", "--json", token=operator)).json()
+    assert compacted == {"streams": [{"stream": "c/a", "chunks_before": 12, "chunks_after": 2, "groups_merged": 2,
+                                      "groups_skipped": 0, "bytes_merged": before["segments"]["0.0"]["bytes"]
+                                      + before["segments"]["0.1"]["bytes"]}]}
+    remote, local = both_json(sides, operator, "stream", "describe", "c/a")
+    assert remote == local and local["chunks"]["count"] == 2 and local["chunks"]["compacted"] == 2
+    # nothing left to merge: the same text on both sides, and every stream when none is named
+    assert same_text(sides, operator, "stream", "compact").splitlines()[1].split() == ["c/a", "2", "2", "0", "0",
+                                                                                        "bytes", "0"]
+    again = check_ok(sides.local("stream", "compact", "--json")).json()["streams"]
+    assert [(r["stream"], r["groups_merged"]) for r in again] == [("c/a", 0)]
+    viewer = sides.remote("stream", "compact", "c/a", token=sides.token("viewer"))
+    assert viewer.code != 0 and len(viewer.stderr.splitlines()) == 1
+
+
 @pytest.mark.parametrize("args", [
     ("retention", "preview", "r/a", "--at", "soon"),
     ("retention", "preview", "r/a", "--at", "+5parsecs"),
@@ -237,6 +261,9 @@ def test_archives_search_through_the_server(sides: Sides, spark: Any) -> None:
     ("audit", "list", "--stream", "noslash"),
     ("audit", "list", "--limit", "0"),
     ("catalog", "explain", "0"),
+    ("stream", "compact", "r/a", "--target-size", "0"),
+    ("stream", "compact", "r/a", "--target-size", "lots"),
+    ("stream", "compact", "r/missing"),
 ])
 def test_bad_input_is_the_local_commands_line(sides: Sides, args: tuple[str, ...]) -> None:
     """Checked before the request where the local command checks it, so the line names the option

@@ -37,9 +37,14 @@ def run_worker(args: Sequence[str], env: dict[str, str], timeout: float = 120) -
 
 def start_worker(args: Sequence[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """Start a worker in the background; its output goes to `log` (read it when it fails)."""
+    return start_worker_script(WORKERS, args, env, log)
+
+
+def start_worker_script(script: Path, args: Sequence[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`start_worker` for the workers of another script (helpers/rg_workers.py, ...)."""
     handle = open(log, "wb")  # noqa: SIM115 - the child keeps writing after we return
     try:
-        return subprocess.Popen([sys.executable, str(WORKERS), *args], env=env, stdout=handle,
+        return subprocess.Popen([sys.executable, str(script), *args], env=env, stdout=handle,
                                 stderr=subprocess.STDOUT)
     finally:
         handle.close()

@@ -81,6 +81,21 @@ def delete(args: argparse.Namespace) -> None:
         client.stream(args.stream).delete()
 
 
+def compact(args: argparse.Namespace) -> None:
+    """Compact the stream once, or again and again until the stop file appears (then once more);
+    report the results."""
+    results = []
+    with tk.connect(create=True) as client:
+        while True:
+            finished = args.stop_file is None or Path(args.stop_file).exists()
+            results.append(client.stream(args.stream).compact(args.target_size).to_dict())
+            if finished:
+                break
+            time.sleep(args.pace)
+    if args.report:
+        Path(args.report).write_text(json.dumps(results))
+
+
 def concurrent_writer(args: argparse.Namespace) -> None:
     """Write keyed events until the stop file appears (or max_events), then close and report what
     was committed. Each key's events are numbered 0, 1, 2, ... in write order."""
@@ -186,6 +201,13 @@ def main(argv: list[str] | None = None) -> int:
     p = commands.add_parser("delete")
     p.add_argument("--stream", required=True)
     p.set_defaults(run=delete)
+    p = commands.add_parser("compact")
+    p.add_argument("--stream", required=True)
+    p.add_argument("--target-size", default="1MiB")
+    p.add_argument("--stop-file", default=None, help="compact until this file exists")
+    p.add_argument("--pace", type=float, default=0.01, help="seconds between compactions")
+    p.add_argument("--report", default=None)
+    p.set_defaults(run=compact)
     p = commands.add_parser("concurrent-writer")
     p.add_argument("--stream", required=True)
     p.add_argument("--writer", required=True)

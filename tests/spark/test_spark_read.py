@@ -151,6 +151,24 @@ def test_after_truncation(spark, storage_client: tk.Client) -> None:
         load_stream(spark, "iot/trunc", start=original_head, **client.spark_options())
 
 
+def test_a_compacted_stream_reads_as_before(spark, storage_client: tk.Client) -> None:
+    """On a local root and on S3: compaction's merged files carry each event's writer and commit time,
+    and a cut inside a merged chunk still splits the rows where it did."""
+    client = storage_client
+    client.create_stream("iot/compacted", tk.StreamConfig(segments=2))
+    write_events(client, "iot/compacted", 0, 150)
+    middle = str(client.stream("iot/compacted").tail_cut())
+    write_events(client, "iot/compacted", 150, 300, writer_id="w2")
+    whole, second_half = client_rows(client, "iot/compacted"), client_rows(client, "iot/compacted", start=middle)
+
+    result = client.stream("iot/compacted").compact("1MiB")
+    assert result.chunks_after == 2 < result.chunks_before
+
+    assert spark_rows(spark, client, "iot/compacted") == whole
+    assert spark_rows(spark, client, "iot/compacted", start=middle) == second_half
+    assert {r[5] for r in whole} == {"w1", "w2"}
+
+
 def test_workspace_from_home_option(spark, sqlite_client: tk.Client, tmp_path: Path) -> None:
     """Without metadata_url/storage, the options resolve from the workspace as connect() does."""
     client = sqlite_client

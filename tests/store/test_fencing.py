@@ -29,7 +29,7 @@ from tidekeep.catalog.ages import Age
 from tidekeep.catalog.expressions import parse
 from tidekeep.catalog.rules import RetentionRule
 from tidekeep.errors import LeaseLost
-from tidekeep.service.assembly import ARCHIVE_GC_RESOURCE, CATALOG_RESOURCE
+from tidekeep.service.assembly import ARCHIVE_GC_RESOURCE, CATALOG_RESOURCE, COMPACTION_RESOURCE
 from tidekeep.service.scheduler import SWEEP_RESOURCE
 from tidekeep.service.server import ServeOptions, build_service
 from tidekeep.service.tasks import CronTask, IntervalTask
@@ -393,6 +393,8 @@ def test_the_service_drops_a_lease_lost_mid_work_and_decides_again_later(
                      if isinstance(task, IntervalTask) and task.resource == ARCHIVE_GC_RESOURCE)
     housekeeping = next(task for task in service.tasks
                         if isinstance(task, IntervalTask) and task.resource == SWEEP_RESOURCE)
+    compaction = next(task for task in service.tasks
+                      if isinstance(task, IntervalTask) and task.resource == COMPACTION_RESOURCE)
     takeovers: dict[str, LeaseFence] = {}
 
     def stalled(resource: str, work: Any) -> Any:
@@ -412,6 +414,7 @@ def test_the_service_drops_a_lease_lost_mid_work_and_decides_again_later(
     retention = service.retention.task(STREAM)
     retention.cycle = stalled(f"retention:{STREAM}", retention.cycle)
     housekeeping.work = stalled(SWEEP_RESOURCE, housekeeping.work)
+    compaction.work = stalled(COMPACTION_RESOURCE, compaction.work)
     catalog.work = stalled(CATALOG_RESOURCE, catalog.work)
     collector.work = stalled(ARCHIVE_GC_RESOURCE, collector.work)
     before = stream_snapshot(fclient), archive_state(fclient)
@@ -423,7 +426,8 @@ def test_the_service_drops_a_lease_lost_mid_work_and_decides_again_later(
     with caplog.at_level(logging.INFO, logger="tidekeep"):
         clock_of(fclient).advance(MIN)  # B stops renewing too; the catalog schedule fires
         report = service.run_pass()
-    assert set(takeovers) == {f"retention:{STREAM}", SWEEP_RESOURCE, CATALOG_RESOURCE, ARCHIVE_GC_RESOURCE}
+    assert set(takeovers) == {f"retention:{STREAM}", SWEEP_RESOURCE, COMPACTION_RESOURCE, CATALOG_RESOURCE,
+                              ARCHIVE_GC_RESOURCE}
     messages = [r.getMessage() for r in caplog.records]
     for resource, new in takeovers.items():
         stale = LeaseFence(resource, "A", new.version - 1)
@@ -438,6 +442,6 @@ def test_the_service_drops_a_lease_lost_mid_work_and_decides_again_later(
     assert report.ran == [STREAM] and report.swept
     assert dict(fclient.stream(STREAM).state().head) == expected
     assert archive_state(fclient)[0] == []
-    for resource in (f"retention:{STREAM}", SWEEP_RESOURCE, ARCHIVE_GC_RESOURCE):
+    for resource in (f"retention:{STREAM}", SWEEP_RESOURCE, COMPACTION_RESOURCE, ARCHIVE_GC_RESOURCE):
         row = store.get(resource)
         assert row is not None and row.version == takeovers[resource].version + 1 and row.work_done_ms is not None

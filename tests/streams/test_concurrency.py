@@ -1,6 +1,7 @@
 """Two writer processes and a reader process on one stream, on SQLite and PostgreSQL, while this
-process scales the stream (a split, later a merge) or truncates it in the middle of writing:
-nothing lost, nothing duplicated, per-key order per writer in every read."""
+process scales the stream (a split, later a merge) or truncates it in the middle of writing, and
+(for compaction) a process compacts it again and again while a reader group reads it: nothing lost,
+nothing duplicated, per-key order per writer in every read."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import tidekeep as tk
-from helpers.procs import start_worker, worker_env
+from helpers.procs import start_worker, start_worker_script, worker_env
+from helpers.rg_workers import RG_WORKERS
 from helpers.storage import event_count, referenced_paths, stored_files
 from helpers.workers import check_per_key_runs, keyed_payload, parse_keyed_payload
 from tidekeep.streams.model import EVENT_HEADER_BYTES, segment_id
@@ -28,7 +30,7 @@ DEADLINE_S = 90
 class Workload:
     """Two concurrent-writer processes and one reader process; stop() ends them in order."""
 
-    def __init__(self, metadata_url: str, tmp_path: Path, truncating: bool) -> None:
+    def __init__(self, metadata_url: str, tmp_path: Path, truncating: bool, compacting: bool = False) -> None:
         env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
         self.stop_file, self.done_file = tmp_path / "stop", tmp_path / "done"
         self.logs = [tmp_path / f"{name}.log" for name in (*WRITERS, "reader")]
@@ -41,6 +43,12 @@ class Workload:
         reader_args = ["reader", "--stream", STREAM, "--done-file", str(self.done_file),
                        "--report", str(self.reports[2])]
         self.workers.append(start_worker(reader_args + (["--truncating"] if truncating else []), env, self.logs[2]))
+        if compacting:  # small targets, so merged chunks are merged again as they grow
+            self.logs.append(tmp_path / "compactor.log")
+            self.reports.append(tmp_path / "compactor.json")
+            self.workers.append(start_worker(["compact", "--stream", STREAM, "--target-size", "6KiB", "--stop-file",
+                                              str(self.stop_file), "--report", str(self.reports[3])], env,
+                                             self.logs[3]))
 
     def wait_for(self, condition: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + DEADLINE_S
@@ -64,6 +72,8 @@ class Workload:
         self.stop_file.touch()
         self._finish(0)
         self._finish(1)
+        if len(self.workers) > 3:
+            self._finish(3)  # the compactor's last run starts after the writers' last commits
         self.done_file.touch()  # the reader makes one more pass after the writers are done
         self._finish(2)
 
@@ -85,9 +95,14 @@ class Workload:
         return json.loads(self.reports[2].read_text())
 
 
+    def compactions(self) -> list[dict[str, int]]:
+        return list(json.loads(self.reports[3].read_text()))
+
+
 @contextmanager
-def workload(metadata_url: str, tmp_path: Path, truncating: bool = False) -> Iterator[Workload]:
-    running = Workload(metadata_url, tmp_path, truncating)
+def workload(metadata_url: str, tmp_path: Path, truncating: bool = False,
+             compacting: bool = False) -> Iterator[Workload]:
+    running = Workload(metadata_url, tmp_path, truncating, compacting)
     try:
         yield running
     finally:
@@ -154,3 +169,68 @@ def test_two_writers_a_reader_and_truncation(client: tk.Client, metadata_url: st
     sizes = work.reader_report()["sizes"]
     assert isinstance(sizes, list) and sizes[-1] == len(events)
 
+
+
+def test_two_writers_a_reader_a_reader_group_and_compaction(client: tk.Client, metadata_url: str,
+                                                           tmp_path: Path) -> None:
+    """A process compacts the stream again and again while two processes write it, one reads it
+    whole again and again, and one reads it through a reader group (after a split, too)."""
+    client.create_stream(STREAM, tk.StreamConfig(segments=2))
+    client.create_reader_group("g", tk.ReaderGroupConfig(streams=[STREAM]))
+    group_out, group_stop = tmp_path / "group.jsonl", tmp_path / "group-stop"
+    env = worker_env(metadata_url, tmp_path / "data", tmp_path / "ws")
+    group_reader = start_worker_script(RG_WORKERS, ["read", "--group", "g", "--reader", "r1", "--out",
+                                                    str(group_out), "--stop-file", str(group_stop)], env,
+                                       tmp_path / "group.log")
+    try:
+        with workload(metadata_url, tmp_path, compacting=True) as work:
+            work.wait_for(lambda: event_count(client) >= 700, "700 events")
+            client.stream(STREAM).split("0.0", 2)
+            work.wait_for(lambda: event_count(client) >= 1500, "1500 events")
+            work.stop()
+        group_stop.touch()
+        assert group_reader.wait(timeout=DEADLINE_S) == 0, (tmp_path / "group.log").read_text()
+    finally:
+        if group_reader.poll() is None:
+            group_reader.kill()
+
+    expected = work.committed()
+    events = list(client.stream(STREAM).read())
+    assert Counter(e.payload for e in events) == expected  # nothing lost, nothing duplicated
+    check_per_key_runs(events)
+    sizes = work.reader_report()["sizes"]
+    assert isinstance(sizes, list) and sizes[-1] == len(events)
+    merged = sum(r["groups_merged"] for r in work.compactions())
+    assert merged >= 3, f"the compactor hardly ran: {work.compactions()}"
+    assert client.stream(STREAM).describe()["chunks"]["compacted"] > 0
+
+    lines = [json.loads(line) for line in group_out.read_text().splitlines()]
+    group_events = [line for line in lines if line[0] != "checkpoint"]
+    assert Counter(line[3].encode() for line in group_events) == expected  # the group read each event once
+    client.sweep(grace=0)
+    assert stored_files(client) == referenced_paths(client)  # replaced files went, nothing leaked
+
+
+def test_two_writers_a_reader_truncation_and_compaction(client: tk.Client, metadata_url: str,
+                                                       tmp_path: Path) -> None:
+    client.create_stream(STREAM, tk.StreamConfig(segments=2))
+    truncated: Counter[bytes] = Counter()
+    with workload(metadata_url, tmp_path, truncating=True, compacting=True) as work:
+        for threshold in (400, 800, 1200):
+            work.wait_for(lambda threshold=threshold: event_count(client) >= threshold, f"{threshold} events")
+            tail = client.stream(STREAM).tail_cut()
+            freed = list(client.stream(STREAM).read(start=client.stream(STREAM).head_cut(), end=tail))
+            result = client.stream(STREAM).truncate(tail, reason="concurrent with compaction")
+            assert result.bytes_freed == sum(EVENT_HEADER_BYTES + len(e.payload) for e in freed)
+            truncated.update(e.payload for e in freed)
+        work.wait_for(lambda: event_count(client) >= 1500, "1500 events")
+        work.stop()
+
+    expected = work.committed()
+    events = list(client.stream(STREAM).read())
+    remaining = Counter(e.payload for e in events)
+    assert not remaining & truncated
+    assert remaining + truncated == expected  # every event either truncated or still there, once
+    assert sum(r["groups_merged"] for r in work.compactions()) >= 3
+    client.sweep(grace=0)
+    assert stored_files(client) == referenced_paths(client)

@@ -108,6 +108,14 @@ def emit_description(d: dict[str, Any]) -> None:
     emit_table(["SEGMENT", "EPOCH", "KEY RANGE", "HEAD", "TAIL=LENGTH", "READABLE", "STATE"],
                [[s["segment"], s["epoch"], key_range(*s["key_range"]), s["head"], s["tail"], s["readable_bytes"],
                  "sealed" if s["sealed"] else "active"] for s in d["segments"]], indent="  ")
+    chunks = d.get("chunks")
+    if chunks is not None:
+        emit(f"chunks: {chunks['count']} ({chunks['compacted']} compacted, {chunks['below_target']} below the "
+             f"{format_bytes(chunks['target_size'])} target size)")
+        emit_table(["SEGMENT", "CHUNKS", "COMPACTED", "BELOW TARGET", "SMALLEST", "LARGEST", "BYTES"],
+                   [[seg, c["count"], c["compacted"], c["below_target"], format_bytes(c["smallest"]),
+                     format_bytes(c["largest"]), format_bytes(c["bytes"])] for seg, c in chunks["segments"].items()],
+                   indent="  ")
 
 
 def emit_stream_list(records: list[dict[str, Any]], scope: str | None) -> None:
@@ -297,6 +305,48 @@ def delete(
         f"deleted stream {name}{' (sealed it first)' if sealed_first else ''}: "
         f"{format_bytes(bytes_freed)} of data removed")
     warn_left(files_left)
+
+
+@app.command("compact")
+def compact(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Argument(
+        metavar="[STREAM]", help="scope/stream to compact; default: every stream")] = None,
+    target_size: Annotated[str | None, typer.Option(
+        "--target-size", metavar="SIZE", help="Merge adjacent chunks below SIZE [default: chunks.target_size]")] = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """Merge each segment's adjacent small chunks into larger files. Offsets and events stay as they
+    are; the replaced files are removed by the sweep once sweep.grace has passed (docs/streams.md)."""
+    out = output(ctx, json_output)
+    records: list[dict[str, Any]] = []
+    if is_remote(ctx):
+        from . import streams_remote
+
+        with open_remote(ctx) as remote:
+            names = [name] if name is not None else [r["name"] for r in streams_remote.list_streams(remote, None)]
+            for each in names:
+                records.append(streams_remote.compact(remote, each, target_size, not out.json))
+    else:
+        from .progress import progress_bar
+
+        with open_client(ctx) as client:
+            if name is not None:
+                client.stream(name).compaction_target(target_size)  # a bad size is refused before any work
+            names = [name] if name is not None else [i.name for i in client.list_streams()]
+            for each in names:
+                with progress_bar(f"compacting {each}", not out.json, unit="groups") as update:
+                    records.append(client.stream(each).compact(target_size, progress=update).to_dict())
+    out.show({"streams": records}, lambda: emit_compacted(records))
+
+
+def emit_compacted(records: list[dict[str, Any]]) -> None:
+    if not records:
+        emit("no streams")
+        return
+    emit_table(["STREAM", "CHUNKS BEFORE", "CHUNKS AFTER", "MERGED FILES", "MERGED", "SKIPPED"],
+               [[r["stream"], r["chunks_before"], r["chunks_after"], r["groups_merged"],
+                 format_bytes(r["bytes_merged"]), r["groups_skipped"]] for r in records])
 
 
 @app.command("truncate")

@@ -78,3 +78,9 @@ def cut(remote: Remote, name: str, end: str) -> tuple[str, str]:
 
     answer = remote.call("GET", f"{stream_path(name)}/{end}")
     return str(answer["cut"]), json.dumps(answer["json"], separators=(",", ":"))
+
+
+def compact(remote: Remote, name: str, target_size: str | None, show_progress: bool) -> dict[str, Any]:
+    body = None if target_size is None else {"target_size": target_size}
+    started = remote.call("POST", f"{stream_path(name)}/compact", json=body)
+    return dict(remote.job(started, f"compacting {name}", show_progress, unit="groups"))

@@ -10,6 +10,8 @@ to the scheduler (service/scheduler.py), in this order per pass:
 - retention cycles of the streams with a policy, under the same per-stream leases;
 - housekeeping every `sweep_every_ms` under the lease "sweep": abort expired transactions, prune
   watermarks, sweep orphan chunk files;
+- compaction of every stream's small chunks every `chunks.compaction_interval` (0: never) under
+  the lease "compaction" (streams/compaction_store.py);
 - the catalog retention job and then the purge on `catalog.schedule` (cron, UTC) under the lease
   "catalog" (catalog/schedule.py parses the schedule);
 - the archive collector every `garbage_collector.sweep_interval.archive` minutes under the lease
@@ -39,6 +41,7 @@ from ..holds import load_family_holds  # noqa: F401 (importing it registers the 
 from ..store.fencing import LeaseFence
 from ..store.house import Workspace
 from ..store.leases import LeaseStore, new_owner_id
+from ..streams.compaction_store import Compactor
 from ..streams.controller import StreamController
 from ..streams.of_workspace import stream_controller
 from ..streams.retention_store import RetentionManager
@@ -51,6 +54,7 @@ from .tasks import MINUTE_MS, CronTask, IntervalTask, PeriodicTask
 log = logging.getLogger("tidekeep.service")
 
 CATALOG_RESOURCE = "catalog"
+COMPACTION_RESOURCE = "compaction"
 ARCHIVE_GC_RESOURCE = "archive-gc"
 RESULT_GC_RESOURCE = "search-result-gc"
 COLLECTOR_LOGGER = "tidekeep.archives.gc"
@@ -118,6 +122,23 @@ def describe_result(result: Any) -> str:
     return repr(result)
 
 
+def compaction_task(workspace: Workspace, families: Families, fence_of: FenceOf) -> IntervalTask | None:
+    """Every stream's small chunks merged, under the lease "compaction"; None when
+    chunks.compaction_interval is 0."""
+    every_ms = workspace.settings["chunks.compaction_interval"]
+    if not every_ms:
+        return None
+    target = workspace.settings["chunks.target_size"]
+    compactor = Compactor(families.streams)
+
+    def compact() -> str:
+        results = compactor.compact_all(target, fence_of(COMPACTION_RESOURCE))
+        merged = [r for r in results if r.groups_merged or r.groups_skipped]
+        return f"compacted {len(merged)} of {len(results)} stream(s)" + "".join(f"; {r.summary()}" for r in merged)
+
+    return IntervalTask("compaction", COMPACTION_RESOURCE, every_ms, compact)
+
+
 def catalog_task(cron: str, run_job: Callable[[], Any], purge: Callable[[], Any],
                  retry_base_ms: int = 60_000, retry_cap_ms: int = 3_600_000) -> CronTask:
     """The catalog retention job, then the purge (not after a failed job), on the cron schedule
@@ -175,6 +196,9 @@ def periodic_tasks(workspace: Workspace, families: Families, options: ServeOptio
     """The lease-exclusive tasks, in the order a pass looks at them."""
     tasks: list[PeriodicTask] = [sweep_task(lambda: maintain(workspace, families, fence_of(SWEEP_RESOURCE)),
                                             options.sweep_every_ms)]
+    compaction = compaction_task(workspace, families, fence_of)
+    if compaction is not None:
+        tasks.append(compaction)
     if options.catalog:
         catalog = families.catalog
         tasks.append(catalog_task(workspace.settings["catalog.schedule"],

@@ -20,6 +20,8 @@ from .fileio import FileIO, StoredFile
 from .segment_ids import EVENT_HEADER_BYTES, segment_name
 
 CHUNK_COLUMNS = ("rel_offset", "routing_key", "payload")  # CHUNK_SCHEMA's, in order
+# a compacted chunk's file (parts > 1) also carries, per event, what a writer's chunk has once for all
+COMMIT_COLUMNS = ("writer_id", "committed_ms")
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -40,6 +42,14 @@ def chunk_schema() -> pa.Schema:
     )
 
 
+@functools.cache
+def compacted_chunk_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return chunk_schema().append(pa.field("writer_id", pa.string(), nullable=False)).append(
+        pa.field("committed_ms", pa.int64(), nullable=False))
+
+
 def __getattr__(name: str) -> Any:
     if name == "CHUNK_SCHEMA":
         return chunk_schema()
@@ -55,8 +65,13 @@ class ChunkRef:
     base_offset: int
     length: int
     event_count: int
-    committed_ms: int
-    writer_id: str
+    committed_ms: int  # of a compacted chunk: its newest part's (each event's is in the file)
+    writer_id: str  # of a compacted chunk: "" (each event's is in the file)
+    parts: int = 1  # commits merged into this chunk by compaction (1: as written)
+
+    @property
+    def compacted(self) -> bool:
+        return self.parts > 1
 
 
 def build_chunk_table(
@@ -106,6 +121,12 @@ class ChunkStorage(FileIO):
         self.write_parquet(rel_path, table, compression="zstd", write_statistics=False,
                            use_dictionary=["routing_key"], column_encoding={"rel_offset": "DELTA_BINARY_PACKED"})
 
+    def write_compacted_chunk(self, rel_path: str, table: pa.Table) -> None:
+        # as write_chunk; writers repeat as routing keys do, and commit times delta-encode
+        self.write_parquet(rel_path, table, compression="zstd", write_statistics=False,
+                           use_dictionary=["routing_key", "writer_id"],
+                           column_encoding={"rel_offset": "DELTA_BINARY_PACKED", "committed_ms": "DELTA_BINARY_PACKED"})
+
     def read_chunk(self, ref: ChunkRef, columns: list[str] | None = None) -> pa.Table:
         return read_chunk_file(self, ref, columns)
 
@@ -126,8 +147,8 @@ def read_chunk_file(storage: FileIO, ref: ChunkRef, columns: list[str] | None = 
     it takes any FileIO on the storage root rather than a ChunkStorage."""
     import pyarrow as pa
 
-    wanted = None if columns is None else sorted(set(columns) | {"rel_offset", "payload"},
-                                                  key=CHUNK_COLUMNS.index)
+    known = CHUNK_COLUMNS + COMMIT_COLUMNS if ref.compacted else CHUNK_COLUMNS
+    wanted = None if columns is None else sorted(set(columns) | {"rel_offset", "payload"}, key=known.index)
     try:
         table = storage.read_parquet(ref.path, columns=wanted)
     except FileNotFoundError:
@@ -154,4 +175,5 @@ def read_chunk_file(storage: FileIO, ref: ChunkRef, columns: list[str] | None = 
     return table
 
 
-__all__ = ["CHUNK_SCHEMA", "ChunkRef", "ChunkStorage", "StoredFile", "build_chunk_table", "read_chunk_file"]
+__all__ = ["CHUNK_SCHEMA", "COMMIT_COLUMNS", "ChunkRef", "ChunkStorage", "StoredFile", "build_chunk_table",
+           "compacted_chunk_schema", "read_chunk_file"]

@@ -60,7 +60,7 @@ T = TypeVar("T")
 # The newest migration's revision. Kept here so that opening a workspace at the current schema (every
 # CLI command) reads one row and never imports Alembic, whose import alone costs a command ~0.2 s
 # (docs/benchmarks.md, "The demo"); tests/store/test_store.py checks it is the migrations' head.
-SCHEMA_HEAD = "0016"
+SCHEMA_HEAD = "0017"
 _VERSION_TABLE = sa.table("alembic_version", sa.column("version_num", sa.String))
 
 

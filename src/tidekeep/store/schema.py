@@ -78,6 +78,9 @@ chunks = sa.Table(
     sa.Column("writer_id", sa.String(255), nullable=False),
     sa.Column("sequence", sa.BigInteger, nullable=False),
     sa.Column("committed_ms", sa.BigInteger, nullable=False),
+    # how many commits the chunk holds: 1 for a writer's or a transaction's, more once compaction
+    # merged adjacent chunks (its file then carries each event's writer_id and committed_ms)
+    sa.Column("parts", sa.Integer, nullable=False, server_default="1"),
     sa.ForeignKeyConstraint(
         ["stream_id", "segment_id"],
         ["segments.stream_id", "segments.segment_id"],
@@ -86,6 +89,31 @@ chunks = sa.Table(
     ),
 )
 sa.Index("ix_chunks_path", chunks.c.path)
+
+# Files compaction replaced (streams/compaction_store.py): each path with the offsets it held and
+# when it was replaced. A retry of a commit whose files were compacted since still finds them
+# committed, and the sweep keeps a replaced file for `sweep.grace` after `retired_ms`, so a reader
+# that planned its read before the swap finishes it. Rows go with the data: a truncation past
+# `base_offset + length` or the stream's deletion removes them.
+chunk_origins = sa.Table(
+    "chunk_origins",
+    metadata,
+    sa.Column("path", sa.Text, primary_key=True),
+    sa.Column("stream_id", sa.Integer, nullable=False),
+    sa.Column("segment_id", sa.BigInteger, nullable=False),
+    sa.Column("base_offset", sa.BigInteger, nullable=False),
+    sa.Column("length", sa.BigInteger, nullable=False),
+    sa.Column("retired_ms", sa.BigInteger, nullable=False),
+    sa.ForeignKeyConstraint(
+        ["stream_id", "segment_id"],
+        ["segments.stream_id", "segments.segment_id"],
+        ondelete="CASCADE",
+        name="fk_chunk_origins_segment",
+    ),
+)
+sa.Index("ix_chunk_origins_segment", chunk_origins.c.stream_id, chunk_origins.c.segment_id,
+         chunk_origins.c.base_offset)
+sa.Index("ix_chunk_origins_retired_ms", chunk_origins.c.retired_ms)
 
 writers = sa.Table(
     "writers",

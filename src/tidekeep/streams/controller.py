@@ -53,7 +53,7 @@ from .cuts import (
     furthest,
 )
 from .model import Segment, SegmentId, equal_ranges, initial_segments, plan_scale, segment_name
-from .repository import StreamInfo, StreamRepository, StreamState, StreamStatus, chunk_ref, stream_info
+from .repository import ChunkStats, StreamInfo, StreamRepository, StreamState, StreamStatus, chunk_ref, stream_info
 from .sweep_plan import plan_sweep
 
 log = logging.getLogger("tidekeep.streams")
@@ -291,6 +291,7 @@ class StreamController:
                 self.repository.lock_segments(conn, state.stream_id, [s.id for s in state.active_segments()])
                 state = self.repository.load(conn, name, lock=True)  # the tails those commits moved
             freed = state.topology().size_between(state.head, state.tail())
+            conn.execute(sa.delete(t.chunk_origins).where(t.chunk_origins.c.stream_id == state.stream_id))
             conn.execute(sa.delete(t.chunks).where(t.chunks.c.stream_id == state.stream_id))
             conn.execute(sa.delete(t.streams).where(t.streams.c.id == state.stream_id))
             details: dict[str, Any] = {"uid": state.info.uid}
@@ -432,6 +433,10 @@ class StreamController:
                     t.chunks.c.base_offset + t.chunks.c.length <= new_seg_head)
                 doomed.extend(conn.execute(sa.select(t.chunks.c.path).where(below)).scalars())
                 conn.execute(sa.delete(t.chunks).where(below))
+                # files compaction replaced below the head: truncated data, no longer a landed commit
+                conn.execute(sa.delete(t.chunk_origins).where(
+                    t.chunk_origins.c.stream_id == state.stream_id, t.chunk_origins.c.segment_id == r.segment,
+                    t.chunk_origins.c.base_offset + t.chunk_origins.c.length <= new_seg_head))
             conn.execute(sa.update(t.streams).where(t.streams.c.id == state.stream_id).values(
                 head=positions, truncated_bytes=state.truncated_bytes + freed))
             self._audit(conn, "truncate", name, positions_to_json(state.head),
@@ -533,6 +538,12 @@ class StreamController:
         fault_error("commit.lost_ack", StoreUnavailable, "connection lost after the commit")
         return CommitResult(False, bases, now)
 
+    def chunk_stats(self, name: str, target_size: int) -> tuple[StreamState, dict[int, ChunkStats]]:
+        """The stream's state and its chunks per segment, read in one transaction."""
+        with self.db.read() as conn:
+            state = self.repository.load(conn, name)
+            return state, self.repository.chunk_stats(conn, state.stream_id, target_size)
+
     def referenced_paths(self, paths: Sequence[str]) -> set[str]:
         """Which of these chunk files committed metadata refers to."""
         with self.db.read() as conn:
@@ -600,6 +611,11 @@ class StreamController:
             # COMMITTED the later query sees the move, so a committing path is never missed by both
             known = set(conn.execute(sa.select(transaction_chunks.c.path)).scalars())
             known.update(conn.execute(sa.select(t.chunks.c.path)).scalars())
+            # files compaction replaced stay for the grace period after their replacement: a reader
+            # that planned its read before the swap still finds them (streams/compaction_store.py).
+            # Read after the chunks, for the same reason: a swap moves a path from committed to replaced
+            known.update(conn.execute(sa.select(t.chunk_origins.c.path).where(
+                t.chunk_origins.c.retired_ms > cutoff)).scalars())
         plan = plan_sweep(files, known, cutoff)
         doomed = plan.doomed
         if plan.unknown_age:

@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .model import segment_name
-from .repository import StreamState
+from .repository import ChunkStats, StreamState
 
 
-def describe(state: StreamState) -> dict[str, Any]:
+def chunks_document(stats: Mapping[int, ChunkStats], target_size: int) -> dict[str, Any]:
+    """The stream's chunks: totals, and per segment; sizes are logical bytes (header + payload)."""
+    every = list(stats.values())
+    return {
+        "count": sum(s.chunks for s in every),
+        "compacted": sum(s.compacted for s in every),
+        "below_target": sum(s.below_target for s in every),
+        "target_size": target_size,
+        "smallest": min((s.smallest for s in every), default=None),
+        "largest": max((s.largest for s in every), default=None),
+        "segments": {segment_name(seg): {"count": s.chunks, "compacted": s.compacted, "below_target": s.below_target,
+                                         "smallest": s.smallest, "largest": s.largest, "bytes": s.total}
+                     for seg, s in sorted(stats.items())},
+    }
+
+
+def describe(state: StreamState, chunks: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`chunks`: chunks_document(...) when the caller read it (the chunk table is not in the state)."""
     segments = state.segments
     topology = state.topology()
     tail = state.tail()
@@ -37,4 +55,5 @@ def describe(state: StreamState) -> dict[str, Any]:
         "size_bytes": topology.size_between(state.head, tail),
         "written_bytes": topology.size_at(tail),
         "truncated_bytes": state.truncated_bytes,
+        **({} if chunks is None else {"chunks": chunks}),
     }

@@ -6,7 +6,7 @@ routing key's events come out in the order they were written, across scaling too
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import repeat
 from typing import NamedTuple
 
@@ -50,14 +50,19 @@ def read_task(storage: FileIO, stream: str, task: ReadTask) -> pa.RecordBatch:
         table = table.filter(keep)
         offsets = offsets.filter(keep)
     n = table.num_rows
+    if ref.compacted:  # each event keeps its own commit's time and writer
+        committed, writers = table["committed_ms"].combine_chunks(), table["writer_id"].combine_chunks()
+    else:
+        committed = pa.repeat(pa.scalar(ref.committed_ms, pa.int64()), n)
+        writers = pa.repeat(pa.scalar(ref.writer_id, pa.string()), n)
     return pa.RecordBatch.from_arrays([
         pa.repeat(pa.scalar(stream, pa.string()), n),
         pa.repeat(pa.scalar(ref.segment, pa.int64()), n),
         offsets.combine_chunks() if isinstance(offsets, pa.ChunkedArray) else offsets,
         table["routing_key"].combine_chunks(),
         table["payload"].combine_chunks(),
-        pa.repeat(pa.scalar(ref.committed_ms, pa.int64()), n),
-        pa.repeat(pa.scalar(ref.writer_id, pa.string()), n),
+        committed,
+        writers,
     ], schema=EVENT_SCHEMA)
 
 
@@ -79,7 +84,12 @@ def iter_batches(controller: StreamController, plan: ReadPlan) -> Iterator[pa.Re
 def iter_events(controller: StreamController, plan: ReadPlan) -> Iterator[Event]:
     for task, batch in _task_batches(controller, plan):
         # segment, commit time and writer are the chunk's: repeat them instead of converting columns
+        # (a compacted chunk's events each keep their own commit's)
         ref, n = task.chunk, batch.num_rows
+        if ref.compacted:
+            committed: Iterable[int] = batch.column("commit_time_ms").to_pylist()
+            writers: Iterable[str] = batch.column("writer_id").to_pylist()
+        else:
+            committed, writers = repeat(ref.committed_ms, n), repeat(ref.writer_id, n)
         yield from map(Event, batch.column("payload").to_pylist(), batch.column("routing_key").to_pylist(),
-                       repeat(SegmentId(ref.segment), n), batch.column("offset").to_pylist(),
-                       repeat(ref.committed_ms, n), repeat(ref.writer_id, n))
+                       repeat(SegmentId(ref.segment), n), batch.column("offset").to_pylist(), committed, writers)

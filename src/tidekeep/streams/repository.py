@@ -85,10 +85,22 @@ class StreamState:
         return f"streams/{scope}/{stream_directory_name(stream, self.info.uid)}"
 
 
+@dataclass(frozen=True)
+class ChunkStats:
+    """A segment's chunks at a glance (`stream describe`)."""
+
+    chunks: int
+    compacted: int  # merged by compaction
+    below_target: int  # smaller than chunks.target_size
+    smallest: int  # logical bytes
+    largest: int
+    total: int
+
+
 def chunk_ref(row: Any) -> ChunkRef:
     """A committed chunk row (of the chunks table) as the value readers and storage use."""
     return ChunkRef(row.path, row.segment_id, row.base_offset, row.length, row.event_count, row.committed_ms,
-                    row.writer_id)
+                    row.writer_id, row.parts)
 
 
 def stream_info(row: Any) -> StreamInfo:
@@ -173,19 +185,41 @@ class StreamRepository:
             t.chunks.c.base_offset <= offset).order_by(t.chunks.c.base_offset.desc()).limit(1)).first()
 
     @staticmethod
+    def chunk_stats(conn: Connection, stream_id: int, target_size: int) -> dict[int, ChunkStats]:
+        """Per segment: how many chunks, how many compaction merged, how many are below the target
+        size (what compaction would look at), and their logical sizes."""
+        c = t.chunks.c
+        rows = conn.execute(sa.select(
+            c.segment_id, sa.func.count(), sa.func.sum(sa.case((c.parts > 1, 1), else_=0)),
+            sa.func.sum(sa.case((c.length < target_size, 1), else_=0)), sa.func.min(c.length),
+            sa.func.max(c.length), sa.func.sum(c.length),
+        ).where(c.stream_id == stream_id).group_by(c.segment_id)).all()
+        return {r[0]: ChunkStats(int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), int(r[6])) for r in rows}
+
+    @staticmethod
     def chunks_landed(conn: Connection, stream_id: int, paths: Iterable[str]) -> bool:
-        """Whether committed chunks of the stream already refer to any of these files."""
+        """Whether committed chunks of the stream already refer to any of these files, or did
+        before compaction merged them into a larger one."""
         wanted = list(paths)
-        return bool(wanted) and conn.execute(sa.select(t.chunks.c.path).where(
-            t.chunks.c.stream_id == stream_id, t.chunks.c.path.in_(wanted)).limit(1)).first() is not None
+        if not wanted:
+            return False
+        for table in (t.chunks, t.chunk_origins):
+            if conn.execute(sa.select(table.c.path).where(
+                    table.c.stream_id == stream_id, table.c.path.in_(wanted)).limit(1)).first() is not None:
+                return True
+        return False
 
     @staticmethod
     def referenced_paths(conn: Connection, paths: Iterable[str]) -> set[str]:
-        """Which of these chunk files committed metadata of any stream refers to."""
+        """Which of these chunk files committed metadata of any stream refers to, now or before
+        compaction replaced them (a commit of theirs landed either way)."""
         wanted = list(paths)
         if not wanted:
             return set()
-        return set(conn.execute(sa.select(t.chunks.c.path).where(t.chunks.c.path.in_(wanted))).scalars())
+        found = set(conn.execute(sa.select(t.chunks.c.path).where(t.chunks.c.path.in_(wanted))).scalars())
+        found.update(conn.execute(sa.select(t.chunk_origins.c.path).where(t.chunk_origins.c.path.in_(wanted)))
+                     .scalars())
+        return found
 
 
-__all__ = ["StreamInfo", "StreamRepository", "StreamState", "StreamStatus", "chunk_ref", "stream_info"]
+__all__ = ["ChunkStats", "StreamInfo", "StreamRepository", "StreamState", "StreamStatus", "chunk_ref", "stream_info"]

@@ -480,8 +480,7 @@ class TransactionStore:
                 if writer is not None and sequence <= writer.last_sequence:
                     paths = self._end(conn, [txn_id], REASON_DUPLICATE)
                     # files a committed chunk refers to stay: the same files staged again by a retry
-                    committed = set(conn.execute(sa.select(t.chunks.c.path).where(t.chunks.c.path.in_(paths)))
-                                    .scalars()) if paths else set()
+                    committed = self.controller.repository.referenced_paths(conn, paths)
                     return _Duplicate(TxnCommitResult(txn_id, None, now, {}, row.events, duplicate=True),
                                       [p for p in paths if p not in committed])
             stream = conn.execute(sa.select(t.streams).where(t.streams.c.id == row.stream_id)).one()

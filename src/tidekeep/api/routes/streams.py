@@ -16,7 +16,8 @@ from ...streams.config import RetentionKind, RetentionPolicy, StreamConfig
 from ...streams.controller import StreamInfo, TruncateResult
 from ...streams.cuts import StreamCut
 from ..etags import if_match_int, set_etag
-from ..models import Page, PolicyBody
+from ..jobs import ProgressCallback
+from ..models import Accepted, Page, PolicyBody, accepted
 from ..paging import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor, page_of
 from ..state import Admin, Caller, Operator, Reader
 
@@ -308,6 +309,28 @@ def truncate(scope: str, stream: str, body: TruncateBody, call: Caller = Operato
         raise InvalidInput("the reason must not be empty")
     handle = call.client.stream(call.stream(scope, stream))
     return truncated_document(handle.truncate(cut_of(handle, body.cut), body.reason))
+
+
+class CompactBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    target_size: int | str | None = Field(
+        default=None, description="merge adjacent chunks below this size (bytes or e.g. '8MiB'); "
+                                  "default: the setting chunks.target_size")
+
+
+@router.post("/scopes/{scope}/streams/{stream}/compact", status_code=202,
+             summary="Compact the stream's small chunks (a job; result: chunks before and after)")
+def compact(scope: str, stream: str, response: Response, call: Caller = Operator,
+            body: CompactBody | None = None) -> Accepted:
+    handle = call.client.stream(call.stream(scope, stream))
+    handle.state()  # an unknown stream is a 404 and a bad size a 422 now, not a failed job
+    target = handle.compaction_target(None if body is None else body.target_size)
+
+    def work(progress: ProgressCallback) -> dict[str, Any]:
+        return handle.compact(target, progress=lambda done, total: progress(done, total, "groups merged")).to_dict()
+
+    return accepted(response, call.state.jobs.submit("stream-compact", call.principal.name, work,
+                                                     call.principal.scope).id)
 
 
 def truncated_document(result: TruncateResult) -> dict[str, Any]:
