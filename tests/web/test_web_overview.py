@@ -134,6 +134,7 @@ def test_failed_jobs_schedule_and_leases(web: LiveApi, sqlite_client: tk.Client)
     # the catalog never ran: its next fire time after now (within the minute the page was drawn)
     assert any(tk_time(t) in page for t in {next_fire(cron, now - 60_000), next_fire(cron, now)})
     assert "every 1h" in page and DEFAULT_SWEEP_EVERY_MS == 3_600_000
+    assert "stream compaction" in page and "every 10m" in page  # chunks.compaction_interval
 
 
 def tk_time(ms: int) -> str:

@@ -132,6 +132,8 @@ def test_the_stream_page_shows_head_tail_policy_segments_subscribers_and_waterma
         assert text.count('<g class="segment sealed">') == 1 and text.count('<g class="segment active">') == 3
         assert text.count('<line class="link"') == 2
         assert "cleared for the test" in text  # the truncation history
+        chunks = described["chunks"]
+        assert f'<dd id="chunks">{chunks["count"]} <span class="muted">({chunks["compacted"]} compacted' in text
         assert re.search(r"<td>billing</td>\s*<td>MANUAL_RELEASE_AT_USER_STREAMCUT</td>", text)
         lag = re.search(r'<dd id="watermark" data-lag-ms="(\d+)">(\dm \d+s) ', text)  # now − its lower time
         assert lag is not None and 90_000 <= int(lag.group(1)) < 150_000

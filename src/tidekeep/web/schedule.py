@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..catalog.schedule import next_fire
 from ..config import Settings
-from ..service.assembly import ARCHIVE_GC_RESOURCE, CATALOG_RESOURCE, RESULT_GC_RESOURCE
+from ..service.assembly import ARCHIVE_GC_RESOURCE, CATALOG_RESOURCE, COMPACTION_RESOURCE, RESULT_GC_RESOURCE
 from ..service.scheduler import SWEEP_RESOURCE
 from ..service.tasks import MINUTE_MS
 from ..store.database import Database
@@ -41,7 +41,8 @@ def cron_next(cron: str, last_ms: int | None, now_ms: int) -> int:
 
 def next_runs(db: Database, settings: Settings, now_ms: int) -> list[Scheduled]:
     """The periodic work of `tidekeep serve` with its last and next times, soonest first."""
-    done = work_done(db, (SWEEP_RESOURCE, CATALOG_RESOURCE, ARCHIVE_GC_RESOURCE, RESULT_GC_RESOURCE))
+    done = work_done(db, (SWEEP_RESOURCE, COMPACTION_RESOURCE, CATALOG_RESOURCE, ARCHIVE_GC_RESOURCE,
+                          RESULT_GC_RESOURCE))
     frequency, cron = settings["retention.frequency"], settings["catalog.schedule"]
     cycled, earliest = retention_cycles(db)
     runs = [Scheduled(f"retention cycles ({cycled} stream(s) cycled so far)", f"every {format_duration(frequency)}",
@@ -51,6 +52,11 @@ def next_runs(db: Database, settings: Settings, now_ms: int) -> list[Scheduled]:
             Scheduled("orphan sweep, expired transactions", f"every {format_duration(DEFAULT_SWEEP_EVERY_MS)} "
                       "(the default of --sweep-every)", done.get(SWEEP_RESOURCE),
                       interval_next(done.get(SWEEP_RESOURCE), DEFAULT_SWEEP_EVERY_MS, now_ms))]
+    compaction = settings["chunks.compaction_interval"]
+    if compaction:  # 0: the service does not compact
+        runs.append(Scheduled("stream compaction", f"every {format_duration(compaction)}",
+                              done.get(COMPACTION_RESOURCE), interval_next(done.get(COMPACTION_RESOURCE), compaction,
+                                                                           now_ms)))
     for work, resource, period_key, interval_key in (
             ("archive collector", ARCHIVE_GC_RESOURCE, "archive_output.retention_period",
              "garbage_collector.sweep_interval.archive"),

@@ -15,7 +15,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from ...api.paging import decode_cursor, encode_cursor
 from ...api.routes.streams import cut_of, truncated_document
 from ...errors import InvalidInput
-from ...streams.describe import describe
 from ...streams.documents import decision_document, history_record, subscriber_json
 from ...streams.listing import StreamQuery, StreamSort
 from ..auth import LegalAction, Look, Operate, Viewer
@@ -75,7 +74,7 @@ def stream_page(request: Request, scope: str, stream: str, viewer: Viewer = Look
     handle = client.stream(name)
     state = handle.state()  # NotFound: the 404 page
     now = client.clock.now_ms()
-    described = describe(state)
+    described = handle.describe()  # with the chunks, which the state does not hold
     truncations = handle.retention.history(HISTORY_FOR_CHART + 1)
     complete = len(truncations) <= HISTORY_FOR_CHART
     truncations = truncations[:HISTORY_FOR_CHART]
