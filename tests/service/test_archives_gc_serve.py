@@ -20,6 +20,7 @@ from helpers.procs import worker_env
 from tidekeep.archives.gc import collect_archives
 from tidekeep.service.assembly import (
     ARCHIVE_GC_RESOURCE,
+    COMPACTION_RESOURCE,
     RESULT_GC_RESOURCE,
     collector_task,
     collector_tasks,
@@ -131,10 +132,10 @@ def test_collector_tasks_follow_the_settings(tmp_path: Path, metadata_url: str) 
         create=True)
     try:
         options = ServeOptions(frequency_ms=60_000, lease_ttl_ms=30_000, sweep_every_ms=HOUR, catalog=False)
-        assert [t.resource for t in build_service(c.workspace, options).tasks] == ["sweep", ARCHIVE_GC_RESOURCE,
-                                                                         RESULT_GC_RESOURCE]
+        assert [t.resource for t in build_service(c.workspace, options).tasks] == [
+            "sweep", COMPACTION_RESOURCE, ARCHIVE_GC_RESOURCE, RESULT_GC_RESOURCE]
         off = ServeOptions(frequency_ms=60_000, lease_ttl_ms=30_000, sweep_every_ms=HOUR, catalog=False,
-                           archives=False)
+                           archives=False, compaction=False)
         assert [t.resource for t in build_service(c.workspace, off).tasks] == ["sweep"]
     finally:
         c.close()

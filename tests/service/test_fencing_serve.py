@@ -38,7 +38,8 @@ def test_a_stale_lease_truncation_is_refused_and_changes_nothing(tmp_path: Path,
     gate.touch()
     env["TIDEKEEP_PAUSE"] = f"retention.before_truncate=@{gate}"
     log = tmp_path / "serve-a.log"
-    a = start_serve(["--once", "--lease-ttl", "30s", "--no-catalog", "--no-archives", "--no-watermarks"], env, log)
+    a = start_serve(["--once", "--lease-ttl", "30s", "--no-catalog", "--no-archives", "--no-watermarks",
+                     "--no-compaction"], env, log)
     try:
         # A's cycle records the tail in its first transaction, under its lease; its decision follows at once
         wait_for(lambda: len(client.stream(STREAM).retention.records()) > recorded, 60, "A to start its cycle", [log])

@@ -48,6 +48,8 @@ def serve_command(
         "--no-catalog", help="Do not run the catalog job and purge on catalog.schedule")] = False,
     no_archives: Annotated[bool, typer.Option(
         "--no-archives", help="Do not run the archive and search-result garbage collectors")] = False,
+    no_compaction: Annotated[bool, typer.Option(
+        "--no-compaction", help="Do not compact streams' small chunks (chunks.compaction_interval)")] = False,
     watermark_frequency: Annotated[str | None, typer.Option(
         "--watermark-frequency", metavar="D",
         help="Compute the watermarks of streams with recent writer marks this often "
@@ -58,7 +60,8 @@ def serve_command(
     listen: ListenOption = None,
 ) -> None:
     """Run the controller service: retention cycles for every stream with a policy, the sweep,
-    the catalog job then the purge on catalog.schedule (cron, UTC; default daily at 00:00), and
+    compaction of small chunks every chunks.compaction_interval (default 10m), the catalog job
+    then the purge on catalog.schedule (cron, UTC; default daily at 00:00), and
     the archive and search-result garbage collectors on garbage_collector.sweep_interval (those
     whose retention period is set), and the watermarks of streams whose writers note time, every
     watermark.frequency (default 1s) by the owner of the stream's lease.
@@ -78,7 +81,7 @@ def serve_command(
         frequency_ms=_duration("--frequency", frequency, settings["retention.frequency"]),
         lease_ttl_ms=_duration("--lease-ttl", lease_ttl, 30_000),
         sweep_every_ms=_duration("--sweep-every", sweep_every, 3_600_000),
-        once=once, json_logs=json_logs, catalog=not no_catalog, archives=not no_archives,
+        once=once, json_logs=json_logs, catalog=not no_catalog, archives=not no_archives, compaction=not no_compaction,
         watermark_every_ms=None if no_watermarks else watermark_every)
     api_options = None if no_api or once else checked_api_options(settings, listen)
     configure_service_logging(settings["log.level"], json_logs)

@@ -70,6 +70,7 @@ class ServeOptions:
     retry_base_ms: int = 1_000
     catalog: bool = True  # run the catalog job and purge on catalog.schedule
     archives: bool = True  # run the archive and search-result collectors
+    compaction: bool = True  # compact small chunks every chunks.compaction_interval
     watermark_every_ms: int | None = 1_000  # compute watermarks this often; None: not at all
 
 
@@ -196,7 +197,7 @@ def periodic_tasks(workspace: Workspace, families: Families, options: ServeOptio
     """The lease-exclusive tasks, in the order a pass looks at them."""
     tasks: list[PeriodicTask] = [sweep_task(lambda: maintain(workspace, families, fence_of(SWEEP_RESOURCE)),
                                             options.sweep_every_ms)]
-    compaction = compaction_task(workspace, families, fence_of)
+    compaction = compaction_task(workspace, families, fence_of) if options.compaction else None
     if compaction is not None:
         tasks.append(compaction)
     if options.catalog:

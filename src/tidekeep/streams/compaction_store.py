@@ -32,7 +32,6 @@ from ..errors import ChunkMissing, LeaseLost, NotFound
 from ..faults import fault_point, pause_point
 from ..names import compacted_chunk_file_name
 from ..store import schema as t
-from ..store.audit import AuditEntry, AuditLog
 from ..store.chunks import ChunkRef, read_chunk_file
 from ..store.deletion import warn_files_left
 from ..store.fencing import LeaseFence, check_fence
@@ -112,9 +111,8 @@ class Compactor:
         result = CompactionResult(name, tally.before, tally.before - tally.removed, tally.merged, tally.skipped,
                                   tally.merged_bytes)
         if tally.merged:
-            with self.controller.db.write() as conn:
-                AuditLog(self.controller.clock, self.controller.actor).append(conn, AuditEntry(
-                    "compact", name, f"merged chunks below {target_size} bytes", 0, result.to_dict()))
+            # not audited: no data goes, and the audit trail is about what goes and why; the files it
+            # replaced are deleted by the sweep, which is audited
             log.info("compacted %s", result.summary())
         return result
 
