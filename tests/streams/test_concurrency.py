@@ -138,10 +138,13 @@ def test_two_writers_a_reader_and_scaling(client: tk.Client, metadata_url: str, 
     assert stored_files(client) == referenced_paths(client)
 
 
-def test_two_writers_a_reader_and_truncation(client: tk.Client, metadata_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("compacting", [False, True], ids=["", "compacting"])
+def test_two_writers_a_reader_and_truncation(client: tk.Client, metadata_url: str, tmp_path: Path,
+                                             compacting: bool) -> None:
+    """With `compacting`, a process compacts the stream again and again all the while."""
     client.create_stream(STREAM, tk.StreamConfig(segments=2))
     truncated: Counter[bytes] = Counter()
-    with workload(metadata_url, tmp_path, truncating=True) as work:
+    with workload(metadata_url, tmp_path, truncating=True, compacting=compacting) as work:
         for round_number, threshold in enumerate((300, 600, 900, 1200)):
             work.wait_for(lambda threshold=threshold: event_count(client) >= threshold, f"{threshold} events")
             if round_number == 2:
@@ -165,6 +168,9 @@ def test_two_writers_a_reader_and_truncation(client: tk.Client, metadata_url: st
               for key, count in json.loads(report.read_text())["counts"].items()}
     assert {wk: end for wk, (_, end) in runs.items()} == counts
     assert len(client.audit(STREAM)) == 4
+    if compacting:
+        assert sum(r["groups_merged"] for r in work.compactions()) >= 3, work.compactions()
+        client.sweep(grace=0)  # the files compaction replaced
     assert stored_files(client) == referenced_paths(client)  # truncated chunks deleted, nothing leaked
     sizes = work.reader_report()["sizes"]
     assert isinstance(sizes, list) and sizes[-1] == len(events)
@@ -209,28 +215,3 @@ def test_two_writers_a_reader_a_reader_group_and_compaction(client: tk.Client, m
     assert Counter(line[3].encode() for line in group_events) == expected  # the group read each event once
     client.sweep(grace=0)
     assert stored_files(client) == referenced_paths(client)  # replaced files went, nothing leaked
-
-
-def test_two_writers_a_reader_truncation_and_compaction(client: tk.Client, metadata_url: str,
-                                                       tmp_path: Path) -> None:
-    client.create_stream(STREAM, tk.StreamConfig(segments=2))
-    truncated: Counter[bytes] = Counter()
-    with workload(metadata_url, tmp_path, truncating=True, compacting=True) as work:
-        for threshold in (400, 800, 1200):
-            work.wait_for(lambda threshold=threshold: event_count(client) >= threshold, f"{threshold} events")
-            tail = client.stream(STREAM).tail_cut()
-            freed = list(client.stream(STREAM).read(start=client.stream(STREAM).head_cut(), end=tail))
-            result = client.stream(STREAM).truncate(tail, reason="concurrent with compaction")
-            assert result.bytes_freed == sum(EVENT_HEADER_BYTES + len(e.payload) for e in freed)
-            truncated.update(e.payload for e in freed)
-        work.wait_for(lambda: event_count(client) >= 1500, "1500 events")
-        work.stop()
-
-    expected = work.committed()
-    events = list(client.stream(STREAM).read())
-    remaining = Counter(e.payload for e in events)
-    assert not remaining & truncated
-    assert remaining + truncated == expected  # every event either truncated or still there, once
-    assert sum(r["groups_merged"] for r in work.compactions()) >= 3
-    client.sweep(grace=0)
-    assert stored_files(client) == referenced_paths(client)
