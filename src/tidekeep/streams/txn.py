@@ -27,7 +27,8 @@ import pyarrow.compute as pc
 from ..config import MAX_EVENT_SIZE
 from ..errors import EventTooLarge, InvalidInput, NotFound, TransactionClosed
 from ..names import check_writer_id
-from ..store.chunks import ChunkRef, build_chunk_table
+from ..store.chunks import ChunkRef
+from .chunk_writes import write_segment_chunks
 from .controller import PendingChunk
 from .model import EVENT_HEADER_BYTES, Router, routing_key_position, segment_name
 from .repository import StreamState
@@ -52,15 +53,8 @@ def route_events(router: Router, keys: pa.Array) -> np.ndarray:
 def write_chunks(controller: Any, directory: str, router: Router, payloads: pa.Array,
                  keys: pa.Array) -> list[PendingChunk]:
     """Route events and write one chunk file per target segment (write order kept within each)."""
-    targets = route_events(router, keys)
-    chunks = []
-    for seg in np.unique(targets).tolist():
-        rows = pa.array(np.flatnonzero(targets == seg))
-        table, length = build_chunk_table(payloads.take(rows), keys.take(rows))
-        path = f"{directory}/{segment_name(seg)}-{uuid.uuid4().hex[:12]}.parquet"
-        controller.storage.write_chunk(path, table)
-        chunks.append(PendingChunk(seg, path, length, table.num_rows))
-    return chunks
+    return write_segment_chunks(controller.storage, route_events(router, keys), router.segment_ids, payloads, keys,
+                                lambda seg: f"{directory}/{segment_name(seg)}-{uuid.uuid4().hex[:12]}.parquet")
 
 
 class TransactionalWriter:

@@ -46,10 +46,10 @@ from ..errors import (
 )
 from ..faults import fault_point
 from ..names import MAX_SEQUENCE, check_writer_id, chunk_file_name
-from ..store.chunks import build_chunk_table
 from ..store.database import retry_store
 from ..store.deletion import warn_files_left
 from ..units import parse_duration_ms
+from .chunk_writes import write_segment_chunks
 from .controller import CommitResult, PendingChunk, SegmentsSealed, StreamController
 from .model import EVENT_HEADER_BYTES, Router, routing_key_position, segment_name
 from .repository import StreamStatus
@@ -139,6 +139,9 @@ class Writer:
         # events not yet known to be in the stream, in write order
         self._payloads: list[bytes] = []
         self._keys: list[str | None] = []
+        # write() appends through these: the lists are only ever changed in place, never replaced
+        self._append_payload = self._payloads.append
+        self._append_key = self._keys.append
         self._pending_bytes = 0
         self._pending_since: float | None = None
         self._in_doubt: _InDoubt | None = None
@@ -181,16 +184,16 @@ class Writer:
 
     def write(self, payload: bytes, routing_key: str | None = None) -> None:
         """Buffer one event. Events with the same routing key are read in the order written."""
-        if type(payload) is not bytes:
-            payload = _as_bytes(payload)
-        if len(payload) > MAX_EVENT_SIZE:
-            raise EventTooLarge(f"event of {len(payload)} bytes is above the {MAX_EVENT_SIZE}-byte limit")
-        if routing_key is not None and type(routing_key) is not str:
-            raise InvalidInput(f"routing key must be a string or None, got {type(routing_key).__name__}")
+        # the per-event path: one test for the common case (bytes, a str or no key, within the limit);
+        # anything else goes through the full checks, which convert or raise the typed error
+        if type(payload) is not bytes or len(payload) > MAX_EVENT_SIZE or (
+                routing_key is not None and type(routing_key) is not str):
+            payload = _checked_event(payload, routing_key)
         with self._lock:
-            self._check_usable()
-            self._payloads.append(payload)
-            self._keys.append(routing_key)
+            if self._closed or self._fenced is not None or self._background_error is not None:
+                self._check_usable()
+            self._append_payload(payload)
+            self._append_key(routing_key)
             if self._pending_since is None:
                 self._pending_since = time.monotonic()
             self._pending_bytes += len(payload) + EVENT_HEADER_BYTES
@@ -202,7 +205,9 @@ class Writer:
         committed in batches of about `batch_size` before returning. Same ordering and exactly-once
         guarantees as write() per event followed by flush(): if a batch fails, it and the events after
         it stay in the writer (`unflushed()`) for the next flush. Returns the number of events written."""
-        batch = _Batch(_payload_array(payloads), _key_array(routing_keys, len(payloads)))
+        return self._write_arrays(_Batch(_payload_array(payloads), _key_array(routing_keys, len(payloads))))
+
+    def _write_arrays(self, batch: _Batch) -> int:
         with self._lock:
             self._check_usable()
             self._flush_locked()  # events written earlier come first
@@ -392,11 +397,13 @@ class Writer:
 
     def _route(self, keys: pa.Array) -> np.ndarray:
         """The target segment of every event: one hash per distinct key, random for null keys."""
-        targets = self._router.segments_for(np.random.random(len(keys)))
         if keys.null_count == len(keys):
-            return targets
+            return self._router.segments_for(np.random.random(len(keys)))
         encoded = keys.dictionary_encode()
         per_key = np.array([self._segment_for(k) for k in encoded.dictionary.to_pylist()], dtype=np.int64)
+        if not keys.null_count:
+            return per_key[encoded.indices.to_numpy()]
+        targets = self._router.segments_for(np.random.random(len(keys)))
         has_key = keys.is_valid().to_numpy(zero_copy_only=False)
         indices = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False)
         targets[has_key] = per_key[indices[has_key]]
@@ -468,21 +475,17 @@ class Writer:
         if not count:
             return
         if count >= len(self._payloads):
-            self._payloads, self._keys, self._pending_bytes, self._pending_since = [], [], 0, None
+            self._payloads.clear()
+            self._keys.clear()
+            self._pending_bytes, self._pending_since = 0, None
             return
         del self._payloads[:count], self._keys[:count]
         self._pending_bytes = sum(map(len, self._payloads)) + EVENT_HEADER_BYTES * len(self._payloads)
 
     def _write_files(self, batch: _Batch, sequence: int) -> list[PendingChunk]:
-        targets = self._route(batch.keys)
-        pending = []
-        for seg in np.unique(targets).tolist():
-            rows = pa.array(np.flatnonzero(targets == seg))  # ascending: write order within the segment
-            table, length = build_chunk_table(batch.payloads.take(rows), batch.keys.take(rows))
-            path = f"{self._dir}/{segment_name(seg)}/{chunk_file_name(self.writer_id, sequence)}"
-            self._controller.storage.write_chunk(path, table)
-            pending.append(PendingChunk(seg, path, length, table.num_rows))
-        return pending
+        name = chunk_file_name(self.writer_id, sequence)
+        return write_segment_chunks(self._controller.storage, self._route(batch.keys), self._router.segment_ids,
+                                    batch.payloads, batch.keys, lambda seg: f"{self._dir}/{segment_name(seg)}/{name}")
 
     def _discard(self, pending: Sequence[PendingChunk]) -> None:
         """Delete this writer's own uncommitted chunk files; what cannot go is logged, for the sweep."""
@@ -525,9 +528,14 @@ def _key_array(routing_keys: Sequence[str | None] | None, count: int) -> pa.Arra
     return pa.array(routing_keys, type=pa.string())
 
 
-def _as_bytes(payload: object) -> bytes:
-    if isinstance(payload, bytes):
-        return payload
-    if isinstance(payload, (bytearray, memoryview)):
-        return bytes(payload)
-    raise InvalidInput(f"event payload must be bytes, got {type(payload).__name__}")
+def _checked_event(payload: object, routing_key: object) -> bytes:
+    """write()'s checks in full: the payload as bytes, or the typed error."""
+    if isinstance(payload, (bytearray, memoryview)) or (isinstance(payload, bytes) and type(payload) is not bytes):
+        payload = bytes(payload)
+    elif not isinstance(payload, bytes):
+        raise InvalidInput(f"event payload must be bytes, got {type(payload).__name__}")
+    if len(payload) > MAX_EVENT_SIZE:
+        raise EventTooLarge(f"event of {len(payload)} bytes is above the {MAX_EVENT_SIZE}-byte limit")
+    if routing_key is not None and type(routing_key) is not str:
+        raise InvalidInput(f"routing key must be a string or None, got {type(routing_key).__name__}")
+    return payload
