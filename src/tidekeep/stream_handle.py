@@ -283,7 +283,8 @@ class Stream:
         return iter_events(self._controller, self._controller.plan_read(self._name, start, end))
 
     def read_batches(self, start: CutLike | None = None, end: CutLike | None = None) -> Iterator[pa.RecordBatch]:
-        """The same events as Arrow record batches (columnar, much faster for bulk reads)."""
+        """The same events as Arrow record batches, one per chunk (columns: streams.reader.EVENT_SCHEMA):
+        the zero-copy read, no Python object per event. Much faster for bulk reads."""
         from .streams.reader import iter_batches
 
         return iter_batches(self._controller, self._controller.plan_read(self._name, start, end))

@@ -207,6 +207,16 @@ class Writer:
         it stay in the writer (`unflushed()`) for the next flush. Returns the number of events written."""
         return self._write_arrays(_Batch(_payload_array(payloads), _key_array(routing_keys, len(payloads))))
 
+    def write_arrow(self, payloads: pa.Array | pa.ChunkedArray,
+                    routing_keys: pa.Array | pa.ChunkedArray | None = None) -> int:
+        """write_many for events already in Arrow: `payloads` a binary (or large_binary) array
+        without nulls, `routing_keys` a string (or large_string, or dictionary of strings) array of
+        the same length, nulls for events without a key, or None. The arrays go to the chunk files
+        as they are: no Python object is made per event. Bad input (another type, a null payload,
+        an event above the size limit, lengths that differ) raises InvalidInput or EventTooLarge
+        before anything is written. Returns the number of events written."""
+        return self._write_arrays(_arrow_batch(payloads, routing_keys))
+
     def _write_arrays(self, batch: _Batch) -> int:
         with self._lock:
             self._check_usable()
@@ -513,6 +523,55 @@ def _payload_array(payloads: Sequence[bytes]) -> pa.Array:
         if largest > MAX_EVENT_SIZE:
             raise EventTooLarge(f"event of {largest} bytes is above the {MAX_EVENT_SIZE}-byte limit")
     return array
+
+
+def _arrow_batch(payloads: object, routing_keys: object) -> _Batch:
+    """write_arrow's input checked and as one binary and one string array (ChunkedArrays combined)."""
+    payload_array = _one_arrow_array(payloads, "payloads")
+    if not (pa.types.is_binary(payload_array.type) or pa.types.is_large_binary(payload_array.type)):
+        raise InvalidInput(f"write_arrow payloads must be a binary Arrow array, got {payload_array.type}")
+    if payload_array.null_count:
+        raise InvalidInput(f"write_arrow payloads hold {payload_array.null_count} nulls: every event needs a payload")
+    if len(payload_array):
+        largest = pc.max(pc.binary_length(payload_array)).as_py()
+        if largest > MAX_EVENT_SIZE:
+            raise EventTooLarge(f"event of {largest} bytes is above the {MAX_EVENT_SIZE}-byte limit")
+    payload_array = _cast(payload_array, pa.binary(), "payloads")
+    if routing_keys is None:
+        return _Batch(payload_array, pa.nulls(len(payload_array), pa.string()))
+    key_array = _one_arrow_array(routing_keys, "routing_keys")
+    key_type = key_array.type.value_type if pa.types.is_dictionary(key_array.type) else key_array.type
+    if not (pa.types.is_string(key_type) or pa.types.is_large_string(key_type)):
+        raise InvalidInput(f"write_arrow routing_keys must be a string Arrow array, got {key_array.type}")
+    if len(key_array) != len(payload_array):
+        raise InvalidInput(f"got {len(payload_array)} payloads but {len(key_array)} routing keys")
+    return _Batch(payload_array, _cast(key_array, pa.string(), "routing_keys"))
+
+
+def _one_arrow_array(values: object, what: str) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        return _combined(values, what)
+    if not isinstance(values, pa.Array):
+        raise InvalidInput(f"write_arrow {what} must be a pyarrow Array or ChunkedArray, got {type(values).__name__}")
+    return values
+
+
+def _combined(values: pa.ChunkedArray, what: str) -> pa.Array:
+    if values.num_chunks == 1:
+        return values.chunk(0)
+    try:
+        return values.combine_chunks()
+    except (pa.ArrowInvalid, pa.ArrowCapacityError) as exc:  # above 2 GiB in one binary array
+        raise InvalidInput(f"write_arrow {what} too large for one call ({exc}): write them in parts") from None
+
+
+def _cast(values: pa.Array, target: pa.DataType, what: str) -> pa.Array:
+    if values.type == target:
+        return values
+    try:
+        return values.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowCapacityError) as exc:  # large_binary above 2 GiB
+        raise InvalidInput(f"write_arrow {what} too large for one call ({exc}): write them in parts") from None
 
 
 def _key_array(routing_keys: Sequence[str | None] | None, count: int) -> pa.Array:
