@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -24,21 +22,12 @@ import pyarrow as pa
 from ..store.chunks import ChunkStorage, build_chunk_table
 from ..store.deletion import warn_files_left
 from .controller import PendingChunk
+from .pools import shared_pool
 
 log = logging.getLogger("tidekeep.writer")
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _shared_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            # one thread per core, at most four: more files at once only queue for the same cores and disk
-            _pool = ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 1)),
-                                       thread_name_prefix="tidekeep-chunk-write")
-        return _pool
+# one thread per core, at most four: more files at once only queue for the same cores and disk
+WRITE_THREADS = max(2, min(4, os.cpu_count() or 1))
 
 
 def split_by_segment(targets: np.ndarray, segment_ids: Sequence[int], payloads: pa.Array,
@@ -77,7 +66,7 @@ def write_segment_chunks(storage: ChunkStorage, targets: np.ndarray, segment_ids
     parts = split_by_segment(targets, segment_ids, payloads, keys)
     if len(parts) == 1:
         return [write(*part) for part in parts]
-    futures = [_shared_pool().submit(write, *part) for part in parts]
+    futures = [shared_pool("chunk-write", WRITE_THREADS).submit(write, *part) for part in parts]
     written, errors = [], []
     for future in futures:
         try:

@@ -14,10 +14,9 @@ no Python frame runs per event.
 from __future__ import annotations
 
 import functools
-import threading
 from collections import deque
 from collections.abc import Generator, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from itertools import chain, repeat
 from typing import Any, NamedTuple, cast
 
@@ -29,6 +28,7 @@ from ..store.chunks import read_chunk_file
 from ..store.fileio import FileIO
 from .controller import ReadPlan, ReadTask, StreamController
 from .model import SegmentId
+from .pools import shared_pool
 
 EVENT_SCHEMA = pa.schema([
     pa.field("stream", pa.string(), nullable=False),
@@ -83,18 +83,6 @@ def read_task(storage: FileIO, stream: str, task: ReadTask) -> pa.RecordBatch:
 
 READ_AHEAD = 2  # chunk files read ahead of the caller: enough to keep one core decoding while another converts
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _read_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=READ_AHEAD, thread_name_prefix="tidekeep-read-ahead")
-        return _pool
-
-
 def _one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """A column as one array: a chunk file read whole is one chunk, taken as it is (combining
     would copy every payload)."""
@@ -111,7 +99,7 @@ def _task_batches(controller: StreamController, plan: ReadPlan) -> Iterator[tupl
     def submit_next() -> None:
         task = next(tasks, None)
         if task is not None:
-            ahead.append((task, _read_pool().submit(read_task, storage, plan.stream, task)))
+            ahead.append((task, shared_pool("read-ahead", READ_AHEAD).submit(read_task, storage, plan.stream, task)))
 
     try:
         for _ in range(READ_AHEAD):
