@@ -38,7 +38,10 @@ def split_by_segment(targets: np.ndarray, segment_ids: Sequence[int], payloads: 
         return []
     ids = np.unique(np.asarray(segment_ids, dtype=np.int64))
     # each event's segment as a small index: a stable sort of 16-bit values is a linear radix sort
-    index = np.searchsorted(ids, targets).astype(np.int16)
+    found = np.searchsorted(ids, targets)
+    if found.max() >= len(ids) or not np.array_equal(ids[found], targets):
+        raise ValueError(f"a batch routed to segments outside {ids.tolist()}")  # a routing bug: never write it
+    index = found.astype(np.int16)
     counts = np.bincount(index, minlength=len(ids))
     if counts.max() == len(targets):  # one segment: the batch as it is, nothing copied
         return [(int(ids[int(counts.argmax())]), payloads, keys)]

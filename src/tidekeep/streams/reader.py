@@ -30,6 +30,8 @@ from .controller import ReadPlan, ReadTask, StreamController
 from .model import SegmentId
 from .pools import shared_pool
 
+READ_AHEAD = 2  # chunk files read ahead of the caller: enough to keep one core decoding while another converts
+
 EVENT_SCHEMA = pa.schema([
     pa.field("stream", pa.string(), nullable=False),
     pa.field("segment", pa.int64(), nullable=False),
@@ -80,8 +82,6 @@ def read_task(storage: FileIO, stream: str, task: ReadTask) -> pa.RecordBatch:
         writers,
     ], schema=EVENT_SCHEMA)
 
-
-READ_AHEAD = 2  # chunk files read ahead of the caller: enough to keep one core decoding while another converts
 
 def _one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """A column as one array: a chunk file read whole is one chunk, taken as it is (combining
