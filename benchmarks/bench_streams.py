@@ -28,6 +28,9 @@ Durability cost: writer.write_many with storage.fsync on (the default: chunk fil
 directories fsynced, SQLite commits with synchronous=FULL) against the same writes with it off, in
 two workspaces on the same disk, with small (64 KiB) and large (4 MiB, the default) batches; the
 ratio is on / off throughput.
+Small flushes (issue 22): N single-event flushes before and after compaction against the same
+events in one batch — chunk files, bytes on disk, full-read time (benchmarks/small_flushes.py).
+
 Progress and details go to stderr, the result table to stdout.
 """
 
@@ -49,6 +52,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import small_flushes  # benchmarks/small_flushes.py, beside this script
 
 import tidekeep as tk
 from tidekeep.streams.of_workspace import stream_controller
@@ -369,6 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark read")
     parser.add_argument("--profile", action="store_true", help="cProfile the tidekeep write and reads")
     parser.add_argument("--no-durability", action="store_true", help="skip the storage.fsync on/off comparison")
+    parser.add_argument("--small-flushes", type=int, default=None, metavar="N",
+                        help="the small-flush scenario with N single-event flushes, before and after compaction "
+                             "(default 10000, quick 2000; 0 skips it; benchmarks/small_flushes.py)")
     args = parser.parse_args(argv)
     if min(args.sizes) < 64:
         parser.error("event sizes below 64 bytes are not supported (the JSON-like payload needs room)")
@@ -399,6 +406,11 @@ def main(argv: list[str] | None = None) -> int:
         if bench.spark_overhead_s:
             print(f"\nSpark fixed cost per tidekeep query (empty stream, same aggregation): "
                   f"{bench.spark_overhead_s:.2f} s")
+        flushes = args.small_flushes if args.small_flushes is not None else (2_000 if args.quick else 10_000)
+        if flushes:
+            print(f"\nSmall flushes: {flushes:,} single-event flushes of {small_flushes.EVENT_SIZE} B, before and "
+                  "after compaction, against the same events in one batch:")
+            print(small_flushes.run(root / "small-flushes", flushes, max(repeat * 4, 8)).table())
     finally:
         shutil.rmtree(root, ignore_errors=True)
         if spark is not None:
