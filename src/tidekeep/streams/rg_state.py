@@ -20,6 +20,7 @@ Rules (see docs/reader-groups.md):
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -286,6 +287,28 @@ def sync_reader(state: GroupState, topologies: Mapping[str, SegmentMap], reader_
     if not state.pending:
         _rebalance(state, reader_id)
     return state
+
+
+def wants_sync(state: GroupState, reader_id: str) -> bool:
+    """Whether the group needs `reader_id` to sync before its regular time: a checkpoint waits for
+    it, it is no longer online (its next sync says so), or, with no checkpoint pending, it holds
+    more than its fair share or fewer while segments wait for a reader."""
+    if reader_id not in state.readers or next_checkpoint_for(state, reader_id) is not None:
+        return True
+    if state.pending:
+        return False  # nobody acquires or releases while a checkpoint is pending
+    share, mine = fair_share(state), len(owned(state, reader_id))
+    if mine > share:
+        return True
+    return mine < share and any(g.status == UNASSIGNED for slot in state.streams.values()
+                                for g in slot.segments.values())
+
+
+def only_seen_differs(before: GroupState, after: GroupState, reader_id: str) -> bool:
+    """`after` is `before` with at most `reader_id`'s last-seen time moved: nothing to store but that."""
+    if reader_id not in before.readers:
+        return False
+    return dataclasses.replace(after, readers={**after.readers, reader_id: before.readers[reader_id]}) == before
 
 
 def _rebalance(state: GroupState, reader_id: str) -> None:

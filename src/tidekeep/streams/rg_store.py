@@ -79,6 +79,16 @@ class ReaderGroupStore:
         return GroupRow(row.id, row.name, json.loads(row.config), row.generation, row.version,
                         GroupState.from_dict(json.loads(row.state)), row.created_ms, row.updated_ms)
 
+    def version(self, name: str) -> int:
+        """The row's version, which every stored transition moves: one small read, for readers that
+        watch the group between their syncs."""
+        with self.db.read() as conn:
+            version = conn.execute(sa.select(rgt.reader_groups.c.version).where(
+                rgt.reader_groups.c.name == name)).scalar_one_or_none()
+        if version is None:
+            raise NotFound(f"reader group {name!r} does not exist")
+        return int(version)
+
     def names(self) -> list[str]:
         with self.db.read() as conn:
             return list(conn.execute(sa.select(rgt.reader_groups.c.name).order_by(rgt.reader_groups.c.name)).scalars())
@@ -96,12 +106,16 @@ class ReaderGroupStore:
     def update(self, name: str, transition: Callable[[GroupRow, dict[str, dict[int, Segment]]], GroupState],
                new_config: Mapping[str, Any] | None = None, bump_generation: bool = False) -> GroupRow:
         """Apply `transition` (pure: row and topologies in, new state out) until it lands on the
-        version it was computed from. Typed errors raised by the transition pass through unchanged."""
+        version it was computed from. Typed errors raised by the transition pass through unchanged.
+        A transition that returns the row's own state object changes nothing: no write, no new
+        version (so readers watching the version are not woken), and the row is returned as loaded."""
         for attempt in range(MAX_ATTEMPTS):
             row = self.load(name)
             config = dict(new_config) if new_config is not None else row.config
             topologies = self.topologies(config["streams"])
             state = transition(row, topologies)
+            if state is row.state and new_config is None and not bump_generation:
+                return row
             now = self.clock.now_ms()
             values: dict[str, Any] = dict(state=json.dumps(state.to_dict()), version=row.version + 1, updated_ms=now)
             if new_config is not None:
