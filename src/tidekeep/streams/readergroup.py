@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 import time
-from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from itertools import repeat
 from typing import Any, NamedTuple
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from ..errors import ChunkMissing, ConflictError, InvalidInput, InvalidStreamCut, NotFound, TidekeepError, TruncatedData
@@ -38,7 +41,22 @@ from .watermarks import TimeWindow
 
 log = logging.getLogger("tidekeep.readergroups")
 
-CHUNKS_PER_FILL = 4  # chunks read per trip to storage for one segment
+FILL_BYTES = 2 * 1024 * 1024  # one trip to storage for a segment reads its next chunks up to this many bytes
+FILL_CHUNKS = 64  # and at most this many chunks
+# Events are handed out a slice at a time; between two slices the reader looks at the clock (sync
+# and watch times). A slice is sized so the caller takes about SLICE_TARGET_NS over it, at most
+# SLICE_MAX events: large for a tight loop, down to one event for a caller that works on each.
+SLICE_MAX = 1024
+SLICE_TARGET_NS = 1_000_000
+WATCH_INTERVAL_MS = 20  # how often a reader reading without pause checks the group row's version
+SEEN_REFRESH_MS = 1000  # a sync that would store nothing but the reader's last-seen time writes this seldom
+
+
+# the chunks of one segment from an offset on, in order (built once: a statement costs more to build than to run)
+_NEXT_CHUNKS = sa.select(t.chunks).where(
+    t.chunks.c.stream_id == sa.bindparam("stream_id"), t.chunks.c.segment_id == sa.bindparam("segment_id"),
+    t.chunks.c.base_offset < sa.bindparam("limit"), t.chunks.c.base_offset + t.chunks.c.length > sa.bindparam("start"),
+).order_by(t.chunks.c.base_offset).limit(FILL_CHUNKS)
 
 
 class CheckpointTimeout(TidekeepError):
@@ -126,7 +144,7 @@ def _starts_and_ends(config: Mapping[str, Any]) -> tuple[dict[str, dict[int, int
 
 
 class Position(NamedTuple):
-    """A place in one segment of a stream. (Named tuples: one is built per event read.)"""
+    """A place in one segment of a stream. (Named tuples: one is built per event read, see _Cursor.take.)"""
 
     stream: str
     segment: SegmentId  # prints as epoch.number, int() is the id
@@ -166,13 +184,90 @@ class Checkpoint:
     cuts: dict[str, StreamCut]
 
 
+# tuple.__new__(cls, values) builds a named tuple in C; calling Position(...) or EventRead(...)
+# runs a Python-level __new__ per event, about as dear as everything else a read costs
+_new_tuple = tuple.__new__
+
+
 @dataclass
 class _Cursor:
+    """One segment a reader holds. The events fetched and not handed out yet stay the columns
+    pyarrow gave (plain lists, which the garbage collector does not scan) from `index` on, until a
+    slice of them is turned into EventReads."""
+
     stream: str
     segment: SegmentId
-    offset: int  # the next offset to return
+    fetched: int  # where the next fetch starts: the offset after the last event fetched
     end: int | None
-    buffer: deque[tuple[bytes, str | None, int, int]] = field(default_factory=deque)  # payload, key, offset, next
+    payloads: list[bytes] = field(default_factory=list)
+    keys: list[str | None] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    nexts: list[int] = field(default_factory=list)
+    index: int = 0
+
+    def has_events(self) -> bool:
+        return self.index < len(self.offsets)
+
+    def next_offset(self) -> int:
+        """The offset of the next event not handed out yet."""
+        return self.offsets[self.index] if self.index < len(self.offsets) else self.fetched
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Append the events of one read_task batch (this segment's, in offset order)."""
+        if not batch.num_rows:
+            return
+        payload, offset = batch.column("payload"), batch.column("offset")
+        payloads, offsets = payload.to_pylist(), offset.to_pylist()
+        end = offsets[-1] + EVENT_HEADER_BYTES + len(payloads[-1])
+        if end - offsets[0] == pc.sum(pc.binary_length(payload)).as_py() + EVENT_HEADER_BYTES * len(offsets):
+            nexts = offsets[1:]  # packed (as chunks are written): each event ends where the next begins
+            nexts.append(end)
+        else:
+            nexts = pc.add(offset, pc.add(pc.binary_length(payload).cast(pa.int64()), EVENT_HEADER_BYTES)).to_pylist()
+        self.payloads += payloads
+        self.keys += batch.column("routing_key").to_pylist()
+        self.offsets += offsets
+        self.nexts += nexts
+        self.fetched = end
+
+    def take(self, count: int) -> _Slice:
+        """The next `count` events (fewer at the end of what was fetched)."""
+        i, j = self.index, self.index + count
+        offsets = self.offsets[i:j]
+        left = iter(offsets)
+        positions = map(_new_tuple, repeat(Position), zip(repeat(self.stream), repeat(self.segment), left))
+        # lazily: each EventRead is built when it is asked for, so none outlives the caller's use
+        # of it (thousands alive at once would cost more in garbage collection than to build)
+        events: Iterator[EventRead] = map(_new_tuple, repeat(EventRead), zip(  # every field, in order
+            self.payloads[i:j], self.keys[i:j], positions, self.nexts[i:j], repeat(None)))
+        if j < len(self.offsets):
+            self.index = j
+        else:
+            self.drop(self.fetched)
+        return _Slice(self, events.__next__, offsets, left)
+
+    def drop(self, at: int) -> None:
+        """Forget what was fetched and not handed out; fetch from `at` next."""
+        self.payloads, self.keys, self.offsets, self.nexts, self.index = [], [], [], [], 0
+        self.fetched = at
+
+
+class _Slice(NamedTuple):
+    """Events of one cursor being handed out: `next_event` returns them one by one (StopIteration after
+    the last); `left` iterates `offsets` in step with it, so its length hint tells where it is."""
+
+    cursor: _Cursor | None
+    next_event: Callable[[], EventRead]
+    offsets: list[int]
+    left: Iterator[int]
+
+    def next_offset(self) -> int | None:
+        """The offset of the next event this slice returns; None when it has returned them all."""
+        left = operator.length_hint(self.left)
+        return self.offsets[-left] if left else None
+
+
+_NO_SLICE = _Slice(None, iter(()).__next__, [], iter(()))
 
 
 class ReaderGroup:
@@ -238,11 +333,18 @@ class ReaderGroup:
         return self.subscribers.publish(self.name, self._subscriber_uid, self.known_generation, cuts)
 
     # ---- readers -------------------------------------------------------------------------------
-    def reader(self, reader_id: str, sync_every_events: int = 1000, sync_interval_ms: int = 100,
+    def reader(self, reader_id: str, sync_every_events: int | None = None, sync_interval_ms: int = 100,
                config: ReaderConfig | None = None) -> Reader:
+        """Join the group as `reader_id`. The reader syncs every `sync_interval_ms`, and also every
+        `sync_every_events` events when that is given (docs/reader-groups.md, Readers)."""
         check_name(reader_id, "reader id")
         if config is not None and not isinstance(config, ReaderConfig):
             raise InvalidInput(f"invalid reader config {config!r}: use ReaderConfig(...)")
+        if sync_every_events is not None and (not isinstance(sync_every_events, int)
+                                              or isinstance(sync_every_events, bool) or sync_every_events < 1):
+            raise InvalidInput(f"invalid sync_every_events {sync_every_events!r}: an integer >= 1, or None")
+        if not isinstance(sync_interval_ms, int) or isinstance(sync_interval_ms, bool) or sync_interval_ms < 0:
+            raise InvalidInput(f"invalid sync_interval_ms {sync_interval_ms!r}: an integer >= 0")
         now = self.controller.clock.now_ms()
         row = self.store.update(self.name, lambda r, _topo: core.join(r.state, reader_id, now))
         return Reader(self, reader_id, row, sync_every_events, sync_interval_ms, config or ReaderConfig())
@@ -445,7 +547,7 @@ class ReaderConfig:
 class Reader:
     """One member of a reader group. Not thread-safe: one thread reads through it."""
 
-    def __init__(self, group: ReaderGroup, reader_id: str, row: GroupRow, sync_every_events: int,
+    def __init__(self, group: ReaderGroup, reader_id: str, row: GroupRow, sync_every_events: int | None,
                  sync_interval_ms: int, config: ReaderConfig | None = None) -> None:
         self.group = group
         self.config = config or ReaderConfig()
@@ -460,9 +562,15 @@ class Reader:
         self._topologies: dict[str, dict[int, Segment]] = {}
         self._stream_ids: dict[str, int] = {}
         self._generation = row.generation
+        self._version = row.version  # of the group row as this reader last saw it
         self._checkpoint_due: str | None = None
-        self._events_since_sync = 0
+        # events handed out one by one (the fast path), a slice of one cursor's at a time
+        self._ready = _NO_SLICE
+        self._slice = 64  # the size of the next slice
+        self._handed, self._handed_ns = 0, 0  # the last slice: its size, and when it was handed out
+        self._events_since_sync = 0  # counted a slice at a time: every slice is handed out before a sync
         self._last_sync_ms = -(2**62)
+        self._last_watch_ms = -(2**62)
         self._truncation_reported: set[tuple[str, int, int]] = set()
         self._closed = False
 
@@ -471,8 +579,16 @@ class Reader:
         """stream -> segment -> the next offset to read, for the segments this reader holds."""
         result: dict[str, dict[SegmentId, int]] = {}
         for (stream, seg), cursor in sorted(self._cursors.items()):
-            result.setdefault(stream, {})[seg] = cursor.offset
+            result.setdefault(stream, {})[seg] = self._offset(cursor)
         return result
+
+    def _offset(self, cursor: _Cursor) -> int:
+        """The next offset this reader returns in the cursor's segment."""
+        if cursor is self._ready.cursor:
+            offset = self._ready.next_offset()
+            if offset is not None:
+                return offset
+        return cursor.next_offset()
 
     def segments(self) -> list[tuple[str, SegmentId]]:
         return sorted(self._cursors)
@@ -493,7 +609,7 @@ class Reader:
         position = {seg: entry[0] for seg, entry in core.frontier(slot, topology).items()}
         for (name, seg), cursor in self._cursors.items():
             if name == stream:
-                position[seg] = max(cursor.offset, position.get(seg, 0))
+                position[seg] = max(self._offset(cursor), position.get(seg, 0))
         window = self._windows.get(stream)
         if window is None:
             window = self._windows[stream] = StreamWindow(WatermarkStore(self.controller), stream)
@@ -508,6 +624,8 @@ class Reader:
     def _apply(self, row: GroupRow) -> None:
         state = row.state
         self._group_state = state
+        self._version = row.version
+        self._ready = _NO_SLICE  # syncs happen between slices: nothing is left of the last one
         if row.generation != self._generation:  # the group was reset: forget local positions
             self._cursors.clear()
             self._generation = row.generation
@@ -522,7 +640,7 @@ class Reader:
                 self._cursors[(stream, segment)] = _Cursor(stream, segment, g.offset, g.end)
         self._checkpoint_due = core.next_checkpoint_for(state, self.reader_id)
         self._events_since_sync = 0
-        self._last_sync_ms = self.clock.now_ms()
+        self._last_sync_ms = self._last_watch_ms = self.clock.now_ms()
 
     def _sync(self) -> None:
         positions = _by_id(self.positions())
@@ -530,11 +648,32 @@ class Reader:
 
         def step(row: GroupRow, topo: dict[str, dict[int, Segment]]) -> core.GroupState:
             self._topologies = topo
-            return core.sync_reader(row.state, topo, self.reader_id, positions, now,
-                                    row.config["automatic_checkpoint_interval_ms"],
-                                    row.config["max_outstanding_checkpoints"])
+            state = core.sync_reader(row.state, topo, self.reader_id, positions, now,
+                                     row.config["automatic_checkpoint_interval_ms"],
+                                     row.config["max_outstanding_checkpoints"])
+            if core.only_seen_differs(row.state, state, self.reader_id) \
+                    and now - row.state.readers[self.reader_id] < SEEN_REFRESH_MS:
+                return row.state  # nothing new to store (an idle reader's sync): no write
+            return state
 
         self._transition(step)
+
+    def _sync_due(self) -> bool:
+        """Sync now: its time has come (sync_interval_ms, sync_every_events), or the group needs it
+        sooner (watched every WATCH_INTERVAL_MS: one small read while nothing changed)."""
+        now = self.clock.now_ms()
+        if now - self._last_sync_ms >= self.sync_interval_ms or (
+                self.sync_every_events is not None and self._events_since_sync >= self.sync_every_events):
+            return True
+        if now - self._last_watch_ms < WATCH_INTERVAL_MS:
+            return False
+        self._last_watch_ms = now
+        if self.group.store.version(self.group.name) == self._version:
+            return False
+        row = self.group.store.load(self.group.name)
+        self._version = row.version  # not loaded again until it moves again
+        # a reset, a checkpoint waiting for this reader, or a reader that joined or left
+        return row.generation != self._generation or core.wants_sync(row.state, self.reader_id)
 
     def _pass_checkpoint(self, name: str) -> None:
         positions = _by_id(self.positions())
@@ -552,29 +691,33 @@ class Reader:
     def read_next_event(self, timeout_ms: int = 1000) -> EventRead:
         """The next event of this reader's segments, a checkpoint marker, or an empty EventRead
         when nothing arrived within timeout_ms."""
+        # the fast path, once per event: the next event of the slice being handed out. Syncs,
+        # watching the group, checkpoints and fetching happen between slices (about a millisecond
+        # of the caller's time each, see SLICE_TARGET_NS)
+        try:
+            return self._ready.next_event()
+        except StopIteration:
+            return self._read_between_slices(timeout_ms)
+
+    def _read_between_slices(self, timeout_ms: int) -> EventRead:
         if self._closed:
             raise InvalidInput(f"reader {self.reader_id!r} is closed")
-        # fast path, once per event: a buffered event and no sync or checkpoint due (the clock is
-        # consulted every 64 events only; at these rates that is well under a millisecond)
-        if self._checkpoint_due is None and self._events_since_sync < self.sync_every_events and (
-                self._events_since_sync & 63 or self.clock.now_ms() - self._last_sync_ms < self.sync_interval_ms):
-            event = self._next_buffered()
-            if event is not None:
-                return event
+        if self._handed_ns:  # the caller just finished a slice: size the next one by how long it took
+            took = max(time.monotonic_ns() - self._handed_ns, 1)
+            self._slice = max(1, min(SLICE_MAX, SLICE_TARGET_NS * self._handed // took))
+            self._handed_ns = 0
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         synced_this_call = False
         while True:
-            if self._events_since_sync >= self.sync_every_events \
-                    or self.clock.now_ms() - self._last_sync_ms >= self.sync_interval_ms:
+            if self._sync_due():
                 self._sync()
                 synced_this_call = True
             if self._checkpoint_due is not None:
                 name = self._checkpoint_due
                 self._pass_checkpoint(name)
                 return EventRead(checkpoint_name=name)
-            event = self._next_buffered()
-            if event is not None:
-                return event
+            if self._take_slice():
+                return self._ready.next_event()
             if self._fill_any():
                 continue
             # nothing local to read: ask the group for completions, new segments and new data
@@ -585,56 +728,62 @@ class Reader:
             self._sync()
             synced_this_call = True
 
-    def _next_buffered(self) -> EventRead | None:
-        for cursor in self._cursors.values():
-            if cursor.buffer:
-                payload, key, offset, nxt = cursor.buffer.popleft()
-                cursor.offset = nxt
-                self._events_since_sync += 1
-                return EventRead(payload, key, Position(cursor.stream, cursor.segment, offset), nxt)
-        return None
+    def _take_slice(self) -> bool:
+        """Turn the next events fetched into the slice handed out by the fast path: from the cursor
+        of the last slice while it has any, else from the first that has. False if none has."""
+        cursor = self._ready.cursor
+        if cursor is None or not cursor.has_events():
+            cursor = next((c for c in self._cursors.values() if c.has_events()), None)
+            if cursor is None:
+                return False
+        count = self._slice
+        if self.sync_every_events is not None:  # >= 1 here: a sync just ran if it was due
+            count = min(count, self.sync_every_events - self._events_since_sync)
+        self._ready = cursor.take(count)
+        self._handed = len(self._ready.offsets)
+        self._events_since_sync += self._handed
+        self._handed_ns = time.monotonic_ns()
+        return True
 
     def _fill_any(self) -> bool:
-        return any(not cursor.buffer and self._fill(cursor) for cursor in list(self._cursors.values()))
+        """Fetch for the first segment with something new (called when no cursor has events left)."""
+        return any(self._fill(cursor) for cursor in list(self._cursors.values()))
 
     def _fill(self, cursor: _Cursor) -> bool:
-        """Read the next chunks of one segment into its buffer; False when there is nothing new."""
+        """Fetch the next chunks of one segment (up to FILL_BYTES); False when there is nothing new."""
         topology = self._topologies.get(cursor.stream)
         if topology is None or cursor.segment not in topology:
             return False
         segment = topology[cursor.segment]
         limit = cursor.end if cursor.end is not None else segment.tail
-        if cursor.offset < segment.head:
+        if cursor.fetched < segment.head:
             self._on_truncated(cursor, segment)
-        if cursor.offset >= limit:
+        if cursor.fetched >= limit:
             return False
-        stream_id = self._stream_id(cursor.stream)
         with self.controller.db.read() as conn:
-            rows = conn.execute(sa.select(t.chunks).where(
-                t.chunks.c.stream_id == stream_id, t.chunks.c.segment_id == cursor.segment,
-                t.chunks.c.base_offset < limit, t.chunks.c.base_offset + t.chunks.c.length > cursor.offset,
-            ).order_by(t.chunks.c.base_offset).limit(CHUNKS_PER_FILL)).all()
-        if not rows or rows[0].base_offset > cursor.offset:
+            rows = conn.execute(_NEXT_CHUNKS, {"stream_id": self._stream_id(cursor.stream),
+                                               "segment_id": cursor.segment, "limit": limit,
+                                               "start": cursor.fetched}).all()
+        if not rows or rows[0].base_offset > cursor.fetched:
             # the chunk holding our offset is gone: a truncation moved the head past it meanwhile
             self._topologies[cursor.stream] = self.controller.state(cursor.stream).segments
             fresh = self._topologies[cursor.stream][cursor.segment]
-            if cursor.offset < fresh.head:
+            if cursor.fetched < fresh.head:
                 self._on_truncated(cursor, fresh)
             return False
         storage = self.controller.storage
+        budget = FILL_BYTES
         for row in rows:
-            task = ReadTask(chunk_ref(row), max(cursor.offset, row.base_offset),
+            if budget <= 0:
+                break
+            budget -= row.length
+            task = ReadTask(chunk_ref(row), max(cursor.fetched, row.base_offset),
                             min(limit, row.base_offset + row.length))
             try:
-                batch = read_task(storage, cursor.stream, task)
+                cursor.add(read_task(storage, cursor.stream, task))
             except ChunkMissing as exc:
                 raise self.controller.explain_missing_chunk(cursor.stream, exc, task) from None
-            payloads = batch.column("payload").to_pylist()
-            keys = batch.column("routing_key").to_pylist()
-            offsets = batch.column("offset").to_pylist()
-            for payload, key, off in zip(payloads, keys, offsets, strict=True):
-                cursor.buffer.append((payload, key, off, off + EVENT_HEADER_BYTES + len(payload)))
-        return bool(cursor.buffer)
+        return cursor.has_events()
 
     def _stream_id(self, stream: str) -> int:
         if stream not in self._stream_ids:
@@ -645,10 +794,9 @@ class Reader:
         """The reader's position lies before the head. Without skip_truncated the caller hears it
         once as TruncatedData (it may reset the group); either way reading goes on from the head."""
         config = self.group.config
-        where = f"{cursor.stream} segment {segment_name(cursor.segment)} offset {cursor.offset}"
-        old = cursor.offset
-        cursor.offset = segment.head
-        cursor.buffer.clear()
+        old = cursor.next_offset()
+        where = f"{cursor.stream} segment {segment_name(cursor.segment)} offset {old}"
+        cursor.drop(segment.head)
         if config["skip_truncated"]:
             log.warning("reader group %s, reader %s: skipped truncated data at %s (head is %d)", self.group.name,
                         self.reader_id, where, segment.head)
@@ -671,6 +819,7 @@ class Reader:
         self.group.store.update(self.group.name, lambda r, topo: core.release_reader(
             r.state, topo, self.reader_id, positions, now))
         self._cursors.clear()
+        self._ready = _NO_SLICE
         self._closed = True
 
     def __enter__(self) -> Reader:
