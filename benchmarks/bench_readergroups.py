@@ -9,9 +9,11 @@ A 4-segment stream of N 100-byte events (300 routing keys) on SQLite (or the giv
   group, 1 reader       one reader in this process reads the stream through a fresh reader group
                         (joined before the clock starts), until it has returned all N events
   1 / 2 reader procs    1 or 2 reader processes, started and warmed up beforehand (each reads one event
-                        through another group: imports and first queries are not timed), are told to
-                        go at once; each joins a fresh group and reads; time from "go" to the last
-                        event returned by any of them (joining and the hand-over of segments included)
+                        through another group: imports and first queries are not timed), join a fresh
+                        group (as the 1 reader above, before the clock starts) and are told to go at
+                        once; time from "go" to the last event returned by any of them
+  2 procs, join at go   the same, but each joins when told to go: the first to sync takes every
+                        segment and hands half on when it sees the second (its watch, every 20 ms)
   checkpoint            with 2 reader processes reading a fresh group, initiate_checkpoint().wait();
                         median and max over the repetitions
 
@@ -69,18 +71,20 @@ def read_count(reader: Any, expected: int) -> int:
     return count
 
 
-def worker(home: str, url: str, group: str, reader_id: str, go: Any, stop: Any, out: Any) -> None:
-    """Join `group` when told to go, read, and report (count, time of the last event) whenever a
-    read comes back empty after new events; leave when told to stop."""
+def worker(home: str, url: str, group: str, reader_id: str, join_first: bool, go: Any, stop: Any, out: Any) -> None:
+    """Join `group` (before or when told to go), read from "go" on, and report (count, time of the
+    last event) whenever a read comes back empty after new events; leave when told to stop."""
     with connect(Path(home), url) as client:
         warm = client.reader_group(f"{group}-warm").reader(reader_id)
         while not warm.read_next_event(1000).is_event:  # imports and first queries: not what is timed
             pass
         warm.close()
         rg = client.reader_group(group)
+        reader = rg.reader(reader_id) if join_first else None
         out.put(("ready", reader_id, 0, 0.0))
         go.wait()
-        reader = rg.reader(reader_id)
+        if reader is None:
+            reader = rg.reader(reader_id)
         now = time.monotonic
         count, last, reported = 0, 0.0, -1
         while True:
@@ -99,13 +103,13 @@ def worker(home: str, url: str, group: str, reader_id: str, go: Any, stop: Any, 
 
 
 def run_procs(home: Path, url: str, client: tk.Client, group: str, events: int, readers: int,
-              checkpoints: int = 0) -> tuple[float, list[float]]:
+              checkpoints: int = 0, join_first: bool = True) -> tuple[float, list[float]]:
     """`readers` processes read a fresh group: seconds from "go" to the last event, checkpoint latencies."""
     client.create_reader_group(group, tk.ReaderGroupConfig(streams=[STREAM]))
     client.create_reader_group(f"{group}-warm", tk.ReaderGroupConfig(streams=[STREAM]))
     queue: Any = mp.Queue()
     go, stop = mp.Event(), mp.Event()
-    procs = [mp.Process(target=worker, args=(str(home), url, group, f"r{i}", go, stop, queue))
+    procs = [mp.Process(target=worker, args=(str(home), url, group, f"r{i}", join_first, go, stop, queue))
              for i in range(readers)]
     for p in procs:
         p.start()
@@ -142,7 +146,7 @@ def main() -> int:
     args = parser.parse_args()
     mp.set_start_method("spawn")
     times: dict[str, list[float]] = {"client.read": [], "group, 1 reader": [], "group, 1 reader process": [],
-                                     "group, 2 reader processes": []}
+                                     "group, 2 reader processes": [], "2 processes, join at go": []}
     latencies: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
@@ -162,6 +166,8 @@ def main() -> int:
             reader.close()
             times["group, 1 reader process"].append(run_procs(home, url, client, f"p1-{r}", args.events, 1)[0])
             times["group, 2 reader processes"].append(run_procs(home, url, client, f"p2-{r}", args.events, 2)[0])
+            times["2 processes, join at go"].append(
+                run_procs(home, url, client, f"j2-{r}", args.events, 2, join_first=False)[0])
             _, lat = run_procs(home, url, client, f"cp{r}", args.events, 2, checkpoints=5)
             latencies.extend(lat)
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items())
