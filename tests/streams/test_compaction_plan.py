@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidekeep.streams.compaction_plan import ChunkSpan, chunks_after, plan_compaction
+from tidekeep.streams.compaction_plan import ChunkSpan, plan_compaction
 
 
 @st.composite
@@ -26,6 +26,11 @@ def segments(draw: st.DrawFn) -> tuple[list[ChunkSpan], int]:
         chunks.append(ChunkSpan(offset, length, f"c{i}"))
         offset += length
     return chunks, target
+
+
+def chunks_after(chunks: list[ChunkSpan], groups: list[list[ChunkSpan]]) -> int:
+    """How many chunks the segment holds once `groups` are merged."""
+    return len(chunks) - sum(len(g) - 1 for g in groups)
 
 
 def fewest_chunks(chunks: list[ChunkSpan], target: int) -> int:

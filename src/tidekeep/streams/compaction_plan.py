@@ -49,9 +49,4 @@ def plan_compaction(chunks: Sequence[ChunkSpan], target_size: int) -> list[list[
     return groups
 
 
-def chunks_after(chunks: Sequence[ChunkSpan], groups: Sequence[Sequence[ChunkSpan]]) -> int:
-    """How many chunks the segment holds once `groups` are merged."""
-    return len(chunks) - sum(len(g) - 1 for g in groups)
-
-
-__all__ = ["ChunkSpan", "chunks_after", "plan_compaction"]
+__all__ = ["ChunkSpan", "plan_compaction"]

@@ -35,7 +35,7 @@ from ..store import schema as t
 from ..store.chunks import ChunkRef, read_chunk_file
 from ..store.deletion import warn_files_left
 from ..store.fencing import LeaseFence, check_fence
-from .compaction_plan import ChunkSpan, chunks_after, plan_compaction
+from .compaction_plan import ChunkSpan, plan_compaction
 from .controller import StreamController
 from .model import segment_name
 from .repository import StreamState, chunk_ref
@@ -95,10 +95,7 @@ class Compactor:
             tally.before += len(refs)
             spans = [ChunkSpan(r.base_offset, r.length, r.path) for r in refs]
             by_path = {r.path: r for r in refs}
-            groups = plan_compaction(spans, target_size)
-            tally.groups.extend((segment, [by_path[s.path] for s in g]) for g in groups)
-            tally.removed += len(spans) - chunks_after(spans, groups)
-        tally.removed = 0  # counted again below: only the merges that land
+            tally.groups.extend((segment, [by_path[s.path] for s in g]) for g in plan_compaction(spans, target_size))
         for done, (segment, group) in enumerate(tally.groups):
             if self._merge(state, segment, group, fence):
                 tally.merged += 1
