@@ -76,7 +76,8 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
            "spark.shared_filesystem": "yes", "catalog.data_roots": "/srv/a, s3://bucket/x/", "storage.fsync": "no",
            "spark.ui": "off", "spark.conf": "{spark.driver.memory: 4g, spark.executor.cores: 2}",
            "api.listen": "[::1]:9000", "api.auth": "false", "api.tls_cert": "/etc/tk/cert.pem",
-           "api.tls_key": "/etc/tk/key.pem", "api.metrics_interval": "30s", "api.dashboard": "off"}
+           "api.tls_key": "/etc/tk/key.pem", "api.metrics_interval": "30s", "api.dashboard": "off",
+           "chunks.target_size": "16MiB", "chunks.compaction_interval": "0"}
     assert set(raw) == set(KEYS), "a new setting needs a case here"
     s = load_settings(tmp_path, env={env_name(k): v for k, v in raw.items()})
     assert env_name("writer.batch_size") == "TIDEKEEP_WRITER_BATCH_SIZE"
@@ -94,7 +95,8 @@ def test_every_key_can_come_from_the_environment(tmp_path: Path) -> None:
         "spark.shared_filesystem": True, "catalog.data_roots": ("/srv/a", "s3://bucket/x"), "storage.fsync": False,
         "spark.ui": False, "spark.conf": {"spark.driver.memory": "4g", "spark.executor.cores": "2"},
         "api.listen": "[::1]:9000", "api.auth": False, "api.tls_cert": "/etc/tk/cert.pem",
-        "api.tls_key": "/etc/tk/key.pem", "api.metrics_interval": 30_000, "api.dashboard": False}
+        "api.tls_key": "/etc/tk/key.pem", "api.metrics_interval": 30_000, "api.dashboard": False,
+        "chunks.target_size": 16 * 1024 * 1024, "chunks.compaction_interval": 0}
     assert s.metadata_url == "postgresql+psycopg://u@h/db" and s.storage_uri == "/data/x"
 
 

@@ -91,6 +91,18 @@ def _positive(parse: Callable[[Any], int]) -> Callable[[Any], int]:
     return check
 
 
+MAX_CHUNK_TARGET_SIZE = 1024 * 1024 * 1024  # a merge holds its group in memory, as a read holds a chunk
+
+
+def chunk_target_size(value: Any) -> int:
+    """A compaction target size (chunks.target_size, `stream compact --target-size`): a size from
+    1 byte to 1 GiB."""
+    size = parse_size_bytes(value)
+    if not 0 < size <= MAX_CHUNK_TARGET_SIZE:
+        raise InvalidInput(f"invalid target size {value!r}: must be greater than zero and at most 1GiB")
+    return size
+
+
 def _count(value: Any) -> int:
     """A whole number from YAML, the environment or a flag ("1000" or 1000; not 1.5, not true)."""
     if isinstance(value, bool):
@@ -222,6 +234,7 @@ Boolean = Annotated[bool, _checked(_boolean)]
 Duration = Annotated[int, _checked(parse_duration_ms)]
 PositiveDuration = Annotated[int, _checked(_positive(parse_duration_ms))]
 PositiveSize = Annotated[int, _checked(_positive(parse_size_bytes))]
+ChunkTargetSize = Annotated[int, _checked(chunk_target_size)]
 PositiveCount = Annotated[int, _checked(_positive(_count))]
 NonNegativeCount = Annotated[int, _checked(_non_negative)]
 Minutes = Annotated[int, _checked(_minutes)]
@@ -271,7 +284,7 @@ class TidekeepSettings(BaseSettings):
         "confs and secret-bearing ones are refused")
     writer_batch_size: PositiveSize = _key("writer.batch_size", 4 * 1024 * 1024, "flush a segment batch at this size")
     writer_linger: Duration = _key("writer.linger", 100, "flush pending events after this long")
-    chunks_target_size: PositiveSize = _key(
+    chunks_target_size: ChunkTargetSize = _key(
         "chunks.target_size", 8 * 1024 * 1024,
         "compaction merges a segment's adjacent chunks below this size into chunks of at most this size")
     chunks_compaction_interval: Duration = _key(

@@ -191,13 +191,13 @@ class Stream:
                                                    progress=progress)
 
     def compaction_target(self, target_size: int | str | None = None) -> int:
-        """`target_size` in bytes (InvalidInput unless positive), or chunks.target_size for None."""
+        """`target_size` in bytes (InvalidInput unless from 1 byte to 1 GiB), or chunks.target_size
+        for None."""
         if target_size is None:
             return int(self._settings["chunks.target_size"])
-        target = parse_size_bytes(target_size)
-        if target <= 0:
-            raise InvalidInput(f"invalid target size {target_size!r}: must be greater than zero")
-        return target
+        from .config import chunk_target_size  # the settings' parser; config is not imported just for a handle
+
+        return chunk_target_size(target_size)
 
     def update(self, config: StreamConfig, expected_version: int | None = None) -> StreamInfo:
         """Replace the stream's config (its retention policy, its watermark timeout). With

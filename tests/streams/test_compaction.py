@@ -206,12 +206,20 @@ def test_bad_target_size_is_refused_with_nothing_changed(client: tk.Client) -> N
     client.create_stream(STREAM, tk.StreamConfig(segments=1))
     small_flushes(client, "w", 4)
     rows = chunk_rows(client, STREAM)
-    for bad in (0, "0B", "lots", -1):
+    for bad in (0, "0B", "lots", -1, "2GiB", 1024**3 + 1):
         with pytest.raises(tk.InvalidInput):
             client.stream(STREAM).compact(bad)
     assert chunk_rows(client, STREAM) == rows
     with pytest.raises(tk.NotFound):
         client.stream("s/missing").compact()
+
+
+def test_the_target_size_setting_is_bounded(tmp_path: Path) -> None:
+    """A merge holds its group in memory: a target above 1 GiB is refused when the settings load."""
+    with pytest.raises(tk.ConfigError, match="chunks.target_size.*at most 1GiB"):
+        tk.connect(home=tmp_path / "ws", create=True, settings={"chunks.target_size": "2GiB"})
+    with tk.connect(home=tmp_path / "ws", create=True, settings={"chunks.target_size": "1GiB"}) as client:
+        assert client.settings["chunks.target_size"] == 1024**3
 
 
 def test_a_committed_file_that_is_gone_is_reported_not_skipped(client: tk.Client) -> None:
