@@ -146,14 +146,14 @@ class _Events(chain[Event]):
     """The events of a read: a chain, so each event comes straight from C iterators (the chunks'
     generator runs once per chunk), with a generator's close() to stop the read early."""
 
-    _chunks: Generator[Iterator[Event], None, None]
+    chunks: Generator[Iterator[Event], None, None]  # what the chain iterates: closed by close()
 
     def close(self) -> None:
-        self._chunks.close()
+        self.chunks.close()
 
 
 def iter_events(controller: StreamController, plan: ReadPlan) -> Iterator[Event]:
     chunks = (_chunk_events(task, batch) for task, batch in _task_batches(controller, plan))
     events = cast(_Events, _Events.from_iterable(chunks))  # from_iterable makes an instance of its class
-    events._chunks = chunks
+    events.chunks = chunks
     return events
