@@ -216,7 +216,7 @@ def test_bad_target_size_is_refused_with_nothing_changed(client: tk.Client) -> N
 
 def test_the_target_size_setting_is_bounded(tmp_path: Path) -> None:
     """A merge holds its group in memory: a target above 1 GiB is refused when the settings load."""
-    with pytest.raises(tk.ConfigError, match="chunks.target_size.*at most 1GiB"):
+    with pytest.raises(tk.ConfigError, match=r"chunks\.target_size.*at most 1GiB"):
         tk.connect(home=tmp_path / "ws", create=True, settings={"chunks.target_size": "2GiB"})
     with tk.connect(home=tmp_path / "ws", create=True, settings={"chunks.target_size": "1GiB"}) as client:
         assert client.settings["chunks.target_size"] == 1024**3
