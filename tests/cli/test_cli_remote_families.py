@@ -227,6 +227,11 @@ def test_archives_search_through_the_server(sides: Sides, spark: Any) -> None:
 
 
 def test_stream_compaction_through_the_server_is_the_local_command(sides: Sides) -> None:
+    operator = sides.token("operator")
+    # a bad size is refused even when there is no stream to compact
+    assert_one_error_line(sides.local("stream", "compact", "--target-size", "0"), 2, "target size")
+    assert_one_error_line(sides.remote("stream", "compact", "--target-size", "2GiB", token=operator), 2,
+                          "at most 1GiB")
     sides.client.create_stream("c/a", tk.StreamConfig(segments=2))
     with sides.client.stream("c/a").writer("w") as writer:
         for i in range(12):
@@ -234,7 +239,6 @@ def test_stream_compaction_through_the_server_is_the_local_command(sides: Sides)
             writer.flush()
     before = check_ok(sides.local("stream", "describe", "c/a", "--json")).json()["chunks"]
     assert before["count"] == 12 and before["compacted"] == 0
-    operator = sides.token("operator")
     compacted = check_ok(sides.remote("stream", "compact", "c/a", "--json", token=operator)).json()
     assert compacted == {"streams": [{"stream": "c/a", "chunks_before": 12, "chunks_after": 2, "groups_merged": 2,
                                       "groups_skipped": 0, "bytes_merged": before["segments"]["0.0"]["bytes"]

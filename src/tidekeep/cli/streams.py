@@ -318,7 +318,11 @@ def compact(
 ) -> None:
     """Merge each segment's adjacent small chunks into larger files. Offsets and events stay as they
     are; the replaced files are removed by the sweep once sweep.grace has passed (docs/streams.md)."""
+    from ..config import chunk_target_size
+
     out = output(ctx, json_output)
+    if target_size is not None:
+        chunk_target_size(target_size)  # a bad size is refused before any work, whatever streams there are
     records: list[dict[str, Any]] = []
     if is_remote(ctx):
         from . import streams_remote
@@ -331,8 +335,6 @@ def compact(
         from .progress import progress_bar
 
         with open_client(ctx) as client:
-            if name is not None:
-                client.stream(name).compaction_target(target_size)  # a bad size is refused before any work
             names = [name] if name is not None else [i.name for i in client.list_streams()]
             for each in names:
                 with progress_bar(f"compacting {each}", not out.json, unit="groups") as update:
