@@ -43,7 +43,7 @@ import os
 import posixpath
 import sys
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -324,6 +324,25 @@ class FileIO:
 
         with self._fs.open_input_file(self.full_path(key)) as handle:
             return pq.ParquetFile(handle).read(columns=columns)
+
+    def parquet_scan(self, keys: builtins.list[str], schema: pa.Schema) -> Callable[[], pa.Table]:
+        """A prepared read of the Parquet files at `keys` as one table of `schema`'s columns (a
+        file's other columns are left out), rows in the order of `keys`. Preparing it is cheap and
+        touches no file; the returned call reads every file in one pass through pyarrow, without
+        the interpreter lock, so on another thread it runs beside a busy Python thread instead of
+        waiting for the lock between files. An unreadable file fails the whole call (pyarrow's
+        error); `read_parquet` tells one file's error from another's. The files are read one after
+        another on the calling thread (parallelism is the caller's: several scans at once). Local
+        files are read through a buffered stream, which costs about a third less CPU than pyarrow's
+        pre-buffering; an object store keeps pre-buffering, which merges a file's range requests."""
+        import pyarrow.dataset as ds
+
+        options = ds.ParquetFragmentScanOptions(pre_buffer=self.is_object_store,
+                                                use_buffered_stream=not self.is_object_store)
+        dataset = ds.FileSystemDataset.from_paths(
+            [self.full_path(key) for key in keys], schema=schema,
+            format=ds.ParquetFileFormat(default_fragment_scan_options=options), filesystem=self._fs)
+        return dataset.scanner(use_threads=False).to_table
 
     def list(self, prefix: str, recursive: bool = True) -> builtins.list[StoredEntry]:
         """The files and directories under the directory `prefix` (none when it does not exist)."""

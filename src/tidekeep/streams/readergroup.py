@@ -2,7 +2,7 @@
 
 Readers in any process share a group's segments through the group's row in the metadata store
 (rg_store.py); every decision is a pure transition in rg_state.py. A reader reads its segments
-from chunk files with streams.reader.read_task, one chunk at a time.
+from chunk files, fetching a few chunks at a time ahead of need (streams/rg_fetch.py).
 """
 
 from __future__ import annotations
@@ -11,17 +11,16 @@ import functools
 import logging
 import operator
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from itertools import repeat
 from typing import Any, NamedTuple
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from ..errors import ChunkMissing, ConflictError, InvalidInput, InvalidStreamCut, NotFound, TidekeepError, TruncatedData
+from ..errors import ConflictError, InvalidInput, InvalidStreamCut, NotFound, TidekeepError, TruncatedData
 from ..names import check_name, split_stream_name
 from ..store import schema as t
 from ..store.audit import AuditEntry, AuditLog
@@ -30,10 +29,10 @@ from . import rg_state as core
 from .config import RetentionType
 from .controller import ReadTask, StreamController
 from .cuts import CutOrder, StreamCut
-from .model import EVENT_HEADER_BYTES, Segment, SegmentId, segment_name
-from .reader import read_task
+from .model import Segment, SegmentId, segment_name
 from .reader_window import StreamWindow
 from .repository import chunk_ref
+from .rg_fetch import Fetch, Fetched, MissingRead, fetched_events, start_fetch
 from .rg_store import GroupRow, ReaderGroupStore
 from .subscriber_store import SubscriberStore
 from .watermark_store import WatermarkStore
@@ -43,6 +42,7 @@ log = logging.getLogger("tidekeep.readergroups")
 
 FILL_BYTES = 2 * 1024 * 1024  # one trip to storage for a segment reads its next chunks up to this many bytes
 FILL_CHUNKS = 64  # and at most this many chunks
+FETCHES_AHEAD = 2  # fetches of a segment read ahead of the reader (streams/rg_fetch.py)
 # Events are handed out a slice at a time; between two slices the reader looks at the clock (sync
 # and watch times). A slice is sized so the caller takes about SLICE_TARGET_NS over it, at most
 # SLICE_MAX events: large for a tight loop, down to one event for a caller that works on each.
@@ -204,6 +204,22 @@ class _Cursor:
     offsets: list[int] = field(default_factory=list)
     nexts: list[int] = field(default_factory=list)
     index: int = 0
+    # fetches started ahead of need, in offset order, each starting where the one before ends
+    ahead: deque[Fetch] = field(default_factory=deque)
+
+    def next_fetch(self) -> Fetch | None:
+        """The first fetch read ahead if it starts where this cursor fetches next (else the fetches
+        ahead were made before the cursor moved, and are dropped)."""
+        if self.ahead and self.ahead[0].start == self.fetched:
+            return self.ahead.popleft()
+        self.forget()
+        return None
+
+    def forget(self) -> None:
+        """Drop the fetches read ahead."""
+        for fetch in self.ahead:
+            fetch.cancel()
+        self.ahead.clear()
 
     def has_events(self) -> bool:
         return self.index < len(self.offsets)
@@ -212,23 +228,15 @@ class _Cursor:
         """The offset of the next event not handed out yet."""
         return self.offsets[self.index] if self.index < len(self.offsets) else self.fetched
 
-    def add(self, batch: pa.RecordBatch) -> None:
-        """Append the events of one read_task batch (this segment's, in offset order)."""
-        if not batch.num_rows:
+    def add(self, events: Fetched) -> None:
+        """Append the events of one fetch (this segment's, in offset order, from `fetched` on)."""
+        if not len(events.offsets):
             return
-        payload, offset = batch.column("payload"), batch.column("offset")
-        payloads, offsets = payload.to_pylist(), offset.to_pylist()
-        end = offsets[-1] + EVENT_HEADER_BYTES + len(payloads[-1])
-        if end - offsets[0] == pc.sum(pc.binary_length(payload)).as_py() + EVENT_HEADER_BYTES * len(offsets):
-            nexts = offsets[1:]  # packed (as chunks are written): each event ends where the next begins
-            nexts.append(end)
-        else:
-            nexts = pc.add(offset, pc.add(pc.binary_length(payload).cast(pa.int64()), EVENT_HEADER_BYTES)).to_pylist()
-        self.payloads += payloads
-        self.keys += batch.column("routing_key").to_pylist()
-        self.offsets += offsets
-        self.nexts += nexts
-        self.fetched = end
+        self.payloads += events.payloads.to_pylist()
+        self.keys += events.keys.to_pylist()
+        self.offsets += events.offsets.tolist()
+        self.nexts += events.nexts.tolist()
+        self.fetched = self.nexts[-1]
 
     def take(self, count: int) -> _Slice:
         """The next `count` events (fewer at the end of what was fetched)."""
@@ -627,12 +635,12 @@ class Reader:
         self._version = row.version
         self._ready = _NO_SLICE  # syncs happen between slices: nothing is left of the last one
         if row.generation != self._generation:  # the group was reset: forget local positions
-            self._cursors.clear()
+            self._forget_cursors()
             self._generation = row.generation
         mine = set(core.owned(state, self.reader_id))
         for key in list(self._cursors):
             if key not in mine:
-                del self._cursors[key]  # released or completed; its position is already stored
+                self._cursors.pop(key).forget()  # released or completed; its position is already stored
         for stream, seg in mine:
             if (stream, seg) not in self._cursors:
                 g = state.streams[stream].segments[seg]
@@ -750,7 +758,9 @@ class Reader:
         return any(self._fill(cursor) for cursor in list(self._cursors.values()))
 
     def _fill(self, cursor: _Cursor) -> bool:
-        """Fetch the next chunks of one segment (up to FILL_BYTES); False when there is nothing new."""
+        """Fetch the next chunks of one segment (up to FILL_BYTES); False when there is nothing new.
+        The chunks come from the fetch read ahead when it starts where the cursor is; then the
+        fetches ahead are topped up to FETCHES_AHEAD, read while the caller works through these."""
         topology = self._topologies.get(cursor.stream)
         if topology is None or cursor.segment not in topology:
             return False
@@ -759,31 +769,83 @@ class Reader:
         if cursor.fetched < segment.head:
             self._on_truncated(cursor, segment)
         if cursor.fetched >= limit:
+            cursor.forget()
             return False
+        storage = self.controller.storage
+        events = None
+        fetch = cursor.next_fetch()
+        if fetch is not None:
+            try:
+                events = fetched_events(storage, cursor.stream, fetch)
+            except MissingRead:
+                # read ahead before a truncation and a sweep took its files: fetch afresh, which
+                # tells a truncation (the head moved past the cursor) from a file that is lost
+                cursor.forget()
+        if events is None:
+            fetch = self._start_fetch(cursor, cursor.fetched, limit)
+            if fetch is None:
+                # the chunk holding our offset is gone: a truncation moved the head past it meanwhile
+                self._topologies[cursor.stream] = self.controller.state(cursor.stream).segments
+                fresh = self._topologies[cursor.stream][cursor.segment]
+                if cursor.fetched < fresh.head:
+                    self._on_truncated(cursor, fresh)
+                return False
+            try:
+                events = fetched_events(storage, cursor.stream, fetch)
+            except MissingRead as missing:
+                raise self.controller.explain_missing_chunk(cursor.stream, missing.error, missing.task) from None
+        cursor.add(events)
+        while len(cursor.ahead) < FETCHES_AHEAD:
+            start = cursor.ahead[-1].end if cursor.ahead else cursor.fetched
+            ahead = self._start_fetch(cursor, start, limit) if start < limit else None
+            if ahead is None:
+                break
+            cursor.ahead.append(ahead)
+        if len(cursor.ahead) < FETCHES_AHEAD:  # this segment's end is near: start on the next one's
+            self._read_ahead_after(cursor)
+        return cursor.has_events()
+
+    def _read_ahead_after(self, cursor: _Cursor) -> None:
+        """Start the first fetch of the segment this reader reads after `cursor`'s (the next in
+        order with nothing fetched or read ahead), so its first events are not waited for."""
+        cursors = list(self._cursors.values())
+        for following in cursors[cursors.index(cursor) + 1:] if cursor in cursors else ():
+            if following.has_events() or following.ahead:
+                continue
+            topology = self._topologies.get(following.stream)
+            if topology is None or following.segment not in topology:
+                continue
+            segment = topology[following.segment]
+            limit = following.end if following.end is not None else segment.tail
+            if segment.head <= following.fetched < limit:
+                fetch = self._start_fetch(following, following.fetched, limit)
+                if fetch is not None:
+                    following.ahead.append(fetch)
+                return
+
+    def _start_fetch(self, cursor: _Cursor, start: int, limit: int) -> Fetch | None:
+        """Start reading the segment's chunks from `start` (below `limit`, up to FILL_BYTES and
+        FILL_CHUNKS). None if no chunk holds `start` (a truncation took it)."""
         with self.controller.db.read() as conn:
             rows = conn.execute(_NEXT_CHUNKS, {"stream_id": self._stream_id(cursor.stream),
                                                "segment_id": cursor.segment, "limit": limit,
-                                               "start": cursor.fetched}).all()
-        if not rows or rows[0].base_offset > cursor.fetched:
-            # the chunk holding our offset is gone: a truncation moved the head past it meanwhile
-            self._topologies[cursor.stream] = self.controller.state(cursor.stream).segments
-            fresh = self._topologies[cursor.stream][cursor.segment]
-            if cursor.fetched < fresh.head:
-                self._on_truncated(cursor, fresh)
-            return False
-        storage = self.controller.storage
+                                               "start": start}).all()
+        if not rows or rows[0].base_offset > start:
+            return None
+        tasks = []
         budget = FILL_BYTES
         for row in rows:
             if budget <= 0:
                 break
             budget -= row.length
-            task = ReadTask(chunk_ref(row), max(cursor.fetched, row.base_offset),
-                            min(limit, row.base_offset + row.length))
-            try:
-                cursor.add(read_task(storage, cursor.stream, task))
-            except ChunkMissing as exc:
-                raise self.controller.explain_missing_chunk(cursor.stream, exc, task) from None
-        return cursor.has_events()
+            end = min(limit, row.base_offset + row.length)
+            tasks.append(ReadTask(chunk_ref(row), max(start, row.base_offset), end))
+        return start_fetch(self.controller.storage, tasks)
+
+    def _forget_cursors(self) -> None:
+        for cursor in self._cursors.values():
+            cursor.forget()
+        self._cursors.clear()
 
     def _stream_id(self, stream: str) -> int:
         if stream not in self._stream_ids:
@@ -818,7 +880,7 @@ class Reader:
         now = self.clock.now_ms()
         self.group.store.update(self.group.name, lambda r, topo: core.release_reader(
             r.state, topo, self.reader_id, positions, now))
-        self._cursors.clear()
+        self._forget_cursors()
         self._ready = _NO_SLICE
         self._closed = True
 
