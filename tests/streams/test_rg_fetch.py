@@ -5,6 +5,7 @@ fetch read ahead of a truncation never reported as a lost file."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, wait
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,7 +20,7 @@ from tidekeep.streams.model import EVENT_HEADER_BYTES
 from tidekeep.streams.of_workspace import stream_controller
 from tidekeep.streams.reader import read_task
 from tidekeep.streams.readergroup import FILL_BYTES
-from tidekeep.streams.rg_fetch import MissingRead, fetched_events, start_fetch
+from tidekeep.streams.rg_fetch import Fetch, MissingRead, fetched_events, start_fetch
 
 STREAM = "s/fetch"
 
@@ -49,8 +50,16 @@ def _one_by_one(storage: FileIO, stream: str, tasks: list[ReadTask]) -> list[tup
     return rows
 
 
-def _fetched(storage: FileIO, tasks: list[ReadTask]) -> list[tuple[bytes, str | None, int, int]]:
-    events = fetched_events(storage, STREAM, start_fetch(storage, tasks))
+def _fetched(storage: FileIO, tasks: list[ReadTask], started: bool = True) -> list[tuple[bytes, str | None, int, int]]:
+    """The fetch's events: read on the pool (`started`, waited for here), or read in this thread
+    because the pool had not started it (a future nobody runs)."""
+    fetch = start_fetch(storage, tasks)
+    if started:
+        wait([fetch.scan])
+    else:
+        fetch.cancel()
+        fetch = Fetch(fetch.start, fetch.end, fetch.tasks, fetch.read, Future())
+    events = fetched_events(storage, STREAM, fetch)
     return list(zip(events.payloads.to_pylist(), events.keys.to_pylist(), events.offsets.tolist(),
                     events.nexts.tolist(), strict=True))
 
@@ -80,6 +89,7 @@ def test_a_fetch_reads_what_reading_its_chunks_one_by_one_reads(storage_client: 
                     run[-1] = ReadTask(run[-1].chunk, run[-1].start, end)
                     expected = _one_by_one(storage, STREAM, run)
                     assert _fetched(storage, run) == expected, (first, last, start, end)
+                    assert _fetched(storage, run, started=False) == expected, (first, last, start, end)
                     assert expected and expected[0][2] == start and expected[-1][3] == end
                     compared += 1
     assert compared > 100
@@ -91,10 +101,11 @@ def test_a_missing_file_is_named_with_its_read(storage_client: tk.Client) -> Non
     storage = client.workspace.storage
     gone = tasks[3]
     assert not storage.discard([gone.chunk.path]).failed
-    with pytest.raises(MissingRead) as missing:
-        _fetched(storage, tasks)
-    assert missing.value.task == gone
-    assert f"chunk file {gone.chunk.path} is missing" in str(missing.value.error)
+    for started in (True, False):
+        with pytest.raises(MissingRead) as missing:
+            _fetched(storage, tasks, started)
+        assert missing.value.task == gone
+        assert f"chunk file {gone.chunk.path} is missing" in str(missing.value.error)
 
 
 def test_a_file_that_does_not_match_its_metadata_is_reported_corrupt(storage_client: tk.Client) -> None:
@@ -106,8 +117,9 @@ def test_a_file_that_does_not_match_its_metadata_is_reported_corrupt(storage_cli
     damaged = next(task for task in tasks if not task.chunk.compacted and task.chunk.event_count > 2)
     table, _ = build_chunk_table(pa.array([b"x"], pa.binary()), pa.array(["k"], pa.string()))
     storage.write_parquet(damaged.chunk.path, table)  # one event where the metadata says more
-    with pytest.raises(tk.CorruptChunk, match=f"chunk file {damaged.chunk.path} is corrupt"):
-        _fetched(storage, tasks)
+    for started in (True, False):
+        with pytest.raises(tk.CorruptChunk, match=f"chunk file {damaged.chunk.path} is corrupt"):
+            _fetched(storage, tasks, started)
 
 
 def test_a_truncation_and_a_sweep_under_fetches_read_ahead(tmp_path: Path, metadata_url: str, storage_uri: str) -> None:

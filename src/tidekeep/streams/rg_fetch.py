@@ -5,7 +5,9 @@ started on the read-ahead pool as one scan of all its files (FileIO.parquet_scan
 them without taking the interpreter lock: a reader handing out events in a tight Python loop holds
 the lock almost all the time, and a read that needs it between files (as one `read_task` per file
 does a dozen times) waits the interpreter's switch interval each time, which made read-ahead no
-faster than reading in the reader's own thread.
+faster than reading in the reader's own thread. A fetch the pool has not started by the time the
+reader needs it (no core was free for the pool's thread) is read in the reader's thread instead of
+waited for.
 
 The scan's table is checked against the chunks' metadata in the reader's thread (event counts, the
 first event at relative offset 0, the last one ending at the chunk's length), with a few vectorised
@@ -16,6 +18,7 @@ what reading one chunk at a time reports.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -39,7 +42,8 @@ class Fetch:
     start: int
     end: int
     tasks: list[ReadTask]
-    scan: Future[pa.Table]
+    read: Callable[[], pa.Table]  # the scan
+    scan: Future[pa.Table]  # the scan on the read-ahead pool
 
     def cancel(self) -> None:
         self.scan.cancel()
@@ -67,14 +71,15 @@ class MissingRead(Exception):
 def start_fetch(storage: FileIO, tasks: list[ReadTask]) -> Fetch:
     """Start reading `tasks` (non-empty, consecutive chunks of one segment) on the read-ahead pool."""
     scan = storage.parquet_scan([task.chunk.path for task in tasks], chunk_schema())
-    return Fetch(tasks[0].start, tasks[-1].end, tasks, shared_pool("read-ahead", READ_AHEAD).submit(scan))
+    return Fetch(tasks[0].start, tasks[-1].end, tasks, scan, shared_pool("read-ahead", READ_AHEAD).submit(scan))
 
 
 def fetched_events(storage: FileIO, stream: str, fetch: Fetch) -> Fetched:
     """The events of `fetch`, waiting for its scan. Raises MissingRead for a missing chunk file and
     CorruptChunk for a damaged one, as `read_task` does."""
     try:
-        table = fetch.scan.result()
+        # not started yet (no core was free for the pool's thread): read it here and now instead
+        table = fetch.read() if fetch.scan.cancel() else fetch.scan.result()
     except Exception:  # whatever the scan hit, reading chunk by chunk says which file and why
         table = None
     events = None if table is None else _checked(fetch, table)
