@@ -33,3 +33,7 @@ def test_the_column_encoding_is_the_message_encoding(column: list[str]) -> None:
         got = (encoded.logtypes[i].as_py(), tuple(encoded.numbers[i].as_py()), tuple(encoded.dictionary[i].as_py()))
         assert got == (one.logtype, one.numbers, one.dictionary), message
         assert decode_message(*got) == message.encode()
+    # a slice of a longer array (an offset into shared buffers) encodes the same
+    sliced = encode_column(pa.array(["x=1 a", *column, "b 2.5"], pa.string()).slice(1, len(column)))
+    assert sliced.logtypes.equals(encoded.logtypes) and sliced.numbers.equals(encoded.numbers) \
+        and sliced.dictionary.equals(encoded.dictionary)
