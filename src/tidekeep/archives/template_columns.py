@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .template_encoding import FLOAT_MAX_DIGITS, INT64_MAX, INT64_MIN
+
 
 def _table(chars: bytes) -> np.ndarray:
     table = np.zeros(256, dtype=bool)
@@ -23,7 +25,6 @@ def _table(chars: bytes) -> np.ndarray:
     return table
 
 
-_TOKEN = _table(b"+-.0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz\\_")
 # every byte's class, so one lookup classes the column's bytes for every count a token needs
 _CODE_DIGIT, _CODE_HEX_LETTER, _CODE_LETTER, _CODE_DOT, _CODE_MINUS, _CODE_OTHER_TOKEN = 1, 2, 3, 4, 5, 6
 _CODE = np.zeros(256, dtype=np.uint8)
@@ -33,9 +34,8 @@ _CODE[np.frombuffer(b"abcdefABCDEF", dtype=np.uint8)] = _CODE_HEX_LETTER
 _CODE[np.frombuffer(b"0123456789", dtype=np.uint8)] = _CODE_DIGIT
 _CODE[ord(".")], _CODE[ord("-")] = _CODE_DOT, _CODE_MINUS
 _SPECIAL = _table(b"\x11\x12\x13")  # placeholder bytes: escaped where they are static text
-_INT64_MAX = "9223372036854775807"
-_INT64_MIN_DIGITS = "9223372036854775808"  # the digits of int64's minimum
-FLOAT_MAX_DIGITS = 16
+_INT64_MAX = str(INT64_MAX)
+_INT64_MIN_DIGITS = str(-INT64_MIN)  # the digits of int64's minimum
 _PLACEHOLDERS = pa.array(["", "\x11", "\x13", "\x12"], pa.string())  # by kind: shown as is, int, float, dictionary
 
 
@@ -64,7 +64,8 @@ def encode_column(messages: pa.Array) -> EncodedColumn:
     size = len(data)
 
     # runs: maximal stretches of one class inside one message
-    token_byte = _TOKEN[data]
+    code = _CODE[data]
+    token_byte = code > 0  # every token byte has a class, every delimiter none
     starts_run = np.ones(size, dtype=bool)
     starts_run[1:] = token_byte[1:] != token_byte[:-1]
     starts_run[offsets[:-1][offsets[:-1] < size]] = True  # a message starts a run
@@ -77,7 +78,6 @@ def encode_column(messages: pa.Array) -> EncodedColumn:
     starts, ends = run_start[is_token], run_end[is_token]
     lengths = ends - starts
 
-    code = _CODE[data]
     token_runs = np.flatnonzero(is_token)
 
     def within(selected: np.ndarray) -> np.ndarray:
