@@ -13,8 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import tidekeep as tk
+from helpers.archives import archive_rows
+from tidekeep.archives.archive_format import CURRENT_FORMAT, format_of
 from tidekeep.archives.ingest import CorruptLogFile, IngestReport, range_partitions
-from tidekeep.archives.model import ARCHIVE_SCHEMA, archive_path
+from tidekeep.archives.model import archive_path
 from tidekeep.errors import InvalidInput, NotFound
 
 pytestmark = pytest.mark.spark
@@ -32,9 +34,9 @@ def write(path: Path, text: str | bytes) -> Path:
 
 
 def rows_of(client: tk.Client, archive) -> list[dict]:
-    table = pq.read_table(client.workspace.storage.full_path(archive.path))
-    assert table.schema.equals(ARCHIVE_SCHEMA, check_metadata=False)
-    return table.to_pylist()
+    path = client.workspace.storage.full_path(archive.path)
+    assert format_of(pq.read_schema(path)) == CURRENT_FORMAT
+    return archive_rows(client, archive)
 
 
 def archive_files(client: tk.Client) -> list[Path]:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 import tidekeep as tk
+from helpers.archives import archive_rows
 from helpers.s3 import S3Server, admin_filesystem
 from tidekeep.archives.ingest import CorruptLogFile
 from tidekeep.errors import ConfigError, InvalidInput, NotFound
@@ -47,8 +47,7 @@ def messages(client: tk.Client) -> list[tuple[int | None, str, str]]:
     """(timestamp, message, source file name within the tree) of every archived message."""
     rows = []
     for archive in client.archives.list():
-        table = pq.read_table(client.workspace.storage.full_path(archive.path))
-        rows += [(r["timestamp"], r["message"], r["source"].rsplit("/", 1)[-1]) for r in table.to_pylist()]
+        rows += [(r["timestamp"], r["message"], r["source"].rsplit("/", 1)[-1]) for r in archive_rows(client, archive)]
     return sorted(rows, key=lambda r: (r[0] is None, r[0] or 0, r[1]))
 
 
@@ -71,7 +70,7 @@ def test_logs_on_s3_ingest_as_the_same_files_from_a_local_directory(sqlite_clien
     assert ("2024-07-01T12:00:00Z ERROR request failed\n\tat com.example.Handler.handle(Handler.java:42)"
             in [m for _, m, _ in expected])
     sources = {s for a in sqlite_client.archives.list()
-               for s in pq.read_table(sqlite_client.workspace.storage.full_path(a.path))["source"].to_pylist()}
+               for s in (row["source"] for row in archive_rows(sqlite_client, a))}
     # archives name an object store's file by its URI without the URI's options
     assert sources == {f"s3://{s3_bucket}/logs/{key}" for key in TREE}
 

@@ -16,6 +16,7 @@ from test_archives_query import wildcard_oracle
 
 import tidekeep as tk
 from helpers.archives import make_archive
+from tidekeep.archives.archive_format import TEMPLATE_FORMAT, TEXT_FORMAT
 from tidekeep.archives.model import ARCHIVE_SCHEMA, JobState
 from tidekeep.archives.results import result_files
 from tidekeep.archives.search import _row_group_may_match
@@ -33,6 +34,9 @@ ARCHIVES = {
     "a": [(1000, "GET /a 200"), (2000, "POST /b 500"), (3000, "get /c 404\nretry 500"), (3000, "GET /dup 200")],
     "b": [(2500, "GET /x 200 \u65e5\u672c"), (4000, "error: disk 100% full"), (5000, "file_1 written")],
     "none": [(None, "GET /none 200"), (None, "STRA\u00dfE")],
+    # timestamp texts that are the messages' timestamps: format 2 takes them out of the text
+    "stamped": [(1_728_309_336_123, "2024-10-07T13:55:36.123Z GET /t 200 node-17"),
+                (1_728_309_337_000, "2024-10-07 13:55:37,000 ERROR [main] disk 99.5% on node-3 \\ \x12")],
 }
 
 
@@ -73,11 +77,20 @@ CASES = [
     ("*", False, False, 2500, 2500),
     ("stra\u00dfe", False, True, None, None),
     ("nothing like this", False, False, None, None),
+    ("13:55", False, False, None, None),
+    ("node-17", False, False, None, None),
+    ("Z GET", False, False, None, None),
+    ("99.5% on node-?", False, False, None, None),
+    ("\\\\ \x12", False, False, None, None),
+    ("error*node", False, True, None, None),
+    (r"36\.123Z", True, False, None, None),
 ]
 
 
-def test_results_equal_a_brute_force_filter(client: tk.Client) -> None:
-    archives = {name: make_archive(client, "web", messages) for name, messages in ARCHIVES.items()}
+@pytest.mark.parametrize("archive_format", [TEXT_FORMAT, TEMPLATE_FORMAT])
+def test_results_equal_a_brute_force_filter(client: tk.Client, archive_format: int) -> None:
+    archives = {name: make_archive(client, "web", messages, archive_format=archive_format)
+                for name, messages in ARCHIVES.items()}
     for query, regex, ignore_case, begin, end in CASES:
         job = client.archives.search("web", query, regex=regex, ignore_case=ignore_case, begin=begin, end=end)
         expected = expected_rows(archives, query, regex, ignore_case, begin, end)
@@ -91,7 +104,7 @@ def test_results_equal_a_brute_force_filter(client: tk.Client) -> None:
     # archives without timestamps are searched only without a range: 'GET' with a range misses /none
     ranged = client.archives.search("web", "GET", begin=0, end="9999-12-31T23:59:59.999Z")
     assert "GET /none 200" not in [m for _, m, _ in all_rows(client, ranged.id)]
-    assert ranged.archives_searched == 2
+    assert ranged.archives_searched == 3
 
 
 @pytest.fixture

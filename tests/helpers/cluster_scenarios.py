@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import tidekeep as tk
+from helpers.archives import archive_rows
 from helpers.cluster import STEP_PROPERTY
 from helpers.spark_query import start_query
 from tidekeep.spark.datasource import load_stream
@@ -189,7 +190,7 @@ def archives_ingest_search_gc(client: tk.Client, spark: SparkSession, workdir: P
         report = client.archives.ingest("app", [logs.uri_of("app")])
     archives = client.archives.list("app")
     sources = {str(source).split("-logs/", 1)[1] for a in archives
-               for source in client.workspace.storage.read_parquet(a.path)["source"].to_pylist()}
+               for source in (row["source"] for row in archive_rows(client, a))}
     with step(spark, "search"):
         job = client.archives.search("app", "failed")
     rows = client.archives.results(job.id, page_size=10_000).rows

@@ -1,5 +1,6 @@
-"""Writing archive files: Parquet (zstd, ARCHIVE_SCHEMA) into the storage (store/fileio.py), rolled
-to a new archive once a file's stored size reaches the target size.
+"""Writing archive files: Parquet (zstd; format 2, template-encoded, unless told otherwise:
+archive_format.py) into the storage (store/fileio.py), rolled to a new archive once a file's stored
+size reaches the target size.
 
 Rows arrive sorted by timestamp (the ingest job sorts each range partition), so an archive's first
 timestamp is its begin and its last is its end. Rows are buffered into row groups of about
@@ -22,11 +23,10 @@ import pyarrow.parquet as pq
 
 from ..store.deletion import warn_files_left
 from ..store.fileio import FileIO
-from .model import ARCHIVE_SCHEMA
+from .archive_format import CURRENT_FORMAT, TEXT_FORMAT, encode_rows, schema_of, writer_options
 
 log = logging.getLogger("tidekeep.archives.ingest")
 
-ZSTD_LEVEL = 3
 MAX_ROW_GROUP_RAW_BYTES = 64 << 20
 MIN_ROW_GROUP_RAW_BYTES = 4 << 10
 
@@ -60,8 +60,13 @@ WRITTEN_SCHEMA = pa.schema([
 
 
 class ArchiveWriter:
-    def __init__(self, storage: FileIO, directory: str, target_size: int, with_timestamps: bool) -> None:
+    def __init__(self, storage: FileIO, directory: str, target_size: int, with_timestamps: bool, *,
+                 archive_format: int = CURRENT_FORMAT, timezone: str | None = None) -> None:
+        """`timezone`: the ingest's zone when it read timestamps in the built-in forms (format 2
+        then takes their text out of the messages, archive_format.encode_rows)."""
         self.storage = storage
+        self.archive_format = archive_format
+        self.timezone = timezone
         self.directory = directory  # a key: relative to the storage root
         self.target_size = target_size
         self.group_bytes = row_group_raw_bytes(target_size)
@@ -122,7 +127,8 @@ class ArchiveWriter:
         if self._writer is None:
             self._open_file()
         assert self._writer is not None
-        self._writer.write_table(table, row_group_size=table.num_rows)
+        stored = table if self.archive_format == TEXT_FORMAT else encode_rows(table, self.timezone)
+        self._writer.write_table(stored, row_group_size=table.num_rows)
         timestamps = table.column("timestamp")
         if self.with_timestamps:
             if self._begin is None:
@@ -136,13 +142,8 @@ class ArchiveWriter:
     def _open_file(self) -> None:
         self._id = uuid.uuid4().hex
         self._sink = self.storage.create(self._path(self._id))
-        # messages are (nearly) all distinct: a dictionary attempt on them only costs time; sources
-        # repeat; sorted timestamps delta-encode to almost nothing; statistics only where search
-        # can use them (the time range of a row group)
-        self._writer = pq.ParquetWriter(
-            self._sink, ARCHIVE_SCHEMA, compression="zstd", compression_level=ZSTD_LEVEL,
-            use_dictionary=["source"], write_statistics=["timestamp"],
-            column_encoding={"timestamp": "DELTA_BINARY_PACKED"})
+        self._writer = pq.ParquetWriter(self._sink, schema_of(self.archive_format), compression="zstd",
+                                        **writer_options(self.archive_format))
         self._begin = self._end = None
         self._count = self._raw = 0
 

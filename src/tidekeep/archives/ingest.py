@@ -213,11 +213,12 @@ def parse_files(files: list[InputFile], rules: TimestampRules, block_bytes: int,
 
 
 def write_partition(storage_uri: str, fsync: bool, staging: str, files: list[str], target_size: int,
-                    batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+                    timezone: str | None, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: write one sorted range partition into archives; yields their metadata.
     Keys of timestamp-less messages sort first, so the partition is at most one run of those
     followed by one run of timestamped messages; each run gets its own writer. `fsync` is the
-    driver's storage.fsync setting (executors have no settings of their own)."""
+    driver's storage.fsync setting (executors have no settings of their own); `timezone` is the
+    ingest's zone when it read the built-in timestamp forms (ArchiveWriter)."""
     uri = storage_uri
     if fault_active(PRIVATE_STORAGE_FAULT):
         # tests: this task's worker has a disk of its own, as a worker isolated from the driver's
@@ -244,7 +245,7 @@ def write_partition(storage_uri: str, fsync: bool, staging: str, files: list[str
                     writers[False].close()  # all timestamp-less rows of the partition came first
                 writer = writers.get(with_ts)
                 if writer is None:
-                    writer = writers[with_ts] = ArchiveWriter(storage, staging, target_size, with_ts)
+                    writer = writers[with_ts] = ArchiveWriter(storage, staging, target_size, with_ts, timezone=timezone)
                 writer.write(table, int(pc.sum(part.column("raw_bytes")).as_py() or 0))
         written = [a for w in writers.values() for a in w.close()]
     except BaseException:
@@ -282,8 +283,9 @@ def _run_job(workspace: Workspace, files: list[InputFile], rules: TimestampRules
     # building Spark's columnar cache of the messages costs more than parsing them again.
     ordered = parsed.repartitionByRange(partitions, "key").sortWithinPartitions("key", "file", "seq")
     names = [file.name for file in files]
+    timezone = rules.timezone if rules.timestamp_format is None else None
     written = ordered.mapInArrow(
-        lambda it: write_partition(storage_uri, fsync, staging, names, target_size, it), WRITTEN_DDL)
+        lambda it: write_partition(storage_uri, fsync, staging, names, target_size, timezone, it), WRITTEN_DDL)
     with track_tasks(spark, f"tidekeep-ingest-{posixpath.basename(staging)}", on_fraction):
         rows = written.collect()
     return [row.asDict() for row in rows]

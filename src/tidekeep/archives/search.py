@@ -107,6 +107,7 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
     import pyarrow.parquet as pq
 
     from ..store.fileio import FileIO
+    from .archive_format import DICTIONARY_COLUMNS, TEMPLATE_FORMAT, as_messages, format_of, read_columns, schema_of
     from .model import RESULT_SCHEMA
 
     storage = FileIO(task.storage_uri, fsync=task.fsync)
@@ -118,14 +119,19 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
     with storage.open_input(task.archive_path) as handle:
         parquet = pq.ParquetFile(handle)
         meta = parquet.metadata
+        archive_format = format_of(parquet.schema_arrow)
+        if archive_format == TEMPLATE_FORMAT:  # the footer read once: opened again with it
+            parquet = pq.ParquetFile(handle, metadata=meta, read_dictionary=list(DICTIONARY_COLUMNS))
         names = parquet.schema_arrow.names
-        if names[:1] != ["timestamp"] or "message" not in names:
-            raise ValueError(f"not an archive: columns {names}, expected timestamp, message, source")
+        stored = read_columns(archive_format, READ_COLUMNS)
+        if names[:1] != ["timestamp"] or not set(stored) <= set(names):
+            raise ValueError(f"not an archive of format {archive_format}: columns {names}, expected "
+                             f"{', '.join(schema_of(archive_format).names)}")
         try:
             for group in range(meta.num_row_groups):
                 if not _row_group_may_match(meta, group, time_range):
                     continue
-                table = parquet.read_row_group(group, columns=READ_COLUMNS)
+                table = parquet.read_row_group(group, columns=stored)
                 if time_range.bounded:
                     stamps = table.column("timestamp")
                     in_range = pc.is_valid(stamps)
@@ -136,6 +142,7 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
                     table = table.filter(in_range)
                 if table.num_rows == 0:
                     continue
+                table = as_messages(archive_format, table, READ_COLUMNS)
                 table = table.filter(matcher.mask(table.column("message")))
                 if table.num_rows == 0:
                     continue

@@ -1,0 +1,165 @@
+"""The layouts of an archive file, and reading either back as messages (pure: pyarrow only).
+
+Every archive is one Parquet file whose first column is `timestamp` (int64 ms UTC, null for a
+message without one), so search can skip row groups by their timestamp statistics in any format.
+The format is written in the file's Arrow schema metadata under `tidekeep.archive.format`; a file
+without it is format 1. A reader refuses a format newer than it knows, naming it.
+
+- **Format 1, text** (ARCHIVE_SCHEMA): `timestamp`, `message` (the text), `source`.
+- **Format 2, templates** (docs/archives.md, "Template encoding"): the message is stored as CLP
+  stores it. Its leading timestamp text is taken out where it renders back byte for byte from the
+  timestamp (`timestamp_format` names how; null where it stays in the text, timestamp_text.py);
+  what is left is split into a log type, numbers and dictionary variables (template_columns.py).
+  Parquet's dictionary encoding of `logtype` and `variables` is the log-type dictionary and the
+  variable dictionary of each row group, so a search can match a query against the distinct log
+  types of a row group before it decodes any message.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from .model import ARCHIVE_SCHEMA
+from .template_columns import decode_column, encode_column
+from .timestamp_text import join_timestamps, split_timestamps
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+
+FORMAT_KEY = b"tidekeep.archive.format"
+TEXT_FORMAT = 1
+TEMPLATE_FORMAT = 2
+CURRENT_FORMAT = TEMPLATE_FORMAT
+KNOWN_FORMATS = (TEXT_FORMAT, TEMPLATE_FORMAT)
+MESSAGE_PARTS = ("timestamp_format", "logtype", "numbers", "variables")  # format 2: what makes the message
+# format 2 columns a search reads as Arrow dictionaries: the distinct values are matched, not every row
+DICTIONARY_COLUMNS = ("timestamp_format", "logtype")
+
+TEMPLATE_SCHEMA = pa.schema([
+    pa.field("timestamp", pa.int64()),  # first in every format: search skips row groups by its statistics
+    pa.field("timestamp_format", pa.string()),  # null: the timestamp text (if any) is still in the log type
+    pa.field("logtype", pa.binary(), nullable=False),
+    pa.field("numbers", pa.list_(pa.int64()), nullable=False),
+    pa.field("variables", pa.list_(pa.binary()), nullable=False),
+    pa.field("source", pa.string(), nullable=False),
+], metadata={FORMAT_KEY: str(TEMPLATE_FORMAT).encode()})
+
+
+TEXT_ZSTD_LEVEL = 3
+TEMPLATE_ZSTD_LEVEL = 9
+DICTIONARY_PAGE_LIMIT = 64 << 20
+
+
+class UnknownArchiveFormat(ValueError):
+    """An archive written in a format this tidekeep does not read (a newer one)."""
+
+
+def schema_of(archive_format: int) -> pa.Schema:
+    return ARCHIVE_SCHEMA if archive_format == TEXT_FORMAT else TEMPLATE_SCHEMA
+
+
+def writer_options(archive_format: int) -> dict[str, Any]:
+    """pq.ParquetWriter options besides compression. Sources repeat; sorted timestamps delta-encode
+    to almost nothing; statistics only where search uses them (a row group's time range). Format 1's
+    messages are (nearly) all distinct, so a dictionary attempt on them only costs time; format 2's
+    log types and variables repeat, and their dictionaries are what search matches first."""
+    common = {"write_statistics": ["timestamp"], "column_encoding": {"timestamp": "DELTA_BINARY_PACKED"}}
+    if archive_format == TEXT_FORMAT:
+        return {**common, "use_dictionary": ["source"], "compression_level": TEXT_ZSTD_LEVEL}
+    # a row group's distinct log types and variables run to megabytes: below the limit they stay one
+    # dictionary (Parquet falls back to plain pages past it); zstd 9 costs little next to encoding
+    # and keeps 5 % less (docs/benchmarks.md, "Template-encoded archives")
+    return {**common, "use_dictionary": ["timestamp_format", "logtype", "variables.list.element", "source"],
+            "dictionary_pagesize_limit": DICTIONARY_PAGE_LIMIT, "compression_level": TEMPLATE_ZSTD_LEVEL}
+
+
+def format_of(schema: pa.Schema) -> int:
+    """The format of an archive file from its Arrow schema; UnknownArchiveFormat for a newer one."""
+    metadata = schema.metadata or {}
+    raw = metadata.get(FORMAT_KEY)
+    if raw is None:
+        return TEXT_FORMAT
+    try:
+        found = int(raw)
+    except ValueError:
+        raise UnknownArchiveFormat(f"archive format {raw!r} is not a number") from None
+    if found not in KNOWN_FORMATS:
+        raise UnknownArchiveFormat(f"archive format {found} is newer than this tidekeep reads "
+                                   f"(formats {', '.join(map(str, KNOWN_FORMATS))}): upgrade tidekeep to read it")
+    return found
+
+
+def encode_rows(table: pa.Table, timezone: str | None) -> pa.Table:
+    """Messages (ARCHIVE_SCHEMA, in timestamp order) in format 2, ordered by source and then
+    timestamp: the lines of one file sit together and compress better (a fifth smaller on the
+    benchmark corpus), a row group's time range is the same, and since the sort is stable, messages
+    of one timestamp keep their order within each file (search results order ties by position).
+    `timezone` is the ingest's zone when its timestamps were read in the built-in forms; None (a
+    user's timestamp format) keeps every timestamp text in the message."""
+    table = table.sort_by([("source", "ascending"), ("timestamp", "ascending")])
+    messages = table.column("message").combine_chunks().cast(pa.string())
+    timestamps = table.column("timestamp").combine_chunks()
+    if timezone is None:
+        formats, rest = pa.nulls(len(messages), pa.string()), messages
+    else:
+        formats, rest = split_timestamps(messages, timestamps, timezone)
+    encoded = encode_column(rest)
+    return pa.Table.from_arrays([timestamps, formats, encoded.logtypes, encoded.numbers, encoded.dictionary,
+                                 table.column("source").combine_chunks().cast(pa.string())], schema=TEMPLATE_SCHEMA)
+
+
+def decode_messages(table: pa.Table) -> pa.Array:
+    """The message texts of format 2 rows (columns `timestamp` and MESSAGE_PARTS)."""
+    rest = decode_column(table.column("logtype"), table.column("numbers"), table.column("variables"))
+    formats = table.column("timestamp_format").combine_chunks()
+    if formats.null_count == len(formats):
+        return rest
+    if pa.types.is_dictionary(formats.type):  # as search reads it
+        formats = formats.cast(pa.string())
+    return join_timestamps(formats, table.column("timestamp").combine_chunks(), rest)
+
+
+def read_columns(archive_format: int, columns: list[str]) -> list[str]:
+    """The file's columns to read for the message columns `columns` (ARCHIVE_SCHEMA names)."""
+    if archive_format == TEXT_FORMAT:
+        return columns
+    wanted: list[str] = []
+    for name in columns:
+        parts = ["timestamp", *MESSAGE_PARTS] if name == "message" else [name]
+        wanted.extend(part for part in parts if part not in wanted)
+    return wanted
+
+
+def as_messages(archive_format: int, table: pa.Table, columns: list[str]) -> pa.Table:
+    """Rows read with `read_columns(archive_format, columns)` as the ARCHIVE_SCHEMA columns `columns`."""
+    if archive_format == TEXT_FORMAT:
+        return table.select(columns)
+    fields = {field.name: field for field in ARCHIVE_SCHEMA}
+    arrays = []
+    for name in columns:
+        if name == "message":
+            arrays.append(decode_messages(table))
+        else:
+            arrays.append(table.column(name).combine_chunks().cast(fields[name].type))  # a dictionary too
+    return pa.Table.from_arrays(arrays, schema=pa.schema([fields[name] for name in columns]))
+
+
+def read_messages(parquet: pq.ParquetFile, columns: list[str] | None = None,
+                  row_groups: list[int] | None = None) -> pa.Table:
+    """An archive file's rows as ARCHIVE_SCHEMA columns (all of them by default), in any format."""
+    archive_format = format_of(parquet.schema_arrow)
+    wanted = list(ARCHIVE_SCHEMA.names) if columns is None else columns
+    groups = list(range(parquet.metadata.num_row_groups)) if row_groups is None else row_groups
+    stored = read_columns(archive_format, wanted)
+    if not groups:
+        return as_messages(archive_format, schema_of(archive_format).empty_table().select(stored), wanted)
+    table = parquet.read_row_groups(groups, columns=stored)
+    return as_messages(archive_format, table, wanted)
+
+
+__all__ = ["CURRENT_FORMAT", "DICTIONARY_COLUMNS", "FORMAT_KEY", "KNOWN_FORMATS", "MESSAGE_PARTS",
+           "TEMPLATE_FORMAT", "TEMPLATE_SCHEMA", "TEXT_FORMAT", "UnknownArchiveFormat", "as_messages",
+           "decode_messages", "encode_rows", "format_of", "read_columns", "read_messages", "schema_of",
+           "writer_options"]
