@@ -130,7 +130,7 @@ def test_regex_has_search_semantics(pattern: str, texts: list[str], ignore_case:
 
 
 def test_wildcards_compile_to_re2() -> None:
-    assert compile_query("error") == Matcher(Kind.WILDCARD, "(?s)error", False)
+    assert compile_query("error") == Matcher(Kind.WILDCARD, "(?s)error", False, ("error",))
     assert compile_query("a\\*b").pattern == "(?s)a\\*b"
     assert compile_query("***").kind is Kind.ALL and compile_query("*", ignore_case=True).kind is Kind.ALL
     assert compile_query("*a**b*?").pattern == "(?s)a.*b.*."
@@ -138,6 +138,9 @@ def test_wildcards_compile_to_re2() -> None:
     assert compile_query("a\\\\?").pattern == "(?s)a\\\\."
     assert compile_query("(x|y)[1]{2}^$+.").pattern == "(?s)\\(x\\|y\\)\\[1\\]\\{2\\}\\^\\$\\+\\."
     assert compile_query("^GET", regex=True) == Matcher(Kind.REGEX, "^GET", False)
+    # the literal runs between wildcards, escapes resolved (what an encoded search rules rows out by)
+    assert compile_query("*a\\*b?c*d\\\\").literals == ("a*b", "c", "d\\")
+    assert compile_query("*").literals == () and compile_query("a", regex=True).literals == ()
 
 
 def test_worked_examples() -> None:

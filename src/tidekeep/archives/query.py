@@ -58,6 +58,9 @@ class Matcher:
     kind: Kind
     pattern: str
     ignore_case: bool
+    # a wildcard query's literal runs (between its `*`s and `?`s): every matching message contains
+    # each of them, which lets a search rule out log types before it decodes (template_search.py)
+    literals: tuple[str, ...] = ()
 
     def mask(self, messages: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
         """A boolean array: which messages match."""
@@ -124,7 +127,20 @@ def compile_query(query: str, *, regex: bool = False, ignore_case: bool = False)
         return Matcher(Kind.ALL, "", ignore_case)
     pattern = wildcard_regex(tokens)
     _check_re2(pattern, query, ignore_case)
-    return Matcher(Kind.WILDCARD, pattern, ignore_case)
+    return Matcher(Kind.WILDCARD, pattern, ignore_case, literal_runs(tokens))
+
+
+def literal_runs(tokens: list[Token]) -> tuple[str, ...]:
+    """The runs of literal characters between the wildcard tokens, in order."""
+    runs: list[str] = []
+    current: list[str] = []
+    for token in [*tokens, STAR]:
+        if isinstance(token, str):
+            current.append(token)
+        elif current:
+            runs.append("".join(current))
+            current = []
+    return tuple(runs)
 
 
 def _check_re2(pattern: str, query: str, ignore_case: bool) -> None:
@@ -137,4 +153,4 @@ def _check_re2(pattern: str, query: str, ignore_case: bool) -> None:
         raise InvalidRegex(f"invalid regex query {query!r}: {reason}") from None
 
 
-__all__ = ["MAX_QUERY_LENGTH", "Kind", "Matcher", "compile_query", "tokenize", "wildcard_regex"]
+__all__ = ["MAX_QUERY_LENGTH", "Kind", "Matcher", "compile_query", "literal_runs", "tokenize", "wildcard_regex"]

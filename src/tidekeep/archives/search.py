@@ -109,6 +109,7 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
     from ..store.fileio import FileIO
     from .archive_format import DICTIONARY_COLUMNS, TEMPLATE_FORMAT, as_messages, format_of, read_columns, schema_of
     from .model import RESULT_SCHEMA
+    from .template_search import template_filter
 
     storage = FileIO(task.storage_uri, fsync=task.fsync)
     final = posixpath.join(task.results_dir, f"{task.archive_id}.parquet")
@@ -127,6 +128,7 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
         if names[:1] != ["timestamp"] or not set(stored) <= set(names):
             raise ValueError(f"not an archive of format {archive_format}: columns {names}, expected "
                              f"{', '.join(schema_of(archive_format).names)}")
+        encoded_filter = template_filter(matcher) if archive_format == TEMPLATE_FORMAT else None
         try:
             for group in range(meta.num_row_groups):
                 if not _row_group_may_match(meta, group, time_range):
@@ -140,6 +142,10 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
                     if time_range.end_ms is not None:
                         in_range = pc.and_(in_range, pc.less_equal(stamps, time_range.end_ms))
                     table = table.filter(in_range)
+                if encoded_filter is not None and table.num_rows:
+                    # only the rows whose log type and variables can match are decoded
+                    table = table.filter(pa.array(encoded_filter.candidates(
+                        table.column("timestamp_format"), table.column("logtype"), table.column("variables"))))
                 if table.num_rows == 0:
                     continue
                 table = as_messages(archive_format, table, READ_COLUMNS)

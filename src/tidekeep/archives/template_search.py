@@ -1,0 +1,225 @@
+"""Which rows of a template-encoded archive can match a wildcard query, decided from their log
+types and variables, before any message is decoded (pure: pyarrow only).
+
+The decision is a necessary condition, never a sufficient one: a row it rules out cannot match,
+and every row it keeps is decoded and matched exactly (search.py), so results are what matching
+the text gives. docs/archives.md ("Search on the encoded form") has the reasoning; in short:
+
+- Every message that matches contains each literal run of the query (query.Matcher.literals).
+- A run either starts inside the message's leading timestamp text, when that text was taken out
+  (its first character must then be one a text of that `timestamp_format` can hold), or lies in
+  what the log type and variables decode to.
+- In the decoded text, a variable is always a whole token (a maximal run of token characters,
+  template_encoding.py) and every other byte is the log type's static text. So the run's
+  non-token characters are static text, and each of its runs of token characters is static text or
+  lies inside one variable: inside a dictionary variable only, if it holds a character no number is
+  written with. The log type must match that, with static text escaped as the log type escapes it.
+- A run that is one run of token characters is also looked up in the row's dictionary variables:
+  the row is kept when its log type holds the run as static text or one of its dictionary variables
+  contains it.
+
+Case-insensitive queries: RE2 folds `k` with the Kelvin sign and `s` with the long s, which are not
+token characters, so a run holding either (or any character outside ASCII) rules nothing out.
+Regex queries are not analysed: every row of a regex search is decoded.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .query import Kind, Matcher
+from .timestamp_text import text_characters
+
+TOKEN_CHARACTERS = frozenset("+-.0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz\\_")
+NUMBER_CHARACTERS = frozenset("-.0123456789")  # all a number variable's text can hold
+ANY_PLACEHOLDER = "[\\x{11}\\x{12}\\x{13}]"
+DICTIONARY_PLACEHOLDER = "\\x{12}"
+ESCAPED_IN_LOGTYPES = frozenset("\x11\x12\x13\\")
+FOLDS_BEYOND_ASCII = frozenset("kKsS")
+_RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+
+
+@dataclass(frozen=True)
+class LiteralTest:
+    """What one literal run of the query asks of a row."""
+
+    literal: str
+    logtype_pattern: str  # RE2 over a log type: the run's shape in static text and placeholders
+    word: str | None  # the run, when it is one run of token characters not all number characters
+
+
+@dataclass(frozen=True)
+class TemplateFilter:
+    tests: tuple[LiteralTest, ...]
+    ignore_case: bool
+
+    def candidates(self, formats: pa.Array | pa.ChunkedArray, logtypes: pa.Array | pa.ChunkedArray,
+                   variables: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """A boolean mask: the rows that may match (False: cannot)."""
+        logtypes = _dense_or_dictionary(logtypes)
+        count = len(logtypes)
+        keep = np.ones(count, dtype=bool)
+        format_values, format_rows = _distinct(formats)  # a handful per row group
+        flat_variables = None
+        variable_owners = None
+        for test in self.tests:
+            passes = self._logtype_passes(logtypes, test.logtype_pattern)
+            if test.word is not None:
+                if flat_variables is None:
+                    flat_variables, variable_owners = _flattened(variables)
+                assert variable_owners is not None
+                static = self._logtype_passes(logtypes, _static_pattern(test.word))
+                holds = pc.match_substring(flat_variables, test.word, ignore_case=self.ignore_case)
+                in_variable = np.zeros(count, dtype=bool)
+                in_variable[variable_owners[np.asarray(holds.to_numpy(zero_copy_only=False), dtype=bool)]] = True
+                passes = static | in_variable
+            passes = passes | self._may_start_in_timestamp(test.literal, format_values, format_rows, logtypes)
+            keep &= passes
+            if not keep.any():
+                break
+        return keep
+
+    def _may_start_in_timestamp(self, literal: str, format_values: list[str], format_rows: np.ndarray,
+                                logtypes: pa.Array) -> np.ndarray:
+        """Rows where the run may begin inside the timestamp text taken out of the message: its
+        first characters are ones a text of the row's format holds, and what follows them is
+        all in that text or begins what the log type decodes to."""
+        passes = np.zeros(len(format_rows), dtype=bool)
+        for index, timestamp_format in enumerate(format_values):
+            inside = _timestamp_prefix(literal, timestamp_format, self.ignore_case)
+            if inside == 0:
+                continue
+            rows = format_rows == index
+            if inside == len(literal):
+                passes |= rows
+                continue
+            pattern = "^(?:" + "|".join(_literal_test(literal[k:]).logtype_pattern
+                                         for k in range(1, inside + 1)) + ")"
+            passes |= rows & self._logtype_passes(logtypes, pattern)
+        return passes
+
+    def _logtype_passes(self, logtypes: pa.Array, pattern: str) -> np.ndarray:
+        """Row mask of log types matching `pattern`, matched once per distinct log type when the
+        column comes dictionary-encoded (as a format 2 row group's does)."""
+        if isinstance(logtypes, pa.DictionaryArray):
+            hits = _matches(logtypes.dictionary, pattern, self.ignore_case)
+            indices = np.asarray(logtypes.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+            return hits[indices] if len(hits) else np.zeros(len(indices), dtype=bool)
+        return _matches(logtypes, pattern, self.ignore_case)
+
+
+def template_filter(matcher: Matcher) -> TemplateFilter | None:
+    """The filter for a query; None when it cannot rule any row out (decode every row)."""
+    if matcher.kind is not Kind.WILDCARD or not matcher.literals:
+        return None
+    tests = []
+    for literal in matcher.literals:
+        if matcher.ignore_case and (not literal.isascii() or FOLDS_BEYOND_ASCII & set(literal)):
+            continue  # this run rules nothing out; the others still may
+        tests.append(_literal_test(literal))
+    return TemplateFilter(tuple(tests), matcher.ignore_case) if tests else None
+
+
+def _literal_test(literal: str) -> LiteralTest:
+    parts: list[str] = []
+    runs = _runs(literal)
+    for is_word, text in runs:
+        if not is_word:
+            parts.append(_static_pattern(text))
+            continue
+        placeholder = ANY_PLACEHOLDER if set(text) <= NUMBER_CHARACTERS else DICTIONARY_PLACEHOLDER
+        parts.append(f"(?:{_static_pattern(text)}|{placeholder})")
+    word = None
+    if len(runs) == 1 and runs[0][0] and not set(literal) <= NUMBER_CHARACTERS:
+        word = literal
+    return LiteralTest(literal, "".join(parts), word)
+
+
+def _runs(text: str) -> list[tuple[bool, str]]:
+    """Maximal runs of token characters (True) and of other characters (False)."""
+    runs: list[tuple[bool, str]] = []
+    for char in text:
+        is_word = char in TOKEN_CHARACTERS
+        if runs and runs[-1][0] == is_word:
+            runs[-1] = (is_word, runs[-1][1] + char)
+        else:
+            runs.append((is_word, char))
+    return runs
+
+
+def _static_pattern(text: str) -> str:
+    """RE2 for `text` as a log type holds it as static text (its escapes added)."""
+    out = []
+    for char in text:
+        if char in ESCAPED_IN_LOGTYPES:
+            out.append("\\\\")
+        if char in _RE2_SPECIAL:
+            out.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\x{{{ord(char):02x}}}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _matches(values: pa.Array, pattern: str, ignore_case: bool) -> np.ndarray:
+    if len(values) == 0:
+        return np.zeros(0, dtype=bool)
+    text = values if pa.types.is_string(values.type) or pa.types.is_large_string(values.type) \
+        else values.cast(pa.string())
+    found = pc.match_substring_regex(text, pattern, ignore_case=ignore_case)
+    return np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _dense_or_dictionary(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        if values.num_chunks == 1:
+            return values.chunk(0)
+        if pa.types.is_dictionary(values.type):
+            return values.unify_dictionaries().combine_chunks()
+        return values.combine_chunks()
+    return values
+
+
+def _distinct(formats: pa.Array | pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
+    """The distinct non-null timestamp formats and each row's index among them (-1: null)."""
+    array = _dense_or_dictionary(formats)
+    if not isinstance(array, pa.DictionaryArray):
+        array = pc.dictionary_encode(array)
+    values = array.dictionary.to_pylist()
+    rows = np.asarray(pc.fill_null(array.indices, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return values, rows
+
+
+def _flattened(variables: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """Every dictionary variable of the rows, and the row each belongs to."""
+    lists = _dense_or_dictionary(variables)
+    flat = pc.list_flatten(lists)
+    owners = np.asarray(pc.list_parent_indices(lists).to_numpy(zero_copy_only=False), dtype=np.int64)
+    if isinstance(flat, pa.DictionaryArray):
+        flat = flat.dictionary.take(flat.indices)
+    if not (pa.types.is_string(flat.type) or pa.types.is_large_string(flat.type)):
+        flat = flat.cast(pa.string())
+    return flat, owners
+
+
+@functools.lru_cache(maxsize=4096)
+def _timestamp_prefix(literal: str, timestamp_format: str, ignore_case: bool) -> int:
+    """How many of the run's first characters a timestamp text of this format can hold."""
+    allowed = text_characters(timestamp_format)
+    if ignore_case:
+        allowed = frozenset(char.lower() for char in allowed)
+    count = 0
+    for char in literal:
+        if (char.lower() if ignore_case else char) not in allowed:
+            break
+        count += 1
+    return count
+
+
+__all__ = ["LiteralTest", "TemplateFilter", "template_filter"]

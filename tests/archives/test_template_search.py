@@ -1,0 +1,112 @@
+"""Ruling rows of a template-encoded archive out before decoding (archives/template_search.py) never
+rules out a row that matches: compared with the query matched on the text, over random messages
+and queries cut from them."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from tidekeep.archives.archive_format import encode_rows
+from tidekeep.archives.model import ARCHIVE_SCHEMA
+from tidekeep.archives.query import compile_query
+from tidekeep.archives.template_search import template_filter
+
+PIECES = ["-0", "0", "007", "+5", "1e5", "9223372036854775808", "-31.90", "00.10", "1.2.3.4", "\x11", "\x12",
+          "\x13", "\\", "=", "level=INFO", "cafe", "be", "caf\u00e9", "\u212a", "\u017f", " ", "\n", "-", ".", "_",
+          "node-17", "id.", "ERROR", "error", "k", "S", "user=alice", "2024-10-07T13:55:36.123Z ",
+          "2024-10-07 13:55:36,123 ", "Oct  7 13:55:36 ", "1728309336123 ", "[2024-10-07T13:55:36Z] "]
+STAMP = 1_728_309_336_123
+texts = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
+message = st.lists(st.one_of(st.sampled_from(PIECES), texts), max_size=10).map("".join)
+
+
+def encoded(messages: list[str], stamps: list[int | None]) -> pa.Table:
+    table = pa.table({"timestamp": pa.array(stamps, pa.int64()), "message": messages,
+                      "source": ["a.log"] * len(messages)}, schema=ARCHIVE_SCHEMA)
+    return encode_rows(table, "UTC")
+
+
+def escaped(text: str) -> str:
+    return "".join("\\" + c if c in "*?\\" else c for c in text)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[list[str], list[int | None], str, bool]:
+    messages = draw(st.lists(message, min_size=1, max_size=8))
+    # some start with a timestamp text that is their timestamp, so it is taken out of the text
+    stamps = [STAMP if m.startswith(("2024-10-07", "Oct  7", "1728309336123", "[2024")) and draw(st.booleans())
+              else None for m in messages]
+    source = draw(st.sampled_from(messages))
+    start = draw(st.integers(0, len(source)))
+    cut = source[start:draw(st.integers(start, len(source)))]
+    wild = draw(st.lists(st.integers(0, max(0, len(cut) - 1)), max_size=2))
+    pieces, last = [], 0
+    for at in sorted(set(wild)):
+        pieces.append(escaped(cut[last:at]))
+        pieces.append(draw(st.sampled_from(["*", "?"])))
+        last = at + 1
+    pieces.append(escaped(cut[last:]))
+    query = "*" + "".join(pieces) + "*"
+    ignore_case = draw(st.booleans())
+    if ignore_case:
+        query = "".join(c.swapcase() if draw(st.booleans()) else c for c in query)
+    return messages, stamps, query, ignore_case
+
+
+@given(cases())
+@example((["Task 12 done on node-17", "disk full"], [None, None], "*node-17*", False))
+@example((["2024-10-07T13:55:36.123Z level=INFO x"], [STAMP], "*36.123Z lev*", False))
+@example((["2024-10-07T13:55:36.123Z level=INFO x"], [STAMP], "*13:55*", False))
+@example((["\u212a=1"], [None], "*k=1*", True))
+@example((["Task 12 done", "x -31.90 y"], [None, None], "*12*", False))  # in a number variable
+@example((["Task 12 done", "x -31.90 y"], [None, None], "*1.9*", False))
+@example((["a\\\x11b"], [None], "*\\\\\x11b*", False))
+def test_no_row_that_matches_is_ruled_out(case: tuple[list[str], list[int | None], str, bool]) -> None:
+    messages, stamps, query, ignore_case = case
+    matcher = compile_query(query, ignore_case=ignore_case)
+    truth = matcher.mask(pa.array(messages, pa.string())).to_pylist()
+    rule = template_filter(matcher)
+    if rule is None:
+        return
+    table = encoded(messages, stamps)
+    for logtypes in (table.column("logtype"), pc.dictionary_encode(table.column("logtype"))):
+        kept = rule.candidates(pc.dictionary_encode(table.column("timestamp_format")), logtypes,
+                               table.column("variables"))
+        assert all(k for t, k in zip(truth, kept, strict=True) if t), (messages, query, list(kept))
+
+
+def test_rows_whose_log_type_and_variables_cannot_match_are_ruled_out() -> None:
+    messages = ["Task 12 done on node-17", "disk full on node-3", "user=alice logged in", "level=ERROR x=1",
+                "2024-10-07T13:55:36.123Z cache miss"]
+    table = encoded(messages, [None, None, None, None, STAMP])
+    assert table.column("timestamp_format")[4].is_valid  # the timestamp text was taken out
+
+    def kept(query: str, ignore_case: bool = False) -> list[str]:
+        rule = template_filter(compile_query(query, ignore_case=ignore_case))
+        assert rule is not None
+        mask = rule.candidates(table.column("timestamp_format"), table.column("logtype"), table.column("variables"))
+        return [m for m, k in zip(messages, mask, strict=True) if k]
+
+    assert kept("*disk*") == ["disk full on node-3"]  # static text only
+    assert kept("*node-17*") == ["Task 12 done on node-17"]  # in one row's dictionary variable
+    assert kept("*ERROR*") == ["level=ERROR x=1"]  # a dictionary variable after '='
+    assert kept("*Error*", ignore_case=True) == ["level=ERROR x=1"]
+    assert kept("*done on*") == ["Task 12 done on node-17"]
+    assert kept("*cache*miss*") == ["2024-10-07T13:55:36.123Z cache miss"]
+    # a run that may lie in the timestamp text keeps the rows whose timestamp text was taken out
+    assert kept("*13:55*") == ["2024-10-07T13:55:36.123Z cache miss"]
+    # a run of digits may lie in any variable or timestamp text: only rows with none are ruled out
+    assert kept("*12*") == messages
+    assert kept("*12 done*") == ["Task 12 done on node-17"]
+
+
+def test_queries_that_rule_nothing_out_have_no_filter() -> None:
+    assert template_filter(compile_query("*")) is None
+    assert template_filter(compile_query("ab", regex=True)) is None
+    assert template_filter(compile_query("?")) is None
+    assert template_filter(compile_query("*kind*", ignore_case=True)) is None  # k folds with the Kelvin sign
+    assert template_filter(compile_query("*caf\u00e9*", ignore_case=True)) is None
+    assert template_filter(compile_query("*caf\u00e9*")) is not None
