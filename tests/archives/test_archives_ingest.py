@@ -14,7 +14,7 @@ import pytest
 
 import tidekeep as tk
 from helpers.archives import archive_rows
-from tidekeep.archives.archive_format import CURRENT_FORMAT, format_of
+from tidekeep.archives.archive_format import CURRENT_FORMAT, format_of, read_messages
 from tidekeep.archives.ingest import CorruptLogFile, IngestReport, range_partitions
 from tidekeep.archives.model import archive_path
 from tidekeep.errors import InvalidInput, NotFound
@@ -202,8 +202,11 @@ def test_a_small_target_size_rolls_archives_that_hold_every_message_once(tmp_pat
             assert archive.stored_bytes == path.stat().st_size
             rows = rows_of(client, archive)
             timestamps = [r["timestamp"] for r in rows]
-            assert timestamps == sorted(timestamps)
-            assert (archive.begin_ts, archive.end_ts, archive.message_count) == (timestamps[0], timestamps[-1],
+            for group in range(meta.num_row_groups):  # format 2: by source, then timestamp, per row group
+                in_group = read_messages(pq.ParquetFile(path), row_groups=[group]).to_pylist()
+                order = [(r["source"], r["timestamp"]) for r in in_group]
+                assert order == sorted(order)
+            assert (archive.begin_ts, archive.end_ts, archive.message_count) == (min(timestamps), max(timestamps),
                                                                                  len(rows))
             seen += [r["message"] for r in rows]
         assert sorted(seen) == sorted(lines_a + lines_b)

@@ -7,10 +7,11 @@
    gzip magic bytes, not the name) in blocks and turns its lines into messages (messages.py,
    timestamps.py), handed to Spark as Arrow batches. A truncated or corrupt gzip fails the job
    with CorruptLogFile naming the file.
-3. Timestamped messages are range-partitioned by timestamp and sorted within each partition;
-   messages without a timestamp get keys below every timestamp (in file order), so they land in
-   their own archives. The shuffle means every input is fully parsed before any archive is
-   written: a bad file fails the job before any archive file exists.
+3. Timestamped messages are partitioned by time range and sorted within each partition; messages
+   without a timestamp get keys below every timestamp (in file order), so they land in their own
+   archives. The ranges are cut on the driver from a sample of each file's first and last lines
+   (ingest_ranges.py), so every file is parsed once. The shuffle means every input is fully parsed
+   before any archive is written: a bad file fails the job before any archive file exists.
 4. Write: each partition's task writes archive files with pyarrow (archive_writer.py) into a
    staging directory of this ingest and returns their metadata. With `storage.fsync` (local
    storage) every file and its directory entries are on disk before the task returns.
@@ -41,6 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -51,9 +53,10 @@ from ..spark.staged import StagedFile, describe_task, verify_staged
 from ..store.fileio import FileIO
 from ..store.inputs import InputFile, InputOpener, check_input_uri, given_inputs, list_inputs, locations_of
 from .archive_writer import ArchiveWriter, written_table
+from .ingest_ranges import FileSpan, bucket_labels, key_bounds
 from .messages import BLOCK_BYTES, read_messages
 from .model import ARCHIVE_SCHEMA, ARCHIVES_DIR, Archive, archive_path, check_dataset
-from .timestamps import TimestampRules, make_rules
+from .timestamps import TimestampRules, make_rules, parse_timestamps
 
 if TYPE_CHECKING:
     from ..store.house import Workspace
@@ -73,8 +76,10 @@ BIG_INPUT_PER_CORE = 64 << 20
 PARSED_SCHEMA = pa.schema([
     pa.field("file", pa.int32()), pa.field("seq", pa.int64()), pa.field("key", pa.int64()),
     pa.field("timestamp", pa.int64()), pa.field("message", pa.string()), pa.field("raw_bytes", pa.int64()),
+    pa.field("bucket", pa.int32()),  # the label of the key's time range (ingest_ranges.py)
 ])
-PARSED_DDL = "file INT, seq BIGINT, key BIGINT, timestamp BIGINT, message STRING, raw_bytes BIGINT"
+PARSED_DDL = "file INT, seq BIGINT, key BIGINT, timestamp BIGINT, message STRING, raw_bytes BIGINT, bucket INT"
+SAMPLE_BYTES = 64 << 10  # of each file's head and (plain files) tail, read on the driver to cut time ranges
 WRITTEN_DDL = ("id STRING, file STRING, begin_ts BIGINT, end_ts BIGINT, message_count BIGINT, raw_bytes BIGINT, "
                "stored_bytes BIGINT, task STRING")
 # the fault seam (TIDEKEEP_FAULT) that makes a write task put its archives in a directory private to its worker
@@ -190,11 +195,49 @@ def _input_error(path: str, exc: BaseException) -> RuntimeError:
     return RuntimeError(f"{ERROR_MARK} {path}: cannot read the log file: {reason}")
 
 
-def parse_files(files: list[InputFile], rules: TimestampRules, block_bytes: int,
-                batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def sample_span(file: InputFile, opener: InputOpener, rules: TimestampRules, directory: str) -> FileSpan:
+    """A file's time span from the timestamps at the start of the lines in its first SAMPLE_BYTES
+    of text and, for a plain file, its last (two small reads, on the driver)."""
+    def stamps(data: bytes, whole_lines_only: bool) -> list[int]:
+        text = data.decode("utf-8", "replace")
+        lines = text.split("\n")
+        if whole_lines_only:
+            lines = lines[1:]  # the first piece may be the end of a line
+        found = parse_timestamps(pa.array(lines, pa.string()), rules)
+        return [value for value in found.to_pylist() if value is not None]
+
+    tail: list[int] = []
+    plain = False
+    try:
+        with open_log(file, opener) as stream:
+            head = stamps(stream.read(SAMPLE_BYTES), whole_lines_only=False)
+        with opener.random_access(file) as handle:
+            plain = file.size < len(GZIP_MAGIC) or handle.read(len(GZIP_MAGIC)) != GZIP_MAGIC
+            if plain and file.size > SAMPLE_BYTES:
+                handle.seek(file.size - SAMPLE_BYTES)
+                tail = stamps(handle.read(SAMPLE_BYTES), whole_lines_only=True)
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError):
+        # a file that cannot be read fails the job's parse, naming it (CorruptLogFile); here it only
+        # goes without a span
+        return FileSpan(file.size, None, None, directory)
+    first = min(head) if head else None
+    whole = plain and file.size <= SAMPLE_BYTES  # the head sample was the whole file
+    last = max(head + tail) if head and (tail or whole) else None
+    return FileSpan(estimated_raw_size(file, opener), first, last, directory)
+
+
+def _labels(keys: pa.Array, bounds: np.ndarray, labels: np.ndarray) -> pa.Array:
+    """Each key's range label (ingest_ranges.py)."""
+    ranges = np.searchsorted(bounds, np.asarray(keys.to_numpy(zero_copy_only=False)), side="right")
+    return pa.array(labels[ranges], pa.int32())
+
+
+def parse_files(files: list[InputFile], rules: TimestampRules, block_bytes: int, bounds: list[int],
+                labels: list[int], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: for each file index in the input rows, the file's messages (PARSED_SCHEMA),
     the file opened and read here, on the executor, through FileIO."""
     opener = InputOpener()
+    bound_array, label_array = np.array(bounds, dtype=np.int64), np.array(labels, dtype=np.int32)
     for batch in batches:
         for index in batch.column(0).to_pylist():
             path = files[index].name
@@ -207,7 +250,8 @@ def parse_files(files: list[InputFile], rules: TimestampRules, block_bytes: int,
                         key = pc.coalesce(timestamps, no_ts_key)
                         yield pa.RecordBatch.from_arrays(
                             [pa.array([index] * messages.num_rows, pa.int32()), seq, key, timestamps,
-                             messages.column("message"), messages.column("raw_bytes")], schema=PARSED_SCHEMA)
+                             messages.column("message"), messages.column("raw_bytes"),
+                             _labels(key, bound_array, label_array)], schema=PARSED_SCHEMA)
             except (EOFError, gzip.BadGzipFile, zlib.error, OSError, pa.ArrowException) as exc:
                 raise _input_error(path, exc) from None
 
@@ -267,21 +311,20 @@ def _spark_input_error(exc: BaseException) -> CorruptLogFile | None:
 
 
 def _run_job(workspace: Workspace, files: list[InputFile], rules: TimestampRules, storage_uri: str, fsync: bool,
-             staging: str, partitions: int, target_size: int,
+             staging: str, partitions: int, bounds: list[int], target_size: int,
              on_fraction: Callable[[float], None]) -> list[dict[str, Any]]:
     from ..spark.progress import track_tasks
     from ..spark.session import get_spark
 
     spark = get_spark(workspace.settings)
     block_bytes = BLOCK_BYTES
+    labels = bucket_labels(partitions)
     file_ids = spark.range(0, len(files), 1, len(files)).selectExpr("CAST(id AS INT) AS file")
-    parsed = file_ids.mapInArrow(lambda it: parse_files(files, rules, block_bytes, it), PARSED_DDL)
-    # The range exchange first runs a sampling job over its input to find the bounds, so every file
-    # is parsed twice (once to sample, once to shuffle). Measured alternatives were not better: a
-    # round-robin repartition in between is collapsed into the range exchange by Spark's optimizer,
-    # and caching the parsed rows (MEMORY_AND_DISK) was slower (100 MB: 4.7 s against 3.4 s) because
-    # building Spark's columnar cache of the messages costs more than parsing them again.
-    ordered = parsed.repartitionByRange(partitions, "key").sortWithinPartitions("key", "file", "seq")
+    parsed = file_ids.mapInArrow(lambda it: parse_files(files, rules, block_bytes, bounds, labels, it), PARSED_DDL)
+    # One pass: each file is parsed once, and its rows go to the partition of their time range, cut
+    # on the driver from a sample (ingest_ranges.py). repartitionByRange would parse every file twice:
+    # its exchange first runs the job up to it to sample the keys.
+    ordered = parsed.repartition(partitions, "bucket").sortWithinPartitions("key", "file", "seq")
     names = [file.name for file in files]
     timezone = rules.timezone if rules.timestamp_format is None else None
     written = ordered.mapInArrow(
@@ -345,6 +388,8 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
     spark = job_spark(workspace.settings, storage=True, inputs=locations_of(given), writes=True)
     workspace.db.ensure_schema()
     partitions = range_partitions(raw_estimate, target_size, default_parallelism(spark))
+    bounds = key_bounds([sample_span(f, opener, rules, posixpath.dirname(f.name)) for f in files], partitions) \
+        if partitions > 1 else []
     storage_uri = workspace.storage.uri_of("")
     staging = f"{ARCHIVES_DIR}/{dataset}/_ingest-{ingest_id}"
     storage = workspace.storage
@@ -352,7 +397,7 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
     try:
         try:
             written = _run_job(workspace, files, rules, storage_uri, workspace.storage.fsync, staging, partitions,
-                               target_size, on_fraction)
+                               bounds, target_size, on_fraction)
         except Exception as exc:
             typed = _spark_input_error(exc)
             if typed is not None:
