@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tidekeep.archives.query import MAX_QUERY_LENGTH, Kind, Matcher, compile_query, tokenize
+from tidekeep.archives.query import MAX_QUERY_LENGTH, Kind, Matcher, compile_query, regex_literals, tokenize
 from tidekeep.errors import InvalidInput, InvalidRegex
 
 # literals chosen to exercise LIKE's metacharacters (% _ \), RE2's metacharacters, NUL, line
@@ -137,10 +137,30 @@ def test_wildcards_compile_to_re2() -> None:
     assert compile_query("50%_?").pattern == "(?s)50%_."
     assert compile_query("a\\\\?").pattern == "(?s)a\\\\."
     assert compile_query("(x|y)[1]{2}^$+.").pattern == "(?s)\\(x\\|y\\)\\[1\\]\\{2\\}\\^\\$\\+\\."
-    assert compile_query("^GET", regex=True) == Matcher(Kind.REGEX, "^GET", False)
+    assert compile_query("^GET", regex=True) == Matcher(Kind.REGEX, "^GET", False, ("GET",))
     # the literal runs between wildcards, escapes resolved (what an encoded search rules rows out by)
     assert compile_query("*a\\*b?c*d\\\\").literals == ("a*b", "c", "d\\")
-    assert compile_query("*").literals == () and compile_query("a", regex=True).literals == ()
+    assert compile_query("*").literals == ()
+
+
+@settings(max_examples=500, deadline=None)
+@given(regexes(), st.lists(st.text(alphabet="abAB .\n%", max_size=8), min_size=1, max_size=10), st.booleans())
+def test_every_regex_match_holds_the_regex_literals(pattern: str, texts: list[str], ignore_case: bool) -> None:
+    literals = regex_literals(pattern)
+    for text in texts:
+        if re.search(pattern, text, re.IGNORECASE if ignore_case else 0):
+            folded = text.lower() if ignore_case else text
+            assert all((lit.lower() if ignore_case else lit) in folded for lit in literals), (pattern, text)
+
+
+@pytest.mark.parametrize(("pattern", "literals"), [
+    ('latency_ms":[0-9]{3,}', ('latency_ms":',)), ("^GET /x$", ("GET /x",)), ("ab|cd", ()), ("(a|b)c", ("c",)),
+    ("ab*c", ("a", "c")), ("ab+?c", ("a", "c")), ("a{,3}bc", ("bc",)), (r"x\.y\d+z", ("x.y", "z")),
+    ("[]a]b", ("b",)), ("[^]a]b", ("b",)), ("(?i)abc", ()), ("x(?i:abc)y", ()), ("(?:ab)c", ("c",)),
+    ("a.b", ("a", "b")), ("(unclosed", ()), (r"\Qa.b\E", ("a", "b")),
+])
+def test_regex_literals(pattern: str, literals: tuple[str, ...]) -> None:
+    assert regex_literals(pattern) == literals
 
 
 def test_worked_examples() -> None:

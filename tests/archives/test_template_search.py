@@ -4,6 +4,8 @@ and queries cut from them."""
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from hypothesis import example, given
@@ -34,7 +36,7 @@ def escaped(text: str) -> str:
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[list[str], list[int | None], str, bool]:
+def cases(draw: st.DrawFn) -> tuple[list[str], list[int | None], str, bool, bool]:
     messages = draw(st.lists(message, min_size=1, max_size=8))
     # some start with a timestamp text that is their timestamp, so it is taken out of the text
     stamps = [STAMP if m.startswith(("2024-10-07", "Oct  7", "1728309336123", "[2024")) and draw(st.booleans())
@@ -43,30 +45,38 @@ def cases(draw: st.DrawFn) -> tuple[list[str], list[int | None], str, bool]:
     start = draw(st.integers(0, len(source)))
     cut = source[start:draw(st.integers(start, len(source)))]
     wild = draw(st.lists(st.integers(0, max(0, len(cut) - 1)), max_size=2))
+    regex = draw(st.booleans())
+    quote = re.escape if regex else escaped
     pieces, last = [], 0
     for at in sorted(set(wild)):
-        pieces.append(escaped(cut[last:at]))
-        pieces.append(draw(st.sampled_from(["*", "?"])))
+        pieces.append(quote(cut[last:at]))
+        pieces.append(draw(st.sampled_from(["(?s:.*)", "(?s:.)", "[0-9]+", "(a|b)?"] if regex else ["*", "?"])))
         last = at + 1
-    pieces.append(escaped(cut[last:]))
-    query = "*" + "".join(pieces) + "*"
+    pieces.append(quote(cut[last:]))
+    query = ("".join(pieces) or "(?s:.*)") if regex else "*" + "".join(pieces) + "*"
     ignore_case = draw(st.booleans())
     if ignore_case:
-        query = "".join(c.swapcase() if draw(st.booleans()) else c for c in query)
-    return messages, stamps, query, ignore_case
+        query = "".join(c.swapcase() if draw(st.booleans()) and c.isalpha() else c for c in query) if not regex \
+            else query
+    return messages, stamps, query, ignore_case, regex
 
 
 @given(cases())
-@example((["Task 12 done on node-17", "disk full"], [None, None], "*node-17*", False))
-@example((["2024-10-07T13:55:36.123Z level=INFO x"], [STAMP], "*36.123Z lev*", False))
-@example((["2024-10-07T13:55:36.123Z level=INFO x"], [STAMP], "*13:55*", False))
-@example((["\u212a=1"], [None], "*k=1*", True))
-@example((["Task 12 done", "x -31.90 y"], [None, None], "*12*", False))  # in a number variable
-@example((["Task 12 done", "x -31.90 y"], [None, None], "*1.9*", False))
-@example((["a\\\x11b"], [None], "*\\\\\x11b*", False))
-def test_no_row_that_matches_is_ruled_out(case: tuple[list[str], list[int | None], str, bool]) -> None:
-    messages, stamps, query, ignore_case = case
-    matcher = compile_query(query, ignore_case=ignore_case)
+@example((["Task 12 done on node-17", "disk full"], [None, None], "*node-17*", False, False))
+@example((["2024-10-07T13:55:36.123Z level=INFO x"], [STAMP], "*36.123Z lev*", False, False))
+@example((["2024-10-07T13:55:36.123Z level=INFO x"], [STAMP], "*13:55*", False, False))
+@example((["\u212a=1"], [None], "*k=1*", True, False))
+@example((["\u212aS=1 \u017f"], [None], "ks=1 S", True, True))
+@example((["Task 12 done", "x -31.90 y"], [None, None], "*12*", False, False))  # in a number variable
+@example((["Task 12 done", "x -31.90 y"], [None, None], "*1.9*", False, False))
+@example((["a\\\x11b"], [None], "*\\\\\x11b*", False, False))
+@example((["latency_ms\":120 x"], [None], 'latency_ms":[0-9]{3,}', False, True))
+def test_no_row_that_matches_is_ruled_out(case: tuple[list[str], list[int | None], str, bool, bool]) -> None:
+    messages, stamps, query, ignore_case, regex = case
+    # in the order the encoding keeps rows (source, then timestamp; one source here)
+    messages, stamps = zip(*sorted(zip(messages, stamps, strict=True), key=lambda p: p[1] is None), strict=True)
+    messages, stamps = list(messages), list(stamps)
+    matcher = compile_query(query, ignore_case=ignore_case, regex=regex)
     truth = matcher.mask(pa.array(messages, pa.string())).to_pylist()
     rule = template_filter(matcher)
     if rule is None:
@@ -81,7 +91,7 @@ def test_no_row_that_matches_is_ruled_out(case: tuple[list[str], list[int | None
 def test_rows_whose_log_type_and_variables_cannot_match_are_ruled_out() -> None:
     messages = ["Task 12 done on node-17", "disk full on node-3", "user=alice logged in", "level=ERROR x=1",
                 "2024-10-07T13:55:36.123Z cache miss"]
-    table = encoded(messages, [None, None, None, None, STAMP])
+    table = encoded(messages, [STAMP] * len(messages))  # one timestamp: rows keep their order
     assert table.column("timestamp_format")[4].is_valid  # the timestamp text was taken out
 
     def kept(query: str, ignore_case: bool = False) -> list[str]:
@@ -105,8 +115,17 @@ def test_rows_whose_log_type_and_variables_cannot_match_are_ruled_out() -> None:
 
 def test_queries_that_rule_nothing_out_have_no_filter() -> None:
     assert template_filter(compile_query("*")) is None
-    assert template_filter(compile_query("ab", regex=True)) is None
+    assert template_filter(compile_query("a|b", regex=True)) is None
+    assert template_filter(compile_query("[a-z]+\\d", regex=True)) is None
     assert template_filter(compile_query("?")) is None
-    assert template_filter(compile_query("*kind*", ignore_case=True)) is None  # k folds with the Kelvin sign
-    assert template_filter(compile_query("*caf\u00e9*", ignore_case=True)) is None
-    assert template_filter(compile_query("*caf\u00e9*")) is not None
+    assert template_filter(compile_query("*ks*", ignore_case=True)) is None  # both fold beyond ASCII
+    assert template_filter(compile_query("*\u00e9*", ignore_case=True)) is None
+
+
+def test_ignore_case_and_regex_queries_are_tested_by_their_plain_parts() -> None:
+    [test] = template_filter(compile_query("*kind*", ignore_case=True)).tests  # k folds with the Kelvin sign
+    assert test.literal == "ind"
+    assert [t.literal for t in template_filter(compile_query("*failed password*", ignore_case=True)).tests] == [
+        "failed pa", "word"]
+    assert [t.literal for t in template_filter(compile_query('latency_ms":[0-9]{3,}', regex=True)).tests] == [
+        'latency_ms":']

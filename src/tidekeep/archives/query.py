@@ -121,7 +121,7 @@ def compile_query(query: str, *, regex: bool = False, ignore_case: bool = False)
         raise InvalidInput(f"invalid search query: {len(query)} characters, above the maximum of {MAX_QUERY_LENGTH}")
     if regex:
         _check_re2(query, query, ignore_case)
-        return Matcher(Kind.REGEX, query, ignore_case)
+        return Matcher(Kind.REGEX, query, ignore_case, regex_literals(query))
     tokens = tokenize(query)
     if all(t is STAR for t in tokens):
         return Matcher(Kind.ALL, "", ignore_case)
@@ -143,6 +143,97 @@ def literal_runs(tokens: list[Token]) -> tuple[str, ...]:
     return tuple(runs)
 
 
+_QUANTIFIERS = frozenset("*+?{")
+_REGEX_BREAKS = frozenset(".^$")  # one character of no fixed text, or none
+
+
+def regex_literals(pattern: str) -> tuple[str, ...]:
+    """Runs of plain characters every match of an RE2 pattern contains: those at its top level,
+    outside groups, classes and alternatives, not made optional or repeated by a quantifier. Read
+    conservatively: a pattern with an alternative at its top level or a flag group (`(?i)`, ...)
+    yields none, and anything not plainly literal only ends a run."""
+    if "(?" in pattern.replace("(?:", "").replace("(?P<", ""):
+        return ()
+    runs: list[str] = []
+    current: list[str] = []
+
+    def end_run() -> None:
+        if current:
+            runs.append("".join(current))
+            current.clear()
+
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char in _QUANTIFIERS:
+            if current:
+                current.pop()  # the character it applies to is not required
+            end_run()
+            i = _after_quantifier(pattern, i)
+            continue
+        if char == "|":
+            return ()
+        if char in "([":
+            end_run()
+            i = _after_group(pattern, i)
+            if i < 0:
+                return ()
+            continue
+        if char == "\\":
+            escaped = pattern[i + 1] if i + 1 < len(pattern) else ""
+            if escaped and not escaped.isalnum() and escaped.isascii():
+                current.append(escaped)  # an escaped punctuation character is itself
+            else:
+                end_run()  # a class (\d), an assertion (\b), a code (\x41): not plain text here
+            i += 2
+            continue
+        if char in _REGEX_BREAKS:
+            end_run()
+        else:
+            current.append(char)
+        i += 1
+    end_run()
+    return tuple(runs)
+
+
+def _after_quantifier(pattern: str, at: int) -> int:
+    """Where the pattern goes on after the quantifier at `at` (its `?` for non-greedy included)."""
+    if pattern[at] == "{":
+        close = pattern.find("}", at)
+        at = len(pattern) - 1 if close < 0 else close
+    at += 1
+    return at + 1 if at < len(pattern) and pattern[at] == "?" else at
+
+
+def _after_group(pattern: str, at: int) -> int:
+    """Where the pattern goes on after the group or class opening at `at`; -1 if it never closes."""
+    depth = 0
+    i = at
+    in_class = False
+    class_start = 0  # where a class's members begin: a ']' there is a member, not the end
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            if char == "]" and i > class_start:
+                in_class = False
+                if depth == 0:
+                    return i + 1
+        elif char == "[":
+            in_class = True
+            class_start = i + 1 + (pattern[i + 1:i + 2] == "^")
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1
+
+
 def _check_re2(pattern: str, query: str, ignore_case: bool) -> None:
     """InvalidRegex now for a pattern RE2 refuses, rather than a failed task in the search job."""
     try:
@@ -153,4 +244,5 @@ def _check_re2(pattern: str, query: str, ignore_case: bool) -> None:
         raise InvalidRegex(f"invalid regex query {query!r}: {reason}") from None
 
 
-__all__ = ["MAX_QUERY_LENGTH", "Kind", "Matcher", "compile_query", "literal_runs", "tokenize", "wildcard_regex"]
+__all__ = ["MAX_QUERY_LENGTH", "Kind", "Matcher", "compile_query", "literal_runs", "regex_literals", "tokenize",
+           "wildcard_regex"]

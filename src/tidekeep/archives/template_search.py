@@ -19,8 +19,9 @@ the text gives. docs/archives.md ("Search on the encoded form") has the reasonin
   contains it.
 
 Case-insensitive queries: RE2 folds `k` with the Kelvin sign and `s` with the long s, which are not
-token characters, so a run holding either (or any character outside ASCII) rules nothing out.
-Regex queries are not analysed: every row of a regex search is decoded.
+token characters, so a run is cut at those letters (and at characters outside ASCII) and each part
+is tested. Regex queries are tested by the runs of plain characters at their top level
+(query.regex_literals); a regex with none is decoded in full.
 """
 
 from __future__ import annotations
@@ -115,14 +116,29 @@ class TemplateFilter:
 
 def template_filter(matcher: Matcher) -> TemplateFilter | None:
     """The filter for a query; None when it cannot rule any row out (decode every row)."""
-    if matcher.kind is not Kind.WILDCARD or not matcher.literals:
+    if matcher.kind is Kind.ALL or not matcher.literals:
         return None
-    tests = []
-    for literal in matcher.literals:
-        if matcher.ignore_case and (not literal.isascii() or FOLDS_BEYOND_ASCII & set(literal)):
-            continue  # this run rules nothing out; the others still may
-        tests.append(_literal_test(literal))
+    tests = [_literal_test(piece) for literal in matcher.literals
+             for piece in _comparable_pieces(literal, matcher.ignore_case)]
     return TemplateFilter(tuple(tests), matcher.ignore_case) if tests else None
+
+
+def _comparable_pieces(literal: str, ignore_case: bool) -> list[str]:
+    """The parts of a literal run whose characters match only the same ASCII character (any case):
+    with ignore_case, `k`, `s` and characters outside ASCII may match a character that is no token
+    character, so the run is cut there; each part is still in every matching message."""
+    if not ignore_case:
+        return [literal]
+    pieces, current = [], []
+    for char in literal:
+        if char.isascii() and char not in FOLDS_BEYOND_ASCII:
+            current.append(char)
+        elif current:
+            pieces.append("".join(current))
+            current = []
+    if current:
+        pieces.append("".join(current))
+    return pieces
 
 
 def _literal_test(literal: str) -> LiteralTest:
