@@ -10,8 +10,10 @@
    job ends a heartbeat thread (heartbeat.py) records every `search.heartbeat_interval` that this
    process is alive; if it dies, the collector marks the job FAILED and it stops holding expiry.
 3. A Spark job runs one task per archive. A task reads the archive through FileIO (only the
-   timestamp and message columns; row groups whose timestamp statistics lie outside the range are
-   skipped), filters with pyarrow.compute and writes the matches to
+   columns that make the timestamp and message; row groups whose timestamp statistics lie outside
+   the range are skipped; in a template-encoded archive, rows whose log type and variables cannot
+   match are skipped before decoding, template_search.py), filters with pyarrow.compute and writes
+   the matches to
    search-results/<job id>/<archive id>.parquet (no file when an archive has no match); with
    `storage.fsync` (local storage) the file and its name are on disk before the task returns.
 4. The job ends SUCCEEDED, FAILED (the first archive that could not be read, named, or the Spark
@@ -87,7 +89,7 @@ def _row_group_may_match(meta: Any, group: int, time_range: TimeRange) -> bool:
     """False when the timestamp statistics prove no row of the group is in range."""
     if not time_range.bounded:
         return True
-    column = meta.row_group(group).column(0)  # ARCHIVE_SCHEMA: timestamp first
+    column = meta.row_group(group).column(0)  # timestamp comes first in every archive format
     stats = column.statistics
     if stats is None:
         return True
