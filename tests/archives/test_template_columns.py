@@ -4,6 +4,7 @@ message, what the message-by-message ones give (archives/template_encoding.py), 
 from __future__ import annotations
 
 import itertools
+import random
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +30,9 @@ messages = st.lists(st.one_of(texts, st.lists(st.one_of(st.sampled_from(PIECES),
 @example([""])
 @example(PIECES)
 @example([" ".join(PIECES), "/".join(PIECES), "=".join(PIECES)])
+# tokens around 256 bytes, where one pass of packed per-byte counts would carry into the next count
+@example(["a" * 255 + "1", "1" * 255, "-" + "1" * 254, "1" * 254 + ".5", "f" * 255, "=" + "g" * 255])
+@example(["x " + "a" * 300 + "1", "1" * 256, "0." + "1" * 300, "=" + "g" * 256 + " 12 .5"])
 def test_the_column_encoding_is_the_message_encoding(column: list[str]) -> None:
     encoded = encode_column(pa.array(column, pa.string()))
     assert len(encoded.logtypes) == len(column)
@@ -267,3 +271,17 @@ def test_arbitrary_parts_decode_or_raise_as_the_message_decoding_does(
     else:
         with pytest.raises(CorruptEncoding, match=f"^row {first}: "):
             decode_column(*columns(rows))
+
+
+def test_a_column_larger_than_a_counting_block_encodes_as_its_parts() -> None:
+    """Token counts are summed over blocks of about 16 MiB: a column spanning several blocks encodes
+    exactly as its pieces, each within one block, do."""
+    rng = random.Random(5)
+    column = pa.array([" ".join(rng.choice(PIECES) for _ in range(rng.randrange(1, 30))) for _ in range(180_000)],
+                      pa.string())
+    assert pc.sum(pc.binary_length(column)).as_py() > 16 << 20  # two blocks at least
+    whole = encode_column(column)
+    parts = [encode_column(column.slice(start, 60_000)) for start in range(0, len(column), 60_000)]
+    assert whole.logtypes.equals(pa.concat_arrays([p.logtypes for p in parts]))
+    assert whole.numbers.equals(pa.concat_arrays([p.numbers for p in parts]))
+    assert whole.dictionary.equals(pa.concat_arrays([p.dictionary for p in parts]))

@@ -100,15 +100,9 @@ def encode_column(messages: pa.Array) -> EncodedColumn:
 
     token_runs = np.flatnonzero(is_token)
 
-    def within(selected: np.ndarray) -> np.ndarray:
-        """How many bytes of each token `selected` marks (a sum per run, read for the token runs)."""
-        return np.add.reduceat(selected, run_start, dtype=np.int32)[token_runs] if size else np.zeros(0, np.int32)
-
-    digits = within(code == _CODE_DIGIT)
-    hex_letters = within(code == _CODE_HEX_LETTER)
-    letters = hex_letters + within(code == _CODE_LETTER)
+    digits, hex_letters, other_letters, dots = _token_counts(code, run_start, token_runs, lengths)
+    letters = hex_letters + other_letters
     hexes = digits + hex_letters
-    dots, minuses = within(code == _CODE_DOT), within(code == _CODE_MINUS)
     first = data[starts]
     message_start = offsets[run_message[is_token]]
     after_equals = (starts > message_start) & (data[np.maximum(starts - 1, 0)] == ord("=")) & (letters > 0)
@@ -117,9 +111,10 @@ def encode_column(messages: pa.Array) -> EncodedColumn:
     negative = first == ord("-")
     body = lengths - negative
     body_first = data[np.minimum(starts + negative, size - 1)] if size else first  # no token when empty
-    is_int = variable & (body >= 1) & (digits == body) & (minuses == negative) & (body <= 19) \
+    # all digits (after a leading '-'), or digits and one dot: no other '-' can be in the body
+    is_int = variable & (body >= 1) & (digits == body) & (body <= 19) \
         & ((body == 1) | (body_first != ord("0"))) & ~(negative & (body == 1) & (body_first == ord("0")))
-    is_float = variable & ~is_int & (dots == 1) & (digits == body - 1) & (minuses == negative) \
+    is_float = variable & ~is_int & (dots == 1) & (digits == body - 1) \
         & (digits <= FLOAT_MAX_DIGITS) & (data[np.maximum(ends - 1, 0)] != ord(".")) & (body >= 2)
 
     run_texts = pa.StringArray.from_buffers(len(run_start), pa.py_buffer(np.append(run_start, size).astype(np.int32)),
@@ -157,6 +152,44 @@ def encode_column(messages: pa.Array) -> EncodedColumn:
     return EncodedColumn(logtypes, _lists(numbers[numeric], token_message[numeric], count, pa.int64()),
                          _lists(tokens.filter(pa.array(is_dictionary)).cast(pa.binary()),
                                 token_message[is_dictionary], count, pa.binary()))
+
+
+# per byte, its class counted in one byte of a uint32 (digit, hex letter, other letter, dot), so one
+# pass sums all four per token; a token of 256 bytes or more could carry over, so those are counted
+# one class at a time
+_PACKED = np.zeros(max(_CODE) + 1, dtype=np.uint32)  # indexed by a byte's class
+_PACKED[_CODE_DIGIT] = 1
+_PACKED[_CODE_HEX_LETTER] = 1 << 8
+_PACKED[_CODE_LETTER] = 1 << 16
+_PACKED[_CODE_DOT] = 1 << 24
+_PACKED_LIMIT = 256
+_COUNT_BLOCK_BYTES = 16 << 20  # the packed weights of this many bytes at a time: 4 bytes each
+
+
+def _token_counts(code: np.ndarray, run_start: np.ndarray, token_runs: np.ndarray,
+                  lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(digits, hex letters, other letters, dots) of each token run."""
+    size = len(code)
+    if not size or not len(token_runs):
+        empty = np.zeros(len(token_runs), dtype=np.int32)
+        return empty, empty, empty, empty
+    if lengths.max() >= _PACKED_LIMIT:
+        def within(selected: np.ndarray) -> np.ndarray:
+            return np.add.reduceat(selected, run_start, dtype=np.int32)[token_runs]
+
+        return (within(code == _CODE_DIGIT), within(code == _CODE_HEX_LETTER), within(code == _CODE_LETTER),
+                within(code == _CODE_DOT))
+    sums = np.empty(len(run_start), dtype=np.uint32)
+    first = 0
+    while first < len(run_start):  # blocks of whole runs, about _COUNT_BLOCK_BYTES each
+        begin = int(run_start[first])
+        last = max(first + 1, int(np.searchsorted(run_start, begin + _COUNT_BLOCK_BYTES, side="left")))
+        end = int(run_start[last]) if last < len(run_start) else size
+        sums[first:last] = np.add.reduceat(_PACKED[code[begin:end]], run_start[first:last] - begin)
+        first = last
+    packed = sums[token_runs]
+    digits, hex_letters, letters, dots = (((packed >> shift) & 0xFF).astype(np.int32) for shift in (0, 8, 16, 24))
+    return digits, hex_letters, letters, dots
 
 
 def _float_bits(floats: pa.Array, negative: np.ndarray) -> np.ndarray:
