@@ -334,7 +334,7 @@ def check_round_trip(client, report, corpus: Path) -> int:
         with open_log(file) as stream:
             expected = pa.Table.from_batches(list(file_messages(stream, rules)))
         mine = archived.filter(pc.equal(archived.column("source"), file.name))
-        mine = mine.take(pc.sort_indices(mine, sort_keys=[("timestamp", "ascending")], null_placement="at_end"))
+        mine = mine.take(pc.sort_indices(mine, sort_keys=[("timestamp", "ascending", "at_end")]))
         same = mine.num_rows == expected.num_rows and mine.column("message").equals(expected.column("message")) \
             and mine.column("timestamp").equals(expected.column("timestamp"))
         if not same:
