@@ -82,9 +82,12 @@ def test_no_row_that_matches_is_ruled_out(case: tuple[list[str], list[int | None
     if rule is None:
         return
     table = encoded(messages, stamps)
-    for logtypes in (table.column("logtype"), pc.dictionary_encode(table.column("logtype"))):
-        kept = rule.candidates(pc.dictionary_encode(table.column("timestamp_format")), logtypes,
-                               table.column("variables"))
+    # dense, and as a search reads them: Arrow dictionaries of the distinct values
+    variables = table.column("variables")
+    for logtypes, values in ((table.column("logtype"), variables),
+                             (pc.dictionary_encode(table.column("logtype")),
+                              variables.cast(pa.list_(pa.dictionary(pa.int32(), pa.binary()))))):
+        kept = rule.candidates(pc.dictionary_encode(table.column("timestamp_format")), logtypes, values)
         assert all(k for t, k in zip(truth, kept, strict=True) if t), (messages, query, list(kept))
 
 

@@ -35,7 +35,7 @@ CURRENT_FORMAT = TEMPLATE_FORMAT
 KNOWN_FORMATS = (TEXT_FORMAT, TEMPLATE_FORMAT)
 MESSAGE_PARTS = ("timestamp_format", "logtype", "numbers", "variables")  # format 2: what makes the message
 # format 2 columns a search reads as Arrow dictionaries: the distinct values are matched, not every row
-DICTIONARY_COLUMNS = ("timestamp_format", "logtype")
+DICTIONARY_COLUMNS = ("timestamp_format", "logtype", "variables.list.element")
 
 TEMPLATE_SCHEMA = pa.schema([
     pa.field("timestamp", pa.int64()),  # first in every format: search skips row groups by its statistics
@@ -112,7 +112,10 @@ def encode_rows(table: pa.Table, timezone: str | None) -> pa.Table:
 
 def decode_messages(table: pa.Table) -> pa.Array:
     """The message texts of format 2 rows (columns `timestamp` and MESSAGE_PARTS)."""
-    rest = decode_column(table.column("logtype"), table.column("numbers"), table.column("variables"))
+    variables = table.column("variables")
+    if pa.types.is_dictionary(variables.type.value_type):  # as search reads it
+        variables = variables.cast(pa.list_(pa.binary()))
+    rest = decode_column(table.column("logtype"), table.column("numbers"), variables)
     formats = table.column("timestamp_format").combine_chunks()
     if formats.null_count == len(formats):
         return rest

@@ -75,9 +75,8 @@ class TemplateFilter:
                     flat_variables, variable_owners = _flattened(variables)
                 assert variable_owners is not None
                 static = self._logtype_passes(logtypes, _static_pattern(test.word))
-                holds = pc.match_substring(flat_variables, test.word, ignore_case=self.ignore_case)
                 in_variable = np.zeros(count, dtype=bool)
-                in_variable[variable_owners[np.asarray(holds.to_numpy(zero_copy_only=False), dtype=bool)]] = True
+                in_variable[variable_owners[_holding(flat_variables, test.word, self.ignore_case)]] = True
                 passes = static | in_variable
             passes = passes | self._may_start_in_timestamp(test.literal, format_values, format_rows, logtypes)
             keep &= passes
@@ -213,15 +212,26 @@ def _distinct(formats: pa.Array | pa.ChunkedArray) -> tuple[list[str], np.ndarra
 
 
 def _flattened(variables: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
-    """Every dictionary variable of the rows, and the row each belongs to."""
+    """Every dictionary variable of the rows (an Arrow dictionary when read as one), and the row each
+    belongs to."""
     lists = _dense_or_dictionary(variables)
     flat = pc.list_flatten(lists)
     owners = np.asarray(pc.list_parent_indices(lists).to_numpy(zero_copy_only=False), dtype=np.int64)
-    if isinstance(flat, pa.DictionaryArray):
-        flat = flat.dictionary.take(flat.indices)
-    if not (pa.types.is_string(flat.type) or pa.types.is_large_string(flat.type)):
-        flat = flat.cast(pa.string())
     return flat, owners
+
+
+def _holding(values: pa.Array, word: str, ignore_case: bool) -> np.ndarray:
+    """Which values contain `word`; a dictionary's distinct values are matched once each."""
+    if isinstance(values, pa.DictionaryArray):
+        hits = _holding(values.dictionary, word, ignore_case)
+        indices = np.asarray(values.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        return hits[indices] if len(hits) else np.zeros(len(indices), dtype=bool)
+    if len(values) == 0:
+        return np.zeros(0, dtype=bool)
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        values = values.cast(pa.string())
+    found = pc.match_substring(values, word, ignore_case=ignore_case)
+    return np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 @functools.lru_cache(maxsize=4096)
