@@ -5,7 +5,9 @@ and still gives every message exactly once, in order."""
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -13,7 +15,10 @@ from hypothesis import strategies as st
 
 import tidekeep as tk
 from helpers.archives import archive_rows
+from tidekeep.archives.ingest import SAMPLE_BYTES, survey_input
 from tidekeep.archives.ingest_ranges import FileSpan, bucket_labels, bucket_of, key_bounds, spans_over_time
+from tidekeep.archives.timestamps import make_rules
+from tidekeep.store.inputs import InputFile, InputOpener, list_inputs
 
 
 def byte_shares(files: list[FileSpan], bounds: list[int]) -> list[float]:
@@ -92,3 +97,56 @@ def test_an_ingest_parses_every_file_once(tmp_path: Path, spark) -> None:
             assert min(stamps) == archive.begin_ts and max(stamps) == archive.end_ts
     finally:
         client.close()
+
+
+class CountingOpener(InputOpener):
+    """The real opener, counting the files it opens (the driver's survey is meant to open each once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: list[str] = []
+
+    def stream(self, file: InputFile) -> Any:
+        self.opened.append(file.name)
+        return super().stream(file)
+
+    def random_access(self, file: InputFile) -> Any:
+        self.opened.append(file.name)
+        return super().random_access(file)
+
+
+def stamped_lines(base_ms: int, count: int, step_ms: int) -> list[tuple[int, str]]:
+    return [(base_ms + i * step_ms,
+             f"{dt.datetime.fromtimestamp((base_ms + i * step_ms) / 1000, dt.UTC).isoformat(timespec='milliseconds')}"
+             f" req={i} path=/api/{i % 7}") for i in range(count)]
+
+
+@pytest.mark.parametrize("count", [0, 1, 40, 5_000])
+@pytest.mark.parametrize("compressed", [False, True])
+def test_the_survey_opens_each_file_once_and_finds_its_span_and_size(tmp_path: Path, count: int,
+                                                                     compressed: bool) -> None:
+    base = int(dt.datetime(2024, 7, 1, tzinfo=dt.UTC).timestamp() * 1000)
+    lines = stamped_lines(base, count, 1500)
+    text = "".join(f"{line}\n" for _, line in lines).encode()
+    path = tmp_path / ("app.log.gz" if compressed else "app.log")
+    path.write_bytes(gzip.compress(text, mtime=0) if compressed else text)
+    [file] = list_inputs([str(path)])
+    opener = CountingOpener()
+    survey = survey_input(file, opener, make_rules("UTC", None), "logs")
+    assert opener.opened == [file.name]
+    size = path.stat().st_size
+    assert survey.raw_bytes == (max(len(text), 3 * size) if compressed else size)
+    first = lines[0][0] if lines else None
+    # a plain file's tail gives its last timestamp; a gzip file's end is not read
+    last = None if compressed or not lines else lines[-1][0]
+    assert survey.span == FileSpan(survey.raw_bytes, first, last, "logs")
+    if count == 5_000:
+        assert len(text) > 2 * SAMPLE_BYTES  # the head and the tail are different reads
+
+
+def test_a_file_that_cannot_be_gunzipped_goes_without_a_span(tmp_path: Path) -> None:
+    path = tmp_path / "broken.log.gz"
+    path.write_bytes(b"\x1f\x8b" + bytes(range(256)) * 4)
+    [file] = list_inputs([str(path)])
+    survey = survey_input(file, CountingOpener(), make_rules("UTC", None), "logs")
+    assert survey.span.first_ts is None and survey.span.last_ts is None

@@ -39,6 +39,7 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -80,6 +81,7 @@ PARSED_SCHEMA = pa.schema([
 ])
 PARSED_DDL = "file INT, seq BIGINT, key BIGINT, timestamp BIGINT, message STRING, raw_bytes BIGINT, bucket INT"
 SAMPLE_BYTES = 64 << 10  # of each file's head and (plain files) tail, read on the driver to cut time ranges
+SURVEY_THREADS = 8  # files surveyed at once on the driver
 WRITTEN_DDL = ("id STRING, file STRING, begin_ts BIGINT, end_ts BIGINT, message_count BIGINT, raw_bytes BIGINT, "
                "stored_bytes BIGINT, task STRING")
 # the fault seam (TIDEKEEP_FAULT) that makes a write task put its archives in a directory private to its worker
@@ -118,18 +120,10 @@ def expand_paths(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     return list_inputs(paths)
 
 
-def estimated_raw_size(file: InputFile, opener: InputOpener) -> int:
-    """Uncompressed size of a file: its size, or for gzip at least the trailer's ISIZE (mod 2**32).
-    Two small reads on the driver (the magic bytes and the trailer), not the file's data."""
-    size = file.size
-    if size < 18:
-        return size
-    with opener.random_access(file) as handle:
-        if handle.read(2) != GZIP_MAGIC:
-            return size
-        handle.seek(size - 4)
-        isize = int.from_bytes(handle.read(4), "little")
-    return max(isize, size * 3)
+def gzip_raw_size(size: int, trailer: bytes) -> int:
+    """Uncompressed size of a gzip file of `size` bytes ending in `trailer` (its last 4 bytes): at
+    least the trailer's ISIZE (the size mod 2**32) and 3x the compressed size."""
+    return max(int.from_bytes(trailer, "little"), size * 3)
 
 
 class _Prefixed(io.RawIOBase):
@@ -195,35 +189,63 @@ def _input_error(path: str, exc: BaseException) -> RuntimeError:
     return RuntimeError(f"{ERROR_MARK} {path}: cannot read the log file: {reason}")
 
 
-def sample_span(file: InputFile, opener: InputOpener, rules: TimestampRules, directory: str) -> FileSpan:
-    """A file's time span from the timestamps at the start of the lines in its first SAMPLE_BYTES
-    of text and, for a plain file, its last (two small reads, on the driver)."""
-    def stamps(data: bytes, whole_lines_only: bool) -> list[int]:
-        text = data.decode("utf-8", "replace")
-        lines = text.split("\n")
-        if whole_lines_only:
-            lines = lines[1:]  # the first piece may be the end of a line
-        found = parse_timestamps(pa.array(lines, pa.string()), rules)
-        return [value for value in found.to_pylist() if value is not None]
+@dataclass(frozen=True)
+class InputSurvey:
+    """What the driver learns of one input file before the job: its uncompressed size (estimated
+    for gzip) and its time span (ingest_ranges.py)."""
 
-    tail: list[int] = []
-    plain = False
+    raw_bytes: int
+    span: FileSpan
+
+
+def survey_input(file: InputFile, opener: InputOpener, rules: TimestampRules, directory: str) -> InputSurvey:
+    """One random-access open of the file: its first SAMPLE_BYTES (gunzipped from the compressed
+    bytes read when it starts with the gzip magic) and, for a plain file, its last SAMPLE_BYTES give
+    the timestamps of its span; a gzip file's trailer gives its size. A file that cannot be read
+    goes without a span here: the job's parse fails on it, naming it (CorruptLogFile)."""
+    raw_bytes = file.size
+    head = tail = b""
+    gzipped = whole = False
     try:
-        with open_log(file, opener) as stream:
-            head = stamps(stream.read(SAMPLE_BYTES), whole_lines_only=False)
         with opener.random_access(file) as handle:
-            plain = file.size < len(GZIP_MAGIC) or handle.read(len(GZIP_MAGIC)) != GZIP_MAGIC
-            if plain and file.size > SAMPLE_BYTES:
-                handle.seek(file.size - SAMPLE_BYTES)
-                tail = stamps(handle.read(SAMPLE_BYTES), whole_lines_only=True)
-    except (EOFError, gzip.BadGzipFile, zlib.error, OSError):
-        # a file that cannot be read fails the job's parse, naming it (CorruptLogFile); here it only
-        # goes without a span
-        return FileSpan(file.size, None, None, directory)
-    first = min(head) if head else None
-    whole = plain and file.size <= SAMPLE_BYTES  # the head sample was the whole file
-    last = max(head + tail) if head and (tail or whole) else None
-    return FileSpan(estimated_raw_size(file, opener), first, last, directory)
+            start = bytes(handle.read(SAMPLE_BYTES))
+            gzipped = start[:len(GZIP_MAGIC)] == GZIP_MAGIC
+            if gzipped:
+                if file.size >= 18:  # the smallest gzip: a 10-byte header and an 8-byte trailer
+                    handle.seek(file.size - 4)
+                    raw_bytes = gzip_raw_size(file.size, bytes(handle.read(4)))
+                head = zlib.decompressobj(wbits=31).decompress(start, SAMPLE_BYTES)
+            else:
+                head, whole = start, file.size <= SAMPLE_BYTES
+                if not whole:
+                    handle.seek(file.size - SAMPLE_BYTES)
+                    tail = bytes(handle.read(SAMPLE_BYTES))
+    except (EOFError, zlib.error, OSError):
+        return InputSurvey(raw_bytes, FileSpan(raw_bytes, None, None, directory))
+    head_stamps = _line_timestamps(head, rules, whole_lines_only=False)
+    tail_stamps = _line_timestamps(tail, rules, whole_lines_only=True)
+    first = min(head_stamps) if head_stamps else None
+    last = max(head_stamps + tail_stamps) if head_stamps and (tail_stamps or whole) else None
+    return InputSurvey(raw_bytes, FileSpan(raw_bytes, first, last, directory))
+
+
+def _line_timestamps(data: bytes, rules: TimestampRules, whole_lines_only: bool) -> list[int]:
+    """The timestamps at the start of the lines of `data`; with whole_lines_only its first piece is
+    skipped (it may be the end of a line)."""
+    if not data:
+        return []
+    lines = data.decode("utf-8", "replace").split("\n")
+    if whole_lines_only:
+        lines = lines[1:]
+    found = parse_timestamps(pa.array(lines, pa.string()), rules)
+    return [value for value in found.to_pylist() if value is not None]
+
+
+def survey_inputs(files: Sequence[InputFile], rules: TimestampRules) -> list[InputSurvey]:
+    """survey_input for every file, a few at a time: on an object store each is a round trip."""
+    opener = InputOpener()
+    with ThreadPoolExecutor(max_workers=SURVEY_THREADS) as pool:
+        return list(pool.map(lambda f: survey_input(f, opener, rules, posixpath.dirname(f.name)), files))
 
 
 def _labels(keys: pa.Array, bounds: np.ndarray, labels: np.ndarray) -> pa.Array:
@@ -365,10 +387,10 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
     rules = make_rules(timezone, timestamp_format, now)
     files = expand_paths(given)
     ingest_id = uuid.uuid4().hex
-    opener = InputOpener()
-    raw_estimate = sum(estimated_raw_size(f, opener) for f in files)
     if not files:
         return IngestReport(ingest_id, dataset, 0, 0, 0, 0, 0, [], time.perf_counter() - began)
+    surveys = survey_inputs(files, rules)
+    raw_estimate = sum(survey.raw_bytes for survey in surveys)
 
     from ..spark.progress import monotonic
 
@@ -388,8 +410,7 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
     spark = job_spark(workspace.settings, storage=True, inputs=locations_of(given), writes=True)
     workspace.db.ensure_schema()
     partitions = range_partitions(raw_estimate, target_size, default_parallelism(spark))
-    bounds = key_bounds([sample_span(f, opener, rules, posixpath.dirname(f.name)) for f in files], partitions) \
-        if partitions > 1 else []
+    bounds = key_bounds([survey.span for survey in surveys], partitions) if partitions > 1 else []
     storage_uri = workspace.storage.uri_of("")
     staging = f"{ARCHIVES_DIR}/{dataset}/_ingest-{ingest_id}"
     storage = workspace.storage
