@@ -53,6 +53,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..civil_dates import civil_from_days
 from .timestamps import MAX_MS, check_timezone
 
 _MONTH_ALTERNATIVES = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
@@ -156,19 +157,6 @@ def _parse_format(fmt: str) -> _Format | None:
 # ---- rendering -----------------------------------------------------------------------------------
 
 
-def _civil_from_days(days: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(year, month, day) of days since 1970-01-01, proleptic Gregorian (H. Hinnant's algorithm)."""
-    z = days + 719_468
-    era = z // 146_097
-    doe = z - era * 146_097
-    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    day = doy - (153 * mp + 2) // 5 + 1
-    month = np.where(mp < 10, mp + 3, mp - 9)
-    return yoe + era * 400 + (month <= 2), month, day
-
-
 def _put(out: np.ndarray, position: int, width: int, values: np.ndarray) -> None:
     """Write the last `width` decimal digits of `values` (zero-padded) at a column position."""
     for j in range(width):
@@ -186,7 +174,7 @@ def _render(fmt: _Format, ms: np.ndarray) -> np.ndarray:
         wall = ms + fmt.offset_ms
         days = wall // DAY_MS
         of_day = wall - days * DAY_MS
-        year, month, day = _civil_from_days(days)
+        year, month, day = civil_from_days(days)
         values = {"Y": year, "m": month, "d": day, "H": of_day // 3_600_000, "M": of_day // 60_000 % 60,
                   "S": of_day // 1000 % 60, "f": of_day % 1000}
         if fmt.kind == "sys":

@@ -46,6 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..civil_dates import days_from_civil
 from ..errors import InvalidInput
 
 MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
@@ -204,16 +205,6 @@ def _is_leap(year: np.ndarray) -> np.ndarray:
 _DAYS_IN_MONTH = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
 
 
-def _days_from_civil(year: np.ndarray, month: np.ndarray, day: np.ndarray) -> np.ndarray:
-    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm); year ≥ 1."""
-    y = year - (month <= 2)
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * (month + np.where(month > 2, -3, 9)) + 2) // 5 + day - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146_097 + doe - 719_468
-
-
 def _valid_date(year: np.ndarray, month: np.ndarray, day: np.ndarray) -> np.ndarray:
     month_ok = (month >= 1) & (month <= 12)
     limit = _DAYS_IN_MONTH[np.clip(month, 0, 12)] + ((month == 2) & _is_leap(year))
@@ -297,7 +288,7 @@ def _to_utc(f: _Fields, rules: TimestampRules) -> tuple[np.ndarray, np.ndarray]:
         valid = f.matched & _valid_date(year, month, day)
         valid &= ~uses_doy | (f.day_of_year <= 365 + _is_leap(year))
         valid &= (f.hour <= 23) & (f.minute <= 59) & (f.second <= 59)
-        days = _days_from_civil(np.where(valid, year, 1970), np.where(valid, month, 1), np.where(valid, day, 1))
+        days = days_from_civil(np.where(valid, year, 1970), np.where(valid, month, 1), np.where(valid, day, 1))
         days = days + np.where(uses_doy, f.day_of_year - 1, 0)
         wall = days * DAY_MS + f.hour * 3_600_000 + f.minute * 60_000 + f.second * 1000 + f.millis
         zoned = wall_to_utc_ms(wall, valid & ~f.has_zone, rules.timezone)

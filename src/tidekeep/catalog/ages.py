@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from ..civil_dates import civil_from_days, days_from_civil
 from ..errors import InvalidInput
 
 MIN_AMOUNT = 1
@@ -148,29 +149,6 @@ def _age(amount: int, unit: TimeUnit, where: str) -> Age:
 
 # ---- calendar arithmetic (proleptic Gregorian, UTC) ----------------------------------------------
 
-def _days_from_civil(year: int, month: int, day: int) -> int:
-    """Days since 1970-01-01 of a date (H. Hinnant's algorithm; exact for every integer year)."""
-    year -= month <= 2
-    era = year // 400
-    year_of_era = year - era * 400
-    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    return era * 146097 + day_of_era - 719468
-
-
-def _civil_from_days(days: int) -> tuple[int, int, int]:
-    """(year, month, day) of a day number since 1970-01-01; the inverse of _days_from_civil."""
-    days += 719468
-    era = days // 146097
-    day_of_era = days - era * 146097
-    year_of_era = (day_of_era - day_of_era // 1460 + day_of_era // 36524 - day_of_era // 146096) // 365
-    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
-    mp = (5 * day_of_year + 2) // 153
-    day = day_of_year - (153 * mp + 2) // 5 + 1
-    month = mp + (3 if mp < 10 else -9)
-    return year_of_era + era * 400 + (month <= 2), month, day
-
-
 def _is_leap(year: int) -> bool:
     return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
 
@@ -183,10 +161,10 @@ def days_in_month(year: int, month: int) -> int:
 
 def _add_months(ms: int, months: int) -> int:
     days, time_of_day = divmod(ms, _MS_PER_DAY)
-    year, month, day = _civil_from_days(days)
+    year, month, day = civil_from_days(days)
     year, month0 = divmod(year * 12 + (month - 1) + months, 12)
     day = min(day, days_in_month(year, month0 + 1))  # clamp to the month's end, as Java does
-    return _days_from_civil(year, month0 + 1, day) * _MS_PER_DAY + time_of_day
+    return days_from_civil(year, month0 + 1, day) * _MS_PER_DAY + time_of_day
 
 
 def _shift(ms: int, age: Age, sign: int) -> int:
