@@ -98,9 +98,7 @@ class TemplateFilter:
             if inside == len(literal):
                 passes |= rows
                 continue
-            pattern = "^(?:" + "|".join(_literal_test(literal[k:]).logtype_pattern
-                                         for k in range(1, inside + 1)) + ")"
-            passes |= rows & self._logtype_passes(logtypes, pattern)
+            passes |= rows & self._logtype_passes(logtypes, _rest_after_timestamp(literal, inside))
         return passes
 
     def _logtype_passes(self, logtypes: pa.Array, pattern: str) -> np.ndarray:
@@ -232,6 +230,14 @@ def _holding(values: pa.Array, word: str, ignore_case: bool) -> np.ndarray:
         values = values.cast(pa.string())
     found = pc.match_substring(values, word, ignore_case=ignore_case)
     return np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+@functools.lru_cache(maxsize=4096)
+def _rest_after_timestamp(literal: str, inside: int) -> str:
+    """The pattern of log types that begin with what is left of `literal` when its first k
+    characters (1 <= k <= inside) are the end of the timestamp text. Cached: a search asks for the
+    same one in every row group."""
+    return "^(?:" + "|".join(_literal_test(literal[k:]).logtype_pattern for k in range(1, inside + 1)) + ")"
 
 
 @functools.lru_cache(maxsize=4096)
