@@ -27,6 +27,7 @@ is tested. Regex queries are tested by the runs of plain characters at their top
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,54 +62,81 @@ class TemplateFilter:
 
     def candidates(self, formats: pa.Array | pa.ChunkedArray, logtypes: pa.Array | pa.ChunkedArray,
                    variables: pa.Array | pa.ChunkedArray) -> np.ndarray:
-        """A boolean mask: the rows that may match (False: cannot)."""
-        logtypes = _dense_or_dictionary(logtypes)
-        count = len(logtypes)
+        """A boolean mask: the rows that may match (False: cannot). Each test looks only at the
+        distinct log types and variables of the rows the tests before it kept."""
+        logtype_values = _Distinct.of(_dense_or_dictionary(logtypes))
+        count = len(logtype_values.indices)
         keep = np.ones(count, dtype=bool)
         format_values, format_rows = _distinct(formats)  # a handful per row group
-        flat_variables = None
-        variable_owners = None
+        variable_values: _Distinct | None = None
+        variable_owners = np.zeros(0, dtype=np.int64)
         for test in self.tests:
-            passes = self._logtype_passes(logtypes, test.logtype_pattern)
-            if test.word is not None:
-                if flat_variables is None:
+            if test.word is None:
+                passes = logtype_values.hits(self._pattern_test(test.logtype_pattern), keep)
+            else:
+                if variable_values is None:
                     flat_variables, variable_owners = _flattened(variables)
-                assert variable_owners is not None
-                static = self._logtype_passes(logtypes, _static_pattern(test.word))
-                in_variable = np.zeros(count, dtype=bool)
-                in_variable[variable_owners[_holding(flat_variables, test.word, self.ignore_case)]] = True
-                passes = static | in_variable
-            passes = passes | self._may_start_in_timestamp(test.literal, format_values, format_rows, logtypes)
+                    variable_values = _Distinct.of(flat_variables)
+                static = logtype_values.hits(self._pattern_test(_static_pattern(test.word)), keep)
+                holding = variable_values.hits(functools.partial(_holding, word=test.word,
+                                                                 ignore_case=self.ignore_case), keep[variable_owners])
+                passes = static
+                passes[variable_owners[holding]] = True
+            passes |= self._may_start_in_timestamp(test.literal, format_values, format_rows, logtype_values, keep)
             keep &= passes
             if not keep.any():
                 break
         return keep
 
     def _may_start_in_timestamp(self, literal: str, format_values: list[str], format_rows: np.ndarray,
-                                logtypes: pa.Array) -> np.ndarray:
-        """Rows where the run may begin inside the timestamp text taken out of the message: its
-        first characters are ones a text of the row's format holds, and what follows them is
-        all in that text or begins what the log type decodes to."""
+                                logtypes: _Distinct, keep: np.ndarray) -> np.ndarray:
+        """Rows (among those kept) where the run may begin inside the timestamp text taken out of
+        the message: its first characters are ones a text of the row's format holds, and what
+        follows them is all in that text or begins what the log type decodes to."""
         passes = np.zeros(len(format_rows), dtype=bool)
         for index, timestamp_format in enumerate(format_values):
             inside = _timestamp_prefix(literal, timestamp_format, self.ignore_case)
             if inside == 0:
                 continue
-            rows = format_rows == index
+            rows = (format_rows == index) & keep
             if inside == len(literal):
                 passes |= rows
                 continue
-            passes |= rows & self._logtype_passes(logtypes, _rest_after_timestamp(literal, inside))
+            if rows.any():
+                passes |= rows & logtypes.hits(self._pattern_test(_rest_after_timestamp(literal, inside)), rows)
         return passes
 
-    def _logtype_passes(self, logtypes: pa.Array, pattern: str) -> np.ndarray:
-        """Row mask of log types matching `pattern`, matched once per distinct log type when the
-        column comes dictionary-encoded (as a format 2 row group's does)."""
-        if isinstance(logtypes, pa.DictionaryArray):
-            hits = _matches(logtypes.dictionary, pattern, self.ignore_case)
-            indices = np.asarray(logtypes.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-            return hits[indices] if len(hits) else np.zeros(len(indices), dtype=bool)
-        return _matches(logtypes, pattern, self.ignore_case)
+    def _pattern_test(self, pattern: str) -> Callable[[pa.Array], np.ndarray]:
+        return functools.partial(_matches, pattern=pattern, ignore_case=self.ignore_case)
+
+
+@dataclass(frozen=True)
+class _Distinct:
+    """A column as its distinct values and each element's index among them: a dictionary array's
+    own dictionary and indices, or a plain array's values each standing for itself."""
+
+    values: pa.Array
+    indices: np.ndarray
+
+    @classmethod
+    def of(cls, array: pa.Array) -> _Distinct:
+        if isinstance(array, pa.DictionaryArray):
+            return cls(array.dictionary, np.asarray(array.indices.to_numpy(zero_copy_only=False), dtype=np.int64))
+        return cls(array, np.arange(len(array), dtype=np.int64))
+
+    def hits(self, test: Callable[[pa.Array], np.ndarray], among: np.ndarray) -> np.ndarray:
+        """Per element, whether its value passes `test` (a mask over values). Only the values of
+        the elements `among` selects are tested; every other element is False."""
+        if among.all():
+            passed = test(self.values)
+        else:
+            used = np.zeros(len(self.values), dtype=bool)
+            used[self.indices[among]] = True
+            chosen = np.flatnonzero(used)
+            passed = np.zeros(len(self.values), dtype=bool)
+            if len(chosen):
+                passed[chosen] = test(self.values.take(pa.array(chosen)))
+        return passed[self.indices] if len(passed) else np.zeros(len(self.indices), dtype=bool)
 
 
 def template_filter(matcher: Matcher) -> TemplateFilter | None:
@@ -219,11 +247,7 @@ def _flattened(variables: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndar
 
 
 def _holding(values: pa.Array, word: str, ignore_case: bool) -> np.ndarray:
-    """Which values contain `word`; a dictionary's distinct values are matched once each."""
-    if isinstance(values, pa.DictionaryArray):
-        hits = _holding(values.dictionary, word, ignore_case)
-        indices = np.asarray(values.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-        return hits[indices] if len(hits) else np.zeros(len(indices), dtype=bool)
+    """Which values contain `word`."""
     if len(values) == 0:
         return np.zeros(0, dtype=bool)
     if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
