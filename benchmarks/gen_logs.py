@@ -1,13 +1,14 @@
 """A deterministic corpus of realistic logs for the archives benchmark.
 
     .venv/bin/python benchmarks/gen_logs.py OUT_DIR [--size 1GB] [--seed 7] [--days 7] [--start 2024-10-07]
+                                            [--style mixed|hdfs]
 
-Writes OUT_DIR/logs/<service>/... (the files to ingest) and OUT_DIR/manifest.json (seed, span,
-every file with its raw and stored size, line and message counts). Same seed and size → byte-
-identical files (gzip headers carry no name or mtime).
+Writes OUT_DIR/logs/<service>/... (the files to ingest) and OUT_DIR/manifest.json (seed, style,
+span, every file with its raw and stored size, line and message counts). Same seed, size and style
+→ byte-identical files (gzip headers carry no name or mtime). Two styles:
 
-Six services in separate files, one file per UTC day, each in a timestamp form the ingest
-recognises at the start of a line:
+mixed (the default): six services in separate files, one file per UTC day, each in a timestamp
+form the ingest recognises at the start of a line:
 
   gateway   access log, ISO-8601 UTC            2024-10-07T13:55:36.123Z gw-2 203.0.113.7 - ... "GET /api/.." 200 ..
   payments  Java / log4j, multi-line traces    2024-10-07 13:55:36,123 ERROR [http-nio-8443-exec-7] c.e.p.X - ...
@@ -20,16 +21,32 @@ plus one small file without any timestamp (backup/rsync-nightly.out, ~0.2 % of t
 gateway's and auth's rotated days are gzip-compressed (level 6), as logrotate leaves them; the
 last day of every service is plain.
 
+hdfs: one Hadoop 2.x/3.x cluster as its default log4j layout `%d{ISO8601} %p %c: %m%n` writes it,
+one timestamp form (2024-10-07 13:55:36,123 INFO org.apache.hadoop.hdfs.StateChange: BLOCK* allocate ...):
+
+  namenode          35 %  audit lines (the most frequent), BLOCK* allocate / addStoredBlock, completeFile,
+                          FSEditLog, invalidations, a few WARNs (a GC pause spans two lines)
+  datanode-01..04   65 %  block writes (Receiving, clienttrace HDFS_WRITE, PacketResponder, Received),
+                          reads (clienttrace HDFS_READ), deletions, block reports, VolumeScanner, slow
+                          BlockReceiver WARNs, and ~0.3 % WARN/ERROR with a Java stack trace
+
+Files are named as log4j's DailyRollingFileAppender names them (namenode/hadoop-hdfs-namenode-nn1.log,
+rotated days ...nn1.log.2024-10-07); the datanodes' rotated days are gzip-compressed (level 6), the
+namenode's plain. Block ids rise from HDFS's first (1073741825) as the namenode allocates them, one
+generation stamp per block from 1001; the datanodes' lines name the blocks allocated around their
+time, in one block pool. No file without timestamps.
+
 Variable parts (users, IPs, ids, paths, durations, sizes) come from a seeded numpy generator over
 precomputed vocabularies with Zipf-like popularity, plus random request/trace ids, so the data
-compresses like real logs (zstd -3 keeps roughly a tenth), neither trivially nor like noise.
-Timestamps rise through the span with a day/night traffic curve; within a file they never go
-back. All text is ASCII, so characters are bytes.
+compresses like real logs (mixed: zstd -3 keeps roughly a tenth; hdfs, more repetitive, zlib -6
+about 9x), neither trivially nor like noise. Timestamps rise through the span with a day/night
+traffic curve; within a file they never go back. All text is ASCII, so characters are bytes.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import sys
@@ -38,6 +55,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +102,7 @@ def hex_ids(rng: np.random.Generator, n: int, digits: int) -> list[str]:
     return [f"{v:0{digits}x}" for v in values.tolist()]
 
 
-def recent_ids(rng: np.random.Generator, n: int, first: int, per_line: float, lag: int) -> list[int]:
+def recent_ids(rng: np.random.Generator, n: int, first: int, per_line: float, lag: int | np.ndarray) -> list[int]:
     """Sequential ids as a service hands them out, each line naming one of the recent ones (the
     same order or payment shows up in several lines, as in real logs)."""
     return (first + (np.arange(n) * per_line).astype(np.int64) - rng.integers(0, lag, n)).tolist()
@@ -439,11 +457,12 @@ class Service:
     name: str
     file_stem: str
     share: float  # of the timestamped bytes
-    bodies: Callable[[np.random.Generator, Vocabularies, int, int], list[str]]  # (rng, vocab, lines, first line)
+    bodies: Callable[[np.random.Generator, Any, int, int], list[str]]  # (rng, the style's vocab, lines, first line)
     stamp: Callable[[np.ndarray], list[str]]
     form: str
     gzip_rotated: bool
     resolution_ms: int = 1  # syslog stamps whole seconds; the manifest records what the file shows
+    rotated_suffix: str = "-%Y%m%d"  # strftime of a rotated day after "<stem>.log": logrotate's dateext
 
 
 SERVICES = [
@@ -454,6 +473,366 @@ SERVICES = [
     Service("worker", "worker", 0.10, worker_bodies, stamp_log4j, "Python logging, tracebacks", False),
     Service("edge", "edge", 0.08, edge_bodies, stamp_iso_plus2, "ISO-8601 +02:00", False),
 ]
+
+
+# ---- the hdfs style: one Hadoop cluster's namenode and four datanodes ------------------------------
+# Hadoop 2.x/3.x log with log4j's default layout `%d{ISO8601} %p %c: %m%n`: stamp_log4j, then
+# "<LEVEL> <logger>: <message>". The datanodes' lines name the blocks the namenode hands out.
+
+HDFS = "org.apache.hadoop.hdfs"
+DN_LOG = f"{HDFS}.server.datanode.DataNode"
+HDFS_FORM = "Hadoop log4j YYYY-MM-DD HH:MM:SS,mmm"
+HDFS_ROTATED = ".%Y-%m-%d"  # log4j's DailyRollingFileAppender: hadoop-hdfs-namenode-nn1.log.2024-10-07
+# formatted by the namenode (10.10.34.11) a week before the default start: one block pool, for good
+BLOCK_POOL = "BP-1081411623-10.10.34.11-1727694360971"
+FIRST_BLOCK = 1_073_741_825  # the first block id of a fresh HDFS (2**30 + 1); ids then rise by one
+FIRST_GENSTAMP = 1001  # the first generation stamp; it rises with every block allocated
+FULL_BLOCK = 134_217_728  # dfs.blocksize (128 MiB): most blocks of big files are full
+DN_PORT = 9866
+RM_START = 1727694512345  # the YARN ResourceManager's start, in every application and job id
+CLIENT_IPS = [f"10.10.34.{i}" for i in range(16, 41)]  # the compute nodes, HDFS's clients
+HADOOP_USERS = ["hive", "spark", "etl", "airflow", "mapred", "hbase"]
+DATASETS = ["events", "clicks", "sessions", "features", "exports", "raw", "orders", "metrics", "models", "checkpoints"]
+HIVE_TABLES = [("sales", "orders"), ("sales", "order_items"), ("sales", "refunds"), ("web", "pageviews"),
+               ("web", "sessions"), ("web", "referrers"), ("ops", "host_metrics"), ("ops", "alerts"),
+               ("finance", "ledger"), ("finance", "invoices"), ("ml", "training_set"), ("ml", "predictions")]
+STAGING_FILES = ["job.jar", "job.split", "job.splitmetainfo", "job.xml"]
+# one namenode line in 16 allocates a block: a power of two, so line0 * rate is whole at every block
+NN_BLOCKS_PER_LINE = 1 / 16
+NN_SHARE = 0.35
+# average line lengths (timestamp and newline included) measured on a 20 MB corpus; their ratio
+# sets how many blocks a datanode's line moves on, so its ids keep pace with the namenode's in time
+NN_LINE_BYTES = 235
+DN_LINE_BYTES = 283
+
+
+@dataclass(frozen=True)
+class DataNodeHost:
+    name: str
+    ip: str
+    uuid: str  # the datanode's srvID in clienttrace lines, fixed for its life
+    storage: str  # its one volume's storage id
+
+
+DATANODES = [
+    DataNodeHost("dn01", "10.10.34.12", "5c1d8a3e-6f2b-4e0a-9b7d-1f3c2a4e8d90",
+                 "DS-0f4e8b2a-7c91-4d3e-a5b6-c8d9e0f1a2b3"),
+    DataNodeHost("dn02", "10.10.34.13", "a7e3c915-2d4b-4f86-8c1e-93b5d0f7a264",
+                 "DS-3b9d1c7e-5a2f-4e68-b0c4-7d1e9f3a5b82"),
+    DataNodeHost("dn03", "10.10.34.14", "e2b64f0d-81c7-4a39-b5e2-0c6d7f1a9e35",
+                 "DS-8e2a6f4c-1b7d-4c93-9e05-a3f7b1d6c048"),
+    DataNodeHost("dn04", "10.10.34.15", "39f0a6c2-d4e8-4b17-a63f-5e8c2b9d1f70",
+                 "DS-c61f3b8d-9e2a-4d75-8b1c-f04a7e2d6c19"),
+]
+DATANODE_SHARES = [0.17, 0.165, 0.16, 0.155]  # together 0.65: not every node takes the same load
+
+
+@dataclass
+class HdfsVocabularies:
+    paths: Vocab
+    owners: dict[str, str]  # path -> the user who writes and reads it
+    clients: Vocab  # DFSClient ids of the client processes
+    client_ips: Vocab
+    users: Vocab
+
+    @classmethod
+    def build(cls, rng: np.random.Generator) -> HdfsVocabularies:
+        people = [f"{first[0]}{last}" for first, last in zip(FIRST.split(), LAST.split(), strict=False)]  # logins
+        rng.shuffle(people)
+        users = HADOOP_USERS + people[:30]
+        n = 12_000  # paths drawn (a few repeat)
+        owner_of = Vocab(users, 1.1).draw(rng, n)
+        kinds = weighted(rng, n, ["data", "staging", "hive", "hive_tmp", "yarn_logs", "spark_history"],
+                         [40, 15, 20, 8, 10, 7])
+        uuids = [a + b for a, b in zip(hex_ids(rng, n, 16), hex_ids(rng, n, 16), strict=True)]
+        jobs = rng.integers(1, 9999, n).tolist()
+        parts = rng.integers(0, 400, n).tolist()
+        months = rng.integers(8, 11, n).tolist()
+        days = rng.integers(1, 29, n).tolist()
+        paths, owners = [], {}
+        job_uuids: dict[tuple[str, str, str], str] = {}
+        for i in range(n):
+            user, u, kind = owner_of[i], uuids[i], kinds[i]
+            date = f"2024-{months[i]:02d}-{days[i]:02d}"
+            uuid = f"{u[:8]}-{u[8:12]}-4{u[13:16]}-a{u[17:20]}-{u[20:32]}"
+            if kind == "data":
+                # a Spark job's part files share its uuid: one per user, dataset and day
+                dataset = DATASETS[jobs[i] % len(DATASETS)]
+                uuid = job_uuids.setdefault((user, dataset, date), uuid)
+                path = f"/user/{user}/{dataset}/dt={date}/part-{parts[i]:05d}-{uuid}-c000.snappy.parquet"
+            elif kind == "staging":
+                path = f"/user/{user}/.staging/job_{RM_START}_{jobs[i]:04d}/{STAGING_FILES[parts[i] % 4]}"
+            elif kind == "hive":
+                db, table = HIVE_TABLES[jobs[i] % len(HIVE_TABLES)]
+                user, path = "hive", f"/apps/hive/warehouse/{db}.db/{table}/dt={date}/{parts[i]:06d}_0"
+            elif kind == "hive_tmp":
+                path = f"/tmp/hive/{user}/{uuid}/_tmp_space.db"
+            elif kind == "yarn_logs":
+                path = (f"/tmp/logs/{user}/logs-tfile/application_{RM_START}_{jobs[i]:04d}/"
+                        f"cn{16 + parts[i] % 25:02d}.hadoop.example.net_45454")
+            else:
+                user, path = "spark", f"/spark-history/application_{RM_START}_{jobs[i]:04d}"
+            if path not in owners:
+                paths.append(path)
+                owners[path] = user
+        clients = [f"DFSClient_NONMAPREDUCE_{c}_{k}" for c, k in
+                   zip(rng.integers(-2**31, 2**31, 3000).tolist(), Vocab([str(k) for k in range(1, 60)], 1.5)
+                       .draw(rng, 3000), strict=True)]
+        ips = list(CLIENT_IPS)
+        rng.shuffle(ips)
+        return cls(Vocab(paths, 1.0), owners, Vocab(clients, 0.8), Vocab(ips, 0.6), Vocab(users, 1.1))
+
+
+def blk(block_id: int) -> str:
+    """blk_<id>_<generation stamp>: one stamp per block allocated, so both rise together."""
+    return f"blk_{block_id}_{block_id - FIRST_BLOCK + FIRST_GENSTAMP}"
+
+
+def block_sizes(rng: np.random.Generator, n: int, full: float, median: float) -> list[int]:
+    """Bytes of a block or a transfer: a spike of full blocks (big files), the rest log-normal."""
+    sizes = np.minimum(FULL_BLOCK, np.maximum(1, rng.lognormal(np.log(median), 1.8, n))).astype(np.int64)
+    return np.where(rng.random(n) < full, FULL_BLOCK, sizes).tolist()
+
+
+def transfer_ns(rng: np.random.Generator, sizes: list[int]) -> list[int]:
+    """A transfer's duration: its bytes at a disk/network rate (~120 MB/s, varying) plus the set-up."""
+    n = len(sizes)
+    rate = rng.lognormal(np.log(120e6), 0.5, n)
+    setup = rng.lognormal(np.log(300_000), 1.0, n)
+    return (np.asarray(sizes) / rate * 1e9 + setup).astype(np.int64).tolist()
+
+
+def block_ids(rng: np.random.Generator, n: int, line0: int, per_line: float, lag: np.ndarray) -> list[int]:
+    """Recent block ids for lines line0.. (never before the first block the cluster handed out);
+    lag per line: how many blocks back a line may look (a write names a block just allocated, a read
+    one written long ago)."""
+    handed_out = round(line0 * per_line) + (np.arange(n) * per_line).astype(np.int64)
+    # early on a line looks back over the blocks there are, not past the first one
+    ids = recent_ids(rng, n, FIRST_BLOCK - 1 + round(line0 * per_line), per_line, np.clip(handed_out, 1, lag))
+    return np.maximum(FIRST_BLOCK, ids).tolist()
+
+
+NN_EVENTS = [("audit", 64), ("added", 20), ("complete", 5), ("editlog", 4), ("invalidate", 2), ("committed", 0.5),
+             ("placement", 0.2), ("rename_failed", 0.1), ("pause", 0.05)]
+AUDIT_CMDS = [("getfileinfo", 34), ("open", 26), ("listStatus", 14), ("create", 8), ("delete", 7), ("rename", 6),
+              ("mkdirs", 3)]
+GC_POOLS = ["G1 Young Generation", "G1 Old Generation"]
+
+
+def audit_line(cmd: str, user: str, ip: str, path: str, allowed: bool) -> str:
+    src, dst, perm = path, "null", "null"
+    if cmd in ("listStatus", "mkdirs"):
+        src = path.rsplit("/", 1)[0]
+    if cmd == "create":
+        perm = f"{user}:supergroup:rw-r--r--"
+    elif cmd == "mkdirs":
+        perm = f"{user}:supergroup:rwxr-xr-x"
+    elif cmd == "rename":
+        src, dst, perm = f"{path}._COPYING_", path, f"{user}:supergroup:rw-r--r--"
+    return (f"INFO {HDFS}.server.namenode.FSNamesystem.audit: allowed={'true' if allowed else 'false'}\t"
+            f"ugi={user} (auth:SIMPLE)\tip=/{ip}\tcmd={cmd}\tsrc={src}\tdst={dst}\tperm={perm}\tproto=rpc")
+
+
+def namenode_bodies(rng: np.random.Generator, v: HdfsVocabularies, n: int, line0: int) -> list[str]:
+    # every 16th line allocates the next block, so allocated ids are exactly consecutive
+    position = line0 + np.arange(n)
+    before = np.floor(position * NN_BLOCKS_PER_LINE).astype(np.int64)
+    allocates = (np.floor((position + 1) * NN_BLOCKS_PER_LINE).astype(np.int64) > before).tolist()
+    new_ids = (FIRST_BLOCK + before).tolist()
+    events = weighted(rng, n, NN_EVENTS, [w for _, w in NN_EVENTS])
+    # replicas report a block just allocated; deletions name older ones (offset further below)
+    recent = block_ids(rng, n, line0, NN_BLOCKS_PER_LINE, np.full(n, 6))
+    cmds = weighted(rng, n, AUDIT_CMDS, [w for _, w in AUDIT_CMDS])
+    paths = v.paths.draw(rng, n)
+    strangers = v.users.draw(rng, n)
+    allowed = (rng.random(n) >= 0.003).tolist()  # a user reading someone else's data is refused
+    ips = v.client_ips.draw(rng, n)
+    clients = v.clients.draw(rng, n)
+    pipelines = np.argsort(rng.random((n, len(DATANODES))), axis=1)[:, :3].tolist()  # 3 replicas of 4 nodes
+    sizes = block_sizes(rng, n, 0.35, 8_000_000)
+    numbers = rng.integers(1, 60, (n, 4)).tolist()
+    old = rng.integers(400, 5000, n).tolist()
+    again = (rng.random(n) < 0.45).tolist()  # a client's calls come in runs on one file: getfileinfo, open, ...
+    last = (paths[0], ips[0])
+    out = []
+    for i in range(n):
+        path, replicas = paths[i], [DATANODES[d].ip for d in pipelines[i]]
+        if allocates[i]:
+            out.append(f"INFO {HDFS}.StateChange: BLOCK* allocate {blk(new_ids[i])}, replicas="
+                       + ", ".join(f"{ip}:{DN_PORT}" for ip in replicas) + f" for {path}")
+            continue
+        event, a, b, c, d = events[i][0], *numbers[i]
+        if event == "audit":
+            path, ip = last if again[i] else (path, ips[i])
+            last = (path, ip)
+            user = v.owners[path] if allowed[i] else strangers[i]
+            out.append(audit_line(cmds[i][0], user, ip, path, allowed[i]))
+        elif event == "added":
+            out.append(f"INFO BlockStateChange: BLOCK* addStoredBlock: {replicas[0]}:{DN_PORT} is added to "
+                       f"{blk(recent[i])} (size={sizes[i]})")
+        elif event == "complete":
+            out.append(f"INFO {HDFS}.StateChange: DIR* completeFile: {path} is closed by {clients[i]}")
+        elif event == "editlog":
+            out.append(f"INFO {HDFS}.server.namenode.FSEditLog: Number of transactions: {a * 3} Total time for "
+                       f"transactions(ms): {b // 6} Number of transactions batched in Syncs: {c // 4} Number of "
+                       f"syncs: {a * 2} SyncTimes(ms): {d * 2}")
+        elif event == "invalidate":
+            first = max(FIRST_BLOCK, recent[i] - old[i])
+            gone = ", ".join(blk(first + k * (1 + d % 3)) for k in range(1 + a % 5))
+            out.append(f"INFO BlockStateChange: BLOCK* BlockManager: ask {replicas[0]}:{DN_PORT} to delete [{gone}]")
+        elif event == "committed":
+            out.append(f"INFO {HDFS}.StateChange: BLOCK* {blk(recent[i])} is COMMITTED but not COMPLETE(numNodes= 0 "
+                       f"<  minimum = 1) in file {path}")
+        elif event == "placement":
+            out.append(f"WARN {HDFS}.server.blockmanagement.BlockPlacementPolicy: Failed to place enough replicas, "
+                       "still in need of 1 to reach 3 (unavailableStorages=[], storagePolicy=BlockStoragePolicy{HOT:7, "
+                       "storageTypes=[DISK], creationFallbacks=[], replicationFallbacks=[ARCHIVE]}, newBlock=true) "
+                       "For more information, please enable DEBUG log level on "
+                       f"{HDFS}.server.blockmanagement.BlockPlacementPolicy")
+        elif event == "rename_failed":
+            out.append(f"WARN {HDFS}.StateChange: DIR* FSDirectory.unprotectedRenameTo: failed to rename "
+                       f"{path}._COPYING_ to {path} because destination exists")
+        else:  # a GC pause: JvmPauseMonitor writes the pool on a second line
+            out.append(f"WARN org.apache.hadoop.util.JvmPauseMonitor: Detected pause in JVM or host machine (eg GC): "
+                       f"pause of approximately {1000 + a * 97}ms\nGC pool '{GC_POOLS[b % 2]}' had collection(s): "
+                       f"count=1 time={1000 + a * 95}ms")
+    return out
+
+
+# (event, weight, how many blocks back its block may be): a write's lines follow the block's allocation
+# within seconds, reads and deletions name blocks written long before
+DN_EVENTS = [("receiving", 15, 12), ("write", 15, 12), ("responder", 15, 12), ("received", 15, 12),
+             ("read", 28, 3000), ("deleted", 8, 800), ("slow", 1.6, 12), ("scanner", 0.3, 1), ("report", 0.1, 1),
+             ("eof", 0.2, 12), ("timeout", 0.1, 3000)]
+SLOW_WRITES = ["Slow BlockReceiver write packet to mirror took {ms}ms (threshold=300ms), downstream DNs=[{down}], "
+               "blockId={id}", "Slow BlockReceiver write data to disk cost:{ms}ms (threshold=300ms), "
+               "volume=file:/data/dfs/dn/, blockId={id}"]
+# a code path throws from the same frames every time (Hadoop 3.3's line numbers)
+PREMATURE_EOF = "\n".join(["java.io.IOException: Premature EOF from inputStream", *(f"\tat {frame}" for frame in [
+    "org.apache.hadoop.io.IOUtils.readFully(IOUtils.java:211)",
+    f"{HDFS}.protocol.datatransfer.PacketReceiver.doReadFully(PacketReceiver.java:211)",
+    f"{HDFS}.protocol.datatransfer.PacketReceiver.doRead(PacketReceiver.java:134)",
+    f"{HDFS}.protocol.datatransfer.PacketReceiver.receiveNextPacket(PacketReceiver.java:109)",
+    f"{HDFS}.server.datanode.BlockReceiver.receivePacket(BlockReceiver.java:551)",
+    f"{HDFS}.server.datanode.BlockReceiver.receiveBlock(BlockReceiver.java:1011)",
+    f"{HDFS}.server.datanode.DataXceiver.writeBlock(DataXceiver.java:920)",
+    f"{HDFS}.protocol.datatransfer.Receiver.opWriteBlock(Receiver.java:176)",
+    f"{HDFS}.protocol.datatransfer.Receiver.processOp(Receiver.java:110)",
+    f"{HDFS}.server.datanode.DataXceiver.run(DataXceiver.java:299)",
+    "java.lang.Thread.run(Thread.java:750)"])])
+SOCKET_TIMEOUT_FRAMES = "\n".join(f"\tat {frame}" for frame in [
+    "org.apache.hadoop.net.SocketIOWithTimeout.waitForIO(SocketIOWithTimeout.java:246)",
+    "org.apache.hadoop.net.SocketOutputStream.waitForWritable(SocketOutputStream.java:166)",
+    "org.apache.hadoop.net.SocketOutputStream.transferToFully(SocketOutputStream.java:214)",
+    f"{HDFS}.server.datanode.FileIoProvider.transferToSocketFully(FileIoProvider.java:280)",
+    f"{HDFS}.server.datanode.BlockSender.sendPacket(BlockSender.java:620)",
+    f"{HDFS}.server.datanode.BlockSender.doSendBlock(BlockSender.java:804)",
+    f"{HDFS}.server.datanode.BlockSender.sendBlock(BlockSender.java:751)",
+    f"{HDFS}.server.datanode.DataXceiver.readBlock(DataXceiver.java:607)",
+    f"{HDFS}.protocol.datatransfer.Receiver.opReadBlock(Receiver.java:152)",
+    f"{HDFS}.protocol.datatransfer.Receiver.processOp(Receiver.java:104)",
+    f"{HDFS}.server.datanode.DataXceiver.run(DataXceiver.java:299)",
+    "java.lang.Thread.run(Thread.java:750)"])
+
+
+def datanode_bodies(node: DataNodeHost, per_line: float, rng: np.random.Generator, v: HdfsVocabularies, n: int,
+                    line0: int) -> list[str]:
+    events = weighted(rng, n, DN_EVENTS, [w for _, w, _ in DN_EVENTS])
+    ids = block_ids(rng, n, line0, per_line, np.array([lag for *_, lag in events]))
+    others = [d.ip for d in DATANODES if d is not node]
+    # a pipeline's first node hears from the client, the others from the node before them
+    upstream = weighted(rng, n, [*others, "client"], [1, 1, 1, 1.5])
+    ips = v.client_ips.draw(rng, n)
+    ports = rng.integers(30_000, 61_000, n).tolist()
+    clients = v.clients.draw(rng, n)
+    written = block_sizes(rng, n, 0.35, 8_000_000)
+    read = block_sizes(rng, n, 0.15, 1_000_000)
+    write_ns, read_ns = transfer_ns(rng, written), transfer_ns(rng, read)
+    last = (rng.random(n) < 1 / 3).tolist()  # one node in three ends its pipeline
+    numbers = rng.integers(1, 1000, (n, 2)).tolist()
+    reports = hex_ids(rng, n, 16)
+    host = f"{node.name}.hadoop.example.net:{DN_PORT}"
+    me = f"/{node.ip}:{DN_PORT}"
+    out = []
+    for i in range(n):
+        event, block, (a, b) = events[i][0], f"{BLOCK_POOL}:{blk(ids[i])}", numbers[i]
+        src = f"/{ips[i] if upstream[i] == 'client' else upstream[i]}:{ports[i]}"
+        if event == "receiving":
+            out.append(f"INFO {DN_LOG}: Receiving {block} src: {src} dest: {me}")
+        elif event == "write":
+            out.append(f"INFO {DN_LOG}.clienttrace: src: {src}, dest: {me}, bytes: {written[i]}, op: HDFS_WRITE, "
+                       f"cliID: {clients[i]}, offset: 0, srvID: {node.uuid}, blockid: {block}, "
+                       f"duration(ns): {write_ns[i]}")
+        elif event == "responder":
+            if last[i]:
+                out.append(f"INFO {DN_LOG}: PacketResponder: {block}, type=LAST_IN_PIPELINE terminating")
+            else:
+                out.append(f"INFO {DN_LOG}: PacketResponder: {block}, type=HAS_DOWNSTREAM_IN_PIPELINE, "
+                           f"downstreams=1:[{others[a % 3]}:{DN_PORT}] terminating")
+        elif event == "received":
+            out.append(f"INFO {DN_LOG}: Received {block} size {written[i]} from {src}")
+        elif event == "read":
+            out.append(f"INFO {DN_LOG}.clienttrace: src: {me}, dest: /{ips[i]}:{ports[i]}, bytes: {read[i]}, "
+                       f"op: HDFS_READ, cliID: {clients[i]}, offset: 0, srvID: {node.uuid}, blockid: {block}, "
+                       f"duration(ns): {read_ns[i]}")
+        elif event == "deleted":
+            # a finalized replica's directory comes from its id, as FsDatasetImpl lays them out
+            subdirs = f"subdir{(ids[i] >> 16) & 0x1F}/subdir{(ids[i] >> 8) & 0x1F}"
+            out.append(f"INFO {DN_LOG.removesuffix('DataNode')}fsdataset.impl.FsDatasetAsyncDiskService: Deleted "
+                       f"{BLOCK_POOL} {blk(ids[i])} URI file:/data/dfs/dn/current/{BLOCK_POOL}/current/finalized/"
+                       f"{subdirs}/blk_{ids[i]}")
+        elif event == "slow":
+            template = SLOW_WRITES[a % 2]
+            out.append(f"WARN {DN_LOG}: " + template.format(ms=300 + a, down=f"{others[b % 3]}:{DN_PORT}", id=ids[i]))
+        elif event == "scanner":
+            scanner = f"VolumeScanner(/data/dfs/dn, {node.storage})"
+            out.append(f"INFO {DN_LOG.removesuffix('DataNode')}VolumeScanner: " + (
+                f"{scanner}: finished scanning block pool {BLOCK_POOL}" if a % 2 else
+                f"{scanner}: no suitable block pools found to scan.  Waiting {1_814_400_000 - a * 1000 - b} ms."))
+        elif event == "report":
+            out.append(f"INFO {DN_LOG}: Successfully sent block report 0x{reports[i]}, containing 1 storage "
+                       f"report(s), of which we sent 1. The reports had {(ids[i] - FIRST_BLOCK) * 3 // 5 + 1} total "
+                       f"blocks and used 1 RPC(s). This took {1 + a // 100} msecs to generate and {b // 10 + 2} msecs "
+                       "for RPC and NN processing. Got back one command: FinalizeCommand/5.")
+        elif event == "eof":
+            out.append(f"ERROR {DN_LOG}: {host}:DataXceiver error processing WRITE_BLOCK operation  src: {src} "
+                       f"dst: {me}\n{PREMATURE_EOF}")
+        else:
+            client = f"/{ips[i]}:{ports[i]}"
+            out.append(f"WARN {DN_LOG}: {host}:DataXceiver error processing READ_BLOCK operation  src: {me} dst: "
+                       f"{client}\njava.net.SocketTimeoutException: 480000 millis timeout while waiting for channel to "
+                       f"be ready for write. ch : java.nio.channels.SocketChannel[connected local={me} "
+                       f"remote={client}]\n{SOCKET_TIMEOUT_FRAMES}")
+    return out
+
+
+def datanode_service(node: DataNodeHost, share: float) -> Service:
+    # the cluster's blocks over this node's lines: a datanode's line moves on fewer blocks than the
+    # namenode's as the node writes fewer, longer lines
+    per_line = NN_BLOCKS_PER_LINE * (NN_SHARE / NN_LINE_BYTES) / (share / DN_LINE_BYTES)
+    return Service(f"datanode-{node.name[2:]}", f"hadoop-hdfs-datanode-{node.name}", share,
+                   functools.partial(datanode_bodies, node, per_line), stamp_log4j, HDFS_FORM, True,
+                   rotated_suffix=HDFS_ROTATED)
+
+
+HDFS_SERVICES = [
+    Service("namenode", "hadoop-hdfs-namenode-nn1", NN_SHARE, namenode_bodies, stamp_log4j, HDFS_FORM, False,
+            rotated_suffix=HDFS_ROTATED),
+    *(datanode_service(node, share) for node, share in zip(DATANODES, DATANODE_SHARES, strict=True)),
+]
+
+
+@dataclass(frozen=True)
+class Style:
+    services: list[Service]
+    vocabularies: Callable[[np.random.Generator], Any]
+    no_timestamp_share: float  # of the bytes, in a file without timestamps (0: no such file)
+
+
+STYLES = {
+    "mixed": Style(SERVICES, Vocabularies.build, NO_TIMESTAMP_SHARE),
+    "hdfs": Style(HDFS_SERVICES, HdfsVocabularies.build, 0.0),
+}
 
 
 # ---- time: bytes → timestamps through a day/night traffic curve ----------------------------------
@@ -501,9 +880,9 @@ class DayFiles:
     def _name(self, day: int) -> tuple[str, bool]:
         if day == self.days - 1:
             return f"{self.service.name}/{self.service.file_stem}.log", False
-        date = datetime.fromtimestamp((self.start_ms + day * DAY_MS) / 1000, UTC).strftime("%Y%m%d")
+        date = datetime.fromtimestamp((self.start_ms + day * DAY_MS) / 1000, UTC).strftime(self.service.rotated_suffix)
         compressed = self.service.gzip_rotated
-        return f"{self.service.name}/{self.service.file_stem}.log-{date}" + (".gz" if compressed else ""), compressed
+        return f"{self.service.name}/{self.service.file_stem}.log{date}" + (".gz" if compressed else ""), compressed
 
     def _open(self, day: int) -> tuple[object, FileInfo]:
         self.close()
@@ -604,8 +983,10 @@ def write_no_timestamp_file(root: Path, target_bytes: int, rng: np.random.Genera
 
 
 def generate(out_dir: str | Path, size_bytes: int, seed: int = 7, start: str = DEFAULT_START, days: int = 7,
-             progress: Callable[[int], None] | None = None) -> dict:
+             progress: Callable[[int], None] | None = None, style: str = "mixed") -> dict:
     """Write the corpus under out_dir/logs and out_dir/manifest.json; returns the manifest."""
+    if style not in STYLES:
+        raise ValueError(f"--style {style!r}: expected one of {', '.join(STYLES)}")
     if size_bytes < 10_000:
         raise ValueError(f"--size {size_bytes} bytes is too small: at least 10000 bytes")
     if days < 1:
@@ -616,20 +997,23 @@ def generate(out_dir: str | Path, size_bytes: int, seed: int = 7, start: str = D
         raise FileExistsError(f"{root} is not empty: generate into a fresh directory")
     start_ms = int(datetime.fromisoformat(start).replace(tzinfo=UTC).timestamp() * 1000)
     report = progress or (lambda n: None)
+    chosen = STYLES[style]
     rng = np.random.default_rng(seed)
-    vocab = Vocabularies.build(rng)
+    vocab = chosen.vocabularies(rng)
     timeline = Timeline(start_ms, days)
-    no_ts_bytes = max(2000, int(size_bytes * NO_TIMESTAMP_SHARE))
+    no_ts_bytes = max(2000, int(size_bytes * chosen.no_timestamp_share)) if chosen.no_timestamp_share else 0
     timestamped = size_bytes - no_ts_bytes
     files: list[FileInfo] = []
-    for service in SERVICES:
+    for index, service in enumerate(chosen.services):
         # each service draws from its own stream, so one service's volume never changes another's text
-        service_rng = np.random.default_rng([seed, SERVICES.index(service)])
+        service_rng = np.random.default_rng([seed, index])
         files += write_service(root, service, int(timestamped * service.share), service_rng, vocab, timeline,
                                start_ms, days, report)
-    files.append(write_no_timestamp_file(root, no_ts_bytes, np.random.default_rng([seed, 99]), report))
+    if no_ts_bytes:
+        files.append(write_no_timestamp_file(root, no_ts_bytes, np.random.default_rng([seed, 99]), report))
     manifest = {
-        "seed": seed, "size": size_bytes, "start_ms": start_ms, "end_ms": start_ms + days * DAY_MS, "days": days,
+        "seed": seed, "style": style, "size": size_bytes, "start_ms": start_ms, "end_ms": start_ms + days * DAY_MS,
+        "days": days,
         "raw_bytes": sum(f.raw_bytes for f in files), "stored_bytes": sum(f.stored_bytes for f in files),
         "messages": sum(f.messages for f in files), "lines": sum(f.lines for f in files),
         "files": [asdict(f) for f in files],
@@ -645,6 +1029,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--days", type=int, default=7, help="span of the timestamps in days (default 7)")
     parser.add_argument("--start", default=DEFAULT_START, help="first UTC day, YYYY-MM-DD (default 2024-10-07)")
+    parser.add_argument("--style", default="mixed", choices=list(STYLES),
+                        help="mixed: six services in six timestamp forms; hdfs: a Hadoop cluster (default mixed)")
     args = parser.parse_args(argv)
     try:
         size = parse_size(args.size)
@@ -660,7 +1046,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"\r{done[0] / 1e6:,.0f} / {size / 1e6:,.0f} MB", end="", file=sys.stderr, flush=True)
 
     try:
-        manifest = generate(args.out_dir, size, args.seed, args.start, args.days, progress)
+        manifest = generate(args.out_dir, size, args.seed, args.start, args.days, progress, args.style)
     except (ValueError, FileExistsError) as e:
         print(f"\nerror: {e}", file=sys.stderr)
         sys.exit(2)
