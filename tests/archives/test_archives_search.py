@@ -16,7 +16,7 @@ from test_archives_query import wildcard_oracle
 
 import tidekeep as tk
 from helpers.archives import make_archive
-from tidekeep.archives.archive_format import TEMPLATE_FORMAT, TEXT_FORMAT
+from tidekeep.archives.archive_format import GROUPED_FORMAT, TEMPLATE_FORMAT, TEXT_FORMAT
 from tidekeep.archives.model import ARCHIVE_SCHEMA, JobState
 from tidekeep.archives.results import result_files
 from tidekeep.archives.search import _row_group_may_match
@@ -87,7 +87,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("archive_format", [TEXT_FORMAT, TEMPLATE_FORMAT])
+@pytest.mark.parametrize("archive_format", [TEXT_FORMAT, TEMPLATE_FORMAT, GROUPED_FORMAT])
 def test_results_equal_a_brute_force_filter(client: tk.Client, archive_format: int) -> None:
     archives = {name: make_archive(client, "web", messages, archive_format=archive_format)
                 for name, messages in ARCHIVES.items()}

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tidekeep.archives.archive_format import encode_rows
+from tidekeep.archives.archive_format import GROUPED_FORMAT, encode_rows, restore_rows
 from tidekeep.archives.model import ARCHIVE_SCHEMA
 from tidekeep.archives.query import compile_query
 from tidekeep.archives.template_search import template_filter
@@ -28,7 +28,8 @@ message = st.lists(st.one_of(st.sampled_from(PIECES), texts), max_size=10).map("
 def encoded(messages: list[str], stamps: list[int | None]) -> pa.Table:
     table = pa.table({"timestamp": pa.array(stamps, pa.int64()), "message": messages,
                       "source": ["a.log"] * len(messages)}, schema=ARCHIVE_SCHEMA)
-    return encode_rows(table, "UTC")
+    # written as format 3 and read back as a search reads a row group: values in row order again
+    return restore_rows(GROUPED_FORMAT, encode_rows(table, "UTC"))
 
 
 def escaped(text: str) -> str:

@@ -18,8 +18,8 @@ from tidekeep.client import Client
 def make_archive(client: Client, dataset: str, messages: Sequence[tuple[int | None, str]],
                  source: str = "test.log", archive_format: int = TEXT_FORMAT) -> Archive:
     """Write and register one archive holding `messages` [(timestamp ms or None, text)], sorted by
-    time as the ingest sorts them, in `archive_format` (archive_format.py; format 2 with its
-    timestamp texts read as UTC); returns it as registered."""
+    time as the ingest sorts them, in `archive_format` (archive_format.py; formats 2 and 3 with
+    their timestamp texts read as UTC); returns it as registered."""
     rows = sorted(messages, key=lambda m: (m[0] is None, m[0] or 0))
     stamps = [m[0] for m in rows if m[0] is not None]
     if stamps and len(stamps) != len(rows):
@@ -34,7 +34,7 @@ def make_archive(client: Client, dataset: str, messages: Sequence[tuple[int | No
         sink = client.workspace.storage.create(path)
         with pq.ParquetWriter(sink, schema_of(archive_format), compression="zstd",
                               **writer_options(archive_format)) as writer:
-            writer.write_table(encode_rows(table, "UTC"))
+            writer.write_table(encode_rows(table, "UTC", archive_format))
         client.workspace.storage.finish(sink, path)
     stored = client.workspace.storage.size(path)
     archive = Archive(archive_id, dataset, min(stamps) if stamps else None, max(stamps) if stamps else None,

@@ -13,6 +13,11 @@ without it is format 1. A reader refuses a format newer than it knows, naming it
   Parquet's dictionary encoding of `logtype` and `variables` is the log-type dictionary and the
   variable dictionary of each row group, so a search can match a query against the distinct log
   types of a row group before it decodes any message.
+- **Format 3, templates grouped by log type**: format 2's columns, rows and lists, with each row
+  group's `numbers` and `variables` values stored grouped by log type and placeholder, as CLP's
+  tables per log type hold them (value_order.py), and `numbers` byte-stream-split. A reader puts
+  the values back in row order as it reads each row group (`restore_rows`), and then reads it as
+  format 2.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import pyarrow as pa
 from .model import ARCHIVE_SCHEMA
 from .template_columns import decode_column, encode_column
 from .timestamp_text import join_timestamps, split_timestamps
+from .value_order import from_stored, log_type_groups, to_stored
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -31,10 +37,13 @@ if TYPE_CHECKING:
 FORMAT_KEY = b"tidekeep.archive.format"
 TEXT_FORMAT = 1
 TEMPLATE_FORMAT = 2
-CURRENT_FORMAT = TEMPLATE_FORMAT
-KNOWN_FORMATS = (TEXT_FORMAT, TEMPLATE_FORMAT)
-MESSAGE_PARTS = ("timestamp_format", "logtype", "numbers", "variables")  # format 2: what makes the message
-# format 2 columns a search reads as Arrow dictionaries: the distinct values are matched, not every row
+GROUPED_FORMAT = 3
+CURRENT_FORMAT = GROUPED_FORMAT
+KNOWN_FORMATS = (TEXT_FORMAT, TEMPLATE_FORMAT, GROUPED_FORMAT)
+TEMPLATE_FORMATS = (TEMPLATE_FORMAT, GROUPED_FORMAT)  # the formats that store messages template-encoded
+MESSAGE_PARTS = ("timestamp_format", "logtype", "numbers", "variables")  # formats 2, 3: what makes the message
+GROUPED_VALUES = ("numbers", "variables")  # format 3: stored grouped by log type (value_order.py)
+# formats 2 and 3: columns a search reads as Arrow dictionaries: the distinct values are matched, not every row
 DICTIONARY_COLUMNS = ("timestamp_format", "logtype", "variables.list.element")
 
 TEMPLATE_SCHEMA = pa.schema([
@@ -45,6 +54,7 @@ TEMPLATE_SCHEMA = pa.schema([
     pa.field("variables", pa.list_(pa.binary()), nullable=False),
     pa.field("source", pa.string(), nullable=False),
 ], metadata={FORMAT_KEY: str(TEMPLATE_FORMAT).encode()})
+GROUPED_SCHEMA = TEMPLATE_SCHEMA.with_metadata({FORMAT_KEY: str(GROUPED_FORMAT).encode()})
 
 
 TEXT_ZSTD_LEVEL = 3
@@ -57,7 +67,7 @@ class UnknownArchiveFormat(ValueError):
 
 
 def schema_of(archive_format: int) -> pa.Schema:
-    return ARCHIVE_SCHEMA if archive_format == TEXT_FORMAT else TEMPLATE_SCHEMA
+    return {TEXT_FORMAT: ARCHIVE_SCHEMA, TEMPLATE_FORMAT: TEMPLATE_SCHEMA}.get(archive_format, GROUPED_SCHEMA)
 
 
 def writer_options(archive_format: int) -> dict[str, Any]:
@@ -65,14 +75,20 @@ def writer_options(archive_format: int) -> dict[str, Any]:
     to almost nothing; statistics only where search uses them (a row group's time range). Format 1's
     messages are (nearly) all distinct, so a dictionary attempt on them only costs time; format 2's
     log types and variables repeat, and their dictionaries are what search matches first."""
-    common = {"write_statistics": ["timestamp"], "column_encoding": {"timestamp": "DELTA_BINARY_PACKED"}}
+    encodings = {"timestamp": "DELTA_BINARY_PACKED"}
+    common: dict[str, Any] = {"write_statistics": ["timestamp"], "column_encoding": encodings}
     if archive_format == TEXT_FORMAT:
         return {**common, "use_dictionary": ["source"], "compression_level": TEXT_ZSTD_LEVEL}
     # a row group's distinct log types and variables run to megabytes: below the limit they stay one
     # dictionary (Parquet falls back to plain pages past it); zstd 9 costs little next to encoding
     # and keeps 5 % less (docs/benchmarks.md, "Template-encoded archives")
-    return {**common, "use_dictionary": ["timestamp_format", "logtype", "variables.list.element", "source"],
-            "dictionary_pagesize_limit": DICTIONARY_PAGE_LIMIT, "compression_level": TEMPLATE_ZSTD_LEVEL}
+    options = {**common, "use_dictionary": ["timestamp_format", "logtype", "variables.list.element", "source"],
+               "dictionary_pagesize_limit": DICTIONARY_PAGE_LIMIT, "compression_level": TEMPLATE_ZSTD_LEVEL}
+    if archive_format == GROUPED_FORMAT:
+        # a placeholder's numbers stored together share their high bytes: split by byte, zstd keeps
+        # 4-10 % less of them (docs/benchmarks.md, "Template-encoded archives")
+        options["column_encoding"] = {**encodings, "numbers.list.element": "BYTE_STREAM_SPLIT"}
+    return options
 
 
 def format_of(schema: pa.Schema) -> int:
@@ -91,8 +107,9 @@ def format_of(schema: pa.Schema) -> int:
     return found
 
 
-def encode_rows(table: pa.Table, timezone: str | None) -> pa.Table:
-    """Messages (ARCHIVE_SCHEMA, in timestamp order) in format 2, ordered by source and then
+def encode_rows(table: pa.Table, timezone: str | None, archive_format: int = CURRENT_FORMAT) -> pa.Table:
+    """Messages (ARCHIVE_SCHEMA, in timestamp order) as one row group of format 2 or 3 (the values
+    of a format 3 row group are ordered within it), ordered by source and then
     timestamp: the lines of one file sit together and compress better (13 % smaller on the
     benchmark corpus), a row group's time range is the same, and since the sort is stable, messages
     of one timestamp keep their order within each file (search results order ties by position).
@@ -106,8 +123,30 @@ def encode_rows(table: pa.Table, timezone: str | None) -> pa.Table:
     else:
         formats, rest = split_timestamps(messages, timestamps, timezone)
     encoded = encode_column(rest)
-    return pa.Table.from_arrays([timestamps, formats, encoded.logtypes, encoded.numbers, encoded.dictionary,
-                                 table.column("source").combine_chunks().cast(pa.string())], schema=TEMPLATE_SCHEMA)
+    numbers, variables = encoded.numbers, encoded.dictionary
+    if archive_format == GROUPED_FORMAT:
+        groups = log_type_groups(encoded.logtypes)
+        numbers, variables = to_stored(numbers, groups), to_stored(variables, groups)
+    elif archive_format != TEMPLATE_FORMAT:
+        raise ValueError(f"archive format {archive_format} does not store templates")
+    return pa.Table.from_arrays([timestamps, formats, encoded.logtypes, numbers, variables,
+                                 table.column("source").combine_chunks().cast(pa.string())],
+                                schema=schema_of(archive_format))
+
+
+def restore_rows(archive_format: int, table: pa.Table) -> pa.Table:
+    """One row group as read (any of its columns) with format 3's values back in row order, so it
+    reads as format 2; other formats as they are. Row groups are restored one at a time: the order
+    is each row group's own."""
+    if archive_format != GROUPED_FORMAT or not any(name in table.column_names for name in GROUPED_VALUES):
+        return table
+    groups = log_type_groups(table.column("logtype"))
+    for name in GROUPED_VALUES:
+        if name in table.column_names:
+            column = table.column(name)
+            lists = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+            table = table.set_column(table.column_names.index(name), name, from_stored(lists, groups))
+    return table
 
 
 def decode_messages(table: pa.Table) -> pa.Array:
@@ -158,11 +197,14 @@ def read_messages(parquet: pq.ParquetFile, columns: list[str] | None = None,
     stored = read_columns(archive_format, wanted)
     if not groups:
         return as_messages(archive_format, schema_of(archive_format).empty_table().select(stored), wanted)
+    if archive_format == GROUPED_FORMAT and any(name in stored for name in GROUPED_VALUES):
+        return pa.concat_tables([as_messages(archive_format, restore_rows(
+            archive_format, parquet.read_row_group(group, columns=stored)), wanted) for group in groups])
     table = parquet.read_row_groups(groups, columns=stored)
     return as_messages(archive_format, table, wanted)
 
 
-__all__ = ["CURRENT_FORMAT", "DICTIONARY_COLUMNS", "FORMAT_KEY", "KNOWN_FORMATS", "MESSAGE_PARTS",
-           "TEMPLATE_FORMAT", "TEMPLATE_SCHEMA", "TEXT_FORMAT", "UnknownArchiveFormat", "as_messages",
-           "decode_messages", "encode_rows", "format_of", "read_columns", "read_messages", "schema_of",
-           "writer_options"]
+__all__ = ["CURRENT_FORMAT", "DICTIONARY_COLUMNS", "FORMAT_KEY", "GROUPED_FORMAT", "GROUPED_SCHEMA", "KNOWN_FORMATS",
+           "MESSAGE_PARTS", "TEMPLATE_FORMAT", "TEMPLATE_FORMATS", "TEMPLATE_SCHEMA", "TEXT_FORMAT",
+           "UnknownArchiveFormat", "as_messages", "decode_messages", "encode_rows", "format_of", "read_columns",
+           "read_messages", "restore_rows", "schema_of", "writer_options"]

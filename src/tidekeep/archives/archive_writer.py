@@ -127,7 +127,7 @@ class ArchiveWriter:
         if self._writer is None:
             self._open_file()
         assert self._writer is not None
-        stored = table if self.archive_format == TEXT_FORMAT else encode_rows(table, self.timezone)
+        stored = table if self.archive_format == TEXT_FORMAT else encode_rows(table, self.timezone, self.archive_format)
         self._writer.write_table(stored, row_group_size=table.num_rows)
         timestamps = table.column("timestamp")
         if self.with_timestamps:

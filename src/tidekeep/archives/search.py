@@ -109,7 +109,15 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
     import pyarrow.parquet as pq
 
     from ..store.fileio import FileIO
-    from .archive_format import DICTIONARY_COLUMNS, TEMPLATE_FORMAT, as_messages, format_of, read_columns, schema_of
+    from .archive_format import (
+        DICTIONARY_COLUMNS,
+        TEMPLATE_FORMATS,
+        as_messages,
+        format_of,
+        read_columns,
+        restore_rows,
+        schema_of,
+    )
     from .model import RESULT_SCHEMA
     from .template_search import template_filter
 
@@ -123,19 +131,19 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
         parquet = pq.ParquetFile(handle)
         meta = parquet.metadata
         archive_format = format_of(parquet.schema_arrow)
-        if archive_format == TEMPLATE_FORMAT:  # the footer read once: opened again with it
+        if archive_format in TEMPLATE_FORMATS:  # the footer read once: opened again with it
             parquet = pq.ParquetFile(handle, metadata=meta, read_dictionary=list(DICTIONARY_COLUMNS))
         names = parquet.schema_arrow.names
         stored = read_columns(archive_format, READ_COLUMNS)
         if names[:1] != ["timestamp"] or not set(stored) <= set(names):
             raise ValueError(f"not an archive of format {archive_format}: columns {names}, expected "
                              f"{', '.join(schema_of(archive_format).names)}")
-        encoded_filter = template_filter(matcher) if archive_format == TEMPLATE_FORMAT else None
+        encoded_filter = template_filter(matcher) if archive_format in TEMPLATE_FORMATS else None
         try:
             for group in range(meta.num_row_groups):
                 if not _row_group_may_match(meta, group, time_range):
                     continue
-                table = parquet.read_row_group(group, columns=stored)
+                table = restore_rows(archive_format, parquet.read_row_group(group, columns=stored))
                 if time_range.bounded:
                     stamps = table.column("timestamp")
                     in_range = pc.is_valid(stamps)
