@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidekeep.archives.template_encoding import CorruptEncoding
-from tidekeep.archives.value_order import from_stored, log_type_groups, stored_positions, to_stored
+from tidekeep.archives.value_order import RowLayout, from_stored, log_type_groups, stored_positions, to_stored
 
 
 @st.composite
@@ -39,10 +39,10 @@ def test_values_are_stored_by_log_type_then_placeholder_and_restored(case: tuple
     logtypes, values = case
     lists = pa.array(values, pa.list_(pa.int64()))
     groups = log_type_groups(pa.array(logtypes, pa.string()))
-    stored = to_stored(lists, groups)
+    stored = to_stored(lists, RowLayout.of(groups))
     assert stored.offsets.to_pylist() == lists.offsets.to_pylist()  # every row keeps its length
     assert stored.values.to_pylist() == brute_force_order(logtypes, values)
-    assert from_stored(stored, groups).to_pylist() == values
+    assert from_stored(stored, RowLayout.of(groups)).to_pylist() == values
     positions = stored_positions(groups, np.asarray(lists.offsets.to_numpy(), dtype=np.int64))
     assert sorted(positions.tolist()) == list(range(sum(map(len, values))))
 
@@ -71,14 +71,14 @@ def test_log_types_number_by_first_appearance_however_encoded(case: tuple[list[s
 
 def test_rows_of_one_log_type_with_different_numbers_of_values_are_corrupt() -> None:
     lists = pa.array([[1, 2], [3]], pa.list_(pa.int64()))
-    groups = log_type_groups(pa.array(["a \x11 \x11", "a \x11 \x11"]))
+    layout = RowLayout.of(log_type_groups(pa.array(["a \x11 \x11", "a \x11 \x11"])))
     with pytest.raises(CorruptEncoding, match="row 1: 1 values where its log type's other rows hold 2"):
-        from_stored(lists, groups)
+        from_stored(lists, layout)
 
 
 def test_sliced_lists_are_read_where_their_slice_is() -> None:
     lists = pa.array([[9], [1, 2], [3, 4], [5]], pa.list_(pa.int64())).slice(1, 2)
-    groups = log_type_groups(pa.array(["t", "t"]))
-    stored = to_stored(lists, groups)
+    layout = RowLayout.of(log_type_groups(pa.array(["t", "t"])))
+    stored = to_stored(lists, layout)
     assert stored.values.to_pylist() == [1, 3, 2, 4]
-    assert from_stored(stored, groups).to_pylist() == [[1, 2], [3, 4]]
+    assert from_stored(stored, layout).to_pylist() == [[1, 2], [3, 4]]

@@ -29,7 +29,7 @@ import pyarrow as pa
 from .model import ARCHIVE_SCHEMA
 from .template_columns import decode_column, encode_column
 from .timestamp_text import join_timestamps, split_timestamps
-from .value_order import from_stored, log_type_groups, to_stored
+from .value_order import RowLayout, from_stored, log_type_groups, to_stored
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -125,8 +125,8 @@ def encode_rows(table: pa.Table, timezone: str | None, archive_format: int = CUR
     encoded = encode_column(rest)
     numbers, variables = encoded.numbers, encoded.dictionary
     if archive_format == GROUPED_FORMAT:
-        groups = log_type_groups(encoded.logtypes)
-        numbers, variables = to_stored(numbers, groups), to_stored(variables, groups)
+        layout = RowLayout.of(log_type_groups(encoded.logtypes))
+        numbers, variables = to_stored(numbers, layout), to_stored(variables, layout)
     elif archive_format != TEMPLATE_FORMAT:
         raise ValueError(f"archive format {archive_format} does not store templates")
     return pa.Table.from_arrays([timestamps, formats, encoded.logtypes, numbers, variables,
@@ -140,12 +140,12 @@ def restore_rows(archive_format: int, table: pa.Table) -> pa.Table:
     is each row group's own."""
     if archive_format != GROUPED_FORMAT or not any(name in table.column_names for name in GROUPED_VALUES):
         return table
-    groups = log_type_groups(table.column("logtype"))
+    layout = RowLayout.of(log_type_groups(table.column("logtype")))
     for name in GROUPED_VALUES:
         if name in table.column_names:
             column = table.column(name)
             lists = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-            table = table.set_column(table.column_names.index(name), name, from_stored(lists, groups))
+            table = table.set_column(table.column_names.index(name), name, from_stored(lists, layout))
     return table
 
 

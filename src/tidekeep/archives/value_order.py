@@ -17,6 +17,8 @@ before r. Both sides compute it from the log types alone; nothing extra is store
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,39 +40,63 @@ def log_type_groups(logtypes: pa.Array | pa.ChunkedArray) -> np.ndarray:
     indices = np.asarray(logtypes.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     if not len(indices):
         return indices
-    # a dictionary read from a file need not be in order of first appearance: renumber it
-    present, first_row = np.unique(indices, return_index=True)
-    number = np.zeros(len(logtypes.dictionary), dtype=np.int64)
-    number[present[np.argsort(first_row)]] = np.arange(len(present))
+    # a dictionary read from a file need not be in order of first appearance: renumber it. Each
+    # entry's first row: assigned from the last row to the first, so with an index repeated the
+    # earliest row is the last assignment, the one numpy keeps (unused entries keep len, and sort last)
+    first_row = np.full(len(logtypes.dictionary), len(indices), dtype=np.int64)
+    first_row[indices[::-1]] = np.arange(len(indices) - 1, -1, -1)
+    number = np.empty(len(first_row), dtype=np.int64)
+    number[np.argsort(first_row, kind="stable")] = np.arange(len(first_row))
     result: np.ndarray = number[indices]
     return result
 
 
+@dataclass(frozen=True)
+class RowLayout:
+    """Where each row stands among the rows of its log type: computed once per row group, shared
+    by its numbers and its variables."""
+
+    groups: np.ndarray  # per row, its log type's group number (log_type_groups)
+    rows_of: np.ndarray  # per group, its rows
+    first_of: np.ndarray  # per group, where its rows begin in `order`
+    order: np.ndarray  # the rows by group, each group's rows in row order
+    rank: np.ndarray  # per row, the rows of its group before it
+
+    @classmethod
+    def of(cls, groups: np.ndarray) -> RowLayout:
+        """From group numbers 0, 1, ... without gaps, as log_type_groups numbers them."""
+        rows_of = np.bincount(groups) if len(groups) else np.zeros(0, dtype=np.int64)
+        # radix sort when the group numbers fit 16 bits (numpy's stable sort of small integers)
+        keys = groups.astype(np.uint16) if len(rows_of) <= 1 << 16 else groups
+        order = np.argsort(keys, kind="stable")
+        first_of = (np.cumsum(rows_of) - rows_of).astype(np.int64)
+        rank = np.empty(len(groups), dtype=np.int64)
+        rank[order] = np.arange(len(groups)) - np.repeat(first_of, rows_of)
+        return cls(groups, rows_of, first_of, order, rank)
+
+    def positions(self, offsets: np.ndarray) -> np.ndarray:
+        """For each value in row order (the values of row r are offsets[r]:offsets[r+1], offsets
+        from 0), where format 3 stores it. CorruptEncoding when two rows of one log type hold
+        different numbers of values."""
+        groups, counts = self.groups, np.diff(offsets)
+        if not len(groups):
+            return np.zeros(0, dtype=np.int64)
+        per_row = counts[self.order[self.first_of]]  # as many values as the log type's first row
+        if not np.array_equal(per_row[groups], counts):
+            row = int(np.argmax(per_row[groups] != counts))
+            raise CorruptEncoding(f"row {row}: {counts[row]} values where its log type's other rows hold "
+                                  f"{per_row[groups[row]]}")
+        base = np.cumsum(self.rows_of * per_row) - self.rows_of * per_row
+        rows_in_group = self.rows_of[groups]
+        # value i of row r (offsets[r] <= i < offsets[r+1]) goes to base + (i - offsets[r]) * rows + rank
+        start = base[groups] + self.rank - offsets[:-1] * rows_in_group
+        positions: np.ndarray = np.repeat(start, counts) + np.arange(offsets[-1]) * np.repeat(rows_in_group, counts)
+        return positions
+
+
 def stored_positions(groups: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """For each value in row order (the values of row r are offsets[r]:offsets[r+1], offsets from
-    0), where format 3 stores it. CorruptEncoding when two rows of one log type hold different
-    numbers of values."""
-    counts = np.diff(offsets)
-    if not len(groups):
-        return np.zeros(0, dtype=np.int64)
-    rows_of = np.bincount(groups)
-    # radix sort when the group numbers fit 16 bits (numpy's stable sort of small integers)
-    keys = groups.astype(np.uint16) if len(rows_of) <= 1 << 16 else groups
-    order = np.argsort(keys, kind="stable")  # rows by log type, each log type's rows in row order
-    first_of = np.concatenate([[0], np.cumsum(rows_of)[:-1]])
-    per_row = counts[order[first_of]]  # as many values as the log type's first row
-    if not np.array_equal(per_row[groups], counts):
-        row = int(np.argmax(per_row[groups] != counts))
-        raise CorruptEncoding(f"row {row}: {counts[row]} values where its log type's other rows hold "
-                              f"{per_row[groups[row]]}")
-    rank = np.empty(len(groups), dtype=np.int64)
-    rank[order] = np.arange(len(groups)) - np.repeat(first_of, rows_of)
-    base = np.concatenate([[0], np.cumsum(rows_of * per_row)[:-1]])
-    rows_in_group = rows_of[groups]
-    # value i of row r (offsets[r] <= i < offsets[r+1]) goes to base + (i - offsets[r]) * rows + rank
-    start = base[groups] + rank - offsets[:-1] * rows_in_group
-    positions: np.ndarray = np.repeat(start, counts) + np.arange(offsets[-1]) * np.repeat(rows_in_group, counts)
-    return positions
+    """RowLayout.positions for rows of these groups."""
+    return RowLayout.of(groups).positions(offsets)
 
 
 def _offsets(lists: pa.ListArray) -> np.ndarray:
@@ -83,20 +109,20 @@ def _values(lists: pa.ListArray) -> pa.Array:
     return lists.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
 
 
-def to_stored(lists: pa.ListArray, groups: np.ndarray) -> pa.ListArray:
+def to_stored(lists: pa.ListArray, layout: RowLayout) -> pa.ListArray:
     """Lists in row order → the same lists with their values in format 3's order."""
     offsets = _offsets(lists)
-    positions = stored_positions(groups, offsets)
+    positions = layout.positions(offsets)
     source = np.empty(len(positions), dtype=np.int64)
     source[positions] = np.arange(len(positions))
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), _values(lists).take(pa.array(source)))
 
 
-def from_stored(lists: pa.ListArray, groups: np.ndarray) -> pa.ListArray:
+def from_stored(lists: pa.ListArray, layout: RowLayout) -> pa.ListArray:
     """Lists read from format 3 → their values back in row order (the inverse of to_stored)."""
     offsets = _offsets(lists)
-    positions = stored_positions(groups, offsets)
+    positions = layout.positions(offsets)
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), _values(lists).take(pa.array(positions)))
 
 
-__all__ = ["from_stored", "log_type_groups", "stored_positions", "to_stored"]
+__all__ = ["RowLayout", "from_stored", "log_type_groups", "stored_positions", "to_stored"]
