@@ -11,7 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidekeep.archives.template_encoding import CorruptEncoding
-from tidekeep.archives.value_order import RowLayout, from_stored, log_type_groups, stored_positions, to_stored
+from tidekeep.archives.value_order import (
+    RowLayout,
+    StoredOrder,
+    from_stored,
+    log_type_groups,
+    stored_positions,
+    to_stored,
+)
 
 
 @st.composite
@@ -82,3 +89,38 @@ def test_sliced_lists_are_read_where_their_slice_is() -> None:
     stored = to_stored(lists, layout)
     assert stored.values.to_pylist() == [1, 3, 2, 4]
     assert from_stored(stored, layout).to_pylist() == [[1, 2], [3, 4]]
+
+
+@st.composite
+def wide_row_groups(draw: st.DrawFn) -> tuple[list[str], list[list[int]]]:
+    """Rows of up to 14 log types: past StoredOrder's few-log-types path too."""
+    kinds = [f"t{i}" for i in range(draw(st.integers(1, 14)))]
+    width = {kind: draw(st.integers(0, 3)) for kind in kinds}
+    chosen = draw(st.lists(st.sampled_from(kinds), min_size=1, max_size=60))
+    return chosen, [[draw(st.integers(-9, 9)) for _ in range(width[kind])] for kind in chosen]
+
+
+@given(st.one_of(row_groups(), wide_row_groups()), st.data())
+def test_stored_values_are_read_back_for_the_rows_and_values_asked(case: tuple[list[str], list[list[int]]],
+                                                                    data: st.DataObject) -> None:
+    logtypes, values = case
+    column = pa.array(logtypes, pa.string())
+    stored = to_stored(pa.array(values, pa.list_(pa.int64())), RowLayout.of(log_type_groups(column)))
+    order = StoredOrder(column)
+    # brute force: the row of every stored value, from where the layout puts row r's j-th value
+    positions = stored_positions(log_type_groups(column), np.asarray(
+        pa.array(values, pa.list_(pa.int64())).offsets.to_numpy(), dtype=np.int64))
+    owner_of = np.empty(len(positions), dtype=np.int64)
+    owner_of[positions] = np.repeat(np.arange(len(values)), [len(v) for v in values])
+    asked = np.array(sorted(data.draw(st.sets(st.integers(0, max(0, len(positions) - 1)), max_size=10)))
+                     if len(positions) else [], dtype=np.int64)
+    assert order.owners(stored, asked).tolist() == owner_of[asked].tolist()
+    rows = np.array(sorted(data.draw(st.sets(st.integers(0, len(values) - 1), max_size=12)))
+                    if values else [], dtype=np.int64)
+    assert order.take(stored, rows).to_pylist() == [values[r] for r in rows.tolist()]
+
+
+def test_stored_values_of_a_row_group_whose_log_type_rows_differ_are_corrupt() -> None:
+    order = StoredOrder(pa.array(["a", "a"]))
+    with pytest.raises(CorruptEncoding, match="row 1: 1 values"):
+        order.take(pa.array([[1, 2], [3]], pa.list_(pa.int64())), np.array([0]))

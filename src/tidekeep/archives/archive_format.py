@@ -24,12 +24,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .model import ARCHIVE_SCHEMA
 from .template_columns import decode_column, encode_column
 from .timestamp_text import join_timestamps, split_timestamps
-from .value_order import RowLayout, from_stored, log_type_groups, to_stored
+from .value_order import RowLayout, StoredOrder, from_stored, log_type_groups, to_stored
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -163,6 +165,43 @@ def decode_messages(table: pa.Table) -> pa.Array:
     return join_timestamps(formats, table.column("timestamp").combine_chunks(), rest)
 
 
+class StoredRowGroup:
+    """One row group as read (with `logtype` when it has value columns), whose rows are taken out
+    by number: a search tests every row and decodes only the rows left, so format 3's values are
+    put back in row order for those rows only (value_order.StoredOrder)."""
+
+    def __init__(self, archive_format: int, table: pa.Table) -> None:
+        self.table = table
+        grouped = archive_format == GROUPED_FORMAT and any(name in table.column_names for name in GROUPED_VALUES)
+        self._order = StoredOrder(table.column("logtype")) if grouped else None
+        self._variable_rows: np.ndarray | None = None
+
+    def variable_owners(self, positions: np.ndarray) -> np.ndarray:
+        """The rows holding the values at `positions` of the `variables` column's values as read."""
+        variables = _one_chunk(self.table.column("variables"))
+        if self._order is not None:
+            return self._order.owners(variables, positions)
+        if self._variable_rows is None:
+            self._variable_rows = np.asarray(pc.list_parent_indices(variables).to_numpy(zero_copy_only=False),
+                                             dtype=np.int64)
+        owners: np.ndarray = self._variable_rows[positions]
+        return owners
+
+    def take(self, rows: np.ndarray) -> pa.Table:
+        """The rows numbered `rows` (ascending), format 3's values in row order."""
+        if self._order is None:
+            return self.table.take(pa.array(rows, pa.int64()))
+        columns = []
+        for name in self.table.column_names:
+            column = _one_chunk(self.table.column(name))
+            columns.append(self._order.take(column, rows) if name in GROUPED_VALUES else column.take(pa.array(rows)))
+        return pa.Table.from_arrays(columns, schema=self.table.schema)
+
+
+def _one_chunk(column: pa.ChunkedArray) -> Any:
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def read_columns(archive_format: int, columns: list[str]) -> list[str]:
     """The file's columns to read for the message columns `columns` (ARCHIVE_SCHEMA names)."""
     if archive_format == TEXT_FORMAT:
@@ -206,5 +245,5 @@ def read_messages(parquet: pq.ParquetFile, columns: list[str] | None = None,
 
 __all__ = ["CURRENT_FORMAT", "DICTIONARY_COLUMNS", "FORMAT_KEY", "GROUPED_FORMAT", "GROUPED_SCHEMA", "KNOWN_FORMATS",
            "MESSAGE_PARTS", "TEMPLATE_FORMAT", "TEMPLATE_FORMATS", "TEMPLATE_SCHEMA", "TEXT_FORMAT",
-           "UnknownArchiveFormat", "as_messages", "decode_messages", "encode_rows", "format_of", "read_columns",
-           "read_messages", "restore_rows", "schema_of", "writer_options"]
+           "StoredRowGroup", "UnknownArchiveFormat", "as_messages", "decode_messages", "encode_rows", "format_of",
+           "read_columns", "read_messages", "restore_rows", "schema_of", "writer_options"]

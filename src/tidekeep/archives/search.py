@@ -104,6 +104,7 @@ def _row_group_may_match(meta: Any, group: int, time_range: TimeRange) -> bool:
 
 def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range: TimeRange) -> int:
     """Search one archive file and write its matches; returns how many. Raises on an unreadable file."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -112,10 +113,10 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
     from .archive_format import (
         DICTIONARY_COLUMNS,
         TEMPLATE_FORMATS,
+        StoredRowGroup,
         as_messages,
         format_of,
         read_columns,
-        restore_rows,
         schema_of,
     )
     from .model import RESULT_SCHEMA
@@ -143,21 +144,24 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
             for group in range(meta.num_row_groups):
                 if not _row_group_may_match(meta, group, time_range):
                     continue
-                table = restore_rows(archive_format, parquet.read_row_group(group, columns=stored))
+                read = StoredRowGroup(archive_format, parquet.read_row_group(group, columns=stored))
+                keep = np.ones(read.table.num_rows, dtype=bool)
                 if time_range.bounded:
-                    stamps = table.column("timestamp")
+                    stamps = read.table.column("timestamp")
                     in_range = pc.is_valid(stamps)
                     if time_range.begin_ms is not None:
                         in_range = pc.and_(in_range, pc.greater_equal(stamps, time_range.begin_ms))
                     if time_range.end_ms is not None:
                         in_range = pc.and_(in_range, pc.less_equal(stamps, time_range.end_ms))
-                    table = table.filter(in_range)
-                if encoded_filter is not None and table.num_rows:
+                    keep = np.asarray(pc.fill_null(in_range, False).to_numpy(zero_copy_only=False), dtype=bool)
+                if encoded_filter is not None and keep.any():
                     # only the rows whose log type and variables can match are decoded
-                    table = table.filter(pa.array(encoded_filter.candidates(
-                        table.column("timestamp_format"), table.column("logtype"), table.column("variables"))))
-                if table.num_rows == 0:
+                    keep = encoded_filter.candidates(
+                        read.table.column("timestamp_format"), read.table.column("logtype"),
+                        read.table.column("variables"), among=keep, variable_owners=read.variable_owners)
+                if not keep.any():
                     continue
+                table = read.take(np.flatnonzero(keep))
                 table = as_messages(archive_format, table, READ_COLUMNS)
                 table = table.filter(matcher.mask(table.column("message")))
                 if table.num_rows == 0:

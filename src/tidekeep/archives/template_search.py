@@ -61,31 +61,40 @@ class TemplateFilter:
     ignore_case: bool
 
     def candidates(self, formats: pa.Array | pa.ChunkedArray, logtypes: pa.Array | pa.ChunkedArray,
-                   variables: pa.Array | pa.ChunkedArray) -> np.ndarray:
-        """A boolean mask: the rows that may match (False: cannot). Each test looks only at the
-        distinct log types and variables of the rows the tests before it kept."""
+                   variables: pa.Array | pa.ChunkedArray, *, among: np.ndarray | None = None,
+                   variable_owners: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+        """A boolean mask: the rows (of those `among` selects; default all) that may match (False:
+        cannot). Each test looks only at the distinct log types of the rows the tests before it
+        kept. `variable_owners` gives the rows holding given values of the variables' values (by
+        position); by default each list holds its row's values (a format 3 row group as read does
+        not: archive_format.StoredRowGroup)."""
         logtype_values = _Distinct.of(_dense_or_dictionary(logtypes))
         count = len(logtype_values.indices)
-        keep = np.ones(count, dtype=bool)
+        keep = np.ones(count, dtype=bool) if among is None else among.copy()
         format_values, format_rows = _distinct(formats)  # a handful per row group
         variable_values: _Distinct | None = None
-        variable_owners = np.zeros(0, dtype=np.int64)
+        owners = variable_owners
         for test in self.tests:
+            if not keep.any():
+                break
             if test.word is None:
                 passes = logtype_values.hits(self._pattern_test(test.logtype_pattern), keep)
             else:
                 if variable_values is None:
-                    flat_variables, variable_owners = _flattened(variables)
-                    variable_values = _Distinct.of(flat_variables)
-                static = logtype_values.hits(self._pattern_test(_static_pattern(test.word)), keep)
-                holding = variable_values.hits(functools.partial(_holding, word=test.word,
-                                                                 ignore_case=self.ignore_case), keep[variable_owners])
-                passes = static
-                passes[variable_owners[holding]] = True
+                    lists = _dense_or_dictionary(variables)
+                    variable_values = _Distinct.of(pc.list_flatten(lists))
+                    if owners is None:
+                        parents = np.asarray(pc.list_parent_indices(lists).to_numpy(zero_copy_only=False),
+                                             dtype=np.int64)
+                        owners = parents.__getitem__
+                passes = logtype_values.hits(self._pattern_test(_static_pattern(test.word)), keep)
+                holding = np.flatnonzero(variable_values.hits(
+                    functools.partial(_holding, word=test.word, ignore_case=self.ignore_case), None))
+                if len(holding):
+                    assert owners is not None  # set with variable_values
+                    passes[owners(holding)] = True
             passes |= self._may_start_in_timestamp(test.literal, format_values, format_rows, logtype_values, keep)
             keep &= passes
-            if not keep.any():
-                break
         return keep
 
     def _may_start_in_timestamp(self, literal: str, format_values: list[str], format_rows: np.ndarray,
@@ -124,10 +133,10 @@ class _Distinct:
             return cls(array.dictionary, np.asarray(array.indices.to_numpy(zero_copy_only=False), dtype=np.int64))
         return cls(array, np.arange(len(array), dtype=np.int64))
 
-    def hits(self, test: Callable[[pa.Array], np.ndarray], among: np.ndarray) -> np.ndarray:
+    def hits(self, test: Callable[[pa.Array], np.ndarray], among: np.ndarray | None) -> np.ndarray:
         """Per element, whether its value passes `test` (a mask over values). Only the values of
-        the elements `among` selects are tested; every other element is False."""
-        if among.all():
+        the elements `among` selects (None: all) are tested; every other element is False."""
+        if among is None or among.all():
             passed = test(self.values)
         else:
             used = np.zeros(len(self.values), dtype=bool)
@@ -235,15 +244,6 @@ def _distinct(formats: pa.Array | pa.ChunkedArray) -> tuple[list[str], np.ndarra
     values = array.dictionary.to_pylist()
     rows = np.asarray(pc.fill_null(array.indices, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
     return values, rows
-
-
-def _flattened(variables: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
-    """Every dictionary variable of the rows (an Arrow dictionary when read as one), and the row each
-    belongs to."""
-    lists = _dense_or_dictionary(variables)
-    flat = pc.list_flatten(lists)
-    owners = np.asarray(pc.list_parent_indices(lists).to_numpy(zero_copy_only=False), dtype=np.int64)
-    return flat, owners
 
 
 def _holding(values: pa.Array, word: str, ignore_case: bool) -> np.ndarray:

@@ -125,4 +125,87 @@ def from_stored(lists: pa.ListArray, layout: RowLayout) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), _values(lists).take(pa.array(positions)))
 
 
-__all__ = ["RowLayout", "from_stored", "log_type_groups", "stored_positions", "to_stored"]
+
+
+
+FEW_GROUPS = 8  # log types whose rows are found by a scan each; with more, one sort of all rows
+
+
+class StoredOrder:
+    """A format 3 row group's values as stored, read back only where asked: which rows hold given
+    stored values (a search's variable test), and the values of given rows in row order (the rows
+    a search decodes). A selective search asks about a few rows of a few log types, so each of
+    those log types' rows is found by one scan instead of sorting every row (RowLayout)."""
+
+    def __init__(self, logtypes: pa.Array | pa.ChunkedArray) -> None:
+        self.groups = log_type_groups(logtypes)
+        self.rows_of = np.bincount(self.groups) if len(self.groups) else np.zeros(0, dtype=np.int64)
+        # numbered by first appearance: a row is its group's first when its number is above all before it
+        is_first = np.ones(len(self.groups), dtype=bool)
+        is_first[1:] = self.groups[1:] > np.maximum.accumulate(self.groups)[:-1]
+        self.first_rows = np.flatnonzero(is_first)  # entry g: the first row of group g
+        self._layout: RowLayout | None = None
+
+    def owners(self, lists: pa.ListArray, positions: np.ndarray) -> np.ndarray:
+        """The rows holding the stored values at `positions` (of the lists' values, from 0)."""
+        per_row, base = self._blocks(lists)
+        if not len(positions):
+            return np.zeros(0, dtype=np.int64)
+        group = np.searchsorted(base + self.rows_of * per_row, positions, side="right")
+        return self._kth_rows(group, (positions - base[group]) % self.rows_of[group])
+
+    def take(self, lists: pa.ListArray, rows: np.ndarray) -> pa.ListArray:
+        """The lists of `rows` (ascending row numbers), their values in row order."""
+        per_row, base = self._blocks(lists)
+        group = self.groups[rows]
+        counts = per_row[group]
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        start = base[group] + self._ranks(group, rows)
+        step = np.repeat(self.rows_of[group], counts)
+        placeholder = np.arange(offsets[-1]) - np.repeat(offsets[:-1], counts)
+        positions = np.repeat(start, counts) + placeholder * step
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), _values(lists).take(pa.array(positions)))
+
+    def _blocks(self, lists: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+        """Per group, its rows' number of values and where its values begin; CorruptEncoding when
+        two rows of one log type hold different numbers of values."""
+        counts = np.diff(_offsets(lists))
+        per_row = counts[self.first_rows]
+        if not np.array_equal(per_row[self.groups], counts):
+            row = int(np.argmax(per_row[self.groups] != counts))
+            raise CorruptEncoding(f"row {row}: {counts[row]} values where its log type's other rows hold "
+                                  f"{per_row[self.groups[row]]}")
+        sizes = self.rows_of * per_row
+        return per_row, np.cumsum(sizes) - sizes
+
+    def _full(self) -> RowLayout:
+        if self._layout is None:
+            self._layout = RowLayout.of(self.groups)
+        return self._layout
+
+    def _kth_rows(self, group: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """Row number of the k-th row of each group (0: its first)."""
+        wanted = np.unique(group)
+        if len(wanted) > FEW_GROUPS:
+            layout = self._full()
+            kth: np.ndarray = layout.order[layout.first_of[group] + k]
+            return kth
+        rows = np.empty(len(group), dtype=np.int64)
+        for g in wanted.tolist():
+            mine = group == g
+            rows[mine] = np.flatnonzero(self.groups == g)[k[mine]]
+        return rows
+
+    def _ranks(self, group: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """How many rows of its group come before each of `rows`."""
+        wanted = np.unique(group)
+        if len(wanted) > FEW_GROUPS:
+            rank: np.ndarray = self._full().rank[rows]
+            return rank
+        ranks = np.empty(len(rows), dtype=np.int64)
+        for g in wanted.tolist():
+            mine = group == g
+            ranks[mine] = np.cumsum(self.groups == g)[rows[mine]] - 1
+        return ranks
+
+__all__ = ["RowLayout", "StoredOrder", "from_stored", "log_type_groups", "stored_positions", "to_stored"]
