@@ -22,11 +22,12 @@ without it is format 1. A reader refuses a format newer than it knows, naming it
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .model import ARCHIVE_SCHEMA
 from .template_columns import decode_column, encode_column
@@ -174,18 +175,14 @@ class StoredRowGroup:
         self.table = table
         grouped = archive_format == GROUPED_FORMAT and any(name in table.column_names for name in GROUPED_VALUES)
         self._order = StoredOrder(table.column("logtype")) if grouped else None
-        self._variable_rows: np.ndarray | None = None
 
-    def variable_owners(self, positions: np.ndarray) -> np.ndarray:
-        """The rows holding the values at `positions` of the `variables` column's values as read."""
-        variables = _one_chunk(self.table.column("variables"))
-        if self._order is not None:
-            return self._order.owners(variables, positions)
-        if self._variable_rows is None:
-            self._variable_rows = np.asarray(pc.list_parent_indices(variables).to_numpy(zero_copy_only=False),
-                                             dtype=np.int64)
-        owners: np.ndarray = self._variable_rows[positions]
-        return owners
+    @property
+    def variable_owners(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """For format 3, what gives the rows holding the values at given positions of the
+        `variables` column's values as read; None where each list holds its own row's values."""
+        if self._order is None:
+            return None
+        return functools.partial(self._order.owners, _one_chunk(self.table.column("variables")))
 
     def take(self, rows: np.ndarray) -> pa.Table:
         """The rows numbered `rows` (ascending), format 3's values in row order."""

@@ -83,10 +83,8 @@ class TemplateFilter:
                 if variable_values is None:
                     lists = _dense_or_dictionary(variables)
                     variable_values = _Distinct.of(pc.list_flatten(lists))
-                    if owners is None:
-                        parents = np.asarray(pc.list_parent_indices(lists).to_numpy(zero_copy_only=False),
-                                             dtype=np.int64)
-                        owners = parents.__getitem__
+                    if owners is None:  # each list holds its own row's values
+                        owners = _ParentRows(lists)
                 passes = logtype_values.hits(self._pattern_test(_static_pattern(test.word)), keep)
                 holding = np.flatnonzero(variable_values.hits(
                     functools.partial(_holding, word=test.word, ignore_case=self.ignore_case), None))
@@ -117,6 +115,17 @@ class TemplateFilter:
 
     def _pattern_test(self, pattern: str) -> Callable[[pa.Array], np.ndarray]:
         return functools.partial(_matches, pattern=pattern, ignore_case=self.ignore_case)
+
+
+class _ParentRows:
+    """The row of each value of a list column whose lists hold their own rows' values."""
+
+    def __init__(self, lists: pa.Array) -> None:
+        self.rows = np.asarray(pc.list_parent_indices(lists).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    def __call__(self, positions: np.ndarray) -> np.ndarray:
+        owners: np.ndarray = self.rows[positions]
+        return owners
 
 
 @dataclass(frozen=True)

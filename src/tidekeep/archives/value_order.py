@@ -81,17 +81,26 @@ class RowLayout:
         groups, counts = self.groups, np.diff(offsets)
         if not len(groups):
             return np.zeros(0, dtype=np.int64)
-        per_row = counts[self.order[self.first_of]]  # as many values as the log type's first row
-        if not np.array_equal(per_row[groups], counts):
-            row = int(np.argmax(per_row[groups] != counts))
-            raise CorruptEncoding(f"row {row}: {counts[row]} values where its log type's other rows hold "
-                                  f"{per_row[groups[row]]}")
-        base = np.cumsum(self.rows_of * per_row) - self.rows_of * per_row
+        _, base = _value_blocks(groups, self.rows_of, self.order[self.first_of], counts)
         rows_in_group = self.rows_of[groups]
         # value i of row r (offsets[r] <= i < offsets[r+1]) goes to base + (i - offsets[r]) * rows + rank
         start = base[groups] + self.rank - offsets[:-1] * rows_in_group
         positions: np.ndarray = np.repeat(start, counts) + np.arange(offsets[-1]) * np.repeat(rows_in_group, counts)
         return positions
+
+
+def _value_blocks(groups: np.ndarray, rows_of: np.ndarray, first_rows: np.ndarray,
+                  counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group, its rows' number of values (its first row's, in `first_rows`) and where its
+    values begin in format 3's order; CorruptEncoding when two rows of one log type hold different
+    numbers of values (`counts`: per row)."""
+    per_row = counts[first_rows]
+    if not np.array_equal(per_row[groups], counts):
+        row = int(np.argmax(per_row[groups] != counts))
+        raise CorruptEncoding(f"row {row}: {counts[row]} values where its log type's other rows hold "
+                              f"{per_row[groups[row]]}")
+    sizes = rows_of * per_row
+    return per_row, np.cumsum(sizes) - sizes
 
 
 def stored_positions(groups: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -169,14 +178,7 @@ class StoredOrder:
     def _blocks(self, lists: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
         """Per group, its rows' number of values and where its values begin; CorruptEncoding when
         two rows of one log type hold different numbers of values."""
-        counts = np.diff(_offsets(lists))
-        per_row = counts[self.first_rows]
-        if not np.array_equal(per_row[self.groups], counts):
-            row = int(np.argmax(per_row[self.groups] != counts))
-            raise CorruptEncoding(f"row {row}: {counts[row]} values where its log type's other rows hold "
-                                  f"{per_row[self.groups[row]]}")
-        sizes = self.rows_of * per_row
-        return per_row, np.cumsum(sizes) - sizes
+        return _value_blocks(self.groups, self.rows_of, self.first_rows, np.diff(_offsets(lists)))
 
     def _full(self) -> RowLayout:
         if self._layout is None:
