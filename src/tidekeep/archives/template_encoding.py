@@ -112,7 +112,8 @@ def encode_message(message: bytes) -> EncodedMessage:
             continue
         logtype.append(_escaped(message[static_from:start]))
         static_from = match.end()
-        if _INT.fullmatch(token) and INT64_MIN <= (number := int(token)) <= INT64_MAX:
+        # at most 20 bytes ("-" and 19 digits) can be an int64; int() of thousands of digits raises
+        if len(token) <= 20 and _INT.fullmatch(token) and INT64_MIN <= (number := int(token)) <= INT64_MAX:
             logtype.append(b"\x11")
             numbers.append(number)
         elif (bits := encode_float(token)) is not None:
