@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from tidekeep.archives import timestamp_text
 from tidekeep.archives.timestamp_text import join_timestamps, split_timestamps
 from tidekeep.archives.timestamps import MAX_MS, make_rules, parse_timestamps
 from tidekeep.errors import InvalidInput
@@ -294,3 +295,21 @@ def test_join_rejects_bad_input() -> None:
         join_timestamps(pa.array(["|0000000000000"]), pa.array([0, 1], pa.int64()), rest)
     with pytest.raises(InvalidInput):
         split_timestamps(rest, pa.array([0], pa.int64()), "Mars/Olympus")
+
+
+@SETTINGS
+@given(st.lists(st.one_of(st.none(), text, st.builds(lambda c, t: c.form.write(c.ms, c.zone) + t, cases, text)),
+                min_size=0, max_size=12),
+       zones, instants, st.integers(1, 200))
+def test_a_column_split_in_blocks_is_split_as_a_whole(messages: list[str | None], zone: str, now_ms: int,
+                                                      block_bytes: int) -> None:
+    """Blocks of a few bytes (at least one row each) give exactly what one block does."""
+    column, timestamps = pa.array(messages, type=pa.string()), parsed(messages, zone, now_ms)
+    whole = timestamp_text.split_timestamps(column, timestamps, zone)
+    original = timestamp_text.SPLIT_BLOCK_BYTES
+    timestamp_text.SPLIT_BLOCK_BYTES = block_bytes
+    try:
+        blocks = timestamp_text.split_timestamps(column, pa.chunked_array([timestamps]), zone)
+    finally:
+        timestamp_text.SPLIT_BLOCK_BYTES = original
+    assert blocks[0].equals(whole[0]) and blocks[1].equals(whole[1])

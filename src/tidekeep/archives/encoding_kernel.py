@@ -9,12 +9,9 @@ once every token is classed, and buffers sized for the worst case would be many 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal, TypeVar, cast
-
-import numba
 import numpy as np
 
+from .compiled import compiled
 from .template_encoding import DICTIONARY_PLACEHOLDER, ESCAPE, FLOAT_MAX_DIGITS, FLOAT_PLACEHOLDER, INT_PLACEHOLDER
 
 # a byte's class: 0 a delimiter, else a token byte (digit, hex letter, other letter, dot, minus, other)
@@ -36,24 +33,9 @@ COUNTS = np.where(_COUNTED, np.uint64(1) << _FIELD_SHIFTS[CLASSES], np.uint64(0)
 _PACKED_LIMIT = 1 << 16
 _FIELD = np.uint64(0xFFFF)
 
-Function = TypeVar("Function", bound=Callable[..., Any])
-
 _STATIC, _INT, _FLOAT, _DICTIONARY = 0, 1, 2, 3
 
 
-def _compiled(inline: bool = False) -> Callable[[Function], Function]:
-    """numba's njit, its machine code cached on disk (next to this file, else in the user's cache
-    directory) so each process does not compile again; compiled per process where neither is
-    writable."""
-    how: Literal["always", "never"] = "always" if inline else "never"
-
-    def compile_(function: Function) -> Function:
-        try:
-            return cast(Function, numba.njit(function, cache=True, nogil=True, inline=how))
-        except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-            return cast(Function, numba.njit(function, nogil=True, inline=how))
-
-    return compile_
 _MAX_INT_DIGITS = 19  # int64's widest magnitude; 19 digits may still be past it
 _INT64_MAX_MAGNITUDE = np.uint64(2**63 - 1)
 _INT64_MIN_MAGNITUDE = np.uint64(2**63)
@@ -61,7 +43,7 @@ _SIGN_BIT = np.uint64(1 << 63)
 _MINUS_BYTE, _ZERO_BYTE, _DOT_BYTE, _EQUALS_BYTE = ord("-"), ord("0"), ord("."), ord("=")
 
 
-@_compiled(inline=True)
+@compiled(inline=True)
 def _token_end(data: np.ndarray, start: int, message_end: int, classes: np.ndarray,
                counts: np.ndarray) -> tuple[int, np.uint64]:
     """Where the token starting at `start` ends, and its class counts packed as COUNTS packs them."""
@@ -73,7 +55,7 @@ def _token_end(data: np.ndarray, start: int, message_end: int, classes: np.ndarr
     return end, packed
 
 
-@_compiled(inline=True)
+@compiled(inline=True)
 def _class_of(data: np.ndarray, start: int, end: int, message_start: int, classes: np.ndarray,
               packed: np.uint64) -> tuple[int, np.int64 | int]:
     """The kind of the token data[start:end] and, for a number, its int64 value (float bits)."""
@@ -125,12 +107,12 @@ def _class_of(data: np.ndarray, start: int, end: int, message_start: int, classe
     return _DICTIONARY, 0
 
 
-@_compiled(inline=True)
+@compiled(inline=True)
 def _escaped(byte: int) -> bool:
     return byte == ESCAPE or INT_PLACEHOLDER <= byte <= FLOAT_PLACEHOLDER
 
 
-@_compiled()
+@compiled()
 def _bounds(data: np.ndarray, offsets: np.ndarray, classes: np.ndarray) -> tuple[int, int]:
     """(tokens, bytes to escape) of all messages: the sizes the outputs cannot exceed."""
     tokens = escapes = 0
@@ -147,7 +129,7 @@ def _bounds(data: np.ndarray, offsets: np.ndarray, classes: np.ndarray) -> tuple
     return tokens, escapes
 
 
-@_compiled()
+@compiled()
 def _split(data: np.ndarray, offsets: np.ndarray, classes: np.ndarray, counts: np.ndarray,
            logtype_offsets: np.ndarray, logtype_data: np.ndarray, number_counts: np.ndarray, numbers: np.ndarray,
            variable_counts: np.ndarray, variable_offsets: np.ndarray,

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import itertools
 import re
 import zoneinfo
 from dataclasses import dataclass
@@ -54,22 +55,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..civil_dates import civil_from_days
+from .timestamp_kernel import ISO, NONE, SYSLOG, match_builtin
 from .timestamps import MAX_MS, check_timezone
 
+SPLIT_BLOCK_BYTES = 4 << 20
 _MONTH_ALTERNATIVES = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
 _PREFIX = r"(?:<\d{1,3}>(?:\d{1,2} )?)?\[?"
 _ZONE = r"Z|[+-]\d{2}:?\d{2}"
-
-# timestamps.BUILTIN_PATTERN with its end check moved after the alternatives (A E|B E == (A|B) E,
-# same matches in the same priority) and groups for the pieces the format needs: `pre` the prefix,
-# `iso`/`sys`/`ep` the form's text without zone, `iz` the ISO zone.
-SPAN_PATTERN = (
-    rf"^(?P<pre>{_PREFIX})(?:"
-    rf"(?P<iso>\d{{4}}-\d{{2}}-\d{{2}}[T ]\d{{2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?)(?P<iz>{_ZONE})?"
-    rf"|(?P<sys>(?:{_MONTH_ALTERNATIVES}) {{1,2}}\d{{1,2}} \d{{2}}:\d{{2}}:\d{{2}}(?:\.\d+)?)"
-    r"|(?P<ep>\d{10}(?:\.\d+)?|\d{13})"
-    r")(?:[^0-9]|$)"
-)
 
 # the grammar of a format's SHAPE (part of the archive format: keep it stable)
 _SHAPE = re.compile(
@@ -235,6 +227,15 @@ def _string_array(data: np.ndarray, offsets: np.ndarray, like: pa.Array) -> pa.A
     return array
 
 
+def _pieces(data: np.ndarray, row_starts: np.ndarray, begin: np.ndarray | int, end: np.ndarray) -> pa.Array:
+    """A pa.string() array of data[row_starts + begin : row_starts + end] per row (ASCII pieces:
+    a piece is a string whatever its neighbours)."""
+    lengths = end - begin
+    piece_offsets = np.concatenate([[0], np.cumsum(lengths)])
+    positions = np.repeat(row_starts + begin - piece_offsets[:-1], lengths) + np.arange(int(piece_offsets[-1]))
+    return _string_array(data[positions], piece_offsets, pa.array([], pa.string()))
+
+
 def _ranges_mask(size: int, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Boolean mask of `size` bytes, true inside [starts, starts + lengths) (disjoint ranges)."""
     mark = np.zeros(size + 1, dtype=np.int8)
@@ -320,40 +321,64 @@ def split_timestamps(messages: pa.Array, timestamps: pa.Array, timezone: str) ->
     parsed it with the built-in forms in `timezone`) is written at its start in a built-in form that
     renders back byte for byte from the ms, formats[i] is a short format string (the same for every
     message written the same way) and rest[i] the message after the timestamp text; otherwise
-    formats[i] is null and rest[i] the whole message. Both pa.string()."""
+    formats[i] is null and rest[i] the whole message. Both pa.string().
+
+    A column is split SPLIT_BLOCK_BYTES of text at a time: the numpy steps make temporaries several
+    times the text, and blocks of that size reuse memory where a 64 MiB row group at once would
+    take fresh pages from the system for each (2-3x slower, docs/benchmarks.md, "Ingest")."""
     zone = check_timezone(timezone)
     text = _strings(messages)
+    if isinstance(timestamps, pa.ChunkedArray):
+        timestamps = timestamps.combine_chunks()
+    if len(timestamps) != len(text):
+        raise ValueError(f"split_timestamps: {len(text)} messages but {len(timestamps)} timestamps")
+    bounds = _block_bounds(text, SPLIT_BLOCK_BYTES)
+    if len(bounds) <= 2:  # one block, or no rows
+        return _split_block(text, timestamps, zone)
+    parts = [_split_block(text.slice(start, end - start), timestamps.slice(start, end - start), zone)
+             for start, end in itertools.pairwise(bounds.tolist())]
+    return pa.concat_arrays([part[0] for part in parts]), pa.concat_arrays([part[1] for part in parts])
+
+
+def _block_bounds(text: pa.Array, block_bytes: int) -> np.ndarray:
+    """Row numbers cutting `text` into blocks of about `block_bytes` (at least one row each),
+    from 0 to its length."""
+    _, offsets = _bytes_of(text)
+    cuts = np.searchsorted(offsets[:-1], np.arange(block_bytes, int(offsets[-1]), block_bytes), side="left")
+    return np.unique(np.concatenate([[0], cuts, [len(text)]]))
+
+
+def _split_block(text: pa.Array, timestamps: pa.Array, zone: str) -> tuple[pa.Array, pa.Array]:
     ms, has_ms = _int64s(timestamps)
     n = len(text)
-    if len(ms) != n:
-        raise ValueError(f"split_timestamps: {n} messages but {len(ms)} timestamps")
     null_formats = pa.nulls(n, pa.string())
     candidate = has_ms & (ms >= 0) & (ms <= MAX_MS)
     if not candidate.any():
         return null_formats, text
-    found = pc.extract_regex(text, SPAN_PATTERN)
-    candidate &= np.asarray(found.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    data, starts = _bytes_of(text)
+    found = match_builtin(data, starts)
+    candidate &= found.kind != NONE
     rows = np.flatnonzero(candidate)
     if not len(rows):
         return null_formats, text
 
-    if len(rows) < n:
-        found = found.take(pa.array(rows))
-    pre, iso, zone_text, sys, ep = (pc.struct_field(found, name) for name in ("pre", "iso", "iz", "sys", "ep"))
-    body = pc.binary_join_element_wise(iso, sys, ep, "")
-    syslog = np.asarray(pc.not_equal(sys, "").to_numpy(zero_copy_only=False), dtype=bool)
-    wall = syslog | np.asarray(pc.and_(pc.not_equal(iso, ""), pc.equal(zone_text, ""))
-                               .to_numpy(zero_copy_only=False), dtype=bool)
+    # the prefix, the form without its zone and the ISO zone: ASCII at the start of each message
+    prefix_end, form_end, zone_end = (found.spans[rows, column] for column in range(3))
+    row_starts = starts[rows]
+    pre = _pieces(data, row_starts, 0, prefix_end)
+    body = _pieces(data, row_starts, prefix_end, form_end)
+    zone_text = _pieces(data, row_starts, form_end, zone_end)
+    kinds = found.kind[rows]
+    syslog = kinds == SYSLOG
+    wall = syslog | ((kinds == ISO) & (zone_end == form_end))
     shape = _shape_of(body, syslog)
     offsets = np.where(wall, _offsets_s(zone, ms[rows]), 0)
     distinct, which = np.unique(offsets, return_inverse=True)
     texts = pa.array([_offset_text(int(o)) for o in distinct], type=pa.string())
     offset_text = pc.if_else(pa.array(wall), texts.take(pa.array(which.reshape(-1))), pa.scalar(""))
     formats = pc.binary_join_element_wise(offset_text, "|", pre, shape, zone_text, "")
-    span_length = np.asarray(pc.binary_length(pc.binary_join_element_wise(pre, body, zone_text, ""))
-                             .to_numpy(zero_copy_only=False), dtype=np.int64)
+    span_length = zone_end
 
-    data, starts = _bytes_of(text)
     split = np.zeros(n, dtype=bool)
     for fmt_text, group in _groups(formats, np.arange(len(rows))):
         fmt = _parse_format(fmt_text)
@@ -416,4 +441,4 @@ def join_timestamps(formats: pa.Array, timestamps: pa.Array, rest: pa.Array) -> 
     return _string_array(out, out_offsets, text)
 
 
-__all__ = ["SPAN_PATTERN", "join_timestamps", "split_timestamps", "text_characters"]
+__all__ = ["join_timestamps", "split_timestamps", "text_characters"]

@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 
 from ..civil_dates import days_from_civil
 from ..errors import InvalidInput
+from .timestamp_kernel import BAD_OFFSET, EPOCH_MILLIS, EPOCH_SECONDS, ISO, SYSLOG, match_builtin
 
 MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 DAY_MS = 86_400_000
@@ -223,7 +224,7 @@ def _zone_offset_ms(zone_text: pa.Array, present: np.ndarray) -> np.ndarray:
     return np.where(impossible, _BAD_OFFSET, sign * (hours * 3_600_000 + minutes * 60_000))
 
 
-_BAD_OFFSET = np.int64(1) << 62  # marks an impossible offset; _to_utc rejects the row
+_BAD_OFFSET = BAD_OFFSET  # marks an impossible offset; _to_utc rejects the row
 
 
 def wall_to_utc_ms(wall_ms: np.ndarray, valid: np.ndarray, timezone: str) -> np.ndarray:
@@ -308,31 +309,25 @@ def _to_utc(f: _Fields, rules: TimestampRules) -> tuple[np.ndarray, np.ndarray]:
     return utc, valid
 
 
-def _builtin_fields(m: pa.StructArray) -> tuple[_Fields, np.ndarray]:
-    """Fields of the ISO and syslog rows, and the epoch rows' UTC ms (-1 where not epoch)."""
-    def g(name: str) -> pa.Array:
-        return pc.struct_field(m, name)
-
-    iso = _present(g("iY"))
-    syslog = _present(g("sb"))
-    secs = _present(g("es"))
-    millis_epoch = _present(g("em"))
-    epoch = np.where(secs, _ints(g("es"), secs) * 1000 + _fraction_ms(g("ef"), _present(g("ef"))), -1)
-    epoch = np.where(millis_epoch, _ints(g("em"), millis_epoch), epoch)
-
-    def pick(iso_name: str, syslog_name: str) -> np.ndarray:
-        return np.where(iso, _ints(g(iso_name), iso), _ints(g(syslog_name), syslog))
-
-    iso_fraction, syslog_fraction = _present(g("if")), _present(g("sf"))
-    millis = np.where(iso, _fraction_ms(g("if"), iso_fraction), _fraction_ms(g("sf"), syslog_fraction))
-    has_zone = _present(g("iz"))
-    fields = _Fields(
-        year=_ints(g("iY"), iso), has_year=~syslog, month=np.where(iso, _ints(g("im"), iso), _month_index(g("sb"),
-                                                                                                            MONTHS)),
-        day=pick("id", "sd"), day_of_year=np.zeros(len(m), dtype=np.int64), hour=pick("iH", "sH"),
-        minute=pick("iM", "sM"), second=pick("iS", "sS"), millis=millis,
-        offset_ms=_zone_offset_ms(g("iz"), has_zone), has_zone=has_zone, matched=iso | syslog)
+def _builtin_fields(lines: pa.Array) -> tuple[_Fields, np.ndarray]:
+    """Fields of the ISO and syslog rows, and the epoch rows' UTC ms (-1 where not epoch), matched
+    by the compiled matcher (timestamp_kernel.py: BUILTIN_PATTERN's matches, as numbers)."""
+    found = match_builtin(*_line_bytes(lines))
+    iso, syslog = found.kind == ISO, found.kind == SYSLOG
+    epoch = np.where((found.kind == EPOCH_SECONDS) | (found.kind == EPOCH_MILLIS), found.epoch_ms, -1)
+    fields = _Fields(year=found.year, has_year=~syslog, month=found.month, day=found.day,
+                     day_of_year=np.zeros(len(lines), dtype=np.int64), hour=found.hour, minute=found.minute,
+                     second=found.second, millis=found.millis, offset_ms=found.offset_ms, has_zone=found.has_zone,
+                     matched=iso | syslog)
     return fields, epoch
+
+
+def _line_bytes(lines: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, int64 offsets from 0) of a string array's values, for its own slice of its buffers."""
+    _, offset_buffer, data_buffer = lines.buffers()
+    offsets = np.frombuffer(offset_buffer, dtype=np.int32)[lines.offset:lines.offset + len(lines) + 1].astype(np.int64)
+    data = np.zeros(0, dtype=np.uint8) if data_buffer is None else np.frombuffer(data_buffer, dtype=np.uint8)
+    return data[offsets[0]:offsets[-1]], offsets - offsets[0]
 
 
 def _format_fields(m: pa.StructArray, names: set[str]) -> _Fields:
@@ -392,15 +387,15 @@ def parse_timestamps(lines: pa.Array, rules: TimestampRules) -> pa.Int64Array:
         lines = lines.combine_chunks()
     if lines.type != pa.string():
         lines = lines.cast(pa.string())
-    m = pc.extract_regex(lines, rules.pattern)
-    if isinstance(m, pa.ChunkedArray):
-        m = m.combine_chunks()
     if rules.timestamp_format is None:
-        fields, epoch = _builtin_fields(m)
+        fields, epoch = _builtin_fields(lines)
         utc, valid = _to_utc(fields, rules)
         utc = np.where(epoch >= 0, epoch, utc)
         valid = (valid | (epoch >= 0)) & (utc >= 0) & (utc <= MAX_MS)
     else:
+        m = pc.extract_regex(lines, rules.pattern)
+        if isinstance(m, pa.ChunkedArray):
+            m = m.combine_chunks()
         names = {f.name for f in m.type}
         utc, valid = _to_utc(_format_fields(m, names), rules)
     return pa.array(utc, type=pa.int64(), mask=~valid)

@@ -1,0 +1,28 @@
+"""numba's njit as the archive kernels use it (encoding_kernel.py, timestamp_kernel.py): machine
+code cached on disk (next to the module, else in the user's cache directory), so a process loads it
+in a fraction of a second instead of compiling it; compiled per process where neither is writable."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar, cast
+
+import numba
+
+Function = TypeVar("Function", bound=Callable[..., Any])
+
+
+def compiled(inline: bool = False) -> Callable[[Function], Function]:
+    """The decorator; `inline` inlines the function into the compiled functions that call it."""
+    how: Literal["always", "never"] = "always" if inline else "never"
+
+    def compile_(function: Function) -> Function:
+        try:
+            return cast(Function, numba.njit(function, cache=True, nogil=True, inline=how))
+        except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+            return cast(Function, numba.njit(function, nogil=True, inline=how))
+
+    return compile_
+
+
+__all__ = ["compiled"]
