@@ -2,9 +2,10 @@
 archive_format.py) into the storage (store/fileio.py), rolled to a new archive once a file's stored
 size reaches the target size.
 
-Rows arrive sorted by timestamp (the ingest job sorts each range partition), so an archive's first
-timestamp is its begin and its last is its end. Rows are buffered into row groups of about
-`row_group_raw_bytes` of text; after each row group is written the file's size is checked, and at
+Rows arrive in the order of their files (an ingest task reads its files one after the other), so
+an archive's begin and end are the least and greatest timestamps it holds. Rows are buffered into
+row groups of about `row_group_raw_bytes` of text, each stored sorted by source and timestamp
+(archive_format.encode_rows); after each row group is written the file's size is checked, and at
 `target_size` or more the archive is closed. An archive is therefore at most `target_size` plus one
 row group (plus the footer). Timestamped and timestamp-less messages never share an archive: a
 writer is told which kind it writes and refuses the other. Files go through the storage's FileIO:
@@ -15,10 +16,12 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..store.deletion import warn_files_left
@@ -59,11 +62,19 @@ WRITTEN_SCHEMA = pa.schema([
 ])
 
 
+class IngestAbandoned(RuntimeError):
+    """The ingest this writer works for has failed elsewhere: what it writes would be left behind."""
+
+
 class ArchiveWriter:
     def __init__(self, storage: FileIO, directory: str, target_size: int, with_timestamps: bool, *,
-                 archive_format: int = CURRENT_FORMAT, timezone: str | None = None) -> None:
+                 archive_format: int = CURRENT_FORMAT, timezone: str | None = None,
+                 still_wanted: Callable[[], bool] | None = None) -> None:
         """`timezone`: the ingest's zone when it read timestamps in the built-in forms (format 2
-        then takes their text out of the messages, archive_format.encode_rows)."""
+        then takes their text out of the messages, archive_format.encode_rows). `still_wanted`
+        is asked before each archive file is opened and after it is closed: once it says no, the
+        writer raises IngestAbandoned (its caller then aborts it, removing its files)."""
+        self.still_wanted = still_wanted
         self.storage = storage
         self.archive_format = archive_format
         self.timezone = timezone
@@ -83,7 +94,7 @@ class ArchiveWriter:
         self._raw = 0
 
     def write(self, table: pa.Table, raw_bytes: int) -> None:
-        """Append rows (ARCHIVE_SCHEMA, sorted after what came before) of `raw_bytes` text."""
+        """Append rows (ARCHIVE_SCHEMA) of `raw_bytes` text."""
         if table.num_rows == 0:
             return
         nulls = table.column("timestamp").null_count
@@ -127,19 +138,27 @@ class ArchiveWriter:
         if self._writer is None:
             self._open_file()
         assert self._writer is not None
-        stored = table if self.archive_format == TEXT_FORMAT else encode_rows(table, self.timezone, self.archive_format)
+        if self.archive_format == TEXT_FORMAT:
+            stored = table.sort_by([("source", "ascending"), ("timestamp", "ascending")])  # as encode_rows does
+        else:
+            stored = encode_rows(table, self.timezone, self.archive_format)
         self._writer.write_table(stored, row_group_size=table.num_rows)
-        timestamps = table.column("timestamp")
         if self.with_timestamps:
-            if self._begin is None:
-                self._begin = timestamps[0].as_py()
-            self._end = timestamps[-1].as_py()
+            span = pc.min_max(table.column("timestamp")).as_py()
+            self._begin = span["min"] if self._begin is None else min(self._begin, span["min"])
+            self._end = span["max"] if self._end is None else max(self._end, span["max"])
         self._count += table.num_rows
         self._raw += raw
         if self._sink.tell() >= self.target_size:
             self._close_file()
 
+    def _check_wanted(self) -> None:
+        if self.still_wanted is not None and not self.still_wanted():
+            raise IngestAbandoned(f"{self.directory} is no longer wanted: the ingest failed in another task, or "
+                                  "this worker does not see the driver's storage")
+
     def _open_file(self) -> None:
+        self._check_wanted()
         self._id = uuid.uuid4().hex
         self._sink = self.storage.create(self._path(self._id))
         self._writer = pq.ParquetWriter(self._sink, schema_of(self.archive_format), compression="zstd",
@@ -157,6 +176,7 @@ class ArchiveWriter:
         stored = self.storage.size(key)
         self.written.append(WrittenArchive(self._id, self._path(self._id), self._begin, self._end, self._count,
                                            self._raw, int(stored)))
+        self._check_wanted()  # a file finished after its ingest failed is removed by the abort that follows
 
 
 def written_table(archives: list[WrittenArchive]) -> pa.Table:
@@ -166,6 +186,7 @@ def written_table(archives: list[WrittenArchive]) -> pa.Table:
 __all__ = [
     "WRITTEN_SCHEMA",
     "ArchiveWriter",
+    "IngestAbandoned",
     "WrittenArchive",
     "row_group_raw_bytes",
     "written_table",

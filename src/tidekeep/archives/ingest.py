@@ -3,18 +3,19 @@
 
 1. Everything is validated first (dataset name, zone, timestamp format, paths); bad input is a
    typed error and nothing is written.
-2. Parse: one Spark task per input file reads it with Python (plain or gzip, told apart by the
-   gzip magic bytes, not the name) in blocks and turns its lines into messages (messages.py,
-   timestamps.py), handed to Spark as Arrow batches. A truncated or corrupt gzip fails the job
-   with CorruptLogFile naming the file.
-3. Timestamped messages are partitioned by time range and sorted within each partition; messages
-   without a timestamp get keys below every timestamp (in file order), so they land in their own
-   archives. The ranges are cut on the driver from a sample of each file's first and last lines
-   (ingest_ranges.py), so every file is parsed once. The shuffle means every input is fully parsed
-   before any archive is written: a bad file fails the job before any archive file exists.
-4. Write: each partition's task writes archive files with pyarrow (archive_writer.py) into a
-   staging directory of this ingest and returns their metadata. With `storage.fsync` (local
-   storage) every file and its directory entries are on disk before the task returns.
+2. Group: the driver samples each file (its first 64 KiB for its first timestamp, a gzip file's
+   trailer for its size) and cuts the files, ordered by time, into runs of about equal bytes, one
+   per task (ingest_groups.py).
+3. Parse and write: each task reads its files one after the other with Python (plain or gzip, told
+   apart by the gzip magic bytes, not the name) in blocks, turns their lines into messages
+   (messages.py, timestamps.py) and writes them into archive files with pyarrow
+   (archive_writer.py) in a staging directory of this ingest; it returns their metadata. Messages
+   without a timestamp go to archives of their own. No shuffle moves the messages between tasks:
+   each file is read once, by one task, and its messages go straight into that task's archives, so
+   the archives of different tasks can overlap in time where their files do. With `storage.fsync`
+   (local storage) every file and its directory entries are on disk before the task returns. A
+   truncated or corrupt gzip fails the job with CorruptLogFile naming the file; the archives
+   written so far are removed (below).
 5. The driver checks that every file a task reported is in the storage at the size the task wrote
    (StagedFileMissing otherwise: the task wrote where the driver cannot see), then moves the files
    to `archives/<dataset>/<id>.parquet` (with fsync it then syncs that directory, so the new names
@@ -30,7 +31,6 @@ import contextlib
 import gzip
 import io
 import logging
-import math
 import os
 import posixpath
 import re
@@ -43,7 +43,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -53,8 +52,8 @@ from ..spark.session import check_job_reach
 from ..spark.staged import StagedFile, describe_task, verify_staged
 from ..store.fileio import FileIO
 from ..store.inputs import InputFile, InputOpener, check_input_uri, given_inputs, list_inputs, locations_of
-from .archive_writer import ArchiveWriter, written_table
-from .ingest_ranges import FileSpan, bucket_labels, key_bounds
+from .archive_writer import ArchiveWriter, IngestAbandoned, WrittenArchive, written_table
+from .ingest_groups import FileSpan, file_groups, task_count
 from .messages import BLOCK_BYTES, read_messages
 from .model import ARCHIVE_SCHEMA, ARCHIVES_DIR, Archive, archive_path, check_dataset
 from .timestamps import TimestampRules, make_rules, parse_timestamps
@@ -68,19 +67,9 @@ Progress = Callable[[int, int], None]
 
 GZIP_MAGIC = b"\x1f\x8b"
 ERROR_MARK = "tidekeep-ingest-error:"  # how an executor's input error reaches the driver through Spark
-NO_TIMESTAMP_KEY_BASE = -(1 << 62)  # keys of timestamp-less messages: below every timestamp, in file order
-FILE_KEY_SHIFT = 40  # up to 2**40 messages per file, 2**21 files per ingest
-ASSUMED_COMPRESSION = 8  # text logs: raw bytes per stored byte, to size the range partitions
-BIG_INPUT_PER_CORE = 64 << 20
+LIVE_MARKER = "_live"  # in the staging directory while the ingest can still succeed (write_files)
 
-# the parse tasks' output, as Arrow and as Spark sees it
-PARSED_SCHEMA = pa.schema([
-    pa.field("file", pa.int32()), pa.field("seq", pa.int64()), pa.field("key", pa.int64()),
-    pa.field("timestamp", pa.int64()), pa.field("message", pa.string()), pa.field("raw_bytes", pa.int64()),
-    pa.field("bucket", pa.int32()),  # the label of the key's time range (ingest_ranges.py)
-])
-PARSED_DDL = "file INT, seq BIGINT, key BIGINT, timestamp BIGINT, message STRING, raw_bytes BIGINT, bucket INT"
-SAMPLE_BYTES = 64 << 10  # of each file's head and (plain files) tail, read on the driver to cut time ranges
+SAMPLE_BYTES = 64 << 10  # of each file's head, read on the driver to order the files by time
 SURVEY_THREADS = 8  # files surveyed at once on the driver
 WRITTEN_DDL = ("id STRING, file STRING, begin_ts BIGINT, end_ts BIGINT, message_count BIGINT, raw_bytes BIGINT, "
                "stored_bytes BIGINT, task STRING")
@@ -164,19 +153,6 @@ def open_log(file: InputFile, opener: InputOpener | None = None) -> Iterator[Bin
             yield unzipped  # type: ignore[misc]
 
 
-def range_partitions(raw_bytes: int, target_size: int, parallelism: int) -> int:
-    """How many range partitions (hence write tasks) an ingest uses. Each partition rolls its own
-    archives at the target size and ends with one smaller archive, so more partitions than
-    ceil(expected stored size / target) only make small archives; the stored size is estimated
-    at 1/8 of the text. A big input (≥ 64 MiB of text per core) still uses every core, because
-    writing (zstd) is then the slow part and archives of a quarter of the target are fine."""
-    expected = math.ceil(raw_bytes / ASSUMED_COMPRESSION / target_size) if raw_bytes else 1
-    count = max(1, expected)
-    if raw_bytes >= BIG_INPUT_PER_CORE * parallelism:
-        count = max(count, parallelism)
-    return count
-
-
 # ---- executor side --------------------------------------------------------------------------------
 
 
@@ -192,7 +168,7 @@ def _input_error(path: str, exc: BaseException) -> RuntimeError:
 @dataclass(frozen=True)
 class InputSurvey:
     """What the driver learns of one input file before the job: its uncompressed size (estimated
-    for gzip) and its time span (ingest_ranges.py)."""
+    for gzip) and its first timestamp (ingest_groups.py)."""
 
     raw_bytes: int
     span: FileSpan
@@ -200,43 +176,30 @@ class InputSurvey:
 
 def survey_input(file: InputFile, opener: InputOpener, rules: TimestampRules, directory: str) -> InputSurvey:
     """One random-access open of the file: its first SAMPLE_BYTES (gunzipped from the compressed
-    bytes read when it starts with the gzip magic) and, for a plain file, its last SAMPLE_BYTES give
-    the timestamps of its span; a gzip file's trailer gives its size. A file that cannot be read
-    goes without a span here: the job's parse fails on it, naming it (CorruptLogFile)."""
+    bytes read when it starts with the gzip magic) give its first timestamp; a gzip file's trailer
+    gives its size. A file that cannot be read goes without a timestamp here: the job fails on it,
+    naming it (CorruptLogFile)."""
     raw_bytes = file.size
-    head = tail = b""
-    gzipped = whole = False
+    head = b""
     try:
         with opener.random_access(file) as handle:
-            start = bytes(handle.read(SAMPLE_BYTES))
-            gzipped = start[:len(GZIP_MAGIC)] == GZIP_MAGIC
-            if gzipped:
+            head = bytes(handle.read(SAMPLE_BYTES))
+            if head[:len(GZIP_MAGIC)] == GZIP_MAGIC:
                 if file.size >= 18:  # the smallest gzip: a 10-byte header and an 8-byte trailer
                     handle.seek(file.size - 4)
                     raw_bytes = gzip_raw_size(file.size, bytes(handle.read(4)))
-                head = zlib.decompressobj(wbits=31).decompress(start, SAMPLE_BYTES)
-            else:
-                head, whole = start, file.size <= SAMPLE_BYTES
-                if not whole:
-                    handle.seek(file.size - SAMPLE_BYTES)
-                    tail = bytes(handle.read(SAMPLE_BYTES))
+                head = zlib.decompressobj(wbits=31).decompress(head, SAMPLE_BYTES)
     except (EOFError, zlib.error, OSError):
-        return InputSurvey(raw_bytes, FileSpan(raw_bytes, None, None, directory))
-    head_stamps = _line_timestamps(head, rules, whole_lines_only=False)
-    tail_stamps = _line_timestamps(tail, rules, whole_lines_only=True)
-    first = min(head_stamps) if head_stamps else None
-    last = max(head_stamps + tail_stamps) if head_stamps and (tail_stamps or whole) else None
-    return InputSurvey(raw_bytes, FileSpan(raw_bytes, first, last, directory))
+        return InputSurvey(raw_bytes, FileSpan(raw_bytes, None, directory))
+    stamps = _line_timestamps(head, rules)
+    return InputSurvey(raw_bytes, FileSpan(raw_bytes, min(stamps) if stamps else None, directory))
 
 
-def _line_timestamps(data: bytes, rules: TimestampRules, whole_lines_only: bool) -> list[int]:
-    """The timestamps at the start of the lines of `data`; with whole_lines_only its first piece is
-    skipped (it may be the end of a line)."""
+def _line_timestamps(data: bytes, rules: TimestampRules) -> list[int]:
+    """The timestamps at the start of the lines of `data`."""
     if not data:
         return []
     lines = data.decode("utf-8", "replace").split("\n")
-    if whole_lines_only:
-        lines = lines[1:]
     found = parse_timestamps(pa.array(lines, pa.string()), rules)
     return [value for value in found.to_pylist() if value is not None]
 
@@ -248,80 +211,76 @@ def survey_inputs(files: Sequence[InputFile], rules: TimestampRules) -> list[Inp
         return list(pool.map(lambda f: survey_input(f, opener, rules, posixpath.dirname(f.name)), files))
 
 
-def _labels(keys: pa.Array, bounds: np.ndarray, labels: np.ndarray) -> pa.Array:
-    """Each key's range label (ingest_ranges.py)."""
-    ranges = np.searchsorted(bounds, np.asarray(keys.to_numpy(zero_copy_only=False)), side="right")
-    return pa.array(labels[ranges], pa.int32())
+def _archive_rows(messages: pa.RecordBatch, source: pa.Scalar) -> pa.Table:
+    """Messages (messages.MESSAGE_SCHEMA) as archive rows (ARCHIVE_SCHEMA) of one source file."""
+    return pa.Table.from_arrays([messages.column("timestamp"), messages.column("message"),
+                                 pa.repeat(source, messages.num_rows)], schema=ARCHIVE_SCHEMA)
 
 
-def parse_files(files: list[InputFile], rules: TimestampRules, block_bytes: int, bounds: list[int],
-                labels: list[int], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: for each file index in the input rows, the file's messages (PARSED_SCHEMA),
-    the file opened and read here, on the executor, through FileIO."""
+def write_files(files: list[InputFile], rules: TimestampRules, block_bytes: int, storage: FileIO, staging: str,
+                target_size: int, timezone: str | None) -> list[WrittenArchive]:
+    """Read `files` one after the other and write their messages into archives in `staging`: one
+    writer for the timestamped messages, one for those without (ArchiveWriter keeps the two apart).
+    On any error every archive written so far is removed before it is raised. Once the driver has
+    taken the staging directory's LIVE_MARKER away (the ingest failed in another task), the writers
+    stop and what is left of the directory is removed."""
     opener = InputOpener()
-    bound_array, label_array = np.array(bounds, dtype=np.int64), np.array(labels, dtype=np.int32)
-    for batch in batches:
-        for index in batch.column(0).to_pylist():
-            path = files[index].name
+    marker = f"{staging}/{LIVE_MARKER}"
+
+    def marker_there() -> bool:
+        return storage.exists(marker)
+
+    # tests: a worker with a disk of its own never sees the marker; the driver's check of the
+    # staged files is what names what it cannot find
+    still_wanted = None if fault_active(PRIVATE_STORAGE_FAULT) else marker_there
+    writers: dict[bool, ArchiveWriter] = {}
+    try:
+        for file in files:
+            source = pa.scalar(file.name, pa.string())
             try:
-                with open_log(files[index], opener) as stream:
+                with open_log(file, opener) as stream:
                     for messages in read_messages(stream, rules, block_bytes):
-                        timestamps = messages.column("timestamp")
-                        seq = messages.column("seq")
-                        no_ts_key = pc.add(seq, NO_TIMESTAMP_KEY_BASE + (index << FILE_KEY_SHIFT))
-                        key = pc.coalesce(timestamps, no_ts_key)
-                        yield pa.RecordBatch.from_arrays(
-                            [pa.array([index] * messages.num_rows, pa.int32()), seq, key, timestamps,
-                             messages.column("message"), messages.column("raw_bytes"),
-                             _labels(key, bound_array, label_array)], schema=PARSED_SCHEMA)
+                        has_ts = pc.is_valid(messages.column("timestamp"))
+                        for with_ts, part in ((True, messages.filter(has_ts)),
+                                              (False, messages.filter(pc.invert(has_ts)))):
+                            if part.num_rows == 0:
+                                continue
+                            writer = writers.get(with_ts)
+                            if writer is None:
+                                writer = writers[with_ts] = ArchiveWriter(storage, staging, target_size, with_ts,
+                                                                          timezone=timezone, still_wanted=still_wanted)
+                            writer.write(_archive_rows(part, source), int(pc.sum(part.column("raw_bytes")).as_py()))
             except (EOFError, gzip.BadGzipFile, zlib.error, OSError, pa.ArrowException) as exc:
-                raise _input_error(path, exc) from None
+                raise _input_error(file.name, exc) from None
+        return [archive for writer in writers.values() for archive in writer.close()]
+    except BaseException as exc:
+        for writer in writers.values():
+            writer.abort()
+        if isinstance(exc, IngestAbandoned):
+            storage.discard_dir(staging)  # the ingest is gone: a directory this task recreated goes too
+        raise
 
 
-def write_partition(storage_uri: str, fsync: bool, staging: str, files: list[str], target_size: int,
-                    timezone: str | None, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: write one sorted range partition into archives; yields their metadata.
-    Keys of timestamp-less messages sort first, so the partition is at most one run of those
-    followed by one run of timestamped messages; each run gets its own writer. `fsync` is the
-    driver's storage.fsync setting (executors have no settings of their own); `timezone` is the
-    ingest's zone when it read the built-in timestamp forms (ArchiveWriter)."""
+def write_groups(files: list[InputFile], groups: list[list[int]], rules: TimestampRules, block_bytes: int,
+                 storage_uri: str, fsync: bool, staging: str, target_size: int, timezone: str | None,
+                 batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: for each group number in the input rows, its files read and written into
+    archives (write_files), through FileIO, here on the executor; yields the archives' metadata.
+    `fsync` is the driver's storage.fsync setting (executors have no settings of their own);
+    `timezone` is the ingest's zone when it read the built-in timestamp forms (ArchiveWriter)."""
     uri = storage_uri
     if fault_active(PRIVATE_STORAGE_FAULT):
         # tests: this task's worker has a disk of its own, as a worker isolated from the driver's
         uri = tempfile.mkdtemp(prefix="tidekeep-private-storage-")
     storage = FileIO(uri, fsync=fsync)
-    sources = pa.array(files, pa.string())
-    writers: dict[bool, ArchiveWriter] = {}
-    try:
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            timestamps = batch.column("timestamp")
-            source = pc.take(sources, batch.column("file"))
-            has_ts = pc.is_valid(timestamps)
-            for with_ts in (False, True):
-                part = batch.filter(has_ts if with_ts else pc.invert(has_ts))
-                if part.num_rows == 0:
-                    continue
-                part_source = source.filter(has_ts if with_ts else pc.invert(has_ts))
-                # Spark may hand strings over as large_string (spark.sql.execution.arrow.useLargeVarTypes)
-                table = pa.Table.from_arrays([part.column("timestamp"), part.column("message").cast(pa.string()),
-                                              part_source], schema=ARCHIVE_SCHEMA)
-                if with_ts and False in writers:
-                    writers[False].close()  # all timestamp-less rows of the partition came first
-                writer = writers.get(with_ts)
-                if writer is None:
-                    writer = writers[with_ts] = ArchiveWriter(storage, staging, target_size, with_ts, timezone=timezone)
-                writer.write(table, int(pc.sum(part.column("raw_bytes")).as_py() or 0))
-        written = [a for w in writers.values() for a in w.close()]
-    except BaseException:
-        for writer in writers.values():
-            writer.abort()
-        raise
-    if written:
-        table = written_table(written)
-        task = pa.array([describe_task()] * table.num_rows, pa.string())
-        yield table.append_column("task", task).to_batches()[0]
+    for batch in batches:
+        for group in batch.column(0).to_pylist():
+            written = write_files([files[index] for index in groups[group]], rules, block_bytes, storage, staging,
+                                  target_size, timezone)
+            if written:
+                table = written_table(written)
+                task = pa.array([describe_task()] * table.num_rows, pa.string())
+                yield table.append_column("task", task).to_batches()[0]
 
 
 # ---- driver side ----------------------------------------------------------------------------------
@@ -332,25 +291,19 @@ def _spark_input_error(exc: BaseException) -> CorruptLogFile | None:
     return CorruptLogFile(match.group(1).strip()) if match else None
 
 
-def _run_job(workspace: Workspace, files: list[InputFile], rules: TimestampRules, storage_uri: str, fsync: bool,
-             staging: str, partitions: int, bounds: list[int], target_size: int,
+def _run_job(workspace: Workspace, files: list[InputFile], groups: list[list[int]], rules: TimestampRules,
+             storage_uri: str, fsync: bool, staging: str, target_size: int,
              on_fraction: Callable[[float], None]) -> list[dict[str, Any]]:
     from ..spark.progress import track_tasks
     from ..spark.session import get_spark
 
     spark = get_spark(workspace.settings)
     block_bytes = BLOCK_BYTES
-    labels = bucket_labels(partitions)
-    file_ids = spark.range(0, len(files), 1, len(files)).selectExpr("CAST(id AS INT) AS file")
-    parsed = file_ids.mapInArrow(lambda it: parse_files(files, rules, block_bytes, bounds, labels, it), PARSED_DDL)
-    # One pass: each file is parsed once, and its rows go to the partition of their time range, cut
-    # on the driver from a sample (ingest_ranges.py). repartitionByRange would parse every file twice:
-    # its exchange first runs the job up to it to sample the keys.
-    ordered = parsed.repartition(partitions, "bucket").sortWithinPartitions("key", "file", "seq")
-    names = [file.name for file in files]
     timezone = rules.timezone if rules.timestamp_format is None else None
-    written = ordered.mapInArrow(
-        lambda it: write_partition(storage_uri, fsync, staging, names, target_size, timezone, it), WRITTEN_DDL)
+    group_ids = spark.range(0, len(groups), 1, len(groups)).selectExpr("CAST(id AS INT) AS group_id")
+    written = group_ids.mapInArrow(
+        lambda it: write_groups(files, groups, rules, block_bytes, storage_uri, fsync, staging, target_size,
+                                timezone, it), WRITTEN_DDL)
     with track_tasks(spark, f"tidekeep-ingest-{posixpath.basename(staging)}", on_fraction):
         rows = written.collect()
     return [row.asDict() for row in rows]
@@ -409,16 +362,18 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
     # executors read the files, write archives; refused before anything is written, schema included
     spark = job_spark(workspace.settings, storage=True, inputs=locations_of(given), writes=True)
     workspace.db.ensure_schema()
-    partitions = range_partitions(raw_estimate, target_size, default_parallelism(spark))
-    bounds = key_bounds([survey.span for survey in surveys], partitions) if partitions > 1 else []
+    tasks = task_count(raw_estimate, target_size, default_parallelism(spark))
+    groups = file_groups([survey.span for survey in surveys], tasks)
     storage_uri = workspace.storage.uri_of("")
     staging = f"{ARCHIVES_DIR}/{dataset}/_ingest-{ingest_id}"
     storage = workspace.storage
     moved: list[str] = []
+    marker = f"{staging}/{LIVE_MARKER}"
+    storage.write(marker, b"")
     try:
         try:
-            written = _run_job(workspace, files, rules, storage_uri, workspace.storage.fsync, staging, partitions,
-                               bounds, target_size, on_fraction)
+            written = _run_job(workspace, files, groups, rules, storage_uri, workspace.storage.fsync, staging,
+                               target_size, on_fraction)
         except Exception as exc:
             typed = _spark_input_error(exc)
             if typed is not None:
@@ -441,7 +396,11 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
         registered = ArchiveStore(workspace).register(archives, audit_reason=f"ingest {ingest_id}")
         fault_point("archive_ingest.after_register")
     except BaseException:
-        storage.discard(moved)  # its own files, never registered; what is left the orphan sweep removes
+        # tasks still running see the marker gone and remove what they write after this; then the
+        # staging directory and the moved files go (its own files, never registered); what a task
+        # killed between writing a file and looking at the marker leaves, the orphan sweep removes
+        storage.discard([marker])
+        storage.discard(moved)
         raise
     finally:
         storage.discard_dir(staging)
@@ -457,4 +416,4 @@ def ingest_logs(workspace: Workspace, dataset: str, paths: Sequence[str | os.Pat
 
 
 __all__ = ["CorruptLogFile", "IngestReport", "check_ingest", "expand_paths", "ingest_logs", "open_log",
-           "range_partitions"]
+           "write_files"]
