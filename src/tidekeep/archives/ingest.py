@@ -13,9 +13,12 @@
    without a timestamp go to archives of their own. No shuffle moves the messages between tasks:
    each file is read once, by one task, and its messages go straight into that task's archives, so
    the archives of different tasks can overlap in time where their files do. With `storage.fsync`
-   (local storage) every file and its directory entries are on disk before the task returns. A
-   truncated or corrupt gzip fails the job with CorruptLogFile naming the file; the archives
-   written so far are removed (below).
+   (local storage) every file and its directory entries are on disk before the task returns.
+4. A truncated or corrupt gzip fails the job with CorruptLogFile naming the file. Other tasks may
+   still be writing then: the staging directory holds LIVE_MARKER while the ingest can still
+   succeed, the driver takes it away first on failure, and a task's writers look for it before
+   opening and after closing each archive file, removing what they wrote once it is gone
+   (write_files).
 5. The driver checks that every file a task reported is in the storage at the size the task wrote
    (StagedFileMissing otherwise: the task wrote where the driver cannot see), then moves the files
    to `archives/<dataset>/<id>.parquet` (with fsync it then syncs that directory, so the new names

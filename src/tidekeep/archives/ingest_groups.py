@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 ASSUMED_COMPRESSION = 8  # text logs: raw bytes per stored byte, to size the tasks
 BIG_INPUT_PER_CORE = 64 << 20
-TASKS_PER_CORE = 4  # for a big input: tasks finish at different times, smaller ones balance the cores
 
 
 @dataclass(frozen=True)
@@ -34,13 +33,15 @@ def task_count(raw_bytes: int, target_size: int, parallelism: int) -> int:
     """How many tasks an ingest of `raw_bytes` of text uses (before the file count caps it). Each
     task rolls its own archives at the target size and ends with one smaller archive, so more tasks
     than ceil(expected stored size / target) only make small archives; the stored size is estimated
-    at 1/8 of the text. A big input (>= 64 MiB of text per core) still gets TASKS_PER_CORE tasks per
-    core: parsing and encoding are then the slow part, and archives of a fraction of the target are
-    fine."""
+    at 1/8 of the text. A big input (>= 64 MiB of text per core) still gets a task per core: parsing
+    and encoding are then the slow part, and archives of a fraction of the target are fine. Not more:
+    every task makes archives of its own, and a search pays per archive (docs/benchmarks.md,
+    "Compiled kernels, and ingest without a shuffle": four tasks per core made searches 1.5-2x
+    slower)."""
     expected = math.ceil(raw_bytes / ASSUMED_COMPRESSION / target_size) if raw_bytes else 1
     count = max(1, expected)
     if raw_bytes >= BIG_INPUT_PER_CORE * parallelism:
-        count = max(count, TASKS_PER_CORE * parallelism)
+        count = max(count, parallelism)
     return count
 
 
