@@ -5,12 +5,12 @@ digit right after a form)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tidekeep.archives.arrow_bytes import string_bytes
 from tidekeep.archives.timestamp_kernel import EPOCH_MILLIS, EPOCH_SECONDS, ISO, NONE, SYSLOG, match_builtin
 from tidekeep.archives.timestamps import BUILTIN_PATTERN, PREFIX, ZONE
 
@@ -96,11 +96,7 @@ def oracle(texts: list[str]) -> list[tuple[object, ...]]:
 
 
 def matched(texts: list[str]) -> list[tuple[object, ...]]:
-    column = pa.array(texts, pa.string())
-    _, offsets, data = column.buffers()
-    offset_values = np.frombuffer(offsets, dtype=np.int32)[:len(texts) + 1].astype(np.int64)
-    data_values = np.zeros(0, dtype=np.uint8) if data is None else np.frombuffer(data, dtype=np.uint8)
-    found = match_builtin(data_values, offset_values)
+    found = match_builtin(*string_bytes(pa.array(texts, pa.string())))
     out: list[tuple[object, ...]] = []
     for i in range(len(texts)):
         fields = (found.year[i], found.month[i], found.day[i], found.hour[i], found.minute[i], found.second[i],
@@ -126,8 +122,5 @@ def test_the_matcher_finds_what_re2_finds(texts: list[str]) -> None:
 
 def test_a_slice_of_a_longer_column_is_matched_where_it_is() -> None:
     column = pa.array(["x", "2024-07-01 12:00:00 a", "Jul  1 12:00:00 b", "y"], pa.string()).slice(1, 2)
-    _, offsets, data = column.buffers()
-    offset_values = np.frombuffer(offsets, dtype=np.int32)[1:4].astype(np.int64)
-    found = match_builtin(np.frombuffer(data, dtype=np.uint8)[offset_values[0]:offset_values[-1]],
-                          offset_values - offset_values[0])
+    found = match_builtin(*string_bytes(column))
     assert found.kind.tolist() == [ISO, SYSLOG] and found.spans[:, 1].tolist() == [19, 15]

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrow_bytes import string_bytes
 from .encoding_kernel import split_messages
 from .template_encoding import (
     DICTIONARY_PLACEHOLDER,
@@ -54,7 +55,7 @@ def encode_column(messages: pa.Array) -> EncodedColumn:
     messages = messages.cast(pa.string()) if not pa.types.is_large_string(messages.type) else messages
     if messages.null_count:
         raise ValueError("messages to encode hold nulls")
-    offsets, data = _binary_parts(messages)
+    data, offsets = string_bytes(messages)
     (logtype_offsets, logtype_data, number_counts, numbers, variable_counts, variable_offsets,
      variable_data) = split_messages(data, offsets)
     count = len(messages)
@@ -104,7 +105,7 @@ def decode_column(logtypes: Column, numbers: Column, dictionary: Column) -> pa.A
         raise ValueError(f"{count} log types, {len(numbers)} number lists and {len(dictionary)} dictionary lists")
     if logtypes.null_count or numbers.null_count or dictionary.null_count:
         raise ValueError("encoded messages to decode hold nulls")
-    offsets, data = _binary_parts(logtypes)
+    data, offsets = string_bytes(logtypes)
     number_offsets, number_values = _list_parts(numbers)
     dictionary_offsets, dictionary_values = _list_parts(dictionary)
     if number_values.null_count or dictionary_values.null_count:
@@ -125,9 +126,9 @@ def decode_column(logtypes: Column, numbers: Column, dictionary: Column) -> pa.A
     # every row's parts fit: the numeric placeholders take the numbers in order, and so do the dictionary ones
     numeric_kinds = kinds[numeric]
     is_int, is_float = numeric_kinds == INT_PLACEHOLDER, numeric_kinds == FLOAT_PLACEHOLDER
-    int_offsets, int_text = _binary_parts(pc.cast(pa.array(values[is_int], pa.int64()), pa.string()))
+    int_text, int_offsets = string_bytes(pc.cast(pa.array(values[is_int], pa.int64()), pa.string()))
     float_text, float_lengths = _float_texts(values[is_float])
-    dictionary_text_offsets, dictionary_text = _binary_parts(dictionary_values)
+    dictionary_text, dictionary_text_offsets = string_bytes(dictionary_values)
     texts = {INT_PLACEHOLDER: (np.diff(int_offsets), int_text), FLOAT_PLACEHOLDER: (float_lengths, float_text),
              DICTIONARY_PLACEHOLDER: (np.diff(dictionary_text_offsets), dictionary_text)}
     text_lengths = np.zeros(len(events), dtype=np.int64)  # an escape's text is empty
@@ -169,22 +170,6 @@ def _whole(column: Column) -> pa.Array:
 def _dense(array: pa.Array) -> pa.Array:
     """A dictionary array's values, once per row (its dictionary is not decoded per row, only copied)."""
     return array.dictionary.take(array.indices) if isinstance(array, pa.DictionaryArray) else array
-
-
-def _binary_parts(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """The offsets (int64, from 0) and the bytes of a binary or string array's values, zero-copy
-    where the buffers allow, for the array's own slice of its buffers."""
-    kind = array.type
-    if not (pa.types.is_binary(kind) or pa.types.is_string(kind)
-            or pa.types.is_large_binary(kind) or pa.types.is_large_string(kind)):
-        array, kind = array.cast(pa.large_binary()), pa.large_binary()
-    count = len(array)
-    _, offset_buffer, data_buffer = array.buffers()
-    width = np.int64 if pa.types.is_large_binary(kind) or pa.types.is_large_string(kind) else np.int32
-    offsets = np.zeros(1, dtype=np.int64) if offset_buffer is None else np.frombuffer(
-        offset_buffer, dtype=width)[array.offset:array.offset + count + 1].astype(np.int64)
-    data = np.zeros(0, dtype=np.uint8) if data_buffer is None else np.frombuffer(data_buffer, dtype=np.uint8)
-    return offsets - offsets[0], data[offsets[0]:offsets[-1]]
 
 
 def _list_parts(lists: pa.Array) -> tuple[np.ndarray, pa.Array]:
@@ -254,7 +239,7 @@ def _float_texts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     digits zero-padded with the point put in) and only the columns it shows are kept."""
     negative, digits, count, after = _float_fields(values)
     padded = pc.utf8_lpad(pc.cast(pa.array(digits, pa.uint64()), pa.string()), FLOAT_MAX_DIGITS, "0")
-    places = _binary_parts(padded)[1].reshape(len(values), FLOAT_MAX_DIGITS)  # digits < 10**16: 16 wide
+    places = string_bytes(padded)[0].reshape(len(values), FLOAT_MAX_DIGITS)  # digits < 10**16: 16 wide
     width = FLOAT_MAX_DIGITS + 2
     column = np.arange(width)
     point = (width - 1 - after)[:, None]  # the point's column

@@ -55,6 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..civil_dates import civil_from_days
+from .arrow_bytes import string_bytes
 from .timestamp_kernel import ISO, NONE, SYSLOG, match_builtin
 from .timestamps import MAX_MS, check_timezone
 
@@ -205,17 +206,6 @@ def _int64s(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]
     return np.asarray(pc.fill_null(values, 0).to_numpy(zero_copy_only=False), dtype=np.int64), valid
 
 
-def _bytes_of(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(data, offsets) of a string array, offsets rebased to data[0] (slices included)."""
-    n = len(strings)
-    buffers = strings.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=np.int32, count=strings.offset + n + 1)[strings.offset:].astype(np.int64)
-    start, end = int(offsets[0]), int(offsets[-1])
-    data = np.frombuffer(buffers[2], dtype=np.uint8)[start:end] if buffers[2] is not None and end > start \
-        else np.zeros(0, dtype=np.uint8)
-    return data, offsets - start
-
-
 def _string_array(data: np.ndarray, offsets: np.ndarray, like: pa.Array) -> pa.Array:
     """A pa.string() array of data/offsets, null where `like` is null."""
     if offsets[-1] >= 2**31:
@@ -261,7 +251,7 @@ def _shape_of(body: pa.Array, syslog: np.ndarray) -> pa.Array:
     """The bodies (timestamp text without prefix and zone: only field digits, separators and a
     syslog month) with every digit made `0` and the syslog month `Mmm` (numpy on the bytes: a
     regex replacement per digit costs ten times more)."""
-    data, offsets = _bytes_of(body)
+    data, offsets = string_bytes(body)
     shape = np.where((data >= ord("0")) & (data <= ord("9")), np.uint8(_ZERO), data)
     shape[offsets[:-1][syslog][:, None] + np.arange(3)] = np.frombuffer(b"Mmm", dtype=np.uint8)
     return _string_array(shape, offsets, body)
@@ -343,7 +333,7 @@ def split_timestamps(messages: pa.Array, timestamps: pa.Array, timezone: str) ->
 def _block_bounds(text: pa.Array, block_bytes: int) -> np.ndarray:
     """Row numbers cutting `text` into blocks of about `block_bytes` (at least one row each),
     from 0 to its length."""
-    _, offsets = _bytes_of(text)
+    _, offsets = string_bytes(text)
     cuts = np.searchsorted(offsets[:-1], np.arange(block_bytes, int(offsets[-1]), block_bytes), side="left")
     return np.unique(np.concatenate([[0], cuts, [len(text)]]))
 
@@ -355,7 +345,7 @@ def _split_block(text: pa.Array, timestamps: pa.Array, zone: str) -> tuple[pa.Ar
     candidate = has_ms & (ms >= 0) & (ms <= MAX_MS)
     if not candidate.any():
         return null_formats, text
-    data, starts = _bytes_of(text)
+    data, starts = string_bytes(text)
     found = match_builtin(data, starts)
     candidate &= found.kind != NONE
     rows = np.flatnonzero(candidate)
@@ -422,7 +412,7 @@ def join_timestamps(formats: pa.Array, timestamps: pa.Array, rest: pa.Array) -> 
     if text.null_count and not np.asarray(text.is_valid().to_numpy(zero_copy_only=False), dtype=bool)[rows].all():
         raise ValueError("join_timestamps: a message has a timestamp format but no text")
 
-    data, starts = _bytes_of(text)
+    data, starts = string_bytes(text)
     groups = []
     width = np.zeros(n, dtype=np.int64)
     for fmt_text, members in _groups(formats, rows):

@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 
 from ..civil_dates import days_from_civil
 from ..errors import InvalidInput
+from .arrow_bytes import string_bytes
 from .timestamp_kernel import BAD_OFFSET, EPOCH_MILLIS, EPOCH_SECONDS, ISO, SYSLOG, match_builtin
 
 MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
@@ -312,7 +313,7 @@ def _to_utc(f: _Fields, rules: TimestampRules) -> tuple[np.ndarray, np.ndarray]:
 def _builtin_fields(lines: pa.Array) -> tuple[_Fields, np.ndarray]:
     """Fields of the ISO and syslog rows, and the epoch rows' UTC ms (-1 where not epoch), matched
     by the compiled matcher (timestamp_kernel.py: BUILTIN_PATTERN's matches, as numbers)."""
-    found = match_builtin(*_line_bytes(lines))
+    found = match_builtin(*string_bytes(lines))
     iso, syslog = found.kind == ISO, found.kind == SYSLOG
     epoch = np.where((found.kind == EPOCH_SECONDS) | (found.kind == EPOCH_MILLIS), found.epoch_ms, -1)
     fields = _Fields(year=found.year, has_year=~syslog, month=found.month, day=found.day,
@@ -320,14 +321,6 @@ def _builtin_fields(lines: pa.Array) -> tuple[_Fields, np.ndarray]:
                      second=found.second, millis=found.millis, offset_ms=found.offset_ms, has_zone=found.has_zone,
                      matched=iso | syslog)
     return fields, epoch
-
-
-def _line_bytes(lines: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(bytes, int64 offsets from 0) of a string array's values, for its own slice of its buffers."""
-    _, offset_buffer, data_buffer = lines.buffers()
-    offsets = np.frombuffer(offset_buffer, dtype=np.int32)[lines.offset:lines.offset + len(lines) + 1].astype(np.int64)
-    data = np.zeros(0, dtype=np.uint8) if data_buffer is None else np.frombuffer(data_buffer, dtype=np.uint8)
-    return data[offsets[0]:offsets[-1]], offsets - offsets[0]
 
 
 def _format_fields(m: pa.StructArray, names: set[str]) -> _Fields:
