@@ -6,12 +6,14 @@ from __future__ import annotations
 import itertools
 import random
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from tidekeep.archives.prefix_kernel import Prefixes
 from tidekeep.archives.template_columns import EncodedColumn, decode_column, encode_column
 from tidekeep.archives.template_encoding import CorruptEncoding, decode_message, encode_message
 
@@ -260,18 +262,65 @@ def parts(draw: st.DrawFn) -> tuple[bytes, list[int], list[bytes]]:
         dictionary = draw(st.lists(st.sampled_from([b"x", b"\xa9"]), max_size=3))
     return logtype, numbers, dictionary
 
-@given(st.lists(parts(), min_size=1, max_size=8))
-@example([(b"\\", [], []), (b"\\\x11", [], [])])  # a run of backslashes does not go on into the next row
-@example([(b"\x11\\", [1], []), (b"\\", [], [])])
+@given(messages, st.data())
+def test_messages_decode_after_their_prefixes(column: list[str], data: st.DataObject) -> None:
+    """Each message is written after its own piece, wherever the pieces lie (as timestamp texts are
+    rendered one format after another)."""
+    encoded = encode_column(pa.array(column, pa.string()))
+    texts = data.draw(st.lists(st.text(st.characters(max_codepoint=127), min_size=1, max_size=6).map(str.encode),
+                               min_size=len(column), max_size=len(column)))
+    order = data.draw(st.permutations(range(len(column))))
+    got = decode_column(pc.dictionary_encode(encoded.logtypes), encoded.numbers, encoded.dictionary,
+                        prefixes_of(texts, order))
+    assert got.to_pylist() == [text.decode() + message for text, message in zip(texts, column, strict=True)]
+
+
+def prefixes_of(texts: list[bytes], order: list[int]) -> Prefixes:
+    """Prefixes whose pieces lie in `order` (a permutation of the rows), not row order."""
+    at, pieces, position = [0] * len(texts), [], 0
+    for row in order:
+        at[row] = position
+        pieces.append(texts[row])
+        position += len(texts[row])
+    return Prefixes(np.frombuffer(b"".join(pieces), dtype=np.uint8), np.array(at, dtype=np.int64),
+                    np.array([len(t) for t in texts], dtype=np.int64))
+
+
+@given(st.lists(parts(), min_size=1, max_size=8), st.data())
+@example([(b"\\", [], []), (b"\\\x11", [], [])], None)  # a run of backslashes does not go on into the next row
+@example([(b"\x11\\", [1], []), (b"\\", [], [])], None)
+@example([(b"\x11 \x11 \x11 \x11", [-(2**63), 2**63 - 1, -10, 9], []),
+          (b"\x13\x13", [0x510, 0x8000000000000500 - 2**64], [])], None)
 def test_arbitrary_parts_decode_or_raise_as_the_message_decoding_does(
-        rows: list[tuple[bytes, list[int], list[bytes]]]) -> None:
-    """Log types made of the bytes decoding looks at, with any numbers and variables."""
+        rows: list[tuple[bytes, list[int], list[bytes]]], data: st.DataObject | None) -> None:
+    """Log types made of the bytes decoding looks at, with any numbers and variables; log types
+    dictionary-encoded (as an archive's are read) decode alike, and so do rows after prefixes."""
     first = first_damaged_row(rows)
-    if first is None:
-        assert decode_column(*columns(rows)).to_pylist() == [decode_message(*row).decode() for row in rows]
-    else:
-        with pytest.raises(CorruptEncoding, match=f"^row {first}: "):
-            decode_column(*columns(rows))
+    logtypes, numbers, dictionary = columns(rows)
+    texts = [b""] * len(rows) if data is None else \
+        data.draw(st.lists(st.binary(max_size=5).map(lambda b: bytes(c & 0x7F for c in b)),
+                           min_size=len(rows), max_size=len(rows)))
+    order = list(range(len(rows))) if data is None else data.draw(st.permutations(range(len(rows))))
+    for form in (logtypes, pc.dictionary_encode(logtypes)):
+        for prefixes in (None, prefixes_of(texts, order)):
+            if first is None:
+                expected = [decode_message(*row).decode() for row in rows]
+                if prefixes is not None:
+                    expected = [text.decode() + message for text, message in zip(texts, expected, strict=True)]
+                assert decode_column(form, numbers, dictionary, prefixes).to_pylist() == expected
+            else:
+                with pytest.raises(CorruptEncoding, match=f"^row {first}: "):
+                    decode_column(form, numbers, dictionary, prefixes)
+
+
+def test_a_log_type_dictionary_with_a_null_or_an_index_outside_it_is_refused() -> None:
+    numbers, dictionary = pa.array([[], []], pa.list_(pa.int64())), pa.array([[], []], pa.list_(pa.binary()))
+    with_null = pa.DictionaryArray.from_arrays(pa.array([0, 1], pa.int32()), pa.array([b"x", None]))
+    with pytest.raises(ValueError, match="hold nulls"):
+        decode_column(with_null, numbers, dictionary)
+    outside = pa.DictionaryArray.from_arrays(pa.array([0, 2], pa.int32()), pa.array([b"x", b"y"]), safe=False)
+    with pytest.raises(ValueError, match="outside their dictionary"):
+        decode_column(outside, numbers, dictionary)
 
 
 def test_a_large_column_encodes_as_its_parts() -> None:

@@ -283,6 +283,15 @@ def test_many_rows_many_formats() -> None:
     assert len(set(formats.drop_null().to_pylist())) <= 12  # CET and CEST per zone-less form
 
 
+def test_a_dictionary_of_formats_is_read_by_its_indices() -> None:
+    """Entries no row uses are not parsed; a row whose entry is null has no timestamp text."""
+    formats = pa.DictionaryArray.from_arrays(pa.array([2, None, 1, 2], pa.int32()),
+                                             pa.array(["not a format", None, "|0000000000"]))
+    joined = join_timestamps(formats, pa.array([1_719_835_200_000, None, 5, 1_000], pa.int64()),
+                             pa.array([" a", "b", "c", ""]))
+    assert joined.to_pylist() == ["1719835200 a", "b", "c", "0000000001"]
+
+
 def test_join_rejects_bad_input() -> None:
     rest = pa.array([" x"])
     with pytest.raises(ValueError, match="not a timestamp format"):

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from .model import ARCHIVE_SCHEMA
 from .template_columns import decode_column, encode_column
-from .timestamp_text import join_timestamps, split_timestamps
+from .timestamp_text import split_timestamps, timestamp_prefixes
 from .value_order import RowLayout, StoredOrder, from_stored, log_type_groups, to_stored
 
 if TYPE_CHECKING:
@@ -157,13 +157,9 @@ def decode_messages(table: pa.Table) -> pa.Array:
     variables = table.column("variables")
     if pa.types.is_dictionary(variables.type.value_type):  # as search reads it
         variables = variables.cast(pa.list_(pa.binary()))
-    rest = decode_column(table.column("logtype"), table.column("numbers"), variables)
-    formats = table.column("timestamp_format").combine_chunks()
-    if formats.null_count == len(formats):
-        return rest
-    if pa.types.is_dictionary(formats.type):  # as search reads it
-        formats = formats.cast(pa.string())
-    return join_timestamps(formats, table.column("timestamp").combine_chunks(), rest)
+    # the timestamp texts are rendered first and the messages decoded after them, in one pass
+    prefixes = timestamp_prefixes(table.column("timestamp_format"), table.column("timestamp"), table.num_rows)
+    return decode_column(table.column("logtype"), table.column("numbers"), variables, prefixes)
 
 
 class StoredRowGroup:

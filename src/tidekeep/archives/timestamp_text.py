@@ -56,6 +56,7 @@ import pyarrow.compute as pc
 
 from ..civil_dates import civil_from_days
 from .arrow_bytes import string_bytes
+from .prefix_kernel import Prefixes, prepend
 from .timestamp_kernel import ISO, NONE, SYSLOG, match_builtin
 from .timestamps import MAX_MS, check_timezone
 
@@ -397,38 +398,62 @@ def join_timestamps(formats: pa.Array, timestamps: pa.Array, rest: pa.Array) -> 
     timestamps[i] followed by rest[i] where formats[i] is non-null, rest[i] elsewhere. ValueError
     when a format is not one of this module's or has no timestamp."""
     text = _strings(rest)
-    ms, has_ms = _int64s(timestamps)
-    n = len(text)
-    if isinstance(formats, pa.ChunkedArray):
-        formats = formats.combine_chunks()
-    if len(formats) != n or len(ms) != n:
-        raise ValueError(f"join_timestamps: {len(formats)} formats, {len(ms)} timestamps and {n} rests")
-    if formats.null_count == n:
+    prefixes = timestamp_prefixes(formats, timestamps, len(text))
+    if prefixes is None:
         return text
-    formats = _strings(formats)
-    rows = np.flatnonzero(np.asarray(formats.is_valid().to_numpy(zero_copy_only=False), dtype=bool))
-    if not has_ms[rows].all():
-        raise ValueError("join_timestamps: a message has a timestamp format but no timestamp")
-    if text.null_count and not np.asarray(text.is_valid().to_numpy(zero_copy_only=False), dtype=bool)[rows].all():
+    if text.null_count and not np.asarray(text.is_valid().to_numpy(zero_copy_only=False), dtype=bool)[
+            prefixes.width > 0].all():
         raise ValueError("join_timestamps: a message has a timestamp format but no text")
-
-    data, starts = string_bytes(text)
-    groups = []
-    width = np.zeros(n, dtype=np.int64)
-    for fmt_text, members in _groups(formats, rows):
-        fmt = _parse_format(fmt_text)
-        if fmt is None:
-            raise ValueError(f"join_timestamps: not a timestamp format: {fmt_text!r}")
-        width[members] = fmt.width
-        groups.append((fmt, members))
-    added = np.concatenate([[0], np.cumsum(width)])
-    out_offsets = starts + added
-    out = np.empty(len(data) + int(added[-1]), dtype=np.uint8)
-    rendered = _ranges_mask(len(out), out_offsets[:-1], width)
-    out[~rendered] = data
-    for fmt, members in groups:
-        out[out_offsets[members][:, None] + np.arange(fmt.width)] = _render(fmt, ms[members])
+    out, out_offsets = prepend(prefixes, *string_bytes(text))
     return _string_array(out, out_offsets, text)
 
 
-__all__ = ["join_timestamps", "split_timestamps", "text_characters"]
+def timestamp_prefixes(formats: pa.Array | pa.ChunkedArray, timestamps: pa.Array | pa.ChunkedArray,
+                       count: int) -> Prefixes | None:
+    """The timestamp text of each of `count` rows, rendered from its format and ms (none where the
+    format is null); None when no row has a format. ValueError as `join_timestamps` raises it."""
+    ms, has_ms = _int64s(timestamps)
+    if isinstance(formats, pa.ChunkedArray):
+        formats = formats.combine_chunks()
+    if len(formats) != count or len(ms) != count:
+        raise ValueError(f"join_timestamps: {len(formats)} formats, {len(ms)} timestamps and {count} rests")
+    if formats.null_count == count:
+        return None
+    codes, names = _format_codes(formats)
+    rows = np.flatnonzero(codes >= 0)
+    if not has_ms[rows].all():
+        raise ValueError("join_timestamps: a message has a timestamp format but no timestamp")
+    # each format's texts rendered as one (rows, width) block; a row's text is found by where it starts
+    width = np.zeros(count, dtype=np.int64)
+    text_at = np.zeros(count, dtype=np.int64)
+    blocks, rendered_bytes = [], 0
+    order = np.argsort(codes[rows], kind="stable")
+    bounds = np.searchsorted(codes[rows][order], np.arange(len(names) + 1))
+    for code, name in enumerate(names):
+        if bounds[code + 1] == bounds[code]:
+            continue
+        fmt = _parse_format(name)
+        if fmt is None:
+            raise ValueError(f"join_timestamps: not a timestamp format: {name!r}")
+        members = rows[order[bounds[code]:bounds[code + 1]]]
+        width[members] = fmt.width
+        text_at[members] = rendered_bytes + np.arange(len(members)) * fmt.width
+        blocks.append(_render(fmt, ms[members]).reshape(-1))
+        rendered_bytes += len(members) * fmt.width
+    return Prefixes(np.concatenate(blocks), text_at, width)
+
+
+def _format_codes(formats: pa.Array) -> tuple[np.ndarray, list[str]]:
+    """Each row's format as a number (-1: none) and the format each number stands for; a
+    dictionary array's indices are used as they are (an archive's formats are read so)."""
+    if not pa.types.is_dictionary(formats.type):
+        formats = pc.dictionary_encode(_strings(formats))
+    names = formats.dictionary.cast(pa.string()).to_pylist()
+    codes = np.asarray(pc.fill_null(formats.indices, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    missing = [code for code, name in enumerate(names) if name is None]
+    if missing:
+        codes[np.isin(codes, missing)] = -1
+    return codes, [name or "" for name in names]
+
+
+__all__ = ["join_timestamps", "split_timestamps", "text_characters", "timestamp_prefixes"]
