@@ -158,6 +158,9 @@ def test_every_regex_match_holds_the_regex_literals(pattern: str, texts: list[st
     ("ab*c", ("a", "c")), ("ab+?c", ("a", "c")), ("a{,3}bc", ("bc",)), (r"x\.y\d+z", ("x.y", "z")),
     ("[]a]b", ("b",)), ("[^]a]b", ("b",)), ("(?i)abc", ()), ("x(?i:abc)y", ()), ("(?:ab)c", ("c",)),
     ("a.b", ("a", "b")), ("(unclosed", ()), (r"\Qa.b\E", ("a", "b")),
+    # a POSIX class inside a class: its ']' does not end the class
+    ("x[[:digit:]]y", ("x", "y")), ("a[[:alpha:][:digit:]]b", ("a", "b")), ("[^[:space:]]z", ("z",)),
+    ("[[]x", ("x",)), ("[[:]x", ("x",)), ("[a[:]]x", ("]x",)),
 ])
 def test_regex_literals(pattern: str, literals: tuple[str, ...]) -> None:
     assert regex_literals(pattern) == literals

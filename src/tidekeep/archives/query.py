@@ -217,6 +217,9 @@ def _after_group(pattern: str, at: int) -> int:
             i += 2
             continue
         if in_class:
+            if pattern.startswith("[:", i) and (close := pattern.find(":]", i + 2)) >= 0:
+                i = close + 2  # a POSIX class ([:digit:]): its ']' does not end the class (RE2 names it or refuses)
+                continue
             if char == "]" and i > class_start:
                 in_class = False
                 if depth == 0:
