@@ -84,6 +84,11 @@ CASES = [
     ("\\\\ \x12", False, False, None, None),
     ("error*node", False, True, None, None),
     (r"36\.123Z", True, False, None, None),
+    # digits after a literal: compared as numbers before decoding (digit_filter.py), in timestamps too
+    (r"disk [0-9]{3}", True, False, None, None),
+    (r" [0-9]{3}$", True, False, None, None),
+    (r":[0-9]{2}:[0-9]{2}", True, False, None, None),
+    (r"DISK \d", True, True, None, None),
 ]
 
 

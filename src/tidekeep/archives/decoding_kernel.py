@@ -92,6 +92,13 @@ def _write_float(out: np.ndarray, at: int, bits: np.uint64) -> int:
     return end
 
 
+@compiled(inline=True)
+def float_bits_valid(bits: np.uint64) -> bool:
+    """Whether some float encodes to these bits (template_encoding.decode_float's checks)."""
+    _, digits, count, after = _float_parts(bits)
+    return not ((bits >> np.uint64(62)) & np.uint64(1) or after > count or digits >= _POWERS_OF_TEN[count])
+
+
 @compiled()
 def _decode(data: np.ndarray, offsets: np.ndarray, logtype_of: np.ndarray, number_offsets: np.ndarray,
             numbers: np.ndarray, dictionary_offsets: np.ndarray, text: np.ndarray, text_offsets: np.ndarray,
@@ -125,11 +132,9 @@ def _decode(data: np.ndarray, offsets: np.ndarray, logtype_of: np.ndarray, numbe
                 if byte == INT_PLACEHOLDER:
                     position = _write_int(out, position, numbers[number_at])
                 else:
-                    bits = bits_of[number_at]
-                    _, digits, count, after = _float_parts(bits)
-                    if (bits >> np.uint64(62)) & np.uint64(1) or after > count or digits >= _POWERS_OF_TEN[count]:
+                    if not float_bits_valid(bits_of[number_at]):
                         return row
-                    position = _write_float(out, position, bits)
+                    position = _write_float(out, position, bits_of[number_at])
                 number_at += 1
             elif byte == DICTIONARY_PLACEHOLDER:
                 if dictionary_at == dictionary_end:
@@ -168,4 +173,4 @@ def decode_messages(data: np.ndarray, offsets: np.ndarray, logtype_of: np.ndarra
     return out[:out_offsets[-1]], out_offsets, -1
 
 
-__all__ = ["decode_messages"]
+__all__ = ["decode_messages", "float_bits_valid"]

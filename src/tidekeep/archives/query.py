@@ -147,53 +147,104 @@ _QUANTIFIERS = frozenset("*+?{")
 _REGEX_BREAKS = frozenset(".^$")  # one character of no fixed text, or none
 
 
+@dataclass(frozen=True)
+class _Item:
+    """One item at a regex's top level: a plain character, a quantifier of the item before it
+    (`least`: how many times it must occur at least) or anything else (`text`: a group, a class,
+    an escape that is not a plain character, `.`, `^`, `$`)."""
+
+    kind: str  # "plain", "quantifier" or "other"
+    text: str = ""
+    least: int = 0
+
+
+_DIGIT_CLASSES = frozenset({"\\d", "[0-9]", "[[:digit:]]"})
+
+
+def _top_level_items(pattern: str) -> list[_Item] | None:
+    """The pattern's top-level items; None (nothing can be said of it) when it has an alternative
+    at its top level, a flag group (`(?i)`, ...) or a group that never closes."""
+    if "(?" in pattern.replace("(?:", "").replace("(?P<", ""):
+        return None
+    items: list[_Item] = []
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char in _QUANTIFIERS:
+            end = _after_quantifier(pattern, i)
+            items.append(_Item("quantifier", least=_least(pattern[i:end])))
+            i = end
+        elif char == "|":
+            return None
+        elif char in "([":
+            end = _after_group(pattern, i)
+            if end < 0:
+                return None
+            items.append(_Item("other", pattern[i:end]))
+            i = end
+        elif char == "\\":
+            escaped = pattern[i + 1] if i + 1 < len(pattern) else ""
+            if escaped and not escaped.isalnum() and escaped.isascii():
+                items.append(_Item("plain", escaped))  # an escaped punctuation character is itself
+            else:
+                items.append(_Item("other", pattern[i:i + 2]))  # a class (\d), an assertion (\b), a code (\x41)
+            i += 2
+        else:
+            items.append(_Item("other" if char in _REGEX_BREAKS else "plain", char))
+            i += 1
+    return items
+
+
+def _least(quantifier: str) -> int:
+    """The fewest repeats a quantifier allows (`*`, `?`, `{,n}`: 0; `+`: 1; `{m}`, `{m,}`, `{m,n}`: m)."""
+    if quantifier[0] == "+":
+        return 1
+    if quantifier[0] != "{":
+        return 0
+    least = quantifier[1:].split(",")[0].split("}")[0]
+    return int(least) if least.isdigit() else 0
+
+
 def regex_literals(pattern: str) -> tuple[str, ...]:
     """Runs of plain characters every match of an RE2 pattern contains: those at its top level,
     outside groups, classes and alternatives, not made optional or repeated by a quantifier. Read
     conservatively: a pattern with an alternative at its top level or a flag group (`(?i)`, ...)
     yields none, and anything not plainly literal only ends a run."""
-    if "(?" in pattern.replace("(?:", "").replace("(?P<", ""):
-        return ()
+    items = _top_level_items(pattern)
     runs: list[str] = []
     current: list[str] = []
-
-    def end_run() -> None:
+    for item in items or []:
+        if item.kind == "plain":
+            current.append(item.text)
+            continue
+        if item.kind == "quantifier" and current:
+            current.pop()  # the character it applies to is not required
         if current:
             runs.append("".join(current))
             current.clear()
-
-    i = 0
-    while i < len(pattern):
-        char = pattern[i]
-        if char in _QUANTIFIERS:
-            if current:
-                current.pop()  # the character it applies to is not required
-            end_run()
-            i = _after_quantifier(pattern, i)
-            continue
-        if char == "|":
-            return ()
-        if char in "([":
-            end_run()
-            i = _after_group(pattern, i)
-            if i < 0:
-                return ()
-            continue
-        if char == "\\":
-            escaped = pattern[i + 1] if i + 1 < len(pattern) else ""
-            if escaped and not escaped.isalnum() and escaped.isascii():
-                current.append(escaped)  # an escaped punctuation character is itself
-            else:
-                end_run()  # a class (\d), an assertion (\b), a code (\x41): not plain text here
-            i += 2
-            continue
-        if char in _REGEX_BREAKS:
-            end_run()
-        else:
-            current.append(char)
-        i += 1
-    end_run()
+    if current:
+        runs.append("".join(current))
     return tuple(runs)
+
+
+def regex_digit_runs(pattern: str) -> tuple[tuple[str, int], ...]:
+    """(run, digits) pairs: every match of the pattern holds the run of plain characters followed at
+    once by at least `digits` ASCII digits. Found where a top-level run is followed by `\\d`,
+    `[0-9]` or `[[:digit:]]`, repeated at least `digits` (>= 1) times; read as conservatively as
+    `regex_literals`."""
+    items = _top_level_items(pattern) or []
+    found: list[tuple[str, int]] = []
+    for at, item in enumerate(items):
+        if item.kind != "other" or item.text not in _DIGIT_CLASSES or at == 0 or items[at - 1].kind != "plain":
+            continue
+        start = at - 1
+        while start > 0 and items[start - 1].kind == "plain":
+            start -= 1
+        after = items[at + 1] if at + 1 < len(items) else None
+        digits = after.least if after is not None and after.kind == "quantifier" else 1
+        if digits >= 1:
+            found.append(("".join(i.text for i in items[start:at]), digits))
+    return tuple(found)
 
 
 def _after_quantifier(pattern: str, at: int) -> int:
@@ -247,5 +298,5 @@ def _check_re2(pattern: str, query: str, ignore_case: bool) -> None:
         raise InvalidRegex(f"invalid regex query {query!r}: {reason}") from None
 
 
-__all__ = ["MAX_QUERY_LENGTH", "Kind", "Matcher", "compile_query", "literal_runs", "regex_literals", "tokenize",
-           "wildcard_regex"]
+__all__ = ["MAX_QUERY_LENGTH", "Kind", "Matcher", "compile_query", "literal_runs", "regex_digit_runs", "regex_literals",
+           "tokenize", "wildcard_regex"]

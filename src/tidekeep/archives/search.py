@@ -12,7 +12,8 @@
 3. A Spark job runs one task per archive. A task reads the archive through FileIO (only the
    columns that make the timestamp and message; row groups whose timestamp statistics lie outside
    the range are skipped; in a template-encoded archive, rows whose log type and variables cannot
-   match are skipped before decoding, template_search.py), filters with pyarrow.compute and writes
+   match are skipped before decoding, template_search.py, and so are rows whose numbers are too
+   short for a regex's digits, digit_filter.py), filters with pyarrow.compute and writes
    the matches to
    search-results/<job id>/<archive id>.parquet (no file when an archive has no match); with
    `storage.fsync` (local storage) the file and its name are on disk before the task returns.
@@ -119,6 +120,7 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
         read_columns,
         schema_of,
     )
+    from .digit_filter import digit_candidates, digit_tests
     from .model import RESULT_SCHEMA
     from .template_search import template_filter
 
@@ -140,6 +142,7 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
             raise ValueError(f"not an archive of format {archive_format}: columns {names}, expected "
                              f"{', '.join(schema_of(archive_format).names)}")
         encoded_filter = template_filter(matcher) if archive_format in TEMPLATE_FORMATS else None
+        numeric_tests = digit_tests(matcher) if archive_format in TEMPLATE_FORMATS else ()
         try:
             for group in range(meta.num_row_groups):
                 if not _row_group_may_match(meta, group, time_range):
@@ -162,6 +165,9 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
                 if not keep.any():
                     continue
                 table = read.take(np.flatnonzero(keep))
+                if numeric_tests:  # the numbers a regex asks for, compared where they are encoded
+                    table = table.filter(digit_candidates(numeric_tests, table.column("timestamp_format"),
+                                                          table.column("logtype"), table.column("numbers")))
                 table = as_messages(archive_format, table, READ_COLUMNS)
                 table = table.filter(matcher.mask(table.column("message")))
                 if table.num_rows == 0:

@@ -1,0 +1,222 @@
+"""Which rows of a template-encoded archive can hold a regex's literal text followed by digits,
+decided from their log types and numbers before any message is decoded (pure; numba).
+
+A regex such as `duration\\(ns\\): [0-9]{10,}` or `latency_ms":\\d{3,}` asks for numbers of a
+size: most rows whose log type holds the literal text hold a number too small. CLP compares such
+numbers where they are encoded instead of decoding the messages; so does this. Like
+template_search.py it gives a necessary condition only: every row it rules out cannot match, and
+every row it keeps is decoded and matched exactly (search.py). docs/archives.md ("Search on the
+encoded form") has the reasoning; in short:
+
+- query.regex_digit_runs gives (run, n): every match holds the run followed at once by n or more
+  ASCII digits. Only the run's trailing characters that are not token characters count here, its
+  *delimiters* (`: ` and `":` above); a run ending in a token character yields no test.
+- A delimiter is static text in every log type (template_encoding.py), escaped as log types
+  escape it, and a digit after a delimiter starts a token, which holds a digit and so is a
+  variable. So in the log type the escaped delimiters are followed at once by a placeholder: an
+  integer, whose text starts with n digits only when it is at least 10**(n-1) (0 for n = 1); a
+  float, only when it is not negative and has n digits before its point; or a dictionary variable,
+  which is kept without looking.
+- A row's leading timestamp text, when taken out of the message, is not in its log type: a row is
+  kept when its timestamp format's text could hold the delimiters followed by a digit.
+- Damaged data (a number a placeholder does not have, float bits no float encodes to, a null log
+  type) keeps its row, so decoding raises as it would have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .arrow_bytes import string_bytes
+from .compiled import compiled
+from .decoding_kernel import float_bits_valid
+from .query import Kind, Matcher, regex_digit_runs
+from .template_encoding import DICTIONARY_PLACEHOLDER, ESCAPE, FLOAT_PLACEHOLDER, INT_PLACEHOLDER
+from .template_search import TOKEN_CHARACTERS
+
+_ESCAPED_IN_LOGTYPES = b"\x11\x12\x13"  # a delimiter is never `\`, the other byte escaped
+_LONGEST_INT = 19  # digits of int64's widest values
+_DIGIT_TEXT = "0123456789"
+
+
+@dataclass(frozen=True)
+class DigitTest:
+    """The delimiters that, in every match, come right before at least `digits` digits."""
+
+    delimiters: str
+    digits: int
+
+    @property
+    def in_logtypes(self) -> bytes:
+        """The delimiters as log types hold them."""
+        text = self.delimiters.encode()
+        return b"".join(b"\\" + bytes([byte]) if byte in _ESCAPED_IN_LOGTYPES else bytes([byte]) for byte in text)
+
+
+def digit_tests(matcher: Matcher) -> tuple[DigitTest, ...]:
+    """The tests a query's matches must pass (none for a wildcard query or a regex without a
+    literal run ending in delimiters followed by digits)."""
+    if matcher.kind is not Kind.REGEX:
+        return ()
+    tests = []
+    for run, digits in regex_digit_runs(matcher.pattern):
+        start = len(run)
+        while start > 0 and run[start - 1] not in TOKEN_CHARACTERS:
+            start -= 1
+        delimiters = run[start:]
+        # RE2 folds no ASCII character that is not a token character; beyond ASCII it may
+        if delimiters and (delimiters.isascii() or not matcher.ignore_case):
+            tests.append(DigitTest(delimiters, digits))
+    return tuple(tests)
+
+
+def digit_candidates(tests: tuple[DigitTest, ...], formats: pa.Array | pa.ChunkedArray,
+                     logtypes: pa.Array | pa.ChunkedArray, numbers: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A boolean mask: the rows (timestamp formats, log types and numbers in row order) that pass
+    every test (False: cannot match)."""
+    count = len(logtypes)
+    keep = np.ones(count, dtype=bool)
+    if not tests or not count:
+        return keep
+    logtype_values, logtype_of = _distinct(logtypes)
+    data, offsets = string_bytes(logtype_values)
+    number_lists = _one(numbers)
+    number_offsets = number_lists.offsets.to_numpy().astype(np.int64)
+    values = np.asarray(number_lists.values.to_numpy(zero_copy_only=False), dtype=np.int64)
+    format_values, format_of = _distinct(formats)
+    for test in tests:
+        needle = np.frombuffer(test.in_logtypes, dtype=np.uint8)
+        place_offsets = np.zeros(len(offsets), dtype=np.int64)
+        _count_places(data, offsets, needle, place_offsets[1:])
+        np.cumsum(place_offsets, out=place_offsets)
+        kinds = np.empty(place_offsets[-1], dtype=np.uint8)
+        ordinals = np.empty(place_offsets[-1], dtype=np.int64)
+        _fill_places(data, offsets, needle, place_offsets, kinds, ordinals)
+        smallest = -1 if test.digits > _LONGEST_INT else 0 if test.digits == 1 else 10 ** (test.digits - 1)
+        passing = np.empty(count, dtype=bool)
+        _rows_passing(logtype_of, place_offsets, kinds, ordinals, number_offsets, values, smallest, test.digits,
+                      passing)
+        in_format = [text is not None and _may_hold(text, test.delimiters) for text in format_values.to_pylist()]
+        keep &= passing | np.array([*in_format, False])[format_of]
+    return keep
+
+
+def _may_hold(timestamp_format: str, delimiters: str) -> bool:
+    """Whether the text of a timestamp format (timestamp_text.py: `OFFSET|SHAPE`, every field digit
+    `0` in the shape) could hold the delimiters followed by a digit, or ends in a delimiter."""
+    shape = timestamp_format.partition("|")[2]
+    return any(delimiters + digit in shape for digit in _DIGIT_TEXT) or shape[-1:] not in TOKEN_CHARACTERS
+
+
+def _one(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(column, pa.ChunkedArray):
+        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    return column
+
+
+def _distinct(column: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """The column's values, each once, and each row's as an index into them; a null row, or one
+    whose value is null, as one past the last."""
+    array = _one(column)
+    if not pa.types.is_dictionary(array.type):
+        array = pc.dictionary_encode(array)
+    count = len(array.dictionary)
+    indices = np.asarray(pc.fill_null(array.indices, count).to_numpy(zero_copy_only=False), dtype=np.int64)
+    if array.dictionary.null_count:
+        null_values = np.append(np.asarray(array.dictionary.is_null().to_numpy(zero_copy_only=False)), True)
+        indices[null_values[indices]] = count
+    return array.dictionary, indices
+
+
+@compiled(inline=True)
+def _is_placeholder(byte: np.uint8) -> bool:
+    return byte in (INT_PLACEHOLDER, FLOAT_PLACEHOLDER, DICTIONARY_PLACEHOLDER)
+
+
+@compiled(inline=True)
+def _follows(data: np.ndarray, start: int, at: int, needle: np.ndarray) -> bool:
+    """Whether data[start:at] ends with the needle."""
+    width = len(needle)
+    if at - start < width:
+        return False
+    for k in range(width):  # noqa: SIM110 (numba compiles no generator)
+        if data[at - width + k] != needle[k]:
+            return False
+    return True
+
+
+@compiled()
+def _count_places(data: np.ndarray, offsets: np.ndarray, needle: np.ndarray, counts: np.ndarray) -> None:
+    """Per log type, its placeholders right after the needle."""
+    for value in range(len(offsets) - 1):
+        start, end = offsets[value], offsets[value + 1]
+        found = 0
+        at = start
+        while at < end:
+            if data[at] == ESCAPE:
+                at += 2
+                continue
+            if _is_placeholder(data[at]) and _follows(data, start, at, needle):
+                found += 1
+            at += 1
+        counts[value] = found
+
+
+@compiled()
+def _fill_places(data: np.ndarray, offsets: np.ndarray, needle: np.ndarray, place_offsets: np.ndarray,
+                 kinds: np.ndarray, ordinals: np.ndarray) -> None:
+    """Those placeholders' kinds and, for numbers, their number's place among the log type's."""
+    for value in range(len(offsets) - 1):
+        start, end = offsets[value], offsets[value + 1]
+        place = place_offsets[value]
+        numeric = 0
+        at = start
+        while at < end:
+            byte = data[at]
+            if byte == ESCAPE:
+                at += 2
+                continue
+            if _is_placeholder(byte):
+                if _follows(data, start, at, needle):
+                    kinds[place] = byte
+                    ordinals[place] = numeric
+                    place += 1
+                if byte != DICTIONARY_PLACEHOLDER:
+                    numeric += 1
+            at += 1
+
+
+@compiled()
+def _rows_passing(logtype_of: np.ndarray, place_offsets: np.ndarray, kinds: np.ndarray, ordinals: np.ndarray,
+                  number_offsets: np.ndarray, numbers: np.ndarray, smallest: int, digits: int,
+                  passing: np.ndarray) -> None:
+    """Per row: does one of its log type's places hold a dictionary variable, an integer of at
+    least `smallest` (-1: none is enough), a float not negative with `digits` digits before its
+    point, or a number the row does not have or no float encodes to? A row without a log type
+    passes too (decoding reports what is damaged)."""
+    bits_of = numbers.view(np.uint64)
+    without = len(place_offsets) - 1
+    for row in range(len(logtype_of)):
+        value = logtype_of[row]
+        found = value == without
+        place = 0 if found else place_offsets[value]
+        end = 0 if found else place_offsets[value + 1]
+        while not found and place < end:
+            at = number_offsets[row] + ordinals[place]
+            if kinds[place] == DICTIONARY_PLACEHOLDER or at >= number_offsets[row + 1]:
+                found = True
+            elif kinds[place] == INT_PLACEHOLDER:
+                found = smallest >= 0 and numbers[at] >= smallest
+            else:
+                bits = bits_of[at]
+                whole = int((bits >> np.uint64(4)) & np.uint64(0xF)) - int(bits & np.uint64(0xF))
+                found = not float_bits_valid(bits) or ((bits >> np.uint64(63)) == 0 and whole >= digits)
+            place += 1
+        passing[row] = found
+
+
+__all__ = ["DigitTest", "digit_candidates", "digit_tests"]
