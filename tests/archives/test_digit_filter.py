@@ -12,7 +12,7 @@ import pytest
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
-from tidekeep.archives.digit_filter import DigitTest, digit_candidates, digit_tests
+from tidekeep.archives.digit_filter import ANY_PLACEHOLDER, DigitTest, digit_candidates, digit_tests
 from tidekeep.archives.query import compile_query, regex_digit_runs
 from tidekeep.archives.template_columns import encode_column
 from tidekeep.archives.timestamp_text import split_timestamps
@@ -52,13 +52,36 @@ def test_every_match_holds_each_run_and_its_digits(pattern: str, texts: list[str
         assert all(held for held, match in zip(holds, matches, strict=True) if match), (pattern, texts)
 
 
-def test_the_tests_keep_only_the_trailing_delimiters() -> None:
-    assert digit_tests(compile_query(r"duration\(ns\): [0-9]{10,}", regex=True)) == (DigitTest("): ", 10),)
-    assert digit_tests(compile_query("user[0-9]+", regex=True)) == ()  # the digits go on a token
-    assert digit_tests(compile_query("user[0-9]+", regex=False)) == ()  # a wildcard query has none
-    assert digit_tests(compile_query("é:[0-9]", regex=True, ignore_case=True)) == ()
-    assert digit_tests(compile_query("é:[0-9]", regex=True)) == (DigitTest("é:", 1),)
-    assert DigitTest("\x11 ", 2).in_logtypes == b"\\\x11 "
+def shapes(pattern: str, ignore_case: bool = False) -> list[list[bytes | None]]:
+    """Each test's shapes, each as runs of bytes split where a placeholder goes (None)."""
+    out = []
+    for test in digit_tests(compile_query(pattern, regex=True, ignore_case=ignore_case)):
+        for shape in test.shapes:
+            pieces: list[bytes | None] = [b""]
+            for byte in shape:
+                if byte == ANY_PLACEHOLDER:
+                    pieces += [None, b""]
+                else:
+                    pieces[-1] += bytes([byte])  # type: ignore[operator]
+            out.append([piece for piece in pieces if piece != b""])
+    return out
+
+
+def test_a_run_becomes_what_log_types_hold_for_it() -> None:
+    # the leading token may go on before the run: the end of static text, or a placeholder
+    assert shapes(r"duration\(ns\): [0-9]{10,}") == [[b"duration(ns): "], [None, b"(ns): "]]
+    assert shapes('latency_ms":[0-9]{3,}') == [[b'latency_ms":'], [None, b'":']]
+    assert shapes('"latency_ms":[0-9]{3,}') == [[b'"latency_ms":']]  # a whole token: static
+    assert shapes("x1 took [0-9]{2}") == [[None, b" took "]]  # with a digit: a variable
+    assert shapes(" id=cafe size=\\d+") == [[b" id=", None, b" size="]]  # hex, after '=': variables
+    assert shapes(" C:\\\\x \x11: \\d") == [[b" C:\\\\x \\\x11: "]]  # escaped as log types escape it
+    assert shapes("user[0-9]+") == []  # the digits go on a token
+    assert digit_tests(compile_query("user: [0-9]+", regex=False)) == ()  # a wildcard query has none
+    assert shapes("User: [0-9]", ignore_case=True) == [[b": "]]
+    assert shapes("é:[0-9]", ignore_case=True) == []
+    assert shapes("é:[0-9]") == [["é:".encode()]]
+    assert digit_tests(compile_query("a: [0-9]{3} b=[0-9]", regex=True)) == (
+        DigitTest("a: ", 3, (tuple(b"a: "), (ANY_PLACEHOLDER, *b": "))), DigitTest(" b=", 1, (tuple(b" b="),)))
 
 
 def candidates(pattern: str, messages: list[str], *, dictionary: bool = False,
@@ -97,7 +120,9 @@ def test_a_timestamp_that_could_hold_the_digits_keeps_its_row() -> None:
 # messages made of what the filter has to decide on: words, the delimiters the patterns end in, and
 # numbers of every kind around each pattern's digit count (integers, floats, negatives, leading
 # zeros, dictionary variables, placeholder bytes), after timestamps that may hold the digits
-WORDS = ["", "", "x", "id", "duration(ns)", "latency_ms\"", "é", "\\", "\x11", "x\x13"]
+WORDS = ["", "", "x", "id", "duration(ns)", "latency_ms\"", "é", "\\", "\x11", "x\x13", "cafe", "7id", "x1 took",
+         "=id", "took", "id=cafe size", "=cafe size", "\"latency_ms\"", "ID", "x7latency_ms\"", "=latency_ms\"",
+         "7duration(ns)"]
 DELIMITERS = [": ", ":", " ", "= ", "=", "-", ".", "é", "\x11 ", "\\", '":', " - "]
 NUMBERS = ["0", "7", "9", "10", "99", "100", "999", "1000", "99999", "100000", "-42", "-100", "007", "1.5", "12.25",
            "99.5", "100.5", "-1.5", ".5", "0.001", "1e5", "abc123", "9999999999", "10000000000",
@@ -106,7 +131,8 @@ TIMESTAMPS = ["", "", "2024-07-01 12:00:00,123 ", "2024-07-01T12:00:00Z ", "Jul 
               "<13>1 2024-07-01T12:00:00+02:00 ", "[2024-07-01 12:00:00] "]
 PATTERNS = [r"duration\(ns\): [0-9]{10,}", r": \d{2,}", r":\d", r"\": ?[0-9]{3}", r"= [0-9]+", r" [0-9]{2}",
             r"-[0-9]{3,}", r"\.[0-9]{2}", "é[0-9]", r"\x11 [0-9]", r"x: [0-9]{5}x", r"\\[0-9]", r"[0-9] [0-9]{2}",
-            r"=\d{3}", r" - [[:digit:]]{6}"]
+            r"=\d{3}", r" - [[:digit:]]{6}", 'latency_ms":[0-9]{3,}', r"id: \d{2,}", r"x1 took: [0-9]{2}",
+            r"id=cafe size=\d+", r" size=[0-9]{3}", r"ID: [0-9]{2}", r"took :\d{3}"]
 message_parts = st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(DELIMITERS), st.sampled_from(NUMBERS)),
                          max_size=4)
 
@@ -119,6 +145,8 @@ message_parts = st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(DELIM
 @example([("", [("", "=", "abc123"), ("", "=", "100")])], r"=\d{3}", False, False)
 @example([("", [("", "=", "99.5"), ("", "=", "100.5")])], r"=\d{3}", False, False)
 @example([("", [("\x11", ": ", "123"), ("", " ", "7")])], r": \d{2,}", False, False)  # an escaped 0x11 is no number
+@example([("", [("x7latency_ms\"", ":", "100")])], 'latency_ms":[0-9]{3,}', False, False)  # a variable's tail
+@example([("", [("id=cafe size", "=", "7")])], r"id=cafe size=\d+", False, False)  # a variable inside the run
 def test_no_row_that_matches_is_ruled_out(rows: list[tuple[str, list[tuple[str, str, str]]]], pattern: str,
                                          dictionary: bool, ignore_case: bool) -> None:
     messages = [stamp + "".join(word + delimiter + number for word, delimiter, number in parts)
@@ -130,7 +158,7 @@ def test_no_row_that_matches_is_ruled_out(rows: list[tuple[str, list[tuple[str, 
 
 
 def test_damaged_rows_are_kept_for_decoding_to_report() -> None:
-    test = (DigitTest(": ", 3),)
+    test = (DigitTest("a: ", 3, (tuple(b"a: "),)),)
     formats = pa.nulls(3, pa.string())
     logtypes = pa.array([b"a: \x11", b"a: \x13", None], pa.binary())
     numbers = pa.array([[], [1 << 62], []], pa.list_(pa.int64()))  # no number; bits no float has

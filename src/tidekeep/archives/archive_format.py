@@ -180,15 +180,17 @@ class StoredRowGroup:
             return None
         return functools.partial(self._order.owners, _one_chunk(self.table.column("variables")))
 
-    def take(self, rows: np.ndarray) -> pa.Table:
-        """The rows numbered `rows` (ascending), format 3's values in row order."""
+    def take(self, rows: np.ndarray, columns: list[str] | None = None) -> pa.Table:
+        """The rows numbered `rows` (ascending) of `columns` (default: all), format 3's values in
+        row order."""
+        table = self.table if columns is None else self.table.select(columns)
         if self._order is None:
-            return self.table.take(pa.array(rows, pa.int64()))
-        columns = []
-        for name in self.table.column_names:
-            column = _one_chunk(self.table.column(name))
-            columns.append(self._order.take(column, rows) if name in GROUPED_VALUES else column.take(pa.array(rows)))
-        return pa.Table.from_arrays(columns, schema=self.table.schema)
+            return table.take(pa.array(rows, pa.int64()))
+        arrays = []
+        for name in table.column_names:
+            column = _one_chunk(table.column(name))
+            arrays.append(self._order.take(column, rows) if name in GROUPED_VALUES else column.take(pa.array(rows)))
+        return pa.Table.from_arrays(arrays, schema=table.schema)
 
 
 def _one_chunk(column: pa.ChunkedArray) -> Any:

@@ -164,11 +164,14 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
                         read.table.column("variables"), among=keep, variable_owners=read.variable_owners)
                 if not keep.any():
                     continue
-                table = read.take(np.flatnonzero(keep))
+                rows = np.flatnonzero(keep)
                 if numeric_tests:  # the numbers a regex asks for, compared where they are encoded
-                    table = table.filter(digit_candidates(numeric_tests, table.column("timestamp_format"),
-                                                          table.column("logtype"), table.column("numbers")))
-                table = as_messages(archive_format, table, READ_COLUMNS)
+                    parts = read.take(rows, ["timestamp_format", "logtype", "numbers"])
+                    rows = rows[digit_candidates(numeric_tests, parts.column("timestamp_format"),
+                                                 parts.column("logtype"), parts.column("numbers"))]
+                    if not len(rows):
+                        continue
+                table = as_messages(archive_format, read.take(rows), READ_COLUMNS)
                 table = table.filter(matcher.mask(table.column("message")))
                 if table.num_rows == 0:
                     continue

@@ -91,7 +91,8 @@ def decode_float(value: int) -> bytes:
     return (b"-" if negative else b"") + text[:count - after].encode() + b"." + text[count - after:].encode()
 
 
-def _is_variable(token: bytes, before: int | None) -> bool:
+def is_variable(token: bytes, before: int | None) -> bool:
+    """Whether a whole token is a variable, given the byte before it (None at the start)."""
     return bool(_DIGIT.search(token)) or (before == 0x3D and bool(_LETTER.search(token))) \
         or bool(_HEX.fullmatch(token))
 
@@ -108,7 +109,7 @@ def encode_message(message: bytes) -> EncodedMessage:
     static_from = 0
     for match in _TOKEN.finditer(message):
         token, start = match.group(), match.start()
-        if not _is_variable(token, message[start - 1] if start else None):
+        if not is_variable(token, message[start - 1] if start else None):
             continue
         logtype.append(_escaped(message[static_from:start]))
         static_from = match.end()
@@ -169,4 +170,4 @@ def decode_message(logtype: bytes, numbers: Sequence[int], dictionary: Sequence[
 
 
 __all__ = ["DICTIONARY_PLACEHOLDER", "FLOAT_PLACEHOLDER", "INT_PLACEHOLDER", "CorruptEncoding", "EncodedMessage",
-           "decode_float", "decode_message", "encode_float", "encode_message"]
+           "decode_float", "decode_message", "encode_float", "encode_message", "is_variable"]
