@@ -132,7 +132,8 @@ TIMESTAMPS = ["", "", "2024-07-01 12:00:00,123 ", "2024-07-01T12:00:00Z ", "Jul 
 PATTERNS = [r"duration\(ns\): [0-9]{10,}", r": \d{2,}", r":\d", r"\": ?[0-9]{3}", r"= [0-9]+", r" [0-9]{2}",
             r"-[0-9]{3,}", r"\.[0-9]{2}", "é[0-9]", r"\x11 [0-9]", r"x: [0-9]{5}x", r"\\[0-9]", r"[0-9] [0-9]{2}",
             r"=\d{3}", r" - [[:digit:]]{6}", 'latency_ms":[0-9]{3,}', r"id: \d{2,}", r"x1 took: [0-9]{2}",
-            r"id=cafe size=\d+", r" size=[0-9]{3}", r"ID: [0-9]{2}", r"took :\d{3}"]
+            r"id=cafe size=\d+", r" size=[0-9]{3}", r"ID: [0-9]{2}", r"took :\d{3}", r"00 id: \d{2}", r"Z x: [0-9]",
+            r"3 \d", r"0\] \d"]
 message_parts = st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(DELIMITERS), st.sampled_from(NUMBERS)),
                          max_size=4)
 
@@ -147,6 +148,7 @@ message_parts = st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(DELIM
 @example([("", [("\x11", ": ", "123"), ("", " ", "7")])], r": \d{2,}", False, False)  # an escaped 0x11 is no number
 @example([("", [("x7latency_ms\"", ":", "100")])], 'latency_ms":[0-9]{3,}', False, False)  # a variable's tail
 @example([("", [("id=cafe size", "=", "7")])], r"id=cafe size=\d+", False, False)  # a variable inside the run
+@example([("Jul  1 12:00:00 ", [("id", ": ", "42")])], r"00 id: \d{2}", False, False)  # begins in the timestamp
 def test_no_row_that_matches_is_ruled_out(rows: list[tuple[str, list[tuple[str, str, str]]]], pattern: str,
                                          dictionary: bool, ignore_case: bool) -> None:
     messages = [stamp + "".join(word + delimiter + number for word, delimiter, number in parts)
@@ -163,3 +165,10 @@ def test_damaged_rows_are_kept_for_decoding_to_report() -> None:
     logtypes = pa.array([b"a: \x11", b"a: \x13", None], pa.binary())
     numbers = pa.array([[], [1 << 62], []], pa.list_(pa.int64()))  # no number; bits no float has
     assert digit_candidates(test, formats, logtypes, numbers).tolist() == [True, True, True]
+
+
+def test_a_run_that_begins_in_the_timestamp_keeps_its_row() -> None:
+    """The run's start can be the end of the timestamp text, which is not in the log type."""
+    messages = ["2024-07-01 12:00:00 GET /x: 123", "2024-07-01T12:00:00Z id: 42", "GET /x: 123"]
+    assert candidates(r"00 GET /x: [0-9]{3}", messages) == [True, False, False]
+    assert candidates(r"Z id: [0-9]", messages) == [False, True, False]

@@ -23,9 +23,9 @@ encoded form") has the reasoning; in short:
 - Under ignore_case only the run's trailing non-token characters are a shape, and only when they
   are ASCII: RE2 folds no ASCII character that is not a token character, and folds letters.
 - A row's leading timestamp text, when taken out of the message, is not in its log type: a row is
-  kept when its timestamp format's text could hold the run followed by a digit, or ends in a
-  non-token character. (It cannot hold only part of the run's shape: the timestamp's last token
-  holds a digit, so the run's static text or whole tokens never straddle its end.)
+  kept when its timestamp format's text could hold the run followed by a digit, or could end with
+  the start of the run (the rest of it then begins the log type), or ends in a non-token
+  character.
 - Damaged data (a number a placeholder does not have, float bits no float encodes to, a null log
   type) keeps its row, so decoding raises as it would have.
 """
@@ -163,14 +163,17 @@ def digit_candidates(tests: tuple[DigitTest, ...], formats: pa.Array | pa.Chunke
 
 def _may_hold(timestamp_format: str, run: str) -> bool:
     """Whether the text of a timestamp format (timestamp_text.py: `OFFSET|SHAPE`, every field digit
-    `0` in the shape and a syslog month `Mmm`) could hold the run followed by a digit (compared
-    with every digit as `0`, case folded), or ends in a character that is not a token character."""
+    `0` in the shape and a syslog month `Mmm`) could hold the run followed by a digit, or end with
+    the run's start (compared with every digit as `0`, case folded), or ends in a character that
+    is not a token character."""
     shape = timestamp_format.partition("|")[2]
     if shape[-1:] not in TOKEN_CHARACTERS:
         return True
-    texts = [shape.replace("Mmm", month) for month in _MONTHS] if "Mmm" in shape else [shape]
-    wanted = _ALL_DIGITS_ZERO.sub("0", run).casefold() + "0"
-    return any(wanted in _ALL_DIGITS_ZERO.sub("0", text).casefold() for text in texts)
+    texts = [_ALL_DIGITS_ZERO.sub("0", shape.replace("Mmm", month)).casefold() for month in _MONTHS] \
+        if "Mmm" in shape else [_ALL_DIGITS_ZERO.sub("0", shape).casefold()]
+    wanted = _ALL_DIGITS_ZERO.sub("0", run).casefold()
+    return any(wanted + "0" in text or any(text.endswith(wanted[:end]) for end in range(1, len(wanted)))
+               for text in texts)
 
 
 def _one(column: pa.Array | pa.ChunkedArray) -> pa.Array:
