@@ -9,14 +9,12 @@
    and the collector never deletes what this job may read while it is RUNNING. From then until the
    job ends a heartbeat thread (heartbeat.py) records every `search.heartbeat_interval` that this
    process is alive; if it dies, the collector marks the job FAILED and it stops holding expiry.
-3. A Spark job runs one task per archive. A task reads the archive through FileIO (only the
-   columns that make the timestamp and message; row groups whose timestamp statistics lie outside
-   the range are skipped; in a template-encoded archive, rows whose log type and variables cannot
-   match are skipped before decoding, template_search.py, and so are rows whose numbers are too
-   short for a regex's digits, digit_filter.py), filters with pyarrow.compute and writes
-   the matches to
-   search-results/<job id>/<archive id>.parquet (no file when an archive has no match); with
-   `storage.fsync` (local storage) the file and its name are on disk before the task returns.
+3. A Spark job runs one task per archive. A task reads the archive through FileIO: row groups
+   whose timestamp statistics lie outside the range are skipped, and of the others only what can
+   match is read and decoded (row_group_search.py). It matches the messages with pyarrow.compute
+   and writes the matches to search-results/<job id>/<archive id>.parquet (no file when an
+   archive has no match); with `storage.fsync` (local storage) the file and its name are on disk
+   before the task returns.
 4. The job ends SUCCEEDED, FAILED (the first archive that could not be read, named, or the Spark
    error) or — decided elsewhere — CANCELLED by `tidekeep archives cancel`, KILLED by the
    collector past search.max_runtime, or FAILED by the collector when its heartbeat stopped (the
@@ -55,7 +53,6 @@ log = logging.getLogger("tidekeep.archives.search")
 
 OUTCOME_DDL = "archive_id STRING, matches BIGINT, error STRING"
 POLL_INTERVAL_S = 0.25  # how often the watcher looks at the job's state and the progress
-READ_COLUMNS = ["timestamp", "message"]
 ERROR_SHOWN = 300  # characters of an underlying error kept in the job's error text
 
 
@@ -105,24 +102,13 @@ def _row_group_may_match(meta: Any, group: int, time_range: TimeRange) -> bool:
 
 def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range: TimeRange) -> int:
     """Search one archive file and write its matches; returns how many. Raises on an unreadable file."""
-    import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from ..store.fileio import FileIO
-    from .archive_format import (
-        DICTIONARY_COLUMNS,
-        TEMPLATE_FORMATS,
-        StoredRowGroup,
-        as_messages,
-        format_of,
-        read_columns,
-        schema_of,
-    )
-    from .digit_filter import digit_candidates, digit_tests
+    from .archive_format import DICTIONARY_COLUMNS, TEMPLATE_FORMATS, format_of, read_columns, schema_of
     from .model import RESULT_SCHEMA
-    from .template_search import template_filter
+    from .row_group_search import COLUMNS, RowGroupSearch
 
     storage = FileIO(task.storage_uri, fsync=task.fsync)
     final = posixpath.join(task.results_dir, f"{task.archive_id}.parquet")
@@ -137,41 +123,18 @@ def search_archive(task: ArchiveTask, job_id: int, matcher: Matcher, time_range:
         if archive_format in TEMPLATE_FORMATS:  # the footer read once: opened again with it
             parquet = pq.ParquetFile(handle, metadata=meta, read_dictionary=list(DICTIONARY_COLUMNS))
         names = parquet.schema_arrow.names
-        stored = read_columns(archive_format, READ_COLUMNS)
+        stored = read_columns(archive_format, COLUMNS)
         if names[:1] != ["timestamp"] or not set(stored) <= set(names):
             raise ValueError(f"not an archive of format {archive_format}: columns {names}, expected "
                              f"{', '.join(schema_of(archive_format).names)}")
-        encoded_filter = template_filter(matcher) if archive_format in TEMPLATE_FORMATS else None
-        numeric_tests = digit_tests(matcher) if archive_format in TEMPLATE_FORMATS else ()
+        row_groups = RowGroupSearch.of(archive_format, matcher, time_range)
         try:
             for group in range(meta.num_row_groups):
                 if not _row_group_may_match(meta, group, time_range):
                     continue
-                read = StoredRowGroup(archive_format, parquet.read_row_group(group, columns=stored))
-                keep = np.ones(read.table.num_rows, dtype=bool)
-                if time_range.bounded:
-                    stamps = read.table.column("timestamp")
-                    in_range = pc.is_valid(stamps)
-                    if time_range.begin_ms is not None:
-                        in_range = pc.and_(in_range, pc.greater_equal(stamps, time_range.begin_ms))
-                    if time_range.end_ms is not None:
-                        in_range = pc.and_(in_range, pc.less_equal(stamps, time_range.end_ms))
-                    keep = np.asarray(pc.fill_null(in_range, False).to_numpy(zero_copy_only=False), dtype=bool)
-                if encoded_filter is not None and keep.any():
-                    # only the rows whose log type and variables can match are decoded
-                    keep = encoded_filter.candidates(
-                        read.table.column("timestamp_format"), read.table.column("logtype"),
-                        read.table.column("variables"), among=keep, variable_owners=read.variable_owners)
-                if not keep.any():
+                table = row_groups.candidates(parquet, group)  # only what can match, decoded
+                if table is None:
                     continue
-                rows = np.flatnonzero(keep)
-                if numeric_tests:  # the numbers a regex asks for, compared where they are encoded
-                    parts = read.take(rows, ["timestamp_format", "logtype", "numbers"])
-                    rows = rows[digit_candidates(numeric_tests, parts.column("timestamp_format"),
-                                                 parts.column("logtype"), parts.column("numbers"))]
-                    if not len(rows):
-                        continue
-                table = as_messages(archive_format, read.take(rows), READ_COLUMNS)
                 table = table.filter(matcher.mask(table.column("message")))
                 if table.num_rows == 0:
                     continue

@@ -46,6 +46,11 @@ FOLDS_BEYOND_ASCII = frozenset("kKsS")
 _RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
 
 
+# gives a row group's variables column and what finds the rows owning given values (None: each
+# list holds its own row's values), for a filter that reads the variables only when it needs them
+VariablesSource = Callable[[], tuple["pa.Array | pa.ChunkedArray", "Callable[[np.ndarray], np.ndarray] | None"]]
+
+
 @dataclass(frozen=True)
 class LiteralTest:
     """What one literal run of the query asks of a row."""
@@ -61,13 +66,14 @@ class TemplateFilter:
     ignore_case: bool
 
     def candidates(self, formats: pa.Array | pa.ChunkedArray, logtypes: pa.Array | pa.ChunkedArray,
-                   variables: pa.Array | pa.ChunkedArray, *, among: np.ndarray | None = None,
+                   variables: pa.Array | pa.ChunkedArray | VariablesSource, *, among: np.ndarray | None = None,
                    variable_owners: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
         """A boolean mask: the rows (of those `among` selects; default all) that may match (False:
         cannot). Each test looks only at the distinct log types of the rows the tests before it
         kept. `variable_owners` gives the rows holding given values of the variables' values (by
         position); by default each list holds its row's values (a format 3 row group as read does
-        not: archive_format.StoredRowGroup)."""
+        not: archive_format.StoredRowGroup). `variables` may be a VariablesSource, called only
+        when a test needs the variables (and then giving the owners too)."""
         logtype_values = _Distinct.of(_dense_or_dictionary(logtypes))
         count = len(logtype_values.indices)
         keep = np.ones(count, dtype=bool) if among is None else among.copy()
@@ -81,6 +87,8 @@ class TemplateFilter:
                 passes = logtype_values.hits(self._pattern_test(test.logtype_pattern), keep)
             else:
                 if variable_values is None:
+                    if callable(variables):
+                        variables, owners = variables()
                     lists = _dense_or_dictionary(variables)
                     variable_values = _Distinct.of(pc.list_flatten(lists))
                     if owners is None:  # each list holds its own row's values
