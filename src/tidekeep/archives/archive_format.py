@@ -22,7 +22,6 @@ without it is format 1. A reader refuses a format newer than it knows, naming it
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -169,27 +168,36 @@ class StoredRowGroup:
 
     def __init__(self, archive_format: int, table: pa.Table) -> None:
         self.table = table
-        grouped = archive_format == GROUPED_FORMAT and any(name in table.column_names for name in GROUPED_VALUES)
-        self._order = StoredOrder(table.column("logtype")) if grouped else None
+        self.grouped = archive_format == GROUPED_FORMAT and any(name in table.column_names for name in GROUPED_VALUES)
+        self._order: StoredOrder | None = None
+
+    def _stored_order(self) -> StoredOrder:
+        """Format 3's order, from the log types: made when first needed (a row group whose rows are
+        all ruled out by their log types never needs it)."""
+        if self._order is None:
+            self._order = StoredOrder(self.table.column("logtype"))
+        return self._order
 
     @property
     def variable_owners(self) -> Callable[[np.ndarray], np.ndarray] | None:
         """For format 3, what gives the rows holding the values at given positions of the
         `variables` column's values as read; None where each list holds its own row's values."""
-        if self._order is None:
+        if not self.grouped:
             return None
-        return functools.partial(self._order.owners, _one_chunk(self.table.column("variables")))
+        variables = _one_chunk(self.table.column("variables"))
+        return lambda positions: self._stored_order().owners(variables, positions)
 
     def take(self, rows: np.ndarray, columns: list[str] | None = None) -> pa.Table:
         """The rows numbered `rows` (ascending) of `columns` (default: all), format 3's values in
         row order."""
         table = self.table if columns is None else self.table.select(columns)
-        if self._order is None:
+        if not self.grouped:
             return table.take(pa.array(rows, pa.int64()))
+        order = self._stored_order()
         arrays = []
         for name in table.column_names:
             column = _one_chunk(table.column(name))
-            arrays.append(self._order.take(column, rows) if name in GROUPED_VALUES else column.take(pa.array(rows)))
+            arrays.append(order.take(column, rows) if name in GROUPED_VALUES else column.take(pa.array(rows)))
         return pa.Table.from_arrays(arrays, schema=table.schema)
 
 
