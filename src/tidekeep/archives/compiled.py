@@ -1,6 +1,12 @@
-"""numba's njit as the archive kernels use it (encoding_kernel.py, timestamp_kernel.py): machine
-code cached on disk (next to the module, else in the user's cache directory), so a process loads it
-in a fraction of a second instead of compiling it; compiled per process where neither is writable."""
+"""numba's njit as the archive kernels use it (encoding_kernel.py, decoding_kernel.py,
+timestamp_kernel.py, prefix_kernel.py, digit_filter.py): machine code cached on disk (next to the
+module, else in the user's cache directory), so a process loads it in a fraction of a second
+instead of compiling it; compiled per process where neither is writable.
+
+A compiled function calls only compiled functions of its own module: the cache is kept per source
+file and checked against that file alone, so code compiled in from another module would stay as it
+was when cached after that module changed. Share a rule across modules as a numpy function whose
+result a kernel takes (decoding_kernel.float_bits_valid)."""
 
 from __future__ import annotations
 

@@ -92,18 +92,11 @@ def _write_float(out: np.ndarray, at: int, bits: np.uint64) -> int:
     return end
 
 
-@compiled(inline=True)
-def float_bits_valid(bits: np.uint64) -> bool:
-    """Whether some float encodes to these bits (template_encoding.decode_float's checks)."""
-    _, digits, count, after = _float_parts(bits)
-    return not ((bits >> np.uint64(62)) & np.uint64(1) or after > count or digits >= _POWERS_OF_TEN[count])
-
-
 @compiled()
 def _decode(data: np.ndarray, offsets: np.ndarray, logtype_of: np.ndarray, number_offsets: np.ndarray,
-            numbers: np.ndarray, dictionary_offsets: np.ndarray, text: np.ndarray, text_offsets: np.ndarray,
-            pieces: np.ndarray, piece_at: np.ndarray, piece_width: np.ndarray, out: np.ndarray,
-            out_offsets: np.ndarray) -> int:
+            numbers: np.ndarray, valid_floats: np.ndarray, dictionary_offsets: np.ndarray, text: np.ndarray,
+            text_offsets: np.ndarray, pieces: np.ndarray, piece_at: np.ndarray, piece_width: np.ndarray,
+            out: np.ndarray, out_offsets: np.ndarray) -> int:
     """Write each row's piece and message into `out`, where each starts into `out_offsets`. Returns
     -1, or the first row whose parts do not fit (a dangling escape, a placeholder without its value,
     a value left over, float bits no float encodes to), stopping there."""
@@ -132,7 +125,7 @@ def _decode(data: np.ndarray, offsets: np.ndarray, logtype_of: np.ndarray, numbe
                 if byte == INT_PLACEHOLDER:
                     position = _write_int(out, position, numbers[number_at])
                 else:
-                    if not float_bits_valid(bits_of[number_at]):
+                    if not valid_floats[number_at]:
                         return row
                     position = _write_float(out, position, bits_of[number_at])
                 number_at += 1
@@ -153,6 +146,19 @@ def _decode(data: np.ndarray, offsets: np.ndarray, logtype_of: np.ndarray, numbe
     return -1
 
 
+def float_bits_valid(numbers: np.ndarray) -> np.ndarray:
+    """Per int64 value, whether some float encodes to it (template_encoding.decode_float's checks).
+    numpy, not compiled: kernels of other modules take its result, since numba's on-disk cache
+    does not notice a change to a compiled function of another module that a kernel calls."""
+    bits = numbers.view(np.uint64)
+    digits = (bits >> np.uint64(8)) & _DIGITS_MASK
+    count = ((bits >> np.uint64(4)) & np.uint64(0xF)).astype(np.int64) + 1
+    after = (bits & np.uint64(0xF)).astype(np.int64) + 1
+    valid: np.ndarray = (((bits >> np.uint64(62)) & np.uint64(1)) == 0) & (after <= count) \
+        & (digits < _POWERS_OF_TEN[count])
+    return valid
+
+
 def decode_messages(data: np.ndarray, offsets: np.ndarray, logtype_of: np.ndarray, number_offsets: np.ndarray,
                     numbers: np.ndarray, dictionary_offsets: np.ndarray, text: np.ndarray, text_offsets: np.ndarray,
                     prefixes: Prefixes) -> tuple[np.ndarray, np.ndarray, int]:
@@ -166,8 +172,8 @@ def decode_messages(data: np.ndarray, offsets: np.ndarray, logtype_of: np.ndarra
         + int(text_offsets[-1] - text_offsets[0]) + int(prefixes.width.sum())
     out = np.empty(bound, dtype=np.uint8)
     out_offsets = np.empty(count + 1, dtype=np.int64)
-    damaged = _decode(data, offsets, logtype_of, number_offsets, numbers, dictionary_offsets, text, text_offsets,
-                      prefixes.pieces, prefixes.at, prefixes.width, out, out_offsets)
+    damaged = _decode(data, offsets, logtype_of, number_offsets, numbers, float_bits_valid(numbers), dictionary_offsets,
+                      text, text_offsets, prefixes.pieces, prefixes.at, prefixes.width, out, out_offsets)
     if damaged >= 0:
         return np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64), damaged
     return out[:out_offsets[-1]], out_offsets, -1

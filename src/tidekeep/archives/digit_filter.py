@@ -142,6 +142,7 @@ def digit_candidates(tests: tuple[DigitTest, ...], formats: pa.Array | pa.Chunke
     number_lists = _one(numbers)
     number_offsets = number_lists.offsets.to_numpy().astype(np.int64)
     values = np.asarray(number_lists.values.to_numpy(zero_copy_only=False), dtype=np.int64)
+    valid_floats = float_bits_valid(values)
     format_values, format_of = _distinct(formats)
     for test in tests:
         shapes = np.array([byte for shape in test.shapes for byte in shape], dtype=np.int16)
@@ -154,8 +155,8 @@ def digit_candidates(tests: tuple[DigitTest, ...], formats: pa.Array | pa.Chunke
         _fill_places(data, offsets, shapes, shape_offsets, place_offsets, kinds, ordinals)
         smallest = -1 if test.digits > _LONGEST_INT else 0 if test.digits == 1 else 10 ** (test.digits - 1)
         passing = np.empty(count, dtype=bool)
-        _rows_passing(logtype_of, place_offsets, kinds, ordinals, number_offsets, values, smallest, test.digits,
-                      passing)
+        _rows_passing(logtype_of, place_offsets, kinds, ordinals, number_offsets, values, valid_floats, smallest,
+                      test.digits, passing)
         in_format = [text is not None and _may_hold(text, test.run) for text in format_values.to_pylist()]
         keep &= passing | np.array([*in_format, False])[format_of]
     return keep
@@ -264,8 +265,8 @@ def _fill_places(data: np.ndarray, offsets: np.ndarray, shapes: np.ndarray, shap
 
 @compiled()
 def _rows_passing(logtype_of: np.ndarray, place_offsets: np.ndarray, kinds: np.ndarray, ordinals: np.ndarray,
-                  number_offsets: np.ndarray, numbers: np.ndarray, smallest: int, digits: int,
-                  passing: np.ndarray) -> None:
+                  number_offsets: np.ndarray, numbers: np.ndarray, valid_floats: np.ndarray, smallest: int,
+                  digits: int, passing: np.ndarray) -> None:
     """Per row: does one of its log type's places hold a dictionary variable, an integer of at
     least `smallest` (-1: none is enough), a float not negative with `digits` digits before its
     point, or a number the row does not have or no float encodes to? A row without a log type
@@ -286,7 +287,7 @@ def _rows_passing(logtype_of: np.ndarray, place_offsets: np.ndarray, kinds: np.n
             else:
                 bits = bits_of[at]
                 whole = int((bits >> np.uint64(4)) & np.uint64(0xF)) - int(bits & np.uint64(0xF))
-                found = not float_bits_valid(bits) or ((bits >> np.uint64(63)) == 0 and whole >= digits)
+                found = not valid_floats[at] or ((bits >> np.uint64(63)) == 0 and whole >= digits)
             place += 1
         passing[row] = found
 
