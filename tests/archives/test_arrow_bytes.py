@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidekeep.archives.arrow_bytes import string_bytes
+from tidekeep.archives.arrow_bytes import one_array, string_bytes
 
 values = st.lists(st.one_of(st.none(), st.text(max_size=8)), max_size=12)
 kinds = st.sampled_from([pa.string(), pa.large_string(), pa.binary(), pa.large_binary()])
@@ -36,3 +36,14 @@ def test_no_bytes_at_all(array: pa.Array) -> None:
 def test_a_dictionary_array_is_read_as_its_values() -> None:
     raw, offsets = string_bytes(pa.array(["ab", "c", "ab"]).dictionary_encode())
     assert bytes(raw) == b"abcab" and offsets.tolist() == [0, 2, 3, 5]
+
+
+def test_one_array_keeps_a_dictionary_column_one_dictionary_array() -> None:
+    chunks = pa.chunked_array([pa.array(["a", "b"]).dictionary_encode(), pa.array(["b", "c"]).dictionary_encode()])
+    combined = one_array(chunks)
+    assert isinstance(combined, pa.DictionaryArray) and combined.to_pylist() == ["a", "b", "b", "c"]
+    assert combined.dictionary.to_pylist() == ["a", "b", "c"]  # unified: no value twice
+    single = pa.chunked_array([pa.array([1, 2])])
+    assert one_array(single) is not single and one_array(single).to_pylist() == [1, 2]
+    plain = pa.array(["x"])
+    assert one_array(plain) is plain

@@ -1,8 +1,21 @@
-"""The bytes and offsets of an Arrow binary or string array, for numpy and compiled kernels."""
+"""Arrow columns as numpy and the compiled kernels read them: one array per column, and the bytes
+and offsets of a binary or string array."""
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+
+
+def one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A column as one array: its only chunk as it is, else its chunks combined (a dictionary
+    column's dictionaries unified first, so it stays one dictionary array)."""
+    if isinstance(column, pa.ChunkedArray):
+        if column.num_chunks == 1:
+            return column.chunk(0)
+        if pa.types.is_dictionary(column.type):
+            return column.unify_dictionaries().combine_chunks()
+        return column.combine_chunks()
+    return column
 
 
 def string_bytes(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrow_bytes import string_bytes
+from .arrow_bytes import one_array, string_bytes
 from .compiled import compiled
 from .decoding_kernel import float_bits_valid
 from .query import Kind, Matcher, regex_digit_runs
@@ -139,7 +139,7 @@ def digit_candidates(tests: tuple[DigitTest, ...], formats: pa.Array | pa.Chunke
         return keep
     logtype_values, logtype_of = _distinct(logtypes)
     data, offsets = string_bytes(logtype_values)
-    number_lists = _one(numbers)
+    number_lists = one_array(numbers)
     number_offsets = number_lists.offsets.to_numpy().astype(np.int64)
     values = np.asarray(number_lists.values.to_numpy(zero_copy_only=False), dtype=np.int64)
     valid_floats = float_bits_valid(values)
@@ -177,16 +177,10 @@ def _may_hold(timestamp_format: str, run: str) -> bool:
                for text in texts)
 
 
-def _one(column: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(column, pa.ChunkedArray):
-        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-    return column
-
-
 def _distinct(column: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
     """The column's values, each once, and each row's as an index into them; a null row, or one
     whose value is null, as one past the last."""
-    array = _one(column)
+    array = one_array(column)
     if not pa.types.is_dictionary(array.type):
         array = pc.dictionary_encode(array)
     count = len(array.dictionary)

@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrow_bytes import one_array
 from .query import Kind, Matcher
 from .timestamp_text import text_characters
 
@@ -74,7 +75,7 @@ class TemplateFilter:
         position); by default each list holds its row's values (a format 3 row group as read does
         not: archive_format.StoredRowGroup). `variables` may be a VariablesSource, called only
         when a test needs the variables (and then giving the owners too)."""
-        logtype_values = _Distinct.of(_dense_or_dictionary(logtypes))
+        logtype_values = _Distinct.of(one_array(logtypes))
         count = len(logtype_values.indices)
         keep = np.ones(count, dtype=bool) if among is None else among.copy()
         format_values, format_rows = _distinct(formats)  # a handful per row group
@@ -89,7 +90,7 @@ class TemplateFilter:
                 if variable_values is None:
                     if callable(variables):
                         variables, owners = variables()
-                    lists = _dense_or_dictionary(variables)
+                    lists = one_array(variables)
                     variable_values = _Distinct.of(pc.list_flatten(lists))
                     if owners is None:  # each list holds its own row's values
                         owners = _ParentRows(lists)
@@ -243,19 +244,9 @@ def _matches(values: pa.Array, pattern: str, ignore_case: bool) -> np.ndarray:
     return np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _dense_or_dictionary(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        if values.num_chunks == 1:
-            return values.chunk(0)
-        if pa.types.is_dictionary(values.type):
-            return values.unify_dictionaries().combine_chunks()
-        return values.combine_chunks()
-    return values
-
-
 def _distinct(formats: pa.Array | pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
     """The distinct non-null timestamp formats and each row's index among them (-1: null)."""
-    array = _dense_or_dictionary(formats)
+    array = one_array(formats)
     if not isinstance(array, pa.DictionaryArray):
         array = pc.dictionary_encode(array)
     values = array.dictionary.to_pylist()
