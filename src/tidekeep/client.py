@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +16,8 @@ from .config import CONFIG_FILE_NAME, Settings, config_file_text, load_settings
 from .errors import NotFound, WorkspaceMismatch
 from .holds import HoldStore
 from .store.audit import AuditFilter, AuditLog, audit_page
+from .store.audit_chain import ChainVerdict
+from .store.audit_verify import chain_head, verify_trail
 from .store.chunks import ChunkStorage
 from .store.database import Database
 from .store.fencing import LeaseFence
@@ -172,6 +174,16 @@ class Client:
     def audit_page(self, where: AuditFilter, limit: int = 100, before_id: int | None = None) -> list[dict[str, Any]]:
         """Audit rows matching `where`, newest first, older than row `before_id` when given (paging)."""
         return audit_page(self._db, where, limit, before_id)
+
+    def audit_head(self) -> dict[str, Any]:
+        """The audit chain's head, to keep elsewhere as an anchor: {"id", "hash", "time_ms"}."""
+        return chain_head(self._db)
+
+    def audit_verify(self, anchor: str | None = None, progress: Callable[[int], None] | None = None
+                     ) -> ChainVerdict:
+        """Re-compute the audit chain: the first row changed, deleted or inserted around tidekeep,
+        if any, and whether `anchor` (a head kept elsewhere) is in the verified trail."""
+        return verify_trail(self._db, anchor, progress)
 
     # ---- spark ---------------------------------------------------------------------------------
     def spark(self) -> SparkSession:

@@ -212,6 +212,14 @@ class PermissionDenied(TidekeepError):
     exit_code = 18
 
 
+class AuditTrailBroken(TidekeepError):
+    """The audit trail's hash chain does not verify: a row was changed, deleted or inserted around
+    tidekeep (`tidekeep audit verify` names the first), or its head is missing. Nothing audited is
+    appended to a trail whose head is gone."""
+
+    exit_code = 19
+
+
 # Exit codes of the CLI that no TidekeepError carries (docs/cli.md, "Errors and exit codes").
 INTERNAL_ERROR_EXIT = 70  # a defect in tidekeep: unexpected exception (sysexits.h EX_SOFTWARE)
 INTERRUPTED_EXIT = 130  # Ctrl-C (SIGINT): 128 + the signal number, as shells report it

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
 from tests.helpers.api_server import LiveApi
 
 import tidekeep as tk
+from tidekeep.store.schema import audit
 from tidekeep.streams.documents import audit_document
 from tidekeep.units import iso_utc
 
@@ -102,3 +104,27 @@ def test_a_scoped_token_sees_only_its_scopes_streams(api: LiveApi, client: tk.Cl
     items = scoped.get("/api/v1/audit", params={"limit": 1000}).json()["items"]
     assert items == [r for r in all_rows(client) if r["target"].startswith("mine/")] and items
     assert scoped.get("/api/v1/audit", params={"target": "other/b"}).json()["items"] == []
+
+
+def test_the_chain_head_and_its_verification_as_the_client_gives_them(api: LiveApi, client: tk.Client) -> None:
+    viewer = api.as_role("viewer")
+    seed(api, client)
+    head = viewer.get("/api/v1/audit/anchor")
+    assert head.status_code == 200 and head.json() == client.audit_head()
+    assert head.json()["hash"] == all_rows(client)[0]["hash"]  # the newest row's link is the head
+    verdict = viewer.get("/api/v1/audit/verify", params={"anchor": head.json()["hash"]})
+    assert verdict.status_code == 200 and verdict.json() == client.audit_verify(head.json()["hash"]).to_dict()
+    assert verdict.json()["ok"] and verdict.json()["anchor_id"] == head.json()["id"]
+    with client.workspace.db.engine.begin() as conn:  # tampering, around tidekeep
+        conn.execute(sa.update(audit).where(audit.c.id == 2).values(reason="edited"))
+    broken = viewer.get("/api/v1/audit/verify").json()
+    assert not broken["ok"] and (broken["broken"]["kind"], broken["broken"]["row_id"]) == ("changed", 2)
+
+
+def test_the_chain_is_the_workspaces_so_a_scoped_token_is_refused(api: LiveApi) -> None:
+    scoped = api.as_role("viewer", scope="mine")
+    for path in ("/api/v1/audit/anchor", "/api/v1/audit/verify"):
+        response = scoped.get(path)
+        assert response.status_code == 403 and response.json()["error"] == "PermissionDenied", path
+    bad = api.as_role("viewer").get("/api/v1/audit/verify", params={"anchor": "xyz"})
+    assert bad.status_code == 422 and bad.json()["detail"].startswith("invalid anchor 'xyz'")

@@ -29,6 +29,7 @@ _STATUS_OF: tuple[tuple[type[errors.TidekeepError], int], ...] = (
     (errors.EnvironmentFailure, 503),
     (errors.SchemaError, 503),
     (errors.WorkspaceMismatch, 503),
+    (errors.AuditTrailBroken, 500),
 )
 
 

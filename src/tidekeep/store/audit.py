@@ -1,7 +1,11 @@
 """The audit trail: one row per deletion or other decision worth answering for later.
 
 Every family writes its rows through `AuditLog.append` with an `AuditEntry`, inside the same
-transaction as the change it records, so a row exists exactly when its change committed. An entry
+transaction as the change it records, so a row exists exactly when its change committed. The rows
+are chained (store/audit_chain.py) as the transaction's last step: under the chain head's row lock
+each gets the next id and its hash, and the head moves, so concurrent writers on PostgreSQL form
+one chain in commit order (SQLite's writers are one at a time already). Taken last, that lock is
+never held while the transaction waits for another. An entry
 names only what its family knows: `old_head`/`new_head` are the positions of a stream truncation
 and stay empty (NULL) for every other row; `bytes_freed` is 0 for a row that freed nothing (a hold,
 a rule change, a killed search). `tidekeep audit list` reads the rows back (docs/retention.md).
@@ -16,11 +20,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from ..clock import Clock
-from .database import Database, check_storable_text
+from ..errors import AuditTrailBroken
+from .audit_chain import GENESIS, ChainHead, link_hash
+from .database import Database, before_commit, check_storable_text
 from .schema import audit as audit_table
+from .schema import audit_chain
 
 
 def default_actor() -> str:
@@ -56,11 +64,60 @@ class AuditLog:
         # fails in the database (PostgreSQL) on a reason it could have refused
         check_storable_text(entry.reason, "reason")
         check_storable_text(entry.target, "target")
-        conn.execute(sa.insert(audit_table).values(
-            time_ms=self.clock.now_ms() if entry.time_ms is None else entry.time_ms,
-            action=entry.action, target=entry.target, old_head=entry.old_head, new_head=entry.new_head,
-            bytes_freed=entry.bytes_freed, reason=entry.reason, actor=entry.actor or self.actor,
-            details=None if entry.details is None else json.dumps(entry.details)))
+        row = {"time_ms": self.clock.now_ms() if entry.time_ms is None else entry.time_ms,
+               "action": entry.action, "target": entry.target, "old_head": entry.old_head,
+               "new_head": entry.new_head, "bytes_freed": entry.bytes_freed, "reason": entry.reason,
+               "actor": entry.actor or self.actor,
+               "details": None if entry.details is None else json.dumps(entry.details)}
+        pending = before_commit(conn, "audit", PendingRows)
+        if pending is None:  # a transaction not opened by Database.write: chained at once
+            chain_rows(conn, [row])
+        else:
+            pending.rows.append(row)
+
+
+class PendingRows:
+    """A write transaction's audit rows, chained just before it commits."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def __call__(self, conn: Connection) -> None:
+        if self.rows:
+            chain_rows(conn, self.rows)
+
+
+def _locked_head(conn: Connection) -> ChainHead:
+    """The chain's head, locked until the transaction ends (PostgreSQL: the row lock; SQLite: the
+    write transaction already excludes every other writer). A trail with no head and no rows gets
+    one at GENESIS; a trail whose head was deleted is refused rather than chained anew."""
+    query = sa.select(audit_chain.c.head_id, audit_chain.c.head_hash).where(audit_chain.c.singleton == 1)
+    found = conn.execute(query.with_for_update()).one_or_none()
+    if found is None:
+        if conn.execute(sa.select(audit_table.c.id).limit(1)).first() is not None:
+            raise AuditTrailBroken("the audit chain's head is missing, so nothing audited can be done; "
+                                   "run 'tidekeep audit verify' (docs/audit.md)")
+        insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+        conn.execute(insert(audit_chain).values(singleton=1, head_id=0, head_hash=GENESIS)
+                     .on_conflict_do_nothing(index_elements=["singleton"]))
+        found = conn.execute(query.with_for_update()).one()
+    return ChainHead(int(found.head_id), str(found.head_hash))
+
+
+def chain_rows(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert `rows` (audit columns but id and hashes) at the end of the chain and move its head."""
+    head = _locked_head(conn)
+    last_id, last_hash = head.id, head.hash
+    chained = []
+    for row in rows:
+        last_id += 1
+        content = {**row, "id": last_id}
+        row_hash = link_hash(last_hash, content)
+        chained.append({**content, "prev_hash": last_hash, "row_hash": row_hash})
+        last_hash = row_hash
+    conn.execute(sa.insert(audit_table), chained)
+    conn.execute(sa.update(audit_chain).where(audit_chain.c.singleton == 1)
+                 .values(head_id=last_id, head_hash=last_hash))
 
 
 def audit_rows(db: Database, target: str | None = None, limit: int = 100) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ import re
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
@@ -60,7 +61,7 @@ T = TypeVar("T")
 # The newest migration's revision. Kept here so that opening a workspace at the current schema (every
 # CLI command) reads one row and never imports Alembic, whose import alone costs a command ~0.2 s
 # (docs/benchmarks.md, "The demo"); tests/store/test_store.py checks it is the migrations' head.
-SCHEMA_HEAD = "0017"
+SCHEMA_HEAD = "0018"
 _VERSION_TABLE = sa.table("alembic_version", sa.column("version_num", sa.String))
 
 
@@ -198,7 +199,15 @@ class Database:
         self.ensure_schema()
         with (store_errors(self.read_only_target),
               self.engine.connect().execution_options(tidekeep_write=True) as conn, conn.begin()):
-            yield conn
+            steps: dict[str, Callable[[Connection], None]] = {}
+            _BEFORE_COMMIT[conn] = steps
+            try:
+                yield conn
+                # last, so the locks they take are the last the transaction waits for (store/audit.py)
+                for finish in steps.values():
+                    finish(conn)
+            finally:
+                _BEFORE_COMMIT.pop(conn, None)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
@@ -302,6 +311,27 @@ def _enable_wal(cursor: sqlite3.Cursor, busy_timeout_ms: int) -> None:
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
+
+
+# the finishing steps of each open write transaction, by its connection: {name: step(conn)}, run in
+# order of first registration after the transaction's body and before its commit (`before_commit`).
+# Not conn.info: that belongs to the pooled DBAPI connection and outlives the transaction
+_BEFORE_COMMIT: weakref.WeakKeyDictionary[Connection, dict[str, Callable[[Connection], None]]] = \
+    weakref.WeakKeyDictionary()
+
+Step = TypeVar("Step", bound=Callable[[Connection], None])
+
+
+def before_commit(conn: Connection, name: str, step: Callable[[], Step]) -> Step | None:
+    """The step registered under `name` in this write transaction (made by `step()` the first
+    time), run just before it commits; None for a connection outside `Database.write`."""
+    steps: dict[str, Any] | None = _BEFORE_COMMIT.get(conn)
+    if steps is None:
+        return None
+    if name not in steps:
+        steps[name] = step()
+    found: Step = steps[name]
+    return found
 
 
 def retry_store(action: Callable[[], T], what: str, attempts: int = RETRY_ATTEMPTS, first_delay_s: float = 0.05) -> T:

@@ -142,10 +142,23 @@ audit = sa.Table(
     sa.Column("reason", sa.Text, nullable=False),
     sa.Column("actor", sa.String(255), nullable=False),
     sa.Column("details", sa.Text, nullable=True),
+    # the hash chain (store/audit_chain.py): the hash this row follows, and its own over it and its content
+    sa.Column("prev_hash", sa.String(64), nullable=True),
+    sa.Column("row_hash", sa.String(64), nullable=True),
 )
 sa.Index("ix_audit_target_time", audit.c.target, audit.c.time_ms)
 # the rows of a time window (the overview's deletions of the last 24 hours, audit lists by time)
 sa.Index("ix_audit_time", audit.c.time_ms)
+
+# the audit chain's head: the last chained row (store/audit.py takes this row's lock to append)
+audit_chain = sa.Table(
+    "audit_chain",
+    metadata,
+    sa.Column("singleton", sa.Integer, sa.CheckConstraint("singleton = 1", name="ck_audit_chain_singleton"),
+              primary_key=True, autoincrement=False),
+    sa.Column("head_id", sa.BigInteger, nullable=False),
+    sa.Column("head_hash", sa.String(64), nullable=False),
+)
 
 # the tables of later features live in modules of their own, on the same MetaData
 from . import (  # noqa: E402, F401

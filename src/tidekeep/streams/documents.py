@@ -53,6 +53,7 @@ def audit_document(entry: Mapping[str, Any]) -> dict[str, Any]:
         "reason": entry["reason"],
         "actor": entry["actor"],
         "details": None if entry["details"] is None else json.loads(entry["details"]),
+        "hash": entry.get("row_hash"),  # its link in the audit chain (store/audit_chain.py)
     }
 
 

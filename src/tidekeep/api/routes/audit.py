@@ -12,12 +12,27 @@ from ...streams.documents import audit_document
 from ...times import parse_time_ms
 from ..models import Page
 from ..paging import DEFAULT_LIMIT, decode_id_cursor, encode_cursor
-from ..state import Caller, Reader
+from ..state import UNSCOPED, Caller, Reader
 from .streams import Cursor, Limit
 
 router = APIRouter(tags=["audit"])
 
 TimeBound = Annotated[str | None, Query(description="epoch milliseconds or an ISO-8601 time (no zone: UTC)")]
+
+
+@router.get("/audit/anchor", summary="The audit chain's head (id, hash, time): keep it elsewhere as an anchor",
+            dependencies=UNSCOPED)
+def anchor(call: Caller = Reader) -> dict[str, Any]:
+    return call.client.audit_head()
+
+
+@router.get("/audit/verify", summary="Re-compute the audit chain: the first row changed, deleted or inserted, "
+            "and whether an anchor is in the trail", dependencies=UNSCOPED)
+def verify(call: Caller = Reader,
+           anchor: Annotated[str | None, Query(description="a head kept elsewhere ('audit anchor'): prove the "
+                                                           "trail up to it unchanged")] = None) -> dict[str, Any]:
+    # the trail is the workspace's, not a scope's: a scoped token is refused (UNSCOPED)
+    return call.client.audit_verify(anchor).to_dict()
 
 
 @router.get("/audit", summary="The audit trail, newest first")
@@ -37,3 +52,4 @@ def list_audit(call: Caller = Reader, limit: Limit = DEFAULT_LIMIT, cursor: Curs
     rows = rows[:limit]
     return Page[dict[str, Any]](items=[audit_document(r) for r in rows],
                                 next_cursor=encode_cursor(rows[-1]["id"]) if more else None)
+
