@@ -33,31 +33,34 @@ from ..spark.credentials import MetadataReference
 from ..store.fencing import LeaseFence, check_fence
 from ..store.holds import lock_holds
 from .expressions import CompileContext
+from .forecast_days import DAY_MS
 from .holds import load_held_records
-from .slice_sql import RuleExpressions, expired_by_rule, logical_delete, rule_case, would_delete
+from .slice_sql import RuleExpressions, expired_by_rule, expired_by_window, logical_delete, rule_case, would_delete
 
-DELETE, DRY_RUN, IMPACT = "delete", "dry_run", "impact"
+DELETE, DRY_RUN, IMPACT, FORECAST = "delete", "dry_run", "impact", "forecast"
 # the slots of `parallelism` (PostgreSQL advisory locks): a namespace of tidekeep's own
 SLOT_LOCK_SPACE = 0x746B0002
 # A slice need not wait for its WAL flush: the run's trackers are saved later in a synchronous
 # commit, which makes every earlier slice durable too, and a slice lost with a server crash is
 # redone by the next run.
 ASYNC_COMMIT = "SET LOCAL synchronous_commit = off"
-COUNTS_DDL = ("slice long, rule int, feed string, type string, rows long, bytes long, held_rows long, "
-              "elapsed_ms long")
+COUNTS_DDL = ("slice long, rule int, feed string, type string, day_window long, rows long, bytes long, "
+              "held_rows long, elapsed_ms long")
 COUNTS_SCHEMA = pa.schema([("slice", pa.int64()), ("rule", pa.int32()), ("feed", pa.string()),
-                           ("type", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64()),
-                           ("held_rows", pa.int64()), ("elapsed_ms", pa.int64())])
+                           ("type", pa.string()), ("day_window", pa.int64()), ("rows", pa.int64()),
+                           ("bytes", pa.int64()), ("held_rows", pa.int64()), ("elapsed_ms", pa.int64())])
 
 
 @dataclass(frozen=True)
 class PeriodRules:
     """What a slice of one period evaluates: the CASE's rules and, per kind, the rules that delete
-    (the job) or expire with their cutoffs (impact)."""
+    (the job) or expire with their cutoffs (impact; the forecast's at now), and the forecast's
+    cutoffs at the end of its last day (`last_cutoffs`)."""
 
     rules: RuleExpressions
     deleting: tuple[int, ...] = ()
     cutoffs: Mapping[int, int] = field(default_factory=dict)
+    last_cutoffs: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -77,13 +80,14 @@ class Count:
     feed: str | None = None
     type: str | None = None
     held_rows: int = 0
+    day_window: int | None = None  # the forecast's whole-day window after the rule's cutoff (forecast_days.py)
 
 
 @dataclass(frozen=True)
 class SliceWork:
     """Everything a slice needs, pickled into Spark tasks: the metadata password by reference."""
 
-    kind: str  # DELETE, DRY_RUN or IMPACT
+    kind: str  # DELETE, DRY_RUN, IMPACT or FORECAST
     now_ms: int
     periods: tuple[PeriodRules, ...]
     slices: tuple[PlannedSlice, ...]
@@ -105,6 +109,11 @@ def run_slice(conn: sa.Connection, work: SliceWork, index: int, postgres: bool) 
     if work.kind == IMPACT:
         statement = expired_by_rule(planned.low, planned.high, case, period.cutoffs, held)
         return [Count(index, int(r[0]), int(r[3]), int(r[4]), r[1], r[2], int(r[5])) for r in conn.execute(statement)]
+    if work.kind == FORECAST:
+        statement = expired_by_window(planned.low, planned.high, case, period.cutoffs, period.last_cutoffs, held,
+                                      DAY_MS)
+        return [Count(index, int(r[0]), int(r[2]), int(r[3]), held_rows=int(r[4]), day_window=int(r[1]))
+                for r in conn.execute(statement)]
     if work.kind == DRY_RUN:
         statement = would_delete(planned.low, planned.high, case, period.deleting, held)
         return [Count(index, int(r[0]), int(r[1]), int(r[2])) for r in conn.execute(statement)]
@@ -198,10 +207,11 @@ def slice_task(work: SliceWork, batches: Iterator[pa.RecordBatch]) -> Iterator[p
                         conn.exec_driver_sql(ASYNC_COMMIT)
                     counts = run_slice(conn, work, index, postgres)
                 elapsed_ms = int((time.monotonic() - started) * 1000)
-                out.extend({"slice": index, "rule": c.rule, "feed": c.feed, "type": c.type, "rows": c.rows,
-                            "bytes": c.bytes, "held_rows": c.held_rows, "elapsed_ms": 0} for c in counts)
-                out.append({"slice": index, "rule": None, "feed": None, "type": None, "rows": 0, "bytes": 0,
-                            "held_rows": 0, "elapsed_ms": elapsed_ms})
+                out.extend({"slice": index, "rule": c.rule, "feed": c.feed, "type": c.type,
+                            "day_window": c.day_window, "rows": c.rows, "bytes": c.bytes, "held_rows": c.held_rows,
+                            "elapsed_ms": 0} for c in counts)
+                out.append({"slice": index, "rule": None, "feed": None, "type": None, "day_window": None, "rows": 0,
+                            "bytes": 0, "held_rows": 0, "elapsed_ms": elapsed_ms})
                 if work.kind == DELETE:
                     _kill_on_fault("catalog.after_slice", work.driver_pid)
             if postgres and work.parallelism:
@@ -215,11 +225,12 @@ def slice_task(work: SliceWork, batches: Iterator[pa.RecordBatch]) -> Iterator[p
 def counts_from_rows(rows: Sequence[Any]) -> tuple[list[Count], dict[int, float]]:
     """The collected output of slice tasks: the counts, and each slice's time in seconds."""
     counts = [Count(int(r["slice"]), int(r["rule"]), int(r["rows"]), int(r["bytes"]), r["feed"], r["type"],
-                    int(r["held_rows"])) for r in rows if r["rule"] is not None]
+                    int(r["held_rows"]), None if r["day_window"] is None else int(r["day_window"]))
+              for r in rows if r["rule"] is not None]
     elapsed = {int(r["slice"]): int(r["elapsed_ms"]) / 1000 for r in rows if r["rule"] is None}
     return counts, elapsed
 
 
-__all__ = ["COUNTS_DDL", "DELETE", "DRY_RUN", "IMPACT", "Count", "PeriodRules", "PlannedSlice", "SliceWork",
+__all__ = ["COUNTS_DDL", "DELETE", "DRY_RUN", "FORECAST", "IMPACT", "Count", "PeriodRules", "PlannedSlice", "SliceWork",
            "counts_from_rows", "run_here", "run_slice", "slice_task", "sum_returned", "take_slot",
            "try_slot"]

@@ -11,6 +11,9 @@ compiled rule predicates as everything else (expressions/sql.py), bound paramete
 - `would_delete`: the same choice as a grouped count, changing nothing (the dry run).
 - `expired_by_rule`: the impact summary's grouped counts: per rule, feed and type, the records
   created before their rule's cutoff, held ones apart.
+- `expired_by_window`: the retention forecast's grouped counts: per rule and whole-day window of
+  create time after the rule's cutoff at now, the records its cutoff passes within the forecast,
+  held ones apart (forecast_days.py turns each window into its day).
 - `span_counts`: the planner's histogram (slice_plan.py): candidates per equal create-time span.
 """
 
@@ -92,5 +95,31 @@ def expired_by_rule(low: int, high: int, case: Any, cutoffs: Mapping[int, int], 
             .group_by(judged.c.rule, judged.c.feed, judged.c.type))
 
 
-__all__ = ["RuleExpressions", "candidates", "expired_by_rule", "logical_delete", "rule_case", "span_counts",
-           "would_delete"]
+def expired_by_window(low: int, high: int, case: Any, firsts: Mapping[int, int], lasts: Mapping[int, int],
+                      held: Any, day_ms: int) -> Any:
+    """(rule, window, rows, bytes, held_rows): the candidates of the slice whose first matching
+    rule expires and that were created before its cutoff at the end of the forecast (`lasts`),
+    grouped by window: −1 before the rule's cutoff at now (`firsts`), else the whole `day_ms`
+    after it, ⌊(create_time − first) / day_ms⌋ (a non-negative division: the same on both engines)."""
+    t = catalog_records
+    judged = sa.select(case.label("rule"), t.c.file_size, t.c.create_time,
+                       sa.case((held, 1), else_=0).label("held")).where(candidates(low, high)).subquery()
+
+    def per_rule(values: Mapping[int, int]) -> Any:
+        return sa.case(*((judged.c.rule == number, sa.literal(value, sa.BigInteger))
+                         for number, value in sorted(values.items())), else_=sa.literal(0, sa.BigInteger))
+
+    first = per_rule(firsts)
+    window = sa.case((judged.c.create_time < first, sa.literal(-1, sa.BigInteger)),
+                     else_=(judged.c.create_time - first) // sa.literal(day_ms, sa.BigInteger))
+    windowed = (sa.select(judged.c.rule, window.label("day_window"), judged.c.file_size, judged.c.held)
+                .where(judged.c.rule.in_(sorted(lasts)), judged.c.create_time < per_rule(lasts)).subquery())
+    free = 1 - windowed.c.held
+    return (sa.select(windowed.c.rule, windowed.c.day_window, sa.func.sum(free),
+                      sa.func.coalesce(sa.func.sum(free * sa.func.coalesce(windowed.c.file_size, 0)), 0),
+                      sa.func.sum(windowed.c.held))
+            .group_by(windowed.c.rule, windowed.c.day_window))
+
+
+__all__ = ["RuleExpressions", "candidates", "expired_by_rule", "expired_by_window", "logical_delete", "rule_case",
+           "span_counts", "would_delete"]
