@@ -16,6 +16,7 @@ from .streams.config import StreamConfig
 from .streams.controller import DeleteResult, StreamController, StreamInfo, StreamState, TruncateResult
 from .streams.cuts import StreamCut
 from .streams.model import Segment, SegmentId
+from .streams.retention_reasons import check_manual_reason
 from .units import parse_duration_ms, parse_size_bytes
 
 if TYPE_CHECKING:
@@ -255,6 +256,7 @@ class Stream:
         return topology.size_between(low, high)
 
     def truncate(self, cut: CutLike, reason: str = "manual truncation") -> TruncateResult:
+        check_manual_reason(reason)  # "retention RULE: ..." is a retention cycle's
         return self._controller.truncate(self._name, cut, reason)
 
     # ---- data ----------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ history, bad input."""
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -80,6 +81,9 @@ def test_size_policy_keeps_the_stream_within_limits_over_simulated_hours(rclient
     assert low <= size_now(rclient) <= high
     history = rclient.stream(STREAM).retention.history()
     assert len(history) == truncations and all(h["reason"].startswith("retention ") for h in history)
+    # every cycle's row names its rule in its details: a deletion report reads that, not the reason
+    assert all(json.loads(h["details"])["retention"] == {"rule": h["reason"].split()[1].rstrip(":")}
+               for h in history)
 
 
 def test_time_policy_never_deletes_data_younger_than_min(rclient: tk.Client, clock: tk.ManualClock) -> None:

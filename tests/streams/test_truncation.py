@@ -166,6 +166,19 @@ def test_every_truncation_is_audited(tclient: tk.Client, clock: tk.ManualClock) 
     assert client.audit("s/other") == []
 
 
+@pytest.mark.parametrize("reason", ["retention no-max: trust me", "retention above-max: ", "retention x-y: z"])
+def test_a_manual_reason_may_not_begin_like_a_retention_cycles(sqlite_client: tk.Client, reason: str) -> None:
+    sqlite_client.create_stream(STREAM)
+    with sqlite_client.stream(STREAM).writer("w") as writer:
+        writer.write(b"event")
+    tail = sqlite_client.stream(STREAM).tail_cut()
+    with pytest.raises(tk.InvalidInput, match=r"^invalid reason .*: a reason beginning 'retention RULE: ' is kept"):
+        sqlite_client.stream(STREAM).truncate(tail, reason=reason)
+    assert sqlite_client.audit(STREAM) == [] and sqlite_client.stream(STREAM).head_cut() != tail  # nothing done
+    sqlite_client.stream(STREAM).truncate(tail, reason="retention, by hand: ticket 7")  # not the cycles' form
+    assert sqlite_client.audit(STREAM)[0]["reason"] == "retention, by hand: ticket 7"
+
+
 def test_truncation_across_a_scale_frees_whole_predecessors(tclient: tk.Client) -> None:
     client = tclient
     client.create_stream(STREAM, tk.StreamConfig(segments=2))

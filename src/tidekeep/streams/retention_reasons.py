@@ -10,10 +10,12 @@ thing, and a test can look at the facts instead of parsing sentences.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..errors import InvalidInput
 from ..units import format_duration, format_size
 from .config import RetentionKind
 from .model import segment_name
@@ -157,4 +159,21 @@ def describe_decision(stream: str, decision: DecisionFacts) -> str:
     return f"kept {stream} (nothing to truncate): rule={decision.rule} reason={decision.reason}"
 
 
-__all__ = ["DecisionFacts", "Reason", "Why", "cut_text", "describe_decision", "format_amount", "render_reason"]
+# A retention cycle's truncation reads "retention RULE: why" in the audit trail. A truncation asked for
+# by hand may not begin like that, so no reason passes itself off as a cycle's (the cycle's rows carry
+# a `retention` detail as well; store/audit_report.py reads that first)
+CYCLE_REASON = re.compile(r"retention [a-z][a-z-]*: ")
+
+
+def cycle_reason(rule: str, why: str) -> str:
+    return f"retention {rule}: {why}"
+
+
+def check_manual_reason(reason: str) -> None:
+    if CYCLE_REASON.match(reason):
+        raise InvalidInput(f"invalid reason {reason[:80]!r}: a reason beginning 'retention RULE: ' is kept for "
+                           "retention cycles")
+
+
+__all__ = ["CYCLE_REASON", "DecisionFacts", "Reason", "Why", "check_manual_reason", "cut_text", "cycle_reason",
+           "describe_decision", "format_amount", "render_reason"]

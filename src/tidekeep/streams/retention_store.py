@@ -41,7 +41,7 @@ from .retention import (
     prune,
     should_record,
 )
-from .retention_reasons import Reason, Why
+from .retention_reasons import Reason, Why, cycle_reason
 from .subscriber_store import SubscriberStore
 from .subscribers import lower_bound, upper_bound
 
@@ -130,8 +130,8 @@ class RetentionManager:
             guard = fenced(fence, subscribers_unchanged(stream, views, self.subscribers))
             try:
                 result = self.controller.truncate(stream, state.cut(decision.cut),
-                                                  reason=f"retention {decision.rule}: {decision.reason}", actor=actor,
-                                                  details=consumption_details(decision, state), guard=guard)
+                                                  reason=cycle_reason(decision.rule, decision.reason), actor=actor,
+                                                  details=retention_details(decision, state), guard=guard)
                 moved = result.new_head != result.old_head
                 if result.files_left:  # the truncate logged them; the run's result names them too
                     decision = dataclasses.replace(decision, files_left=result.files_left)
@@ -282,6 +282,13 @@ def clamp_to_head(bound: dict[int, int], state: StreamState) -> dict[int, int]:
     return upper_bound([bound, state.head], state.segments)
 
 
+def retention_details(decision: RetentionDecision, state: StreamState) -> dict[str, Any]:
+    """The audit details of a retention cycle's truncation: `retention` marks it as one (with the
+    rule that chose the cut), so a deletion report never takes it from its reason text alone
+    (store/audit_report.py), and the subscribers when they shaped it."""
+    return {"retention": {"rule": decision.rule}, **(consumption_details(decision, state) or {})}
+
+
 def consumption_details(decision: RetentionDecision, state: StreamState) -> dict[str, Any] | None:
     """The audit details of a truncation the subscribers' lower bound shaped (None for plain size/time
     retention): the case, LB, and every subscriber with its cut, whether that cut allowed the truncation
@@ -306,4 +313,4 @@ def consumption_details(decision: RetentionDecision, state: StreamState) -> dict
 
 
 __all__ = ["RetentionManager", "SubscribersChanged", "clamp_to_head", "consumption_details", "fenced",
-           "subscribers_unchanged", "tail_record"]
+           "retention_details", "subscribers_unchanged", "tail_record"]
