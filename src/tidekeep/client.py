@@ -43,6 +43,7 @@ from .units import parse_duration_ms
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from .store.audit_report import DeletionReport
     from .streams.listing import StreamListing, StreamQuery
     from .streams.readergroup import ReaderGroup, ReaderGroupConfig
     from .streams.txn_store import TransactionStore
@@ -184,6 +185,14 @@ class Client:
         """Re-compute the audit chain: the first row changed, deleted or inserted around tidekeep,
         if any, and whether `anchor` (a head kept elsewhere) is in the verified trail."""
         return verify_trail(self._db, anchor, progress)
+
+    def audit_report(self, since_ms: int, until_ms: int, scope: str | None = None) -> DeletionReport:
+        """Every deletion with `since_ms <= time <= until_ms` per family, why and how many bytes, the
+        holds in force and the audit chain hash that signs it (docs/audit-reports.md), generated at
+        the client's clock now; of `scope`'s streams only when given."""
+        from .store.audit_report_reader import read_deletion_report
+
+        return read_deletion_report(self._db, since_ms, until_ms, self.clock.now_ms(), scope)
 
     # ---- spark ---------------------------------------------------------------------------------
     def spark(self) -> SparkSession:

@@ -13,11 +13,14 @@ from ..names import split_stream_name
 from ..store.audit_chain import check_anchor
 from ..store.private import write_private_text
 from ..streams.documents import audit_document
+from . import audit_report
 from .context import is_remote, open_client, open_remote, output
 from .options import limit_option
 from .output import emit, fields, format_bytes, iso_utc
 
 app = typer.Typer(help="The audit trail: every deletion, why, how much, by whom.", no_args_is_help=True)
+# `audit report` lives in its own module (cli/audit_report.py): the deletion report of a window
+app.command("report")(audit_report.report)
 
 
 def emit_verdict(verdict: dict[str, Any]) -> None:

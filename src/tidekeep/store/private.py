@@ -51,10 +51,16 @@ def write_private_text(path: str | os.PathLike[str], text: str) -> None:
         out.write(text)
 
 
+def write_private_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write a new owner-only binary file; an existing one is replaced in place (its mode kept)."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE), "wb") as out:
+        out.write(data)
+
+
 def open_private_lock_file(path: str | os.PathLike[str]) -> int:
     """A file descriptor on a lock file, created owner-only if missing; the caller closes it."""
     return os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
 
 
 __all__ = ["DIRECTORY_MODE", "FILE_MODE", "create_private_file", "make_private_directories",
-           "open_private_lock_file", "write_private_text"]
+           "open_private_lock_file", "write_private_bytes", "write_private_text"]
