@@ -25,8 +25,10 @@ if TYPE_CHECKING:
     from .config import Settings
     from .store.house import Workspace
     from .streams.compaction_store import CompactionResult
+    from .streams.config import RetentionPolicy
     from .streams.reader import Event
     from .streams.retention import RetentionDecision, RetentionRecord
+    from .streams.retention_simulation import StreamSimulation
     from .streams.retention_store import RetentionManager
     from .streams.subscriber_store import Subscriber
     from .streams.txn import TransactionalWriter
@@ -62,6 +64,15 @@ class StreamRetention:
     def run(self, now: int | None = None) -> RetentionDecision:
         """One retention cycle at `now` (default: the clock): records the tail, truncates if due."""
         return self._manager.run(self._name, now)
+
+    def simulate(self, policy: RetentionPolicy | None = None, now: int | None = None,
+                 days: int = 7) -> StreamSimulation:
+        """What-if retention: the cycles of the next `days` days under `policy` (default: the
+        stream's own) from `now` (default: the clock), changing nothing; `.forecast()` is its
+        document (docs/retention.md#what-if-retention)."""
+        from .streams.retention_forecast import simulate_stream
+
+        return simulate_stream(self._manager, self._name, policy, now, days)
 
     def records(self) -> builtins.list[RetentionRecord]:
         """The stream's retention set, oldest first."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..forecast import Forecast
     from ..store.house import Workspace
     from .gc import ArchiveGcReport, GcReport
     from .gc_results import ResultGcReport
@@ -110,6 +111,16 @@ class Archives:
         from .store import SearchJobStore
 
         return SearchJobStore(self.workspace).cancel(job_id)
+
+    # ---- what-if retention (expiry_forecast.py) ------------------------------------------------
+    def forecast(self, dataset: str, retention: int | str | None = None, now_ms: int | None = None,
+                 days: int = 7) -> Forecast:
+        """Which archives of `dataset` expire now and on each of the next `days` days under
+        `retention` (minutes or a duration; default: archive_output.retention_period), changing
+        nothing (docs/archives-retention.md#what-if-retention)."""
+        from .expiry_forecast import archive_forecast
+
+        return archive_forecast(self.workspace, dataset, retention, now_ms, days)
 
     # ---- garbage collectors (gc.py) -----------------------------------------------------------
     def gc(self, dry_run: bool = False, progress: Progress | None = None) -> GcReport:

@@ -9,11 +9,10 @@ import typer
 
 from ..errors import InvalidInput
 from ..store.deletion import FileLeft
-from ..streams.config import RetentionKind, RetentionPolicy, StreamConfig
+from ..streams.config import RetentionKind, StreamConfig
 from ..streams.documents import decision_document, history_record
-from ..times import parse_time_ms
-from ..units import format_duration, format_size, parse_duration_ms
-from . import subscribers
+from ..units import format_duration, format_size
+from . import retention_simulate, subscribers
 from .context import is_remote, open_client, open_remote, output
 from .options import JsonFlag, StreamArgument, limit_option
 from .output import (
@@ -25,41 +24,13 @@ from .output import (
     size_cell,
     warn_files_left,
 )
+from .retention_input import parse_at, policy_from_options
 
 if TYPE_CHECKING:
     pass
 
-app = typer.Typer(help="Size and time retention: preview, run and history of cycles.", no_args_is_help=True)
-
-
-def parse_limits(text: str, kind: RetentionKind) -> RetentionPolicy:
-    """"MIN" or "MIN:MAX" as a policy of `kind`, e.g. "20GB:100GB" or "7d:30d"."""
-    low, sep, high = text.partition(":")
-    if not low.strip() or (sep and not high.strip()):
-        raise InvalidInput(f"invalid retention limits {text!r}: expected MIN or MIN:MAX, like 20GB:100GB or 7d")
-    if kind is RetentionKind.SIZE:
-        return RetentionPolicy.by_size(low.strip(), high.strip() if sep else None)
-    return RetentionPolicy.by_time(low.strip(), high.strip() if sep else None)
-
-
-def policy_from_options(size: str | None, time: str | None, none: bool = False) -> RetentionPolicy | None:
-    """At most one of the size, time and none options; None means no policy."""
-    given = [flag for flag, value in (("size", size), ("time", time), ("none", none)) if value]
-    if len(given) > 1:
-        raise InvalidInput(f"give only one retention option, not {' and '.join(given)}")
-    if size is not None:
-        return parse_limits(size, RetentionKind.SIZE)
-    if time is not None:
-        return parse_limits(time, RetentionKind.TIME)
-    return None
-
-
-def parse_at(text: str, now_ms: int) -> int:
-    """--at: "+DURATION" from now (e.g. +2h), or a time (times.parse_time_ms: epoch ms or ISO-8601)."""
-    stripped = text.strip()
-    if stripped.startswith("+"):
-        return now_ms + parse_duration_ms(stripped[1:])
-    return parse_time_ms(stripped, "--at")
+app = typer.Typer(help="Size and time retention: preview, run and history of cycles; what-if simulations.",
+                  no_args_is_help=True)
 
 
 def age_text(ms: int) -> str:
@@ -221,6 +192,7 @@ def history(
 
 
 app.command("subscribers")(subscribers.subscribers)
+app.command("simulate")(retention_simulate.simulate)
 
 
 def policy(

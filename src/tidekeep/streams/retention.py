@@ -496,6 +496,20 @@ def should_record(records: Iterable[RetentionRecord], now_ms: int, frequency_ms:
     return newest is None or now_ms - newest > frequency_ms
 
 
+def record_due(records: Sequence[RetentionRecord], now_ms: int, frequency_ms: int) -> bool:
+    """Whether a cycle at `now_ms` records the tail: `should_record`, and only after the newest record
+    (a record is only ever appended after it, as Pravega's addReferenceToStreamCutIfLatest)."""
+    newest = max((r.recording_time_ms for r in records), default=None)
+    return should_record(records, now_ms, frequency_ms) and (newest is None or now_ms > newest)
+
+
+def held(decision: RetentionDecision, hold_id: int, hold_reason: str) -> RetentionDecision:
+    """The decision as a preview reports it on a held stream: a run would be refused (HoldActive), so
+    no cut and no bytes; the reason names the hold and says what would happen without it."""
+    why = Reason(Why.HELD, decision.why.kind, {"hold": hold_id, "hold_reason": hold_reason, "inner": decision.why})
+    return dataclasses.replace(decision, rule=HELD, cut=None, freed_bytes=0, why=why)
+
+
 __all__ = [
     "CBR_RULES",
     "RULES",
@@ -513,7 +527,9 @@ __all__ = [
     "consumption_choice",
     "cut_text",
     "decide",
+    "held",
     "prune",
+    "record_due",
     "retained_amount",
     "rules_choice",
     "should_record",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,7 +24,7 @@ from ..errors import ConflictError, InvalidInput, InvalidStreamCut
 from ..faults import fault_point, pause_point
 from ..store import schema as t
 from ..store.fencing import LeaseFence, check_fence
-from ..store.holds import holds_on
+from ..store.holds import Hold, holds_on
 from ..store.schema_retention import retention_set
 from .controller import StreamController
 from .cuts import CutOrder
@@ -31,17 +32,17 @@ from .model import segment_name
 from .repository import StreamState
 from .retention import (
     BEHIND_HEAD,
-    HELD,
     Consumption,
     RetentionDecision,
     RetentionRecord,
     RetentionStream,
     SubscriberView,
     decide,
+    held,
     prune,
-    should_record,
+    record_due,
 )
-from .retention_reasons import Reason, Why, cycle_reason
+from .retention_reasons import cycle_reason
 from .subscriber_store import SubscriberStore
 from .subscribers import lower_bound, upper_bound
 
@@ -58,6 +59,16 @@ def tail_record(state: StreamState, now_ms: int) -> RetentionRecord:
 def _check_now(now: int | None) -> None:
     if now is not None and (not isinstance(now, int) or isinstance(now, bool) or now < 0):
         raise InvalidInput(f"invalid time {now!r}: expected milliseconds since the epoch")
+
+
+@dataclass(frozen=True)
+class CycleInputs:
+    """One read of what a retention cycle decides on (RetentionManager.inputs)."""
+
+    state: StreamState
+    records: list[RetentionRecord]  # the retention set, oldest first
+    holds: list[Hold]  # the holds on the stream, oldest first
+    views: list[SubscriberView]  # its subscribers
 
 
 class RetentionManager:
@@ -82,20 +93,23 @@ class RetentionManager:
 
     @staticmethod
     def _due(records: list[RetentionRecord], now_ms: int, frequency_ms: int) -> bool:
-        # a record is only ever appended after the newest one (as Pravega's addReferenceToStreamCutIfLatest)
-        newest = records[-1].recording_time_ms if records else None
-        return should_record(records, now_ms, frequency_ms) and (newest is None or now_ms > newest)
+        return record_due(records, now_ms, frequency_ms)
+
+    def inputs(self, stream: str) -> CycleInputs:
+        """What a cycle decides on, read in one transaction: the stream, its retention set, the holds
+        on it and its subscribers (what `preview` and what-if retention start from)."""
+        with self.controller.db.read() as conn:
+            state = self.controller.repository.load(conn, stream)
+            return CycleInputs(state, self._load(conn, state.stream_id), holds_on(conn, "stream", stream),
+                               self.subscribers.views(conn, state))
 
     # ---- the operations ------------------------------------------------------------------------
     def preview(self, stream: str, now: int | None = None) -> RetentionDecision:
         """What a cycle would do at `now` (default: the client's clock). Changes nothing."""
         _check_now(now)
         now_ms = self.controller.clock.now_ms() if now is None else now
-        with self.controller.db.read() as conn:
-            state = self.controller.repository.load(conn, stream)
-            records = self._load(conn, state.stream_id)
-            holds = holds_on(conn, "stream", stream)
-            views = self.subscribers.views(conn, state)
+        found = self.inputs(stream)
+        state, records, holds, views = found.state, found.records, found.holds, found.views
         policy = state.info.config.retention
         recorded = None
         if policy is not None and self._due(records, now_ms, self.frequency_ms):
@@ -104,10 +118,7 @@ class RetentionManager:
         decision = self._decide(state, records, now_ms, recorded, views)
         if decision.truncates and holds:
             # a run would be refused (HoldActive): the preview says so instead of promising bytes
-            hold = holds[0]
-            why = Reason(Why.HELD, decision.why.kind, {"hold": hold.id, "hold_reason": hold.reason,
-                                                       "inner": decision.why})
-            return dataclasses.replace(decision, rule=HELD, cut=None, freed_bytes=0, why=why)
+            return held(decision, holds[0].id, holds[0].reason)
         return decision
 
     def run(self, stream: str, now: int | None = None, actor: str | None = None,
@@ -312,5 +323,5 @@ def consumption_details(decision: RetentionDecision, state: StreamState) -> dict
                             "subscribers": subscribers}}
 
 
-__all__ = ["RetentionManager", "SubscribersChanged", "clamp_to_head", "consumption_details", "fenced",
+__all__ = ["CycleInputs", "RetentionManager", "SubscribersChanged", "clamp_to_head", "consumption_details", "fenced",
            "retention_details", "subscribers_unchanged", "tail_record"]

@@ -37,9 +37,10 @@ from ..store.schema_readergroups import reader_groups
 from ..store.schema_subscribers import stream_subscribers as subs
 from .config import RetentionType
 from .controller import StreamController
-from .cuts import CutOrder, StreamCut, Topology
+from .cuts import CutOrder, StreamCut
 from .repository import StreamState
 from .retention import SubscriberView
+from .subscribers import unconsumed_bytes
 
 log = logging.getLogger("tidekeep.subscribers")
 
@@ -79,19 +80,6 @@ class Subscriber:
 
     def _cut(self, positions: Mapping[int, int]) -> str:
         return str(StreamCut(self.stream, positions, uid=self.stream_uid))
-
-
-def unconsumed_bytes(cut: Mapping[int, int], head: Mapping[int, int], tail: Mapping[int, int],
-                     topology: Topology) -> int:
-    """Bytes from `cut` to the tail that still exist: per segment, from the later of the cut and the
-    head. A cut behind the head (retention forced past a slow subscriber) counts only what is left."""
-    from_cut = {r.segment: r for r in topology.ranges_between(cut, tail)}
-    total = 0
-    for kept in topology.ranges_between(head, tail):
-        unread = from_cut.get(kept.segment)
-        if unread is not None:
-            total += kept.end - max(kept.start, unread.start)
-    return total
 
 
 def _retention_type(config_json: str) -> RetentionType:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from .cuts import Topology
 from .model import Segment, segment_name
 
 
@@ -45,6 +46,19 @@ def upper_bound(cuts: Sequence[Mapping[int, int]], segments: Mapping[int, Segmen
     if not cuts:
         raise ValueError("upper_bound needs at least one cut")
     return _pointwise(cuts, segments, max)
+
+
+def unconsumed_bytes(cut: Mapping[int, int], head: Mapping[int, int], tail: Mapping[int, int],
+                     topology: Topology) -> int:
+    """Bytes from `cut` to the tail that still exist: per segment, from the later of the cut and the
+    head. A cut behind the head (retention forced past a slow subscriber) counts only what is left."""
+    from_cut = {r.segment: r for r in topology.ranges_between(cut, tail)}
+    total = 0
+    for kept in topology.ranges_between(head, tail):
+        unread = from_cut.get(kept.segment)
+        if unread is not None:
+            total += kept.end - max(kept.start, unread.start)
+    return total
 
 
 def _pointwise(cuts: Sequence[Mapping[int, int]], segments: Mapping[int, Segment],
@@ -77,4 +91,4 @@ def _show(cut: Mapping[int, int]) -> str:
     return "{" + ", ".join(f"{segment_name(s)}: {o}" for s, o in sorted(cut.items())) + "}"
 
 
-__all__ = ["lower_bound", "upper_bound"]
+__all__ = ["lower_bound", "unconsumed_bytes", "upper_bound"]

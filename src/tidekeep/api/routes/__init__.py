@@ -4,12 +4,26 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import archives, audit, catalog, holds, jobs, readergroups, retention, streams, tokens, transactions, watermarks
+from . import (
+    archives,
+    audit,
+    catalog,
+    holds,
+    jobs,
+    readergroups,
+    retention,
+    simulate,
+    streams,
+    tokens,
+    transactions,
+    watermarks,
+)
 
 ROUTERS: list[APIRouter] = [
     streams.router,
     readergroups.router,
     retention.router,
+    simulate.router,
     watermarks.router,
     transactions.router,
     holds.router,

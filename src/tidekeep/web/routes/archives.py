@@ -1,13 +1,14 @@
 """The archives area (docs/dashboard.md, "Archives"): datasets, a dataset's timeline with its expiry
-line, searches and their paged results, the garbage collectors' preview. Every read and action
-goes through the API's own route functions (api/routes/archives.py) with the viewer as the
-caller, so the pages show what the API answers and start the same jobs, with the same roles."""
+line and its what-if retention forecast, searches and their paged results, the garbage collectors'
+preview. Every read and action goes through the API's own route functions (api/routes/archives.py,
+simulate.py) with the viewer as the caller, so the pages show what the API answers and start the
+same jobs, with the same roles."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Form, Request, Response
+from fastapi import APIRouter, Form, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from ...api.routes.archives import (
@@ -25,14 +26,17 @@ from ...api.routes.archives import (
     start_search,
 )
 from ...api.routes.archives import cancel_search as api_cancel_search
+from ...api.routes.simulate import SimulateBody, simulate
 from ...api.routes.streams import Cursor, Limit
 from ...api.state import Caller
 from ...archives.expiry import is_expired, is_held, retention_ms
 from ...archives.holds import ARCHIVE_KIND, DATASET_KIND
 from ...archives.model import Archive
 from ...errors import NotFound
+from ...forecast import DEFAULT_DAYS
 from ..archive_timeline import timeline
 from ..auth import UNSCOPED_PAGES, Look, Operate, Viewer
+from ..forecast_chart import forecast_chart, forecast_rows
 from ..render import render
 
 router = APIRouter(dependencies=UNSCOPED_PAGES)
@@ -88,6 +92,22 @@ def dataset(request: Request, dataset: str, viewer: Viewer = Look, limit: Limit 
                   rows=page.items, next_cursor=page.next_cursor, limit=limit, first=cursor is not None,
                   total=len(archives), held=held,
                   retention_ms=None if drawn.retention_minutes is None else retention_ms(drawn.retention_minutes))
+
+
+@router.get("/archives/datasets/{dataset}/forecast", response_class=HTMLResponse)
+def dataset_forecast(request: Request, dataset: str, viewer: Viewer = Look,
+                     retention: Annotated[str | None, Query(max_length=64)] = None,
+                     days: int = DEFAULT_DAYS) -> HTMLResponse:
+    """What-if retention of the dataset (POST /api/v1/retention/simulate): which archives expire per
+    day under the retention period and, with `retention`, under the proposed one, from the same now."""
+    caller = caller_of(viewer)
+    at = str(_now(viewer))
+    forecasts = [("current retention", simulate(SimulateBody(dataset=dataset, days=days, at=at), Response(), caller))]
+    if retention:
+        proposed = simulate(SimulateBody(dataset=dataset, retention=retention, days=days, at=at), Response(), caller)
+        forecasts.append((f"proposed ({proposed['proposal']['retention_minutes']} min)", proposed))
+    return render(request, "fragments/forecast.html", viewer, forecasts=forecasts,
+                  chart=forecast_chart(forecasts), rows=forecast_rows(forecasts))
 
 
 # ---- searches ----------------------------------------------------------------------------------------

@@ -1,12 +1,13 @@
 """The streams area: the list (filtered, sorted and paged in the metadata store, streams/listing.py)
 and one stream's page — epochs and segments, head and tail, policy, retained size over time,
-truncations, subscribers, watermark lag — with its actions: a retention preview, truncate
-(operator) and a hold (legal), the same operations and documents as the API's routes
-(api/routes/streams.py, retention.py, holds.py)."""
+truncations, subscribers, watermark lag — with its actions: a retention preview, a what-if
+forecast of the policy and of a proposed one, truncate (operator) and a hold (legal), the same
+operations and documents as the API's routes (api/routes/streams.py, retention.py, simulate.py,
+holds.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, Query, Request
@@ -15,9 +16,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from ...api.paging import decode_cursor, encode_cursor
 from ...api.routes.streams import cut_of, truncated_document
 from ...errors import InvalidInput
+from ...forecast import DEFAULT_DAYS, check_days
+from ...streams.config import RetentionKind, RetentionPolicy
 from ...streams.documents import decision_document, history_record, subscriber_json
 from ...streams.listing import StreamQuery, StreamSort
 from ..auth import LegalAction, Look, Operate, Viewer
+from ..forecast_chart import forecast_chart, forecast_rows
 from ..render import environment, render
 from ..retained_series import chart_spec, retained_series
 from ..stream_diagram import stream_diagram
@@ -101,6 +105,26 @@ def retention_preview(request: Request, scope: str, stream: str, viewer: Viewer 
     cut = None if decision.cut is None else str(handle.state().cut(decision.cut))
     return render(request, "streams/fragments/preview.html", viewer, scope=scope, stream=stream,
                   decision=decision_document(decision, dry_run=True), cut=cut)
+
+
+@router.get(STREAM + "/forecast", response_class=HTMLResponse)
+def retention_forecast(request: Request, scope: str, stream: str, viewer: Viewer = Look,
+                       kind: Literal["", "size", "time"] = "", low: TEXT = None, high: TEXT = None,
+                       days: int = DEFAULT_DAYS) -> Response:
+    """What-if retention (POST /api/v1/retention/simulate): the stream's forecast under its policy
+    and, with `kind` and `low` (and `high`), under the proposed one, from the same now."""
+    handle = viewer.client.stream(f"{scope}/{stream}")
+    days = check_days(days)
+    now = viewer.client.clock.now_ms()
+    forecasts = [("current policy", handle.retention.simulate(None, now, days).forecast().to_dict())]
+    if kind:
+        if not low:
+            raise InvalidInput("the proposed policy needs its minimum")
+        maker = RetentionPolicy.by_size if kind == RetentionKind.SIZE.value else RetentionPolicy.by_time
+        proposed = handle.retention.simulate(maker(low, high or None), now, days).forecast().to_dict()
+        forecasts.append((f"proposed ({proposed['proposal']['policy_text']})", proposed))
+    return render(request, "fragments/forecast.html", viewer, forecasts=forecasts,
+                  chart=forecast_chart(forecasts), rows=forecast_rows(forecasts))
 
 
 @router.post(STREAM + "/truncate", response_class=HTMLResponse)
