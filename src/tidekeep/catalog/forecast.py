@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..spark.progress import Progress, monotonic
+from ..spark.progress import Progress
 from .forecast_days import check_days, day_cutoffs, day_of_window
 
 if TYPE_CHECKING:
@@ -72,10 +72,10 @@ def catalog_forecast(workspace: Workspace, rules: Any = None, now_ms: int | None
     """The forecast for the saved rules (None) or `rules` (a RuleSet, a list of rules or a rules
     file, as impact_summary takes them) over days 0..`days` (0..3660). `progress` counts the
     candidate records scanned."""
-    from .impact import resolve_rules
-    from .job import load_dictionaries, plan_period, rules_that_matter, run_slices
+    from .impact import add_count, count_expiring, resolve_rules
+    from .job import rules_that_matter
     from .rules import active_rules
-    from .slice_runner import FORECAST, PeriodRules, PlannedSlice, SliceWork
+    from .slice_runner import FORECAST, PeriodRules
 
     days = check_days(days)
     now = workspace.clock.now_ms() if now_ms is None else now_ms
@@ -84,37 +84,20 @@ def catalog_forecast(workspace: Workspace, rules: Any = None, now_ms: int | None
     expiring = [r for r in active if r.age is not None]
     if not expiring:
         return CatalogForecast(now, days, version, ())
-    if not workspace.db.is_sqlite:
-        # Spark tasks may open the metadata store (job.py)
-        from ..spark.cluster import check_settings_reach
-
-        check_settings_reach(workspace.settings, metadata=True)
     cutoffs = {r.rule_number: day_cutoffs(now, r.age, days) for r in expiring if r.age is not None}
     case_rules = rules_that_matter(active, set(cutoffs))
-    # the candidates: created before the latest cutoff of any rule over the whole forecast
-    upper = max(c.last for c in cutoffs.values())
-    with workspace.db.read() as conn:
-        slices = plan_period(conn, 0, upper, workspace.settings["catalog.slice_rows"])
     period = PeriodRules(tuple((r.rule_number, r.expression) for r in case_rules),
                          cutoffs={n: c.first for n, c in cutoffs.items()},
                          last_cutoffs={n: c.last for n, c in cutoffs.items()})
-    work = SliceWork(FORECAST, now, (period,), tuple(PlannedSlice(0, s.low, s.high, s.rows) for s in slices),
-                     load_dictionaries(workspace), parallelism=workspace.settings["catalog.parallelism"])
-    total = sum(s.rows for s in slices)
-    report = monotonic(progress or (lambda _done, _total: None))
-    report(0, total)
-    counts, _elapsed = run_slices(workspace, work, lambda done: report(done, total))
-    report(total, total)
+    # the candidates: created before the latest cutoff of any rule over the whole forecast
+    counts = count_expiring(workspace, FORECAST, now, period, max(c.last for c in cutoffs.values()), progress)
     merged: dict[tuple[int, int], list[int]] = {}
     for count in counts:
         assert count.day_window is not None
         day = day_of_window(cutoffs[count.rule], count.day_window)
         if day is None:  # cannot happen: the statement keeps only create times before the last cutoff
             raise AssertionError(f"rule {count.rule}: window {count.day_window} is past the forecast")
-        entry = merged.setdefault((day, count.rule), [0, 0, 0])
-        entry[0] += count.rows
-        entry[1] += count.bytes
-        entry[2] += count.held_rows
+        add_count(merged, (day, count.rule), count)
     by_number = {r.rule_number: r for r in expiring}
     rows = [ForecastRow(day, rule, by_number[rule].name, by_number[rule].age_string, *totals)
             for (day, rule), totals in sorted(merged.items())]

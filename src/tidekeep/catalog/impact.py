@@ -20,6 +20,7 @@ from ..spark.progress import Progress, monotonic
 
 if TYPE_CHECKING:
     from ..store.house import Workspace
+    from .slice_runner import Count, PeriodRules
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,9 @@ def resolve_rules(workspace: Workspace, rules: Any) -> tuple[str, tuple[Any, ...
 def impact_summary(workspace: Workspace, rules: Any = None, now_ms: int | None = None,
                    progress: Progress | None = None) -> ImpactSummary:
     from .ages import cutoff_ms
-    from .job import load_dictionaries, plan_period, rules_that_matter, run_slices
+    from .job import rules_that_matter
     from .rules import active_rules
-    from .slice_runner import IMPACT, PeriodRules, PlannedSlice, SliceWork
+    from .slice_runner import IMPACT, PeriodRules
 
     now = workspace.clock.now_ms() if now_ms is None else now_ms
     version, all_rules = resolve_rules(workspace, rules)
@@ -88,33 +89,46 @@ def impact_summary(workspace: Workspace, rules: Any = None, now_ms: int | None =
     expiring = [r for r in active if r.age is not None]
     if not expiring:
         return ImpactSummary(now, version, ())
+    cutoffs = {r.rule_number: cutoff_ms(now, r.age) for r in expiring}
+    case_rules = rules_that_matter(active, set(cutoffs))
+    period = PeriodRules(tuple((r.rule_number, r.expression) for r in case_rules), cutoffs=cutoffs)
+    counts = count_expiring(workspace, IMPACT, now, period, max(cutoffs.values()), progress)
+    merged: dict[tuple[int, str, str], list[int]] = {}
+    for count in counts:
+        add_count(merged, (count.rule, count.feed or "", count.type or ""), count)
+    by_number = {r.rule_number: r for r in expiring}
+    rows = [ImpactRow(rule, by_number[rule].name, by_number[rule].age_string, feed, type_, *totals)
+            for (rule, feed, type_), totals in sorted(merged.items())]
+    return ImpactSummary(now, version, tuple(rows))
+
+
+def count_expiring(workspace: Workspace, kind: str, now: int, period: PeriodRules, upper: int,
+                   progress: Progress | None) -> list[Count]:
+    """The grouped counts of `kind` (IMPACT or the forecast's) over the UNLOCKED records created
+    before `upper`, run as the job runs its slices; `progress` in records as the slices finish."""
+    from .job import load_dictionaries, plan_period, run_slices
+    from .slice_runner import PlannedSlice, SliceWork
+
     if not workspace.db.is_sqlite:
         # Spark tasks may open the metadata store (job.py)
         from ..spark.cluster import check_settings_reach
 
         check_settings_reach(workspace.settings, metadata=True)
-    cutoffs = {r.rule_number: cutoff_ms(now, r.age) for r in expiring}
-    case_rules = rules_that_matter(active, set(cutoffs))
-    upper = max(cutoffs.values())
     with workspace.db.read() as conn:
         slices = plan_period(conn, 0, upper, workspace.settings["catalog.slice_rows"])
-    work = SliceWork(IMPACT, now, (PeriodRules(tuple((r.rule_number, r.expression) for r in case_rules),
-                                               cutoffs=cutoffs),),
-                     tuple(PlannedSlice(0, s.low, s.high, s.rows) for s in slices), load_dictionaries(workspace),
-                     parallelism=workspace.settings["catalog.parallelism"])
-    # progress in records: the candidates created before the latest cutoff, as the slices finish
+    work = SliceWork(kind, now, (period,), tuple(PlannedSlice(0, s.low, s.high, s.rows) for s in slices),
+                     load_dictionaries(workspace), parallelism=workspace.settings["catalog.parallelism"])
     total = sum(s.rows for s in slices)
     report = monotonic(progress or (lambda _done, _total: None))
     report(0, total)
     counts, _elapsed = run_slices(workspace, work, lambda done: report(done, total))
     report(total, total)
-    merged: dict[tuple[int, str, str], list[int]] = {}
-    for count in counts:
-        entry = merged.setdefault((count.rule, count.feed or "", count.type or ""), [0, 0, 0])
-        entry[0] += count.rows
-        entry[1] += count.bytes
-        entry[2] += count.held_rows
-    by_number = {r.rule_number: r for r in expiring}
-    rows = [ImpactRow(rule, by_number[rule].name, by_number[rule].age_string, feed, type_, *totals)
-            for (rule, feed, type_), totals in sorted(merged.items())]
-    return ImpactSummary(now, version, tuple(rows))
+    return counts
+
+
+def add_count(merged: dict[Any, list[int]], key: Any, count: Count) -> None:
+    """Add a slice's count to `merged[key]`: [rows, bytes, held rows]."""
+    entry = merged.setdefault(key, [0, 0, 0])
+    entry[0] += count.rows
+    entry[1] += count.bytes
+    entry[2] += count.held_rows
