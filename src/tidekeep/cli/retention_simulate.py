@@ -13,7 +13,7 @@ import typer
 from ..errors import InvalidInput
 from ..forecast import DEFAULT_DAYS, MAX_DAYS, check_days
 from .context import is_remote, open_client, open_remote, output
-from .options import JsonFlag
+from .options import JsonFlag, int_option
 from .output import emit, emit_table, fields, format_bytes, iso_utc, size_cell
 from .progress import progress_bar
 from .retention_input import parse_at, policy_from_options
@@ -111,8 +111,7 @@ def simulate(
                                                             "deletes (a Spark job)")] = False,
     rules: Annotated[str | None, typer.Option(
         "--rules", metavar="FILE", help="With --catalog: a rules file (YAML or Stroom JSON) to try")] = None,
-    days: Annotated[int, typer.Option("--days", metavar="N", help=f"Days after now to forecast, 0..{MAX_DAYS}")]
-    = DEFAULT_DAYS,
+    days: Annotated[int, int_option("--days", help=f"Days after now to forecast, 0..{MAX_DAYS}")] = DEFAULT_DAYS,
     at: Annotated[str | None, typer.Option(
         "--at", metavar="TIME", help="Forecast from TIME instead of now: +DURATION from now, ISO-8601 or epoch ms")]
     = None,
