@@ -67,8 +67,7 @@ import tidekeep as tk
 from tidekeep.api.paging import decode_cursor, encode_cursor
 from tidekeep.api.server import ApiOptions, ApiServer
 from tidekeep.api.state import ApiState
-from tidekeep.store import schema as t
-from tidekeep.store.audit import AuditFilter, audit_rows
+from tidekeep.store.audit import AuditFilter, audit_rows, chain_rows
 from tidekeep.store.metrics_queries import audit_totals, read_store_figures, stream_figures
 from tidekeep.store.tokens import TokenStore
 from tidekeep.web import dashboard_app
@@ -150,12 +149,12 @@ def make_featured(client: tk.Client) -> None:
 
 def make_audit(client: tk.Client, rows: int, now_ms: int, streams: int) -> None:
     """`rows` audit rows in the shape of the featured stream's real truncate row (store/audit.py's
-    columns), for targets across the streams, times rising with the id over the last year. The
-    store has no bulk append (AuditLog.append writes one row per audited change), so they go in by
-    executemany in transactions of AUDIT_BATCH rows."""
+    columns), for targets across the streams, times rising with the id over the last year. They go in
+    as the audit log chains rows (store/audit.py, `chain_rows`: ids and hashes), AUDIT_BATCH rows a
+    statement, in one transaction."""
     real = audit_rows(client.workspace.db, FEATURED, 100)
     truncate = next(r for r in real if r["action"] == "truncate")
-    template = {k: v for k, v in truncate.items() if k != "id"}
+    template = {k: v for k, v in truncate.items() if k not in ("id", "prev_hash", "row_hash")}
     span = 365 * DAY_MS
     with client.workspace.db.write() as conn:
         for start in range(0, rows, AUDIT_BATCH):
@@ -163,7 +162,7 @@ def make_audit(client: tk.Client, rows: int, now_ms: int, streams: int) -> None:
             for i in range(start, min(rows, start + AUDIT_BATCH)):
                 batch.append({**template, "target": stream_name(1 + i % max(1, streams - 1)),
                               "time_ms": now_ms - span + span * i // max(1, rows), "bytes_freed": 1000 + i % 50_000})
-            conn.execute(sa.insert(t.audit), batch)
+            chain_rows(conn, batch)
 
 
 def build(home: Path, streams: int, records: int, audit: int) -> Built:
