@@ -138,6 +138,16 @@ def test_without_its_head_the_trail_is_broken_and_refuses_new_audited_changes(tr
     assert [h.reason for h in trail.holds.list()] == ["case again"]  # the hold rolled back with its row
 
 
+def test_a_row_written_around_tidekeep_refuses_new_audited_changes(trail: tk.Client) -> None:
+    forged = {"time_ms": T0, "action": "hold_remove", "target": "a/one", "old_head": None, "new_head": None,
+              "bytes_freed": 0, "reason": "forged", "actor": "someone", "details": None}
+    execute(trail, sa.insert(audit).values(id=6, **forged))  # the next id, no hash
+    with pytest.raises(AuditTrailBroken, match=r"rows after the chain's head \(row 5\) were written around"):
+        trail.holds.add("stream", "a/two", "refused")
+    assert [h.reason for h in trail.holds.list()] == ["case again"]
+    assert broken(trail) == ("unchained", 6)
+
+
 def test_concurrent_writers_form_one_chain(tmp_path: Path, metadata_url: str) -> None:
     writers, each = 4, 15
     clients = [tk.connect(home=tmp_path / "ws", metadata_url=metadata_url, storage=str(tmp_path / "data"),

@@ -90,9 +90,12 @@ class PendingRows:
 def _locked_head(conn: Connection) -> ChainHead:
     """The chain's head, locked until the transaction ends (PostgreSQL: the row lock; SQLite: the
     write transaction already excludes every other writer). A trail with no head and no rows gets
-    one at GENESIS; a trail whose head was deleted is refused rather than chained anew."""
-    query = sa.select(audit_chain.c.head_id, audit_chain.c.head_hash).where(audit_chain.c.singleton == 1)
-    found = conn.execute(query.with_for_update()).one_or_none()
+    one at GENESIS. A trail whose head was deleted, or that holds rows after it (written around
+    tidekeep), is refused rather than chained on past what happened to it."""
+    newest = sa.select(sa.func.max(audit_table.c.id)).scalar_subquery()  # the primary key's last entry
+    query = (sa.select(audit_chain.c.head_id, audit_chain.c.head_hash, newest.label("newest"))
+             .where(audit_chain.c.singleton == 1).with_for_update(of=audit_chain))
+    found = conn.execute(query).one_or_none()
     if found is None:
         if conn.execute(sa.select(audit_table.c.id).limit(1)).first() is not None:
             raise AuditTrailBroken("the audit chain's head is missing, so nothing audited can be done; "
@@ -100,7 +103,10 @@ def _locked_head(conn: Connection) -> ChainHead:
         insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
         conn.execute(insert(audit_chain).values(singleton=1, head_id=0, head_hash=GENESIS)
                      .on_conflict_do_nothing(index_elements=["singleton"]))
-        found = conn.execute(query.with_for_update()).one()
+        found = conn.execute(query).one()
+    if found.newest is not None and found.newest > found.head_id:
+        raise AuditTrailBroken(f"audit rows after the chain's head (row {found.head_id}) were written around "
+                               "tidekeep, so nothing audited can be done; run 'tidekeep audit verify' (docs/audit.md)")
     return ChainHead(int(found.head_id), str(found.head_hash))
 
 
